@@ -1,0 +1,48 @@
+"""The Spark session lading's apps run in, with the settings the engines rely on.
+
+Python data sources with ``pushFilters`` need ``spark.sql.python.filterPushdown.enabled``;
+Arrow batches are not capped by bytes (a byte cap makes Spark measure every row:
+see DESIGN.md, "What was measured here").
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+DEFAULT_CONF: dict[str, str] = {
+    "spark.sql.python.filterPushdown.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.ansi.enabled": "true",
+}
+
+LOCAL_CONF: dict[str, str] = {
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "2g",
+}
+
+
+def build_session(master: str | None = None, app_name: str = "lading", conf: dict[str, Any] | None = None) -> SparkSession:
+    """Get or create the session; ``master=None`` keeps what spark-submit set."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName(app_name)
+    settings = dict(DEFAULT_CONF)
+    if master is not None:
+        builder = builder.master(master)
+        settings.update(LOCAL_CONF)
+    settings.update({k: str(v) for k, v in (conf or {}).items()})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

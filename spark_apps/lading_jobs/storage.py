@@ -1,0 +1,462 @@
+"""One small interface over object storage, chosen by URI scheme (``s3://``, ``file://``).
+
+Every byte lading reads or writes goes through here: boto3 for S3 (listing,
+multipart uploads, conditional writes), the local filesystem for ``file://``.
+Uploads are two-phase so nothing partial is ever visible: ``begin_upload`` /
+``upload_part`` leave a *pending* upload that only ``complete_upload`` makes
+visible and ``abort_upload`` discards. For ``file://`` a pending upload is a file
+in a staging directory beside the destination that completion renames into place.
+
+Credentials come from the process environment (``AWS_ACCESS_KEY_ID``, ... and
+``AWS_ENDPOINT_URL``) or the pod's identity, never from a spec; ``S3Settings``
+carries only the endpoint and region, so it can be shipped to Spark executors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote, urlparse
+
+import boto3
+import botocore.config
+import botocore.exceptions
+import pyarrow as pa
+
+STAGING_DIR = ".lading-staging"
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """Where S3 is. Credentials are deliberately absent: the environment supplies them."""
+
+    endpoint: str | None = None
+    region: str | None = None
+
+    @classmethod
+    def from_env(cls, endpoint: str | None = None, region: str | None = None) -> S3Settings:
+        return cls(
+            endpoint=endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
+            region=region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        )
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    uri: str
+    size: int
+    etag: str
+
+
+@dataclass
+class PendingUpload:
+    """An upload that is written but not yet visible; plain data, so tasks can return it."""
+
+    uri: str
+    upload_id: str
+    parts: list[dict[str, Any]] = field(default_factory=list)  # [{"PartNumber": n, "ETag": e}]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"uri": self.uri, "upload_id": self.upload_id, "parts": list(self.parts)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PendingUpload:
+        return cls(uri=data["uri"], upload_id=data["upload_id"], parts=list(data["parts"]))
+
+
+class StorageError(RuntimeError):
+    """A storage call failed; the message names the URI and what to check."""
+
+
+def split_s3(uri: str) -> tuple[str, str]:
+    parsed = urlparse(uri)
+    return parsed.netloc, parsed.path.lstrip("/")
+
+
+def join(prefix: str, *names: str) -> str:
+    """``join("s3://b/p/", "x", "y.csv")`` → ``s3://b/p/x/y.csv``."""
+    out = prefix
+    for name in names:
+        out = out.rstrip("/") + "/" + name.lstrip("/")
+    return out
+
+
+def has_glob(uri: str) -> bool:
+    return any(c in uri for c in "*?[")
+
+
+class Storage:
+    """Operations on one scheme; all paths are full URIs."""
+
+    def list_objects(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object whose URI starts with ``prefix`` (recursively), in key order."""
+        raise NotImplementedError
+
+    def list_matching(self, uri: str, pattern: str | None = None) -> list[ObjectInfo]:
+        """Objects under a prefix or matching a glob (``s3://b/raw/*.csv``), in key order."""
+        if has_glob(uri):
+            cut = min(uri.index(c) for c in "*?[" if c in uri)
+            base = uri[: uri.rfind("/", 0, cut) + 1]
+            found = [o for o in self.list_objects(base) if fnmatch.fnmatchcase(o.uri, uri)]
+        else:
+            prefix = uri if uri.endswith("/") else uri + "/"
+            found = list(self.list_objects(prefix))
+            if not found and not uri.endswith("/"):
+                found = [o for o in self.list_objects(uri) if o.uri == uri]
+        found = [o for o in found if STAGING_DIR not in o.uri]
+        if pattern:
+            found = [o for o in found if fnmatch.fnmatchcase(o.uri.rsplit("/", 1)[-1], pattern)
+                     or fnmatch.fnmatchcase(o.uri, pattern)]
+        return found
+
+    def head(self, uri: str) -> ObjectInfo | None:
+        raise NotImplementedError
+
+    def read(self, uri: str) -> bytes:
+        raise NotImplementedError
+
+    def read_range(self, uri: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object."""
+        raise NotImplementedError
+
+    def open_input(self, uri: str, size: int | None = None) -> pa.NativeFile:
+        """A random-access file for pyarrow readers (Parquet footers, row groups)."""
+        info_size = size if size is not None else self._size(uri)
+        return pa.PythonFile(_RangeReader(self, uri, info_size), mode="r")
+
+    def _size(self, uri: str) -> int:
+        info = self.head(uri)
+        if info is None:
+            raise StorageError(f"{uri} does not exist")
+        return info.size
+
+    def put(self, uri: str, data: bytes) -> None:
+        raise NotImplementedError
+
+    def put_if_absent(self, uri: str, data: bytes) -> bool:
+        """Create ``uri`` only if nothing is there; ``False`` when another writer won."""
+        raise NotImplementedError
+
+    def delete(self, uris: Iterable[str]) -> None:
+        raise NotImplementedError
+
+    def begin_upload(self, uri: str) -> PendingUpload:
+        raise NotImplementedError
+
+    def upload_part(self, upload: PendingUpload, data: bytes) -> None:
+        """Append ``data`` as the next part (every part but the last ≥ 5 MiB on S3)."""
+        raise NotImplementedError
+
+    def complete_upload(self, upload: PendingUpload) -> None:
+        raise NotImplementedError
+
+    def abort_upload(self, upload: PendingUpload) -> None:
+        raise NotImplementedError
+
+    def list_pending_uploads(self, prefix: str) -> list[PendingUpload]:
+        """Uploads begun under ``prefix`` and neither completed nor aborted."""
+        raise NotImplementedError
+
+
+class _RangeReader:
+    """A read-only, seekable file over ``Storage.read_range`` (wrapped by ``pa.PythonFile``)."""
+
+    def __init__(self, storage: Storage, uri: str, size: int) -> None:
+        self.storage, self.uri, self.size, self.pos = storage, uri, size, 0
+        self.closed = False
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = offset if whence == 0 else self.pos + offset if whence == 1 else self.size + offset
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
+        if end <= self.pos:
+            return b""
+        data = self.storage.read_range(self.uri, self.pos, end)
+        self.pos = end
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class S3Storage(Storage):
+    def __init__(self, settings: S3Settings | None = None) -> None:
+        self.settings = settings or S3Settings.from_env()
+        self.client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=self.settings.endpoint,
+            region_name=self.settings.region,
+            config=botocore.config.Config(
+                retries={"max_attempts": 5, "mode": "standard"},
+                s3={"addressing_style": "path"},
+                max_pool_connections=32,
+            ),
+        )
+
+    def _call(self, what: str, uri: str, fn: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except botocore.exceptions.ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            message = e.response.get("Error", {}).get("Message", "")
+            hint = {
+                "NoSuchBucket": "the bucket does not exist; create it or fix the URI",
+                "AccessDenied": "the credentials lack permission; check the Secret named in connection.secretRef",
+                "InvalidAccessKeyId": "the access key is unknown; check the Secret named in connection.secretRef",
+                "SignatureDoesNotMatch": "the secret key is wrong; check the Secret named in connection.secretRef",
+            }.get(code, "")
+            raise StorageError(f"{what} {uri} failed: {code} {message}{'; ' + hint if hint else ''}") from e
+        except botocore.exceptions.EndpointConnectionError as e:
+            raise StorageError(
+                f"{what} {uri} failed: cannot reach S3 at {self.settings.endpoint or 'AWS'}; check connection.endpoint"
+            ) from e
+
+    def list_objects(self, prefix: str) -> Iterator[ObjectInfo]:
+        bucket, key = split_s3(prefix)
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=bucket, Prefix=key):
+                for obj in page.get("Contents", []):
+                    yield ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'))
+        except botocore.exceptions.ClientError as e:
+            self._call("listing", prefix, _raise, error=e)
+
+    def head(self, uri: str) -> ObjectInfo | None:
+        bucket, key = split_s3(uri)
+        try:
+            r = self.client.head_object(Bucket=bucket, Key=key)
+        except botocore.exceptions.ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise StorageError(f"reading {uri} failed: {e}") from e
+        return ObjectInfo(uri, r["ContentLength"], r["ETag"].strip('"'))
+
+    def read(self, uri: str) -> bytes:
+        bucket, key = split_s3(uri)
+        r = self._call("reading", uri, self.client.get_object, Bucket=bucket, Key=key)
+        return r["Body"].read()  # type: ignore[no-any-return]
+
+    def read_range(self, uri: str, start: int, end: int) -> bytes:
+        bucket, key = split_s3(uri)
+        r = self._call("reading", uri, self.client.get_object, Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}")
+        return r["Body"].read()  # type: ignore[no-any-return]
+
+    def put(self, uri: str, data: bytes) -> None:
+        bucket, key = split_s3(uri)
+        self._call("writing", uri, self.client.put_object, Bucket=bucket, Key=key, Body=data)
+
+    def put_if_absent(self, uri: str, data: bytes) -> bool:
+        bucket, key = split_s3(uri)
+        try:
+            self.client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        except botocore.exceptions.ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+                return False
+            self._call("writing", uri, _raise, error=e)
+        return True
+
+    def delete(self, uris: Iterable[str]) -> None:
+        by_bucket: dict[str, list[str]] = {}
+        for uri in uris:
+            bucket, key = split_s3(uri)
+            by_bucket.setdefault(bucket, []).append(key)
+        for bucket, keys in by_bucket.items():
+            for i in range(0, len(keys), 1000):
+                objects = [{"Key": k} for k in keys[i : i + 1000]]
+                r = self._call("deleting", f"s3://{bucket}/", self.client.delete_objects,
+                               Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
+                if r.get("Errors"):
+                    err = r["Errors"][0]
+                    raise StorageError(f"deleting s3://{bucket}/{err['Key']} failed: {err.get('Code')} {err.get('Message')}")
+
+    def begin_upload(self, uri: str) -> PendingUpload:
+        bucket, key = split_s3(uri)
+        r = self._call("starting an upload to", uri, self.client.create_multipart_upload, Bucket=bucket, Key=key)
+        return PendingUpload(uri=uri, upload_id=r["UploadId"])
+
+    def upload_part(self, upload: PendingUpload, data: bytes) -> None:
+        bucket, key = split_s3(upload.uri)
+        number = len(upload.parts) + 1
+        r = self._call("uploading to", upload.uri, self.client.upload_part, Bucket=bucket, Key=key,
+                       UploadId=upload.upload_id, PartNumber=number, Body=data)
+        upload.parts.append({"PartNumber": number, "ETag": r["ETag"]})
+
+    def complete_upload(self, upload: PendingUpload) -> None:
+        bucket, key = split_s3(upload.uri)
+        if not upload.parts:  # S3 needs at least one part; an empty file is one empty part
+            self.upload_part(upload, b"")
+        self._call("completing", upload.uri, self.client.complete_multipart_upload, Bucket=bucket, Key=key,
+                   UploadId=upload.upload_id, MultipartUpload={"Parts": upload.parts})
+
+    def abort_upload(self, upload: PendingUpload) -> None:
+        bucket, key = split_s3(upload.uri)
+        try:
+            self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload.upload_id)
+        except botocore.exceptions.ClientError as e:
+            if e.response.get("Error", {}).get("Code") != "NoSuchUpload":
+                raise StorageError(f"aborting the upload to {upload.uri} failed: {e}") from e
+
+    def list_pending_uploads(self, prefix: str) -> list[PendingUpload]:
+        bucket, key = split_s3(prefix)
+        out = []
+        paginator = self.client.get_paginator("list_multipart_uploads")
+        for page in paginator.paginate(Bucket=bucket, Prefix=key):
+            for u in page.get("Uploads", []):
+                out.append(PendingUpload(uri=f"s3://{bucket}/{u['Key']}", upload_id=u["UploadId"]))
+        return out
+
+
+def _raise(error: Exception) -> None:
+    raise error
+
+
+def _path(uri: str) -> Path:
+    return Path(unquote(urlparse(uri).path))
+
+
+def _uri(path: Path) -> str:
+    return "file://" + quote(str(path))
+
+
+class LocalStorage(Storage):
+    """``file://`` URIs. Pending uploads live in ``<parent>/.lading-staging/`` until renamed."""
+
+    def list_objects(self, prefix: str) -> Iterator[ObjectInfo]:
+        base = _path(prefix)
+        root = base if prefix.endswith("/") else base.parent
+        if not root.is_dir():
+            return
+        found = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if d != STAGING_DIR]
+            for name in filenames:
+                p = Path(dirpath) / name
+                uri = _uri(p)
+                if uri.startswith(prefix) or str(p).startswith(str(base)):
+                    st = p.stat()
+                    found.append(ObjectInfo(uri, st.st_size, f"{st.st_size:x}-{st.st_mtime_ns:x}"))
+        yield from sorted(found, key=lambda o: o.uri)
+
+    def head(self, uri: str) -> ObjectInfo | None:
+        p = _path(uri)
+        if not p.is_file():
+            return None
+        st = p.stat()
+        return ObjectInfo(uri, st.st_size, f"{st.st_size:x}-{st.st_mtime_ns:x}")
+
+    def read(self, uri: str) -> bytes:
+        try:
+            return _path(uri).read_bytes()
+        except OSError as e:
+            raise StorageError(f"reading {uri} failed: {e.strerror}") from e
+
+    def read_range(self, uri: str, start: int, end: int) -> bytes:
+        with open(_path(uri), "rb") as f:
+            f.seek(start)
+            return f.read(end - start)
+
+    def open_input(self, uri: str, size: int | None = None) -> pa.NativeFile:
+        return pa.OSFile(str(_path(uri)), "r")
+
+    def put(self, uri: str, data: bytes) -> None:
+        p = _path(uri)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.parent / f".{p.name}.{uuid.uuid4().hex}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, p)
+
+    def put_if_absent(self, uri: str, data: bytes) -> bool:
+        p = _path(uri)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.parent / f".{p.name}.{uuid.uuid4().hex}.tmp"
+        tmp.write_bytes(data)
+        try:
+            os.link(tmp, p)  # atomic create-if-absent with the full content in place
+        except FileExistsError:
+            return False
+        finally:
+            tmp.unlink()
+        return True
+
+    def delete(self, uris: Iterable[str]) -> None:
+        for uri in uris:
+            _path(uri).unlink(missing_ok=True)
+
+    def _staging(self, uri: str) -> Path:
+        p = _path(uri)
+        # Stage beside the destination's top-most existing ancestor's child, so a
+        # listing of the destination prefix never shows staged files.
+        return p.parent / STAGING_DIR
+
+    def begin_upload(self, uri: str) -> PendingUpload:
+        staging = self._staging(uri)
+        staging.mkdir(parents=True, exist_ok=True)
+        token = uuid.uuid4().hex
+        (staging / f"{token}.part").touch()
+        return PendingUpload(uri=uri, upload_id=str(staging / f"{token}.part"))
+
+    def upload_part(self, upload: PendingUpload, data: bytes) -> None:
+        with open(upload.upload_id, "ab") as f:
+            f.write(data)
+        upload.parts.append({"PartNumber": len(upload.parts) + 1, "ETag": str(len(data))})
+
+    def complete_upload(self, upload: PendingUpload) -> None:
+        p = _path(upload.uri)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(upload.upload_id, p)
+        _remove_empty(Path(upload.upload_id).parent)
+
+    def abort_upload(self, upload: PendingUpload) -> None:
+        Path(upload.upload_id).unlink(missing_ok=True)
+        _remove_empty(Path(upload.upload_id).parent)
+
+    def list_pending_uploads(self, prefix: str) -> list[PendingUpload]:
+        base = _path(prefix)
+        root = base if prefix.endswith("/") else base.parent
+        out = []
+        for staging in [root / STAGING_DIR, *root.rglob(STAGING_DIR)] if root.exists() else []:
+            for f in staging.glob("*.part") if staging.is_dir() else []:
+                out.append(PendingUpload(uri=_uri(staging.parent), upload_id=str(f)))
+        return out
+
+
+def _remove_empty(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        directory.rmdir()
+
+
+def remove_tree(uri: str) -> None:
+    """Remove a local directory tree (tests and demo clean-up)."""
+    shutil.rmtree(_path(uri), ignore_errors=True)
+
+
+def open_storage(uri: str, settings: S3Settings | None = None) -> Storage:
+    """The storage for ``uri``'s scheme."""
+    scheme = urlparse(uri).scheme
+    if scheme == "s3":
+        return S3Storage(settings)
+    if scheme == "file":
+        return LocalStorage()
+    raise StorageError(f"unsupported URI {uri!r}; use s3://bucket/prefix/ or file:///absolute/path/")

@@ -1,0 +1,331 @@
+"""The CopyJob spec: ``COPY <from> TO <to>``, validated and defaulted.
+
+``from`` is exactly one of ``query`` (Spark SQL over named ``inputs``), ``table``
+(a lading table, optionally ``asOf``) or ``files`` (a load); ``to`` is exactly one
+of ``files`` (an unload) or ``table`` (a load). Every error names its field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lading_spec.errors import SpecError
+from lading_spec.formats import (
+    FileFormat,
+    FileSet,
+    FormatOptions,
+    parse_format,
+    parse_options,
+)
+from lading_spec.sizes import parse_size
+from lading_spec.templates import check_template
+from lading_spec.uris import check_uri
+
+IfExists = Literal["error", "replace", "append"]
+OnError = Literal["abort", "skipFile", "continue"]
+Envelope = Literal["append", "upsert", "diff"]
+DEFAULT_MAX_FILE_SIZE = 256 * 1024**2
+DEFAULT_BUFFER_SIZE = 64 * 1024**2
+MIN_BUFFER_SIZE = 5 * 1024**2  # S3's smallest multipart part
+
+
+@dataclass(frozen=True)
+class Input:
+    """A named input a query can use: a file set or a lading table."""
+
+    name: str
+    files: FileSet | None = None
+    table: str | None = None
+    as_of: int | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    query: str | None = None
+    inputs: tuple[Input, ...] = ()
+    table: str | None = None
+    as_of: int | None = None
+    files: FileSet | None = None
+
+    @property
+    def kind(self) -> Literal["query", "table", "files"]:
+        if self.query is not None:
+            return "query"
+        return "table" if self.table is not None else "files"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    nullable: bool = True
+    default: Any = None
+
+
+@dataclass(frozen=True)
+class Target:
+    files: str | None = None
+    format: FileFormat = "csv"
+    options: FormatOptions | None = None
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    buffer_size: int = DEFAULT_BUFFER_SIZE
+    partition_by: tuple[str, ...] = ()
+    keep_partition_columns: bool = False
+    if_exists: IfExists = "error"
+    table: str | None = None
+    schema: tuple[Column, ...] = ()
+    infer_schema: bool = False
+    envelope: Envelope = "append"
+    key_columns: tuple[str, ...] = ()
+    sort_by: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> Literal["files", "table"]:
+        return "files" if self.files is not None else "table"
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where S3 is and which Secret holds its credentials (never the credentials)."""
+
+    secret_name: str | None = None
+    endpoint: str | None = None
+    region: str | None = None
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    on_error: OnError = "abort"
+    max_errors: int | None = None
+    max_error_ratio: float | None = None
+    rejected_rows: str | None = None
+    validate_only: bool = False
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class CopyJobSpec:
+    source: Source
+    target: Target
+    connection: Connection = field(default_factory=Connection)
+    load: LoadOptions = field(default_factory=LoadOptions)
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+def _mapping(value: Any, path: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecError(path, f"expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _only(obj: dict[str, Any], path: str, known: tuple[str, ...]) -> None:
+    for key in obj:
+        if key not in known:
+            raise SpecError(f"{path}.{key}" if path else key, f"unknown field; accepted: {', '.join(known)}")
+
+
+def _str_list(value: Any, path: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise SpecError(path, f"expected a list of names, got {value!r}")
+    if len(set(value)) != len(value):
+        raise SpecError(path, f"names repeat in {value!r}")
+    return tuple(value)
+
+
+def _as_of(value: Any, path: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SpecError(path, f"expected a non-negative logical time, got {value!r}")
+    return value
+
+
+def _file_set(obj: dict[str, Any], path: str, default_format: FileFormat = "parquet") -> FileSet:
+    uri = obj.get("files")
+    file_list = obj.get("fileList")
+    if uri is None and not file_list:
+        raise SpecError(f"{path}.files", "give a prefix or glob (files) or an explicit fileList")
+    if uri is not None:
+        check_uri(uri, f"{path}.files", allow_glob=True)
+    listed: tuple[str, ...] = ()
+    if file_list is not None:
+        if not isinstance(file_list, list) or not file_list:
+            raise SpecError(f"{path}.fileList", "expected a non-empty list of URIs")
+        listed = tuple(check_uri(u, f"{path}.fileList[{i}]") for i, u in enumerate(file_list))
+    pattern = obj.get("pattern")
+    if pattern is not None and not isinstance(pattern, str):
+        raise SpecError(f"{path}.pattern", f"expected a glob such as '*.csv', got {pattern!r}")
+    fmt = parse_format(obj.get("format", default_format), f"{path}.format")
+    return FileSet(uri=uri, pattern=pattern, file_list=listed, format=fmt,
+                   options=parse_options(fmt, obj.get("options"), f"{path}.options"))
+
+
+def _source(obj: dict[str, Any]) -> Source:
+    _only(obj, "from", ("query", "inputs", "table", "asOf", "files", "pattern", "fileList", "format", "options"))
+    given = [k for k in ("query", "table", "files") if obj.get(k) is not None]
+    if obj.get("fileList") and "files" not in given:
+        given.append("files")
+    if len(given) != 1:
+        raise SpecError("from", f"give exactly one of query, table or files (got {', '.join(given) or 'none'})")
+    if obj.get("query") is not None:
+        query = obj["query"]
+        if not isinstance(query, str) or not query.strip():
+            raise SpecError("from.query", "expected a Spark SQL SELECT statement")
+        inputs = []
+        names: set[str] = set()
+        for i, raw in enumerate(obj.get("inputs") or []):
+            path = f"from.inputs[{i}]"
+            raw = _mapping(raw, path)
+            _only(raw, path, ("name", "files", "pattern", "fileList", "format", "options", "table", "asOf"))
+            name = raw.get("name")
+            if not isinstance(name, str) or not name.isidentifier():
+                raise SpecError(f"{path}.name", f"expected a SQL identifier, got {name!r}")
+            if name in names:
+                raise SpecError(f"{path}.name", f"input {name!r} is named twice")
+            names.add(name)
+            if raw.get("table") is not None:
+                inputs.append(Input(name=name, table=check_uri(raw["table"], f"{path}.table"),
+                                    as_of=_as_of(raw.get("asOf"), f"{path}.asOf")))
+            else:
+                inputs.append(Input(name=name, files=_file_set(raw, path)))
+        return Source(query=query, inputs=tuple(inputs))
+    if obj.get("table") is not None:
+        return Source(table=check_uri(obj["table"], "from.table"), as_of=_as_of(obj.get("asOf"), "from.asOf"))
+    return Source(files=_file_set(obj, "from", default_format="csv"))
+
+
+def _columns(value: Any) -> tuple[Column, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SpecError("to.schema", "expected a list of {name, type, nullable, default}")
+    columns = []
+    for i, raw in enumerate(value):
+        path = f"to.schema[{i}]"
+        raw = _mapping(raw, path)
+        _only(raw, path, ("name", "type", "nullable", "default"))
+        if not isinstance(raw.get("name"), str) or not raw["name"]:
+            raise SpecError(f"{path}.name", "expected a column name")
+        if not isinstance(raw.get("type"), str) or not raw["type"]:
+            raise SpecError(f"{path}.type", "expected a Spark SQL type such as bigint, decimal(12,2), string")
+        columns.append(Column(raw["name"], raw["type"], bool(raw.get("nullable", True)), raw.get("default")))
+    return tuple(columns)
+
+
+def _target(obj: dict[str, Any]) -> Target:
+    _only(obj, "to", ("files", "format", "options", "maxFileSize", "bufferSize", "partitionBy",
+                      "keepPartitionColumns", "ifExists", "table", "schema", "inferSchema",
+                      "envelope", "keyColumns", "sortBy"))
+    given = [k for k in ("files", "table") if obj.get(k) is not None]
+    if len(given) != 1:
+        raise SpecError("to", f"give exactly one of files or table (got {', '.join(given) or 'none'})")
+    if obj.get("files") is not None:
+        files = obj["files"]
+        check_uri(files, "to.files")
+        check_template(files, "to.files")
+        fmt = parse_format(obj.get("format", "csv"), "to.format")
+        max_file_size = parse_size(obj.get("maxFileSize", DEFAULT_MAX_FILE_SIZE), "to.maxFileSize")
+        buffer_size = parse_size(obj.get("bufferSize", DEFAULT_BUFFER_SIZE), "to.bufferSize")
+        if buffer_size < MIN_BUFFER_SIZE:
+            raise SpecError("to.bufferSize", "must be at least 5MB (S3's smallest multipart part)")
+        if_exists = obj.get("ifExists", "error")
+        if if_exists not in ("error", "replace", "append"):
+            raise SpecError("to.ifExists", f"got {if_exists!r}; accepted: error, replace, append")
+        return Target(
+            files=files,
+            format=fmt,
+            options=parse_options(fmt, obj.get("options"), "to.options"),
+            max_file_size=max_file_size,
+            buffer_size=buffer_size,
+            partition_by=_str_list(obj.get("partitionBy"), "to.partitionBy"),
+            keep_partition_columns=bool(obj.get("keepPartitionColumns", False)),
+            if_exists=if_exists,
+        )
+    for key in ("format", "options", "maxFileSize", "bufferSize", "partitionBy", "keepPartitionColumns", "ifExists"):
+        if key in obj:
+            raise SpecError(f"to.{key}", "applies to files targets only (to.files), not to to.table")
+    envelope = obj.get("envelope", "append")
+    if envelope not in ("append", "upsert", "diff"):
+        raise SpecError("to.envelope", f"got {envelope!r}; accepted: append, upsert, diff")
+    keys = _str_list(obj.get("keyColumns"), "to.keyColumns")
+    if envelope == "upsert" and not keys:
+        raise SpecError("to.keyColumns", "an upsert table needs key columns")
+    return Target(
+        table=check_uri(obj["table"], "to.table"),
+        schema=_columns(obj.get("schema")),
+        infer_schema=bool(obj.get("inferSchema", False)),
+        envelope=envelope,
+        key_columns=keys,
+        sort_by=_str_list(obj.get("sortBy"), "to.sortBy"),
+    )
+
+
+def _connection(obj: dict[str, Any]) -> Connection:
+    _only(obj, "connection", ("secretRef", "endpoint", "region"))
+    secret = _mapping(obj.get("secretRef"), "connection.secretRef")
+    _only(secret, "connection.secretRef", ("name",))
+    endpoint = obj.get("endpoint")
+    if endpoint is not None and (not isinstance(endpoint, str) or not endpoint.startswith(("http://", "https://"))):
+        raise SpecError("connection.endpoint", f"expected an http:// or https:// URL, got {endpoint!r}")
+    return Connection(secret_name=secret.get("name"), endpoint=endpoint, region=obj.get("region"))
+
+
+def _load(obj: dict[str, Any], is_load: bool) -> LoadOptions:
+    keys = ("onError", "maxErrors", "maxErrorRatio", "rejectedRows", "validateOnly", "force")
+    present = [k for k in keys if k in obj]
+    if present and not is_load:
+        raise SpecError(present[0], "applies to loads only (from.files into to.table)")
+    on_error = obj.get("onError", "abort")
+    if on_error not in ("abort", "skipFile", "continue"):
+        raise SpecError("onError", f"got {on_error!r}; accepted: abort, skipFile, continue")
+    max_errors = obj.get("maxErrors")
+    if max_errors is not None and (isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0):
+        raise SpecError("maxErrors", f"expected a non-negative integer, got {max_errors!r}")
+    ratio = obj.get("maxErrorRatio")
+    if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1):
+        raise SpecError("maxErrorRatio", f"expected a number from 0 to 1, got {ratio!r}")
+    rejected = obj.get("rejectedRows")
+    if rejected is not None:
+        check_uri(rejected, "rejectedRows")
+    return LoadOptions(on_error=on_error, max_errors=max_errors,
+                       max_error_ratio=None if ratio is None else float(ratio),
+                       rejected_rows=rejected, validate_only=bool(obj.get("validateOnly", False)),
+                       force=bool(obj.get("force", False)))
+
+
+# Fields of spec that belong to the operator (scheduling, Spark sizing, lifecycle);
+# the Spark app ignores them.
+OPERATOR_FIELDS = ("spark", "schedule", "concurrencyPolicy", "successfulRunsHistoryLimit",
+                   "failedRunsHistoryLimit", "startingDeadlineSeconds", "suspend",
+                   "activeDeadlineSeconds", "backoffLimit", "cancel", "ttlSecondsAfterFinished")
+
+
+def parse_copyjob(spec: dict[str, Any]) -> CopyJobSpec:
+    """Validate and default a CopyJob ``spec``; raise :class:`SpecError` naming the field."""
+    spec = _mapping(spec, "spec")
+    _only(spec, "", ("from", "to", "connection", "onError", "maxErrors", "maxErrorRatio",
+                     "rejectedRows", "validateOnly", "force", *OPERATOR_FIELDS))
+    if "from" not in spec:
+        raise SpecError("from", "missing; give from.query, from.table or from.files")
+    if "to" not in spec:
+        raise SpecError("to", "missing; give to.files or to.table")
+    source = _source(_mapping(spec["from"], "from"))
+    target = _target(_mapping(spec["to"], "to"))
+    if source.kind == "files" and target.kind != "table":
+        raise SpecError("to.table", "a load (from.files) needs a table target (to.table)")
+    if target.kind == "table" and source.kind != "files":
+        raise SpecError("from.files", "loading into a table (to.table) reads files (from.files)")
+    if target.kind == "table" and not target.schema and not target.infer_schema:
+        pass  # an existing table supplies its own schema; checked by the job
+    return CopyJobSpec(
+        source=source,
+        target=target,
+        connection=_connection(_mapping(spec.get("connection"), "connection")),
+        load=_load(spec, is_load=source.kind == "files"),
+        raw=spec,
+    )
