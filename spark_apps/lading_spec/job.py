@@ -1,0 +1,120 @@
+"""The job contract between the operator and the Spark apps.
+
+The operator renders one *job document* per run and passes it to the Spark app
+as ``--job <JSON>`` (or ``--job-file PATH``); ``lading run FILE.yaml`` builds the
+same document from a manifest. The app answers with one *result* (CopyResponse):
+``{"rows": N, ...}`` or ``{"error": "...", ...}`` or ``{"cancelled": true, ...}``,
+printed on its last stdout line after ``RESULT_MARKER`` and written to the
+termination log (``/dev/termination-log``; ``LADING_TERMINATION_LOG`` overrides),
+which Kubernetes caps at 4 KiB.
+
+Identity (namespace, name, uid, generation, run id, run time) travels with the
+spec, so a run's output is traceable to the resource that asked for it.
+Credentials never do: they reach the pods as environment from a Secret.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from lading_spec.errors import SpecError
+
+API_VERSION = "lading.io/v1alpha1"
+KINDS = ("CopyJob", "StreamCopy", "Compaction")
+RESULT_MARKER = "LADING_RESULT "
+TERMINATION_LOG = "/dev/termination-log"
+TERMINATION_LOG_LIMIT = 4096
+
+
+@dataclass(frozen=True)
+class JobDocument:
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    run_id: str
+    run_time: dt.datetime
+    spec: dict[str, Any]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "apiVersion": API_VERSION,
+                "kind": self.kind,
+                "metadata": {"namespace": self.namespace, "name": self.name, "uid": self.uid,
+                             "generation": self.generation},
+                "runId": self.run_id,
+                "runTime": self.run_time.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                "spec": self.spec,
+            },
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+
+
+def parse_job_document(text: str) -> JobDocument:
+    """Read a job document; a malformed one is a :class:`SpecError` naming the field."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SpecError("job", f"not valid JSON: {e}") from e
+    if not isinstance(doc, dict):
+        raise SpecError("job", "expected a JSON object")
+    if doc.get("apiVersion") != API_VERSION:
+        raise SpecError("apiVersion", f"expected {API_VERSION}, got {doc.get('apiVersion')!r}")
+    if doc.get("kind") not in KINDS:
+        raise SpecError("kind", f"expected one of {', '.join(KINDS)}, got {doc.get('kind')!r}")
+    meta = doc.get("metadata") or {}
+    run_time_text = doc.get("runTime")
+    try:
+        run_time = dt.datetime.fromisoformat(str(run_time_text).replace("Z", "+00:00"))
+    except ValueError as e:
+        raise SpecError("runTime", f"expected an RFC 3339 time, got {run_time_text!r}") from e
+    if run_time.tzinfo is None:
+        run_time = run_time.replace(tzinfo=dt.UTC)
+    if not isinstance(doc.get("spec"), dict):
+        raise SpecError("spec", "missing or not a mapping")
+    if not isinstance(doc.get("runId"), str) or not doc["runId"]:
+        raise SpecError("runId", "missing")
+    return JobDocument(
+        kind=doc["kind"],
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        generation=int(meta.get("generation", 0) or 0),
+        run_id=doc["runId"],
+        run_time=run_time,
+        spec=doc["spec"],
+    )
+
+
+def encode_result(result: dict[str, Any]) -> str:
+    """The result as compact JSON that fits the termination log (details trimmed first)."""
+    text = json.dumps(result, separators=(",", ":"), sort_keys=True, default=str)
+    if len(text.encode()) <= TERMINATION_LOG_LIMIT - 64:
+        return text
+    slim = {k: v for k, v in result.items() if k in ("rows", "error", "cancelled", "files", "bytes",
+                                                       "manifest", "destination", "runId")}
+    if isinstance(slim.get("error"), str):
+        slim["error"] = slim["error"][:2000] + ("…" if len(slim["error"]) > 2000 else "")
+    return json.dumps(slim, separators=(",", ":"), sort_keys=True, default=str)
+
+
+def parse_result(text: str) -> dict[str, Any] | None:
+    """Read a result from a termination message or a log line; ``None`` if there is none."""
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith(RESULT_MARKER):
+            line = line[len(RESULT_MARKER):]
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict) and ("rows" in value or "error" in value or "cancelled" in value):
+                return value
+    return None
