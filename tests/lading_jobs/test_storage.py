@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from lading_jobs.storage import LocalStorage, S3Storage, Storage, open_storage
 
 

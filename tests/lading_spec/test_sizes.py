@@ -1,4 +1,5 @@
 import pytest
+
 from lading_spec.errors import SpecError
 from lading_spec.sizes import format_size, parse_size
 

@@ -1,0 +1,82 @@
+"""CopyJob spec validation: defaults, and errors that name the field and the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lading_spec.copyjob import DEFAULT_BUFFER_SIZE, DEFAULT_MAX_FILE_SIZE, parse_copyjob
+from lading_spec.errors import SpecError
+from lading_spec.formats import CsvOptions, ParquetOptions
+
+
+def unload(**to: Any) -> dict[str, Any]:
+    return {
+        "from": {"query": "SELECT * FROM orders", "inputs": [{"name": "orders", "files": "s3://lake/raw/orders/"}]},
+        "to": {"files": "s3://exports/orders/{run_time:%Y%m%d}/", **to},
+    }
+
+
+def test_unload_defaults() -> None:
+    spec = parse_copyjob(unload())
+    assert spec.source.kind == "query"
+    assert spec.source.inputs[0].files is not None
+    assert spec.source.inputs[0].files.format == "parquet"
+    assert spec.target.kind == "files"
+    assert spec.target.format == "csv"
+    assert spec.target.options == CsvOptions()
+    assert spec.target.max_file_size == DEFAULT_MAX_FILE_SIZE == 256 * 1024**2
+    assert spec.target.buffer_size == DEFAULT_BUFFER_SIZE
+    assert spec.target.if_exists == "error"
+
+
+def test_unload_with_all_fields() -> None:
+    spec = parse_copyjob(unload(format="parquet", options={"compression": "zstd", "rowGroupSize": 5000},
+                                maxFileSize="6MB", bufferSize="8MB", partitionBy=["region"], ifExists="replace"))
+    assert spec.target.options == ParquetOptions(compression="zstd", row_group_rows=5000)
+    assert spec.target.max_file_size == 6 * 1024**2
+    assert spec.target.partition_by == ("region",)
+    assert spec.target.if_exists == "replace"
+
+
+def test_load_spec() -> None:
+    spec = parse_copyjob({
+        "from": {"files": "s3://lake/in/", "pattern": "*.csv", "format": "csv", "options": {"header": True}},
+        "to": {"table": "s3://lake/tables/orders", "envelope": "upsert", "keyColumns": ["id"],
+               "schema": [{"name": "id", "type": "bigint", "nullable": False}]},
+        "onError": "continue", "maxErrors": 10, "rejectedRows": "s3://lake/rejected/",
+    })
+    assert spec.source.kind == "files" and spec.target.kind == "table"
+    assert spec.load.on_error == "continue" and spec.load.max_errors == 10
+    assert spec.target.key_columns == ("id",)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "needle"),
+    [
+        ({"to": {"files": "s3://a/b/"}}, "from", "missing"),
+        ({"from": {"query": "x", "table": "s3://abc/t"}, "to": {"files": "s3://abc/o/"}}, "from", "exactly one"),
+        (unload(format="xml"), "to.format", "csv, parquet, json"),
+        (unload(maxFileSize="10mb"), "to.maxFileSize", "did you mean MB"),
+        (unload(bufferSize="1MB"), "to.bufferSize", "at least 5MB"),
+        (unload(ifExists="overwrite"), "to.ifExists", "error, replace, append"),
+        (unload(options={"header": True, "sep": ";"}), "to.options.sep", "accepted: header"),
+        (unload(options={"delimiter": ";;"}), "to.options.delimiter", "single character"),
+        ({**unload(), "to": {"files": "s3://exports/{when}/"}}, "to.files", "unknown placeholder"),
+        ({**unload(), "to": {"files": "hdfs://x/y/"}}, "to.files", "s3://bucket/prefix/"),
+        ({**unload(), "to": {"files": "s3://ab/y/"}}, "to.files", "bucket"),
+        ({"from": {"files": "s3://lake/in/"}, "to": {"files": "s3://lake/out/"}}, "to.table", "needs a table"),
+        ({"from": {"files": "s3://lake/in/"}, "to": {"table": "s3://lake/t", "envelope": "upsert"}},
+         "to.keyColumns", "key columns"),
+        ({**unload(), "onError": "continue"}, "onError", "loads only"),
+        ({**unload(), "colour": "red"}, "colour", "unknown field"),
+        ({"from": {"query": "SELECT 1", "inputs": [{"name": "a b", "files": "s3://lake/x/"}]},
+          "to": {"files": "s3://lake/o/"}}, "from.inputs[0].name", "identifier"),
+    ],
+)
+def test_invalid_specs_name_the_field(spec: dict[str, Any], field: str, needle: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_copyjob(spec)
+    assert info.value.field == field
+    assert needle in str(info.value)

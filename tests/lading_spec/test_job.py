@@ -1,0 +1,54 @@
+"""The job contract round-trips and results fit the termination log."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from lading_spec.errors import SpecError
+from lading_spec.job import (
+    RESULT_MARKER,
+    TERMINATION_LOG_LIMIT,
+    JobDocument,
+    encode_result,
+    parse_job_document,
+    parse_result,
+)
+
+
+def test_job_document_round_trips() -> None:
+    doc = JobDocument(kind="CopyJob", namespace="ns", name="export", uid="u-1", generation=3, run_id="r1",
+                      run_time=dt.datetime(2026, 1, 2, 3, 4, 5, 600, tzinfo=dt.UTC), spec={"to": {"files": "s3://b/p/"}})
+    assert parse_job_document(doc.to_json()) == doc
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("not json", "job"),
+        ('{"apiVersion": "v1", "kind": "CopyJob"}', "apiVersion"),
+        ('{"apiVersion": "lading.io/v1alpha1", "kind": "Pod"}', "kind"),
+        ('{"apiVersion": "lading.io/v1alpha1", "kind": "CopyJob", "runTime": "yesterday", "spec": {}}', "runTime"),
+    ],
+)
+def test_bad_job_documents_name_the_field(text: str, field: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_job_document(text)
+    assert info.value.field == field
+
+
+def test_result_fits_termination_log_and_parses_back() -> None:
+    huge = {"error": "x" * 10_000, "files": 3, "perFile": [{"uri": f"s3://b/{i}"} for i in range(500)]}
+    text = encode_result(huge)
+    assert len(text.encode()) <= TERMINATION_LOG_LIMIT
+    parsed = parse_result(text)
+    assert parsed is not None and parsed["files"] == 3 and parsed["error"].startswith("xxx")
+    assert "perFile" not in parsed
+
+
+def test_parse_result_reads_the_last_marked_line_of_a_log() -> None:
+    log = "spark noise\n{\"not\": \"a result\"}\n" + RESULT_MARKER + json.dumps({"rows": 42}) + "\n"
+    assert parse_result(log) == {"rows": 42}
+    assert parse_result("nothing here") is None
