@@ -1,0 +1,100 @@
+"""The lading table format's constants and layout: where every object of a table lives.
+
+A table is a prefix. Under it::
+
+    _lading_log/00000000000000000000.json             commit 0 (creates the table)
+    _lading_log/00000000000000000001.json             commit 1, ...
+    _lading_log/00000000000000000010.checkpoint.json  full state as of commit 10
+    _lading_log/_last_checkpoint                      {"version": 10} (a hint)
+    data/<write id>/part-<task>-<n>.parquet           parts, named once, never rewritten
+
+Everything here is a pure function of the table URI; docs/table-format.md is the spec.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+FORMAT_VERSION = 1
+"""Bumped on any change a reader of the previous version would misread."""
+
+LOG_DIR = "_lading_log"
+DATA_DIR = "data"
+LAST_CHECKPOINT = "_last_checkpoint"
+CHECKPOINT_INTERVAL = 10
+"""A checkpoint is written after every commit whose version is a multiple of this."""
+
+VERSION_DIGITS = 20
+
+TIME_COLUMN = "_lading_time"
+"""Every row's logical time (int64)."""
+DIFF_COLUMN = "_lading_diff"
+"""Every row's diff (int64): +1 an insert/upsert, -1 a delete marker, ±n a diff."""
+TIME_FIELD_ID = 2_147_483_000
+DIFF_FIELD_ID = 2_147_483_001
+RESERVED_PREFIX = "_lading_"
+
+# Schema metadata keys written into every part's Arrow schema (and so its Parquet footer).
+META_FORMAT_VERSION = b"lading.format_version"
+META_TABLE_ID = b"lading.table_id"
+META_SCHEMA_ID = b"lading.schema_id"
+META_ENVELOPE = b"lading.envelope"
+# Field metadata keys.
+FIELD_ID_KEY = b"PARQUET:field_id"
+FIELD_TYPE_KEY = b"lading.type"
+EXTENSION_NAME_KEY = b"ARROW:extension:name"
+
+ENVELOPES = ("append", "upsert", "diff")
+
+STRING_STATS_LENGTH = 64
+"""Longest string bound kept in statistics; longer bounds are truncated (and flagged)."""
+
+
+def table_root(uri: str) -> str:
+    """The table's prefix with exactly one trailing slash."""
+    return uri.rstrip("/") + "/"
+
+
+def commit_name(version: int) -> str:
+    return f"{version:0{VERSION_DIGITS}d}.json"
+
+
+def commit_uri(uri: str, version: int) -> str:
+    return f"{table_root(uri)}{LOG_DIR}/{commit_name(version)}"
+
+
+def checkpoint_uri(uri: str, version: int) -> str:
+    return f"{table_root(uri)}{LOG_DIR}/{version:0{VERSION_DIGITS}d}.checkpoint.json"
+
+
+def last_checkpoint_uri(uri: str) -> str:
+    return f"{table_root(uri)}{LOG_DIR}/{LAST_CHECKPOINT}"
+
+
+_COMMIT_RE = re.compile(r"(\d{" + str(VERSION_DIGITS) + r"})\.json$")
+
+
+def parse_commit_name(name: str) -> int | None:
+    """``00000000000000000007.json`` → 7; anything else → None."""
+    m = _COMMIT_RE.fullmatch(name.rsplit("/", 1)[-1])
+    return int(m.group(1)) if m else None
+
+
+def new_write_id() -> str:
+    """A fresh directory name for one write's parts (so a failed write is one prefix)."""
+    return "w-" + uuid.uuid4().hex
+
+
+def write_prefix(uri: str, write_id: str) -> str:
+    return f"{table_root(uri)}{DATA_DIR}/{write_id}/"
+
+
+def part_path(write_id: str, task: int, n: int) -> str:
+    """A part's path relative to the table root."""
+    return f"{DATA_DIR}/{write_id}/part-{task:05d}-{n:05d}.parquet"
+
+
+def part_uri(uri: str, path: str) -> str:
+    """A part's full URI from its path relative to the table root."""
+    return table_root(uri) + path

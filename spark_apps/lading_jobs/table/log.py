@@ -1,0 +1,470 @@
+"""The commit log: a table's state is the replay of its commits, each created atomically.
+
+Commit ``v`` is the object ``_lading_log/<v>.json``, written with create-if-absent
+(S3 ``If-None-Match: *``, ``link`` for file://), so exactly one writer wins each
+version. A writer that loses re-reads the commits it missed and *rebases*: its
+change is re-validated against the new state and retried at the next version.
+Appends never conflict (with appends, or with a rewrite of other parts); a change
+conflicts only when it removes a part that is already gone, changes the schema
+that someone else just changed, loads a file another commit just loaded, moves
+a stream source that another commit just moved, or adds rows below a ``since``
+that another commit just advanced. Conflicts raise ``ConflictError`` naming the
+commit that caused them.
+
+Opening reads ``_last_checkpoint``, the checkpoint it names (the full state every
+``CHECKPOINT_INTERVAL`` commits) and the few commits after it: O(1) objects.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from lading_jobs import storage as st
+from lading_jobs.table import format as fmt
+from lading_jobs.table.schema import SchemaError, TableSchema
+from lading_jobs.table.stats import PartStats
+
+
+class TableError(RuntimeError):
+    """A table operation cannot proceed; the message says why and what to do."""
+
+
+class TableNotFoundError(TableError):
+    pass
+
+
+class TableExistsError(TableError):
+    pass
+
+
+class ConflictError(TableError):
+    """A concurrent commit made this change invalid; re-plan it against the new state."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One Parquet part: its path relative to the table, size and statistics.
+
+    ``seq`` is the version of the commit that added it (assigned when the commit
+    wins); it orders rows of equal logical time in upsert tables.
+    """
+
+    path: str
+    size: int
+    stats: PartStats
+    seq: int = -1
+    schema_id: int = 0
+
+    @property
+    def rows(self) -> int:
+        return self.stats.rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "seq": self.seq, "schemaId": self.schema_id,
+                "stats": self.stats.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Part:
+        return cls(d["path"], int(d["size"]), PartStats.from_dict(d["stats"]), int(d.get("seq", -1)),
+                   int(d.get("schemaId", 0)))
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """A source file already loaded: identified by URI plus ETag (or size)."""
+
+    etag: str
+    size: int
+    rows: int = 0
+    version: int = -1  # the commit that loaded it (assigned when the commit wins)
+    loaded_at: int = 0  # epoch milliseconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"etag": self.etag, "size": self.size, "rows": self.rows, "version": self.version,
+                "loadedAt": self.loaded_at}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LedgerEntry:
+        return cls(str(d.get("etag", "")), int(d.get("size", 0)), int(d.get("rows", 0)),
+                   int(d.get("version", -1)), int(d.get("loadedAt", 0)))
+
+    def same_file(self, etag: str, size: int) -> bool:
+        return (bool(etag) and etag == self.etag) or (not etag and size == self.size)
+
+
+@dataclass(frozen=True)
+class TableMeta:
+    table_id: str
+    envelope: str = "append"
+    key_columns: tuple[str, ...] = ()
+    sort_by: tuple[str, ...] = ()
+    created_at: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tableId": self.table_id, "envelope": self.envelope, "keyColumns": list(self.key_columns),
+                "sortBy": list(self.sort_by), "createdAt": self.created_at,
+                "formatVersion": fmt.FORMAT_VERSION}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TableMeta:
+        version = int(d.get("formatVersion", 1))
+        if version > fmt.FORMAT_VERSION:
+            raise TableError(f"table format version {version} is newer than this reader's "
+                             f"{fmt.FORMAT_VERSION}; upgrade lading")
+        return cls(d["tableId"], d.get("envelope", "append"), tuple(d.get("keyColumns", ())),
+                   tuple(d.get("sortBy", ())), int(d.get("createdAt", 0)))
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one commit does. Empty fields change nothing."""
+
+    operation: str = "append"
+    add: tuple[Part, ...] = ()
+    remove: tuple[str, ...] = ()
+    schema: TableSchema | None = None
+    ledger: Mapping[str, LedgerEntry] = field(default_factory=dict)
+    source_progress: Mapping[str, Any] = field(default_factory=dict)
+    upper: int | None = None
+    since: int | None = None
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The table as of one commit ``version`` (and, for reads, logical time ``as_of``)."""
+
+    uri: str
+    version: int
+    meta: TableMeta
+    schema: TableSchema
+    parts: tuple[Part, ...]
+    ledger: Mapping[str, LedgerEntry]
+    source_progress: Mapping[str, Any]
+    upper: int
+    since: int
+    as_of: int | None = None
+
+    @property
+    def envelope(self) -> str:
+        return self.meta.envelope
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        return self.meta.key_columns
+
+    @property
+    def sort_by(self) -> tuple[str, ...]:
+        return self.meta.sort_by
+
+    @property
+    def table_id(self) -> str:
+        return self.meta.table_id
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self.parts)
+
+    def part_uri(self, part: Part) -> str:
+        return fmt.part_uri(self.uri, part.path)
+
+    def loaded(self, uri: str, etag: str, size: int) -> bool:
+        """True when the ledger says this exact file was already loaded."""
+        entry = self.ledger.get(uri)
+        return entry is not None and entry.same_file(etag, size)
+
+
+@dataclass
+class _State:
+    version: int
+    meta: TableMeta
+    schema: TableSchema
+    parts: dict[str, Part]
+    ledger: dict[str, LedgerEntry]
+    source_progress: dict[str, Any]
+    upper: int = 0
+    since: int = 0
+
+    def apply(self, entry: dict[str, Any]) -> None:
+        v = int(entry["version"])
+        if "metadata" in entry:
+            self.meta = TableMeta.from_dict(entry["metadata"])
+        if "schema" in entry:
+            self.schema = TableSchema.from_dict(entry["schema"])
+        for path in entry.get("remove", ()):
+            self.parts.pop(path, None)
+        for raw in entry.get("add", ()):
+            part = Part.from_dict(raw)
+            self.parts[part.path] = part
+        for uri, raw in (entry.get("ledger") or {}).items():
+            self.ledger[uri] = LedgerEntry.from_dict(raw)
+        self.source_progress.update(entry.get("sourceProgress") or {})
+        self.upper = max(self.upper, int(entry.get("upper", self.upper)))
+        self.since = max(self.since, int(entry.get("since", self.since)))
+        self.version = v
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"formatVersion": fmt.FORMAT_VERSION, "version": self.version, "metadata": self.meta.to_dict(),
+                "schema": self.schema.to_dict(), "parts": [p.to_dict() for p in self.parts.values()],
+                "ledger": {k: v.to_dict() for k, v in self.ledger.items()},
+                "sourceProgress": self.source_progress, "upper": self.upper, "since": self.since}
+
+    @classmethod
+    def from_checkpoint(cls, d: dict[str, Any]) -> _State:
+        parts = [Part.from_dict(p) for p in d["parts"]]
+        return cls(int(d["version"]), TableMeta.from_dict(d["metadata"]), TableSchema.from_dict(d["schema"]),
+                   {p.path: p for p in parts}, {k: LedgerEntry.from_dict(v) for k, v in d["ledger"].items()},
+                   dict(d.get("sourceProgress") or {}), int(d.get("upper", 0)), int(d.get("since", 0)))
+
+    def copy(self) -> _State:
+        return _State(self.version, self.meta, self.schema, dict(self.parts), dict(self.ledger),
+                      dict(self.source_progress), self.upper, self.since)
+
+    def snapshot(self, uri: str, as_of: int | None = None) -> Snapshot:
+        return Snapshot(uri, self.version, self.meta, self.schema, tuple(self.parts.values()), dict(self.ledger),
+                        dict(self.source_progress), self.upper, self.since, as_of)
+
+
+def _read_json(storage: st.Storage, uri: str) -> dict[str, Any] | None:
+    """The JSON object at ``uri``, or None when there is none."""
+    try:
+        data = storage.read(uri)
+    except (st.StorageError, FileNotFoundError):
+        if storage.head(uri) is None:
+            return None
+        raise
+    return json.loads(data)  # type: ignore[no-any-return]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TableLog:
+    """A handle on one table's log; cheap to open, safe to use from one thread at a time."""
+
+    def __init__(self, uri: str, storage: st.Storage, state: _State) -> None:
+        self.uri = fmt.table_root(uri)
+        self.storage = storage
+        self._state = state
+
+    # -- opening ----------------------------------------------------------------------
+    @classmethod
+    def open(cls, uri: str, storage: st.Storage | None = None) -> TableLog | None:
+        """The table at ``uri``, or None when no table exists there."""
+        storage = storage or st.open_storage(uri)
+        state = _load_latest(fmt.table_root(uri), storage)
+        return None if state is None else cls(uri, storage, state)
+
+    @classmethod
+    def open_existing(cls, uri: str, storage: st.Storage | None = None) -> TableLog:
+        log = cls.open(uri, storage)
+        if log is None:
+            raise TableNotFoundError(f"no lading table at {uri} (no {fmt.LOG_DIR}/{fmt.commit_name(0)}); "
+                                     "create it first or fix the URI")
+        return log
+
+    @classmethod
+    def create(cls, uri: str, schema: TableSchema, envelope: str = "append",
+               key_columns: Iterable[str] = (), sort_by: Iterable[str] = (), *,
+               storage: st.Storage | None = None, exist_ok: bool = False,
+               table_id: str | None = None) -> TableLog:
+        """Create the table with commit 0; ``exist_ok`` returns an existing table instead of failing."""
+        storage = storage or st.open_storage(uri)
+        keys, sort = tuple(key_columns), tuple(sort_by)
+        _validate_meta(schema, envelope, keys, sort)
+        meta = TableMeta(table_id or uuid.uuid4().hex, envelope, keys, sort, _now_ms())
+        entry = {"formatVersion": fmt.FORMAT_VERSION, "version": 0, "timestamp": meta.created_at,
+                 "operation": "create", "metadata": meta.to_dict(), "schema": schema.to_dict(),
+                 "upper": 0, "since": 0}
+        if not storage.put_if_absent(fmt.commit_uri(uri, 0), _encode(entry)):
+            if exist_ok:
+                return cls.open_existing(uri, storage)
+            raise TableExistsError(f"a lading table already exists at {uri}; load into it or choose another URI")
+        state = _State(0, meta, schema, {}, {}, {}, 0, 0)
+        return cls(uri, storage, state)
+
+    # -- reading ----------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return self._state.version
+
+    def refresh(self) -> None:
+        """Catch up with commits made since this handle last looked."""
+        self._state = _replay_forward(self.uri, self.storage, self._state)
+
+    def snapshot(self, as_of: int | None = None, *, version: int | None = None) -> Snapshot:
+        """The latest state (or the state at commit ``version``), for reading as of ``as_of``."""
+        if version is None:
+            self.refresh()
+            state = self._state
+        else:
+            state = _load_version(self.uri, self.storage, version)
+        if as_of is not None and as_of < state.since:
+            raise TableError(f"asOf {as_of} is before the table's since frontier {state.since}: history before "
+                             f"it is consolidated; read as of a time ≥ {state.since}")
+        return state.snapshot(self.uri, as_of)
+
+    # -- committing -------------------------------------------------------------------
+    def commit(self, change: Change, *, max_attempts: int = 1000) -> Snapshot:
+        """Append ``change`` as the next commit, rebasing over concurrent commits."""
+        base = self._state
+        for _ in range(max_attempts):
+            entry = _validate(change, self._state, base)
+            entry["version"] = self._state.version + 1
+            entry["timestamp"] = _now_ms()
+            _assign_version(entry)
+            if self.storage.put_if_absent(fmt.commit_uri(self.uri, entry["version"]), _encode(entry)):
+                new = self._state.copy()
+                new.apply(entry)
+                self._state = new
+                if new.version % fmt.CHECKPOINT_INTERVAL == 0:
+                    self._checkpoint(new)
+                return new.snapshot(self.uri)
+            self.refresh()
+        raise ConflictError(f"gave up committing to {self.uri} after {max_attempts} lost races; retry later")
+
+    def _checkpoint(self, state: _State) -> None:
+        self.storage.put(fmt.checkpoint_uri(self.uri, state.version), _encode(state.to_dict()))
+        self.storage.put(fmt.last_checkpoint_uri(self.uri), _encode({"version": state.version}))
+
+
+def _encode(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _validate_meta(schema: TableSchema, envelope: str, keys: tuple[str, ...], sort: tuple[str, ...]) -> None:
+    if envelope not in fmt.ENVELOPES:
+        raise TableError(f"envelope {envelope!r} is not one of {', '.join(fmt.ENVELOPES)}")
+    if envelope == "upsert" and not keys:
+        raise TableError("keyColumns: an upsert table needs key columns")
+    for what, names in (("keyColumns", keys), ("sortBy", sort)):
+        for name in names:
+            if schema.find(name) is None:
+                raise SchemaError(f"{what}: no column {name!r}; columns: {', '.join(schema.names)}")
+
+
+def _assign_version(entry: dict[str, Any]) -> None:
+    v = entry["version"]
+    for raw in entry.get("add", ()):
+        raw["seq"] = v if raw.get("seq", -1) < 0 else raw["seq"]
+    for raw in (entry.get("ledger") or {}).values():
+        raw["version"] = v
+
+
+def _validate(change: Change, state: _State, base: _State) -> dict[str, Any]:
+    """Check ``change`` against the current state; build its log entry or raise ConflictError.
+
+    ``base`` is the state the writer planned against: anything that differs between
+    base and state was done by concurrent commits.
+    """
+    raced = state.version != base.version
+    who = f" (changed concurrently: the table moved from version {base.version} to {state.version})" if raced else ""
+    for path in change.remove:
+        if path not in state.parts:
+            raise ConflictError(f"cannot remove part {path}: it is not in the table at version {state.version}; "
+                                f"it was already removed{who}. Re-plan against the current version")
+    if change.schema is not None and state.schema.schema_id != base.schema.schema_id:
+        raise ConflictError(f"the schema changed concurrently (schema {base.schema.schema_id} → "
+                            f"{state.schema.schema_id}){who}; re-apply the schema change")
+    for uri in change.ledger:
+        prior = state.ledger.get(uri)
+        if prior is not None and prior.version > base.version:
+            raise ConflictError(f"file {uri} was loaded concurrently by commit {prior.version}; "
+                                "re-plan the load (the ledger skips it now)")
+    for source in change.source_progress:
+        if raced and state.source_progress.get(source) != base.source_progress.get(source):
+            raise ConflictError(f"source {source!r} progressed concurrently{who}; "
+                                "two writers are consuming it, stop one")
+    min_time = min((p.stats.min_time for p in change.add if p.stats.min_time is not None), default=None)
+    if min_time is not None and min_time < state.since:
+        raise ConflictError(f"rows at logical time {min_time} are below the table's since frontier "
+                            f"{state.since}{who}; write at a time ≥ {state.since}")
+    max_time = max((p.stats.max_time for p in change.add if p.stats.max_time is not None), default=None)
+    upper = max(state.upper, change.upper or 0, (max_time + 1) if max_time is not None else 0)
+    since = max(state.since, change.since or 0)
+    if since > upper:
+        raise TableError(f"since {since} would pass upper {upper}; compaction can only consolidate "
+                         "times that are already written")
+    entry: dict[str, Any] = {"formatVersion": fmt.FORMAT_VERSION, "operation": change.operation,
+                             "upper": upper, "since": since}
+    if change.add:
+        entry["add"] = [p.to_dict() for p in change.add]
+    if change.remove:
+        entry["remove"] = list(change.remove)
+    if change.schema is not None:
+        entry["schema"] = replace(change.schema, schema_id=state.schema.schema_id + 1).to_dict()
+    if change.ledger:
+        entry["ledger"] = {k: v.to_dict() for k, v in change.ledger.items()}
+    if change.source_progress:
+        entry["sourceProgress"] = dict(change.source_progress)
+    if change.info:
+        entry["info"] = dict(change.info)
+    return entry
+
+
+def _replay_forward(uri: str, storage: st.Storage, state: _State) -> _State:
+    """``state`` advanced by every commit after it (probing version by version)."""
+    new: _State | None = None
+    while True:
+        entry = _read_json(storage, fmt.commit_uri(uri, (new or state).version + 1))
+        if entry is None:
+            return new or state
+        if new is None:
+            new = state.copy()
+        new.apply(entry)
+
+
+def _initial_state(uri: str, storage: st.Storage, upto: int | None) -> _State | None:
+    """The state from the newest usable checkpoint (≤ ``upto``), else from commit 0."""
+    candidates: list[int] = []
+    if upto is None:
+        hint = _read_json(storage, fmt.last_checkpoint_uri(uri))
+        if hint is not None:
+            candidates.append(int(hint["version"]))
+        else:
+            candidates.extend(sorted(_listed_checkpoints(uri, storage), reverse=True)[:1])
+    else:
+        candidates.append(upto - upto % fmt.CHECKPOINT_INTERVAL)
+    for v in candidates:
+        if v > 0:
+            cp = _read_json(storage, fmt.checkpoint_uri(uri, v))
+            if cp is not None:
+                return _State.from_checkpoint(cp)
+    first = _read_json(storage, fmt.commit_uri(uri, 0))
+    if first is None:
+        return None
+    state = _State(0, TableMeta.from_dict(first["metadata"]), TableSchema.from_dict(first["schema"]), {}, {}, {})
+    state.apply(first)
+    return state
+
+
+def _listed_checkpoints(uri: str, storage: st.Storage) -> list[int]:
+    out = []
+    for obj in storage.list_objects(f"{uri}{fmt.LOG_DIR}/"):
+        name = obj.uri.rsplit("/", 1)[-1]
+        if name.endswith(".checkpoint.json"):
+            out.append(int(name.split(".", 1)[0]))
+    return out
+
+
+def _load_latest(uri: str, storage: st.Storage) -> _State | None:
+    state = _initial_state(uri, storage, None)
+    return None if state is None else _replay_forward(uri, storage, state)
+
+
+def _load_version(uri: str, storage: st.Storage, version: int) -> _State:
+    state = _initial_state(uri, storage, version)
+    if state is None:
+        raise TableNotFoundError(f"no lading table at {uri}")
+    while state.version < version:
+        entry = _read_json(storage, fmt.commit_uri(uri, state.version + 1))
+        if entry is None:
+            raise TableError(f"version {version} of {uri} does not exist; the latest is {state.version}")
+        state.apply(entry)
+    return state

@@ -1,0 +1,329 @@
+"""A table's schema: columns with stable ids, so names can change and come back safely.
+
+Columns are identified by an integer id that is never reused. Parts store each
+column with its id as the Parquet field id; a reader maps a part's columns to
+the current schema by id, never by name: a column dropped and re-added under
+the same name is a different column, and rows written before it existed read
+its default. Types are Spark SQL type names (``bigint``, ``decimal(12,2)``,
+``string``, ``timestamp``...) plus ``json`` and ``uuid``, which Arrow lacks and
+parts carry as extension types named ``lading.json.v1`` / ``lading.uuid.v1``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+
+from lading_jobs.table import format as fmt
+
+
+class SchemaError(ValueError):
+    """A schema operation or type is invalid; the message names the column and the fix."""
+
+
+# Logical types Arrow has no native type for: (extension name, Arrow storage type, Spark type).
+EXTENSION_TYPES: dict[str, tuple[str, pa.DataType, str]] = {
+    "json": ("lading.json.v1", pa.string(), "string"),
+    "uuid": ("lading.uuid.v1", pa.string(), "string"),
+}
+
+_SIMPLE: dict[str, pa.DataType] = {
+    "boolean": pa.bool_(),
+    "tinyint": pa.int8(), "byte": pa.int8(),
+    "smallint": pa.int16(), "short": pa.int16(),
+    "int": pa.int32(), "integer": pa.int32(),
+    "bigint": pa.int64(), "long": pa.int64(),
+    "float": pa.float32(), "real": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(), "text": pa.string(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ltz": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+}
+_DECIMAL = re.compile(r"decimal\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
+_CHAR = re.compile(r"(var)?char\s*\(\s*\d+\s*\)")
+
+
+def normalize_type(type_name: str) -> str:
+    """Canonical spelling of a type name; raises SchemaError for unknown ones."""
+    t = type_name.strip().lower()
+    if t in ("decimal", "numeric"):
+        return "decimal(10,0)"
+    m = _DECIMAL.fullmatch(t.replace("numeric", "decimal"))
+    if m:
+        precision, scale = int(m.group(1)), int(m.group(2) or 0)
+        if not 1 <= precision <= 38 or not 0 <= scale <= precision:
+            raise SchemaError(f"type {type_name!r}: decimal precision must be 1..38 and scale 0..precision")
+        return f"decimal({precision},{scale})"
+    if _CHAR.fullmatch(t):
+        return "string"
+    aliases = {"byte": "tinyint", "short": "smallint", "integer": "int", "long": "bigint",
+               "real": "float", "text": "string", "timestamp_ltz": "timestamp"}
+    t = aliases.get(t, t)
+    if t in _SIMPLE or t in EXTENSION_TYPES:
+        return t
+    accepted = sorted({*_SIMPLE, *EXTENSION_TYPES, "decimal(p,s)"})
+    raise SchemaError(f"unknown type {type_name!r}; accepted: {', '.join(accepted)}")
+
+
+def arrow_type(type_name: str) -> pa.DataType:
+    """The Arrow type parts store for a logical type (extension types: their storage type)."""
+    t = normalize_type(type_name)
+    if t in EXTENSION_TYPES:
+        return EXTENSION_TYPES[t][1]
+    if t.startswith("decimal("):
+        p, s = t[len("decimal("):-1].split(",")
+        return pa.decimal128(int(p), int(s))
+    return _SIMPLE[t]
+
+
+def spark_type(type_name: str) -> str:
+    """The Spark SQL type readers expose for a logical type."""
+    t = normalize_type(type_name)
+    return EXTENSION_TYPES[t][2] if t in EXTENSION_TYPES else t
+
+
+def type_from_arrow(t: pa.DataType) -> str:
+    """The logical type for an Arrow type (used when inferring a schema from data)."""
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz else "timestamp_ntz"
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_large_binary(t):
+        return "binary"
+    if pa.types.is_date64(t):
+        return "date"
+    for name, candidate in _SIMPLE.items():
+        if candidate == t:
+            return normalize_type(name)
+    raise SchemaError(f"Arrow type {t} has no lading column type; cast it to one of: "
+                      f"{', '.join(sorted(set(map(normalize_type, _SIMPLE))))}")
+
+
+def default_scalar(value: Any, type_name: str) -> pa.Scalar:
+    """A column default as an Arrow scalar of the column's storage type."""
+    target = arrow_type(type_name)
+    if value is None:
+        return pa.scalar(None, type=target)
+    if pa.types.is_decimal(target):
+        return pa.scalar(decimal.Decimal(str(value)), type=target)
+    if pa.types.is_date(target) and isinstance(value, str):
+        return pa.scalar(dt.date.fromisoformat(value), type=target)
+    if pa.types.is_timestamp(target) and isinstance(value, str):
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if target.tz and parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=dt.UTC)
+        return pa.scalar(parsed, type=target)
+    return pa.scalar(value).cast(target)
+
+
+@dataclass(frozen=True)
+class Column:
+    id: int
+    name: str
+    type: str
+    nullable: bool = True
+    default: Any = None  # a JSON value; what rows written before the column existed read
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "name": self.name, "type": self.type, "nullable": self.nullable}
+        if self.default is not None:
+            out["default"] = self.default
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Column:
+        return cls(int(d["id"]), d["name"], d["type"], bool(d.get("nullable", True)), d.get("default"))
+
+    def arrow_field(self) -> pa.Field:
+        t = normalize_type(self.type)
+        meta = {fmt.FIELD_ID_KEY: str(self.id).encode(), fmt.FIELD_TYPE_KEY: t.encode()}
+        if t in EXTENSION_TYPES:
+            meta[fmt.EXTENSION_NAME_KEY] = EXTENSION_TYPES[t][0].encode()
+        return pa.field(self.name, arrow_type(t), nullable=True, metadata=meta)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    return value
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """Ordered columns plus the last id handed out (ids are never reused)."""
+
+    columns: tuple[Column, ...]
+    last_column_id: int = 0
+    schema_id: int = 0
+    _by_name: dict[str, Column] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for c in self.columns:
+            if c.name.lower() in seen:
+                raise SchemaError(f"column {c.name!r} appears twice; column names must be unique")
+            if c.name.startswith(fmt.RESERVED_PREFIX):
+                raise SchemaError(f"column {c.name!r}: names starting with {fmt.RESERVED_PREFIX} are reserved")
+            normalize_type(c.type)
+            seen.add(c.name.lower())
+        self._by_name.update({c.name.lower(): c for c in self.columns})
+        if self.columns and self.last_column_id < max(c.id for c in self.columns):
+            object.__setattr__(self, "last_column_id", max(c.id for c in self.columns))
+
+    @classmethod
+    def of(cls, columns: Iterable[tuple[str, str] | tuple[str, str, bool] | Column]) -> TableSchema:
+        """``TableSchema.of([("a", "string"), ("b", "int")])``: ids 1, 2, ...."""
+        out = []
+        for i, c in enumerate(columns, start=1):
+            if isinstance(c, Column):
+                out.append(replace(c, id=i))
+            else:
+                out.append(Column(i, c[0], normalize_type(c[1]), bool(c[2]) if len(c) > 2 else True))
+        return cls(tuple(out), len(out))
+
+    @classmethod
+    def from_spec(cls, columns: Iterable[Any]) -> TableSchema:
+        """From ``lading_spec.copyjob.Column`` objects (name, type, nullable, default)."""
+        return cls(tuple(Column(i, c.name, normalize_type(c.type), c.nullable, _json_default(c.default))
+                         for i, c in enumerate(columns, start=1)), 0)
+
+    @classmethod
+    def from_arrow(cls, schema: pa.Schema) -> TableSchema:
+        cols = [f for f in schema if not f.name.startswith(fmt.RESERVED_PREFIX)]
+        return cls(tuple(Column(i, f.name, type_from_arrow(f.type), f.nullable)
+                         for i, f in enumerate(cols, start=1)), len(cols))
+
+    def column(self, name: str) -> Column:
+        c = self._by_name.get(name.lower())
+        if c is None:
+            raise SchemaError(f"no column {name!r}; columns: {', '.join(x.name for x in self.columns)}")
+        return c
+
+    def find(self, name: str) -> Column | None:
+        return self._by_name.get(name.lower())
+
+    def by_id(self, column_id: int) -> Column | None:
+        return next((c for c in self.columns if c.id == column_id), None)
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    # -- evolution --------------------------------------------------------------------
+    def add_column(self, name: str, type_name: str, default: Any = None, nullable: bool = True) -> TableSchema:
+        """A new column with a fresh id; existing rows read ``default``."""
+        if self.find(name) is not None:
+            raise SchemaError(f"column {name!r} already exists; drop or rename it first")
+        t = normalize_type(type_name)
+        if default is not None:
+            default_scalar(_json_default(default), t)  # validates it casts
+        new = Column(self.last_column_id + 1, name, t, nullable, _json_default(default))
+        return TableSchema((*self.columns, new), new.id, self.schema_id + 1)
+
+    def drop_column(self, name: str) -> TableSchema:
+        target = self.column(name)
+        return TableSchema(tuple(c for c in self.columns if c.id != target.id), self.last_column_id,
+                           self.schema_id + 1)
+
+    def rename_column(self, name: str, new_name: str) -> TableSchema:
+        target = self.column(name)
+        if self.find(new_name) is not None and self.find(new_name) != target:
+            raise SchemaError(f"cannot rename {name!r} to {new_name!r}: that name is taken")
+        return TableSchema(tuple(replace(c, name=new_name) if c.id == target.id else c for c in self.columns),
+                           self.last_column_id, self.schema_id + 1)
+
+    # -- serialization ----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"schemaId": self.schema_id, "lastColumnId": self.last_column_id,
+                "columns": [c.to_dict() for c in self.columns]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TableSchema:
+        return cls(tuple(Column.from_dict(c) for c in d["columns"]), int(d.get("lastColumnId", 0)),
+                   int(d.get("schemaId", 0)))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    # -- Arrow and Spark --------------------------------------------------------------
+    def arrow_schema(self, *, internal: bool = True, table_id: str = "", envelope: str = "") -> pa.Schema:
+        """The Arrow schema of a part (user columns, then ``_lading_time``, ``_lading_diff``)."""
+        fields = [c.arrow_field() for c in self.columns]
+        if internal:
+            fields += [
+                pa.field(fmt.TIME_COLUMN, pa.int64(), nullable=False,
+                         metadata={fmt.FIELD_ID_KEY: str(fmt.TIME_FIELD_ID).encode()}),
+                pa.field(fmt.DIFF_COLUMN, pa.int64(), nullable=False,
+                         metadata={fmt.FIELD_ID_KEY: str(fmt.DIFF_FIELD_ID).encode()}),
+            ]
+        meta = {fmt.META_FORMAT_VERSION: str(fmt.FORMAT_VERSION).encode(),
+                fmt.META_SCHEMA_ID: str(self.schema_id).encode()}
+        if table_id:
+            meta[fmt.META_TABLE_ID] = table_id.encode()
+        if envelope:
+            meta[fmt.META_ENVELOPE] = envelope.encode()
+        return pa.schema(fields, metadata=meta)
+
+    def spark_ddl(self) -> str:
+        return ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in self.columns)
+
+    def spark_schema(self) -> Any:
+        from pyspark.sql.types import _parse_datatype_string
+
+        return _parse_datatype_string(self.spark_ddl()) if self.columns else None
+
+
+def field_id(f: pa.Field) -> int | None:
+    meta = f.metadata or {}
+    raw = meta.get(fmt.FIELD_ID_KEY)
+    return int(raw) if raw is not None else None
+
+
+def conform(table: pa.Table | pa.RecordBatch, schema: TableSchema, *, keep_internal: bool = True) -> pa.Table:
+    """Map a part's columns to ``schema`` by field id.
+
+    Columns the part lacks read the column's default; columns the schema no longer
+    has are dropped; types are cast to the current type. Columns without a field id
+    (plain Arrow input) are matched by name.
+    """
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    by_id: dict[int, int] = {}
+    by_name: dict[str, int] = {}
+    for i, f in enumerate(table.schema):
+        fid = field_id(f)
+        if fid is not None:
+            by_id[fid] = i
+        else:
+            by_name[f.name.lower()] = i
+    arrays = []
+    target = schema.arrow_schema(internal=keep_internal)
+    n = table.num_rows
+    for c, f in zip(schema.columns, target, strict=False):
+        idx = by_id.get(c.id, by_name.get(c.name.lower()) if not by_id else None)
+        if idx is None:
+            arrays.append(pa.repeat(default_scalar(c.default, c.type), n))
+        else:
+            col = table.column(idx)
+            arrays.append(col if col.type == f.type else col.cast(f.type))
+    if keep_internal:
+        for name, fid in ((fmt.TIME_COLUMN, fmt.TIME_FIELD_ID), (fmt.DIFF_COLUMN, fmt.DIFF_FIELD_ID)):
+            idx = by_id.get(fid, table.schema.get_field_index(name))
+            if idx is None or idx < 0:
+                raise SchemaError(f"part lacks the {name} column; it is not a lading part")
+            arrays.append(table.column(idx))
+    return pa.Table.from_arrays(arrays, schema=target)

@@ -1,0 +1,201 @@
+"""Per-part statistics, computed from the Arrow batches while they are written.
+
+Per part: rows, bytes, time range and diff range; per column id: null count and
+a lower and upper bound of the non-null values. Bounds are kept in a JSON-friendly
+*stats domain*: integers and booleans as themselves, floats as floats (no bounds
+when a NaN is present), strings truncated to ``STRING_STATS_LENGTH`` characters
+(the lower bound is a prefix, still ≤ every value; the upper bound is a prefix
+with its last character incremented, still ≥ every value, and flagged
+``maxTruncated`` / ``minTruncated`` so no one mistakes it for a value), decimals
+as strings, dates as epoch days, timestamps as epoch microseconds. Any column's
+statistics may be missing; readers then assume any value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lading_jobs.table import format as fmt
+
+_MAX_CHAR = 0x10FFFF
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    nulls: int | None = None
+    min: Any = None
+    max: Any = None
+    min_truncated: bool = False
+    max_truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.nulls is not None:
+            out["nulls"] = self.nulls
+        if self.min is not None:
+            out["min"] = self.min
+        if self.max is not None:
+            out["max"] = self.max
+        if self.min_truncated:
+            out["minTruncated"] = True
+        if self.max_truncated:
+            out["maxTruncated"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ColumnStats:
+        return cls(d.get("nulls"), d.get("min"), d.get("max"), bool(d.get("minTruncated")),
+                   bool(d.get("maxTruncated")))
+
+
+@dataclass(frozen=True)
+class PartStats:
+    rows: int
+    bytes: int = 0
+    min_time: int | None = None
+    max_time: int | None = None
+    min_diff: int | None = None
+    max_diff: int | None = None
+    columns: dict[int, ColumnStats] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "bytes": self.bytes, "minTime": self.min_time, "maxTime": self.max_time,
+                "minDiff": self.min_diff, "maxDiff": self.max_diff,
+                "columns": {str(k): v.to_dict() for k, v in sorted(self.columns.items())}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PartStats:
+        return cls(int(d["rows"]), int(d.get("bytes", 0)), d.get("minTime"), d.get("maxTime"),
+                   d.get("minDiff"), d.get("maxDiff"),
+                   {int(k): ColumnStats.from_dict(v) for k, v in (d.get("columns") or {}).items()})
+
+
+def to_stats_domain(value: Any) -> Any:
+    """A Python value (a Spark filter literal, an Arrow scalar's ``as_py()``) in the stats domain."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:  # Spark hands naive datetimes in the local zone
+            value = value.astimezone()
+        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    if isinstance(value, dt.date):
+        return (value - dt.date(1970, 1, 1)).days
+    return None
+
+
+def comparable(value: Any, numeric_strings: bool) -> Any:
+    """A stats-domain value made comparable: decimal columns keep bounds as strings."""
+    return decimal.Decimal(value) if numeric_strings and isinstance(value, str) else value
+
+
+def truncate_lower(s: str, length: int = fmt.STRING_STATS_LENGTH) -> tuple[str, bool]:
+    return (s, False) if len(s) <= length else (s[:length], True)
+
+
+def truncate_upper(s: str, length: int = fmt.STRING_STATS_LENGTH) -> tuple[str | None, bool]:
+    """A string ≥ ``s`` of at most ``length`` characters (None when none exists)."""
+    if len(s) <= length:
+        return s, False
+    prefix = list(s[:length])
+    while prefix:
+        code = ord(prefix[-1])
+        nxt = code + 1
+        if 0xD800 <= nxt <= 0xDFFF:
+            nxt = 0xE000
+        if nxt <= _MAX_CHAR:
+            prefix[-1] = chr(nxt)
+            return "".join(prefix), True
+        prefix.pop()
+    return None, True
+
+
+def column_stats(array: pa.ChunkedArray | pa.Array) -> ColumnStats:
+    """Statistics of one column's values; bounds only for types with a total order we keep."""
+    t = array.type
+    nulls = array.null_count
+    if nulls == len(array) or not _has_bounds(t):
+        return ColumnStats(nulls=nulls)
+    if pa.types.is_floating(t) and pc.any(pc.is_nan(array)).as_py():
+        return ColumnStats(nulls=nulls)
+    mm = pc.min_max(array)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        lo_s, lo_t = truncate_lower(lo)
+        hi_s, hi_t = truncate_upper(hi)
+        return ColumnStats(nulls, lo_s, hi_s, lo_t, hi_t)
+    if pa.types.is_timestamp(t):
+        lo, hi = (_micros(v, t) for v in (mm["min"], mm["max"]))
+        return ColumnStats(nulls, lo, hi)
+    return ColumnStats(nulls, to_stats_domain(lo), to_stats_domain(hi))
+
+
+def _micros(scalar: pa.Scalar, t: pa.TimestampType) -> int:
+    value = scalar.cast(pa.timestamp(t.unit, tz=t.tz)).value
+    factor = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0}[t.unit]
+    return int(value * factor) if factor else int(value // 1000)
+
+
+def _has_bounds(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_decimal(t)
+            or pa.types.is_date32(t) or pa.types.is_timestamp(t))
+
+
+def merge_column(a: ColumnStats, b: ColumnStats, decimal_bounds: bool = False) -> ColumnStats:
+    """Statistics of the union of two value sets (``decimal_bounds``: bounds are decimal strings)."""
+    nulls = None if a.nulls is None or b.nulls is None else a.nulls + b.nulls
+    lo, lo_t = _pick(a.min, a.min_truncated, b.min, b.min_truncated, min, decimal_bounds)
+    hi, hi_t = _pick(a.max, a.max_truncated, b.max, b.max_truncated, max, decimal_bounds)
+    # A side that is all-null has no bounds but does not widen them.
+    if a.min is None and a.max is None and a.nulls is not None:
+        lo, lo_t, hi, hi_t = b.min, b.min_truncated, b.max, b.max_truncated
+    elif b.min is None and b.max is None and b.nulls is not None:
+        lo, lo_t, hi, hi_t = a.min, a.min_truncated, a.max, a.max_truncated
+    return ColumnStats(nulls, lo, hi, lo_t, hi_t)
+
+
+def _pick(x: Any, xt: bool, y: Any, yt: bool, choose: Any, numeric: bool) -> tuple[Any, bool]:
+    if x is None or y is None:
+        return None, False
+    chosen = choose(x, y, key=lambda v: comparable(v, numeric))
+    return chosen, (xt if chosen == x else False) or (yt if chosen == y else False)
+
+
+def table_stats(table: pa.Table, column_ids: dict[str, int]) -> PartStats:
+    """Statistics of a part's rows (``column_ids`` maps user column names to ids)."""
+    cols = {cid: column_stats(table.column(name)) for name, cid in column_ids.items()}
+    times = pc.min_max(table.column(fmt.TIME_COLUMN)) if table.num_rows else None
+    diffs = pc.min_max(table.column(fmt.DIFF_COLUMN)) if table.num_rows else None
+    return PartStats(
+        rows=table.num_rows,
+        min_time=times["min"].as_py() if times else None,
+        max_time=times["max"].as_py() if times else None,
+        min_diff=diffs["min"].as_py() if diffs else None,
+        max_diff=diffs["max"].as_py() if diffs else None,
+        columns=cols,
+    )
+
+
+def merge(a: PartStats, b: PartStats, decimal_ids: frozenset[int] = frozenset()) -> PartStats:
+    def lo(x: int | None, y: int | None) -> int | None:
+        return y if x is None else x if y is None else min(x, y)
+
+    def hi(x: int | None, y: int | None) -> int | None:
+        return y if x is None else x if y is None else max(x, y)
+
+    cols = {k: merge_column(a.columns[k], b.columns[k], k in decimal_ids) if k in a.columns and k in b.columns else ColumnStats()
+            for k in set(a.columns) | set(b.columns)}
+    return PartStats(a.rows + b.rows, a.bytes + b.bytes, lo(a.min_time, b.min_time), hi(a.max_time, b.max_time),
+                     lo(a.min_diff, b.min_diff), hi(a.max_diff, b.max_diff), cols)
