@@ -1,0 +1,125 @@
+{{/* Names, labels and the RBAC rule lists shared by the templates. */}}
+
+{{- define "lading.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "lading.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "lading.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "lading.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lading.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "lading.labels" -}}
+helm.sh/chart: {{ include "lading.chart" . }}
+{{ include "lading.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: lading
+{{- end }}
+
+{{- define "lading.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "lading.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "lading.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Namespaces where the Spark driver ServiceAccount and Role are created. */}}
+{{- define "lading.jobNamespaces" -}}
+{{- if .Values.spark.jobNamespaces }}
+{{- join "," (uniq .Values.spark.jobNamespaces) }}
+{{- else if .Values.watch.namespaces }}
+{{- join "," (uniq .Values.watch.namespaces) }}
+{{- else }}
+{{- .Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{- define "lading.policyFile" -}}
+/etc/lading/policy/policy.yaml
+{{- end }}
+
+{{/*
+The operator's rules: the same list for the ClusterRole (cluster-wide mode) and for
+the Role in each watched namespace. docs/security.md lists them; tests/chart checks.
+Nothing on Secrets: credentials reach Spark pods by envFrom, resolved by the kubelet.
+*/}}
+{{- define "lading.operatorRules" -}}
+# Our resources: watch them, patch them (kopf's finalizers, annotations, progress).
+- apiGroups: ["lading.io"]
+  resources: ["copyjobs", "streamcopies", "compactions"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+# Their status subresource: phase, response, conditions.
+- apiGroups: ["lading.io"]
+  resources: ["copyjobs/status", "streamcopies/status", "compactions/status"]
+  verbs: ["get", "patch", "update"]
+# ownerReferences with blockOwnerDeletion on the SparkApplications we create.
+- apiGroups: ["lading.io"]
+  resources: ["copyjobs/finalizers", "streamcopies/finalizers", "compactions/finalizers"]
+  verbs: ["update"]
+# The runs: create, follow, delete (cancel, history limits, ttl).
+- apiGroups: ["sparkoperator.k8s.io"]
+  resources: ["sparkapplications"]
+  verbs: ["create", "get", "list", "watch", "delete"]
+# The driver pod, by name: its termination message carries the result.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get"]
+# Events on our resources (kopf posts core events; the operator may use either API).
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{/*
+The Spark driver's rules in each job namespace: what Spark on Kubernetes needs to run
+executors (create/watch/delete executor pods, the executor ConfigMap, and the
+label-selected clean-up at stop, which is a deletecollection in Spark 4's client).
+The driver Service and driver ConfigMap are created by spark-operator, not the driver;
+the driver only deletes its Service at stop (spark.kubernetes.driver.service.deleteOnTermination).
+*/}}
+{{- define "lading.sparkRules" -}}
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["create", "get", "list", "watch", "delete", "deletecollection"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create", "get", "list", "delete", "deletecollection"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "delete", "deletecollection"]
+{{- if .Values.spark.rbac.persistentVolumeClaims }}
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["create", "get", "list", "delete", "deletecollection"]
+{{- end }}
+{{- end }}
