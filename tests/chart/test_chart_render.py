@@ -8,9 +8,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from lading_operator import policy as pol
-
 from chart import helm
+
+from lading_operator import policy as pol
 
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest schemas we have.
 OLDEST = "1.27"
