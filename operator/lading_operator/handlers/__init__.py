@@ -1,0 +1,1 @@
+"""kopf handlers, one module per kind; importing a module registers its handlers."""

@@ -1,0 +1,68 @@
+"""CopyJob handlers: thin; every decision is in :mod:`lading_operator.reconcile`.
+
+- a daemon per CopyJob runs the reconcile loop (level-triggered: it re-reads the
+  resource and its SparkApplication every pass) and sleeps until its requeue
+  time or a wake-up;
+- spec changes (``cancel``, ``suspend``, ``schedule``...) and SparkApplication
+  changes wake the loop;
+- deletion (finalizer ``lading.io/finalizer``) deletes the SparkApplications and
+  waits, with ``TemporaryError``, until they are gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+
+from lading_operator import controller, k8s, metrics, render, wakeups
+
+KIND = "CopyJob"
+IDLE_SECONDS = 300.0      # nothing scheduled: look again anyway (missed events, clock)
+ERROR_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)
+log = logging.getLogger(__name__)
+
+
+@kopf.daemon(k8s.GROUP, k8s.VERSION, "copyjobs", cancellation_timeout=10.0)
+async def reconcile_loop(name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any) -> None:
+    namespace = namespace or ""
+    event = wakeups.register(KIND, namespace, name)
+    loop = asyncio.get_running_loop()
+    errors = 0
+    try:
+        while not stopped:
+            try:
+                delay = await loop.run_in_executor(None, controller.reconcile_copyjob, namespace, name)
+                errors = 0
+            except Exception as e:  # noqa: BLE001 - the loop must survive any API hiccup
+                metrics.record_reconcile_error(KIND)
+                delay = ERROR_BACKOFF[min(errors, len(ERROR_BACKOFF) - 1)]
+                errors += 1
+                log.warning("reconcile of %s/%s failed (retrying in %ss): %s", namespace, name, delay, e)
+            await wakeups.sleep(event, IDLE_SECONDS if delay is None else delay)
+    finally:
+        wakeups.forget(KIND, namespace, name)
+
+
+@kopf.on.update(k8s.GROUP, k8s.VERSION, "copyjobs", field="spec")
+def spec_changed(name: str, namespace: str | None, **_: Any) -> None:
+    wakeups.wake(KIND, namespace or "", name)
+
+
+@kopf.on.event(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL,
+               labels={render.LABEL_KIND: KIND})
+def sparkapplication_changed(body: kopf.Body, namespace: str | None, **_: Any) -> None:
+    for ref in body.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("kind") == KIND:
+            wakeups.wake(KIND, namespace or "", str(ref.get("name")))
+
+
+@kopf.on.delete(k8s.GROUP, k8s.VERSION, "copyjobs")
+def deleted(name: str, namespace: str | None, **_: Any) -> None:
+    namespace = namespace or ""
+    remaining = controller.delete_children(namespace, name)
+    if remaining:
+        raise kopf.TemporaryError(f"waiting for {remaining} SparkApplication(s) to stop", delay=1)
+    metrics.forget(KIND, namespace, name)

@@ -1,0 +1,176 @@
+"""Thin Kubernetes API calls (the kubernetes client, synchronous; run in kopf's executor).
+
+Every function is one call with the error handling that makes the reconciler
+idempotent: 404 on read → ``None``, 409 on create → "already there" (adopt),
+404 on delete → already gone. Objects are plain dicts in API field names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import threading
+import uuid
+from typing import Any
+
+import kubernetes
+from kubernetes.client.rest import ApiException
+
+from lading_operator import render
+
+GROUP = "lading.io"
+VERSION = "v1alpha1"
+PLURALS = {"CopyJob": "copyjobs", "StreamCopy": "streamcopies", "Compaction": "compactions"}
+COMPONENT = "lading-operator"
+
+_lock = threading.Lock()
+_client: kubernetes.client.ApiClient | None = None
+
+
+def client() -> kubernetes.client.ApiClient:
+    """The shared API client: in-cluster config, else $KUBECONFIG / ~/.kube/config."""
+    global _client
+    with _lock:
+        if _client is None:
+            try:
+                kubernetes.config.load_incluster_config()
+            except kubernetes.config.ConfigException:
+                kubernetes.config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+            configuration = kubernetes.client.Configuration.get_default_copy()
+            configuration.connection_pool_maxsize = 32
+            _client = kubernetes.client.ApiClient(configuration)
+        return _client
+
+
+def reset_client() -> None:
+    global _client
+    with _lock:
+        _client = None
+
+
+def _custom() -> kubernetes.client.CustomObjectsApi:
+    return kubernetes.client.CustomObjectsApi(client())
+
+
+def _core() -> kubernetes.client.CoreV1Api:
+    return kubernetes.client.CoreV1Api(client())
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """The client returns custom objects as untyped JSON; they are dicts."""
+    return dict(value)
+
+
+def _missing(e: ApiException) -> bool:
+    return e.status == 404
+
+
+def get_resource(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return _obj(_custom().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURALS[kind], name))
+    except ApiException as e:
+        if _missing(e):
+            return None
+        raise
+
+
+def patch_status(kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
+    """Merge-patch ``status`` through the /status subresource; ``None`` if the resource is gone."""
+    try:
+        return _obj(_custom().patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, PLURALS[kind], name, {"status": patch}))
+    except ApiException as e:
+        if _missing(e):
+            return None
+        raise
+
+
+def delete_resource(kind: str, namespace: str, name: str) -> None:
+    try:
+        _custom().delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURALS[kind], name)
+    except ApiException as e:
+        if not _missing(e):
+            raise
+
+
+def get_app(namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return _obj(_custom().get_namespaced_custom_object(
+            render.SPARK_GROUP, render.SPARK_VERSION_API, namespace, render.SPARK_PLURAL, name))
+    except ApiException as e:
+        if _missing(e):
+            return None
+        raise
+
+
+def create_app(app: dict[str, Any]) -> bool:
+    """Create a SparkApplication; ``False`` if one of that name exists already (adopted)."""
+    try:
+        _custom().create_namespaced_custom_object(
+            render.SPARK_GROUP, render.SPARK_VERSION_API, app["metadata"]["namespace"],
+            render.SPARK_PLURAL, app)
+        return True
+    except ApiException as e:
+        if e.status == 409:
+            return False
+        raise
+
+
+def delete_app(namespace: str, name: str) -> bool:
+    """Ask for deletion; ``False`` when it is already gone."""
+    try:
+        _custom().delete_namespaced_custom_object(
+            render.SPARK_GROUP, render.SPARK_VERSION_API, namespace, render.SPARK_PLURAL, name,
+            propagation_policy="Background")
+        return True
+    except ApiException as e:
+        if _missing(e):
+            return False
+        raise
+
+
+def list_apps(namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
+    """The SparkApplications a resource owns (by label; filtered again by owner name)."""
+    selector = f"{render.LABEL_KIND}={kind}"
+    listing = _custom().list_namespaced_custom_object(
+        render.SPARK_GROUP, render.SPARK_VERSION_API, namespace, render.SPARK_PLURAL, label_selector=selector)
+    items = [dict(i) for i in _obj(listing).get("items") or []]
+    return [i for i in items if any(ref.get("kind") == kind and ref.get("name") == name
+                                    for ref in (i.get("metadata") or {}).get("ownerReferences") or [])]
+
+
+def get_pod(namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        response = _core().read_namespaced_pod(name, namespace, _preload_content=False)
+    except ApiException as e:
+        if _missing(e):
+            return None
+        raise
+    return dict(json.loads(response.data))  # type: ignore[attr-defined]
+
+
+def post_event(resource: dict[str, Any], type_: str, reason: str, message: str) -> None:
+    """A core/v1 Event about ``resource`` (best effort: an Event never fails a reconcile)."""
+    meta = resource.get("metadata") or {}
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:16]}", "namespace": meta.get("namespace")},
+        "involvedObject": {"apiVersion": resource.get("apiVersion"), "kind": resource.get("kind"),
+                           "name": meta.get("name"), "namespace": meta.get("namespace"),
+                           "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
+        "reason": reason,
+        "message": message[:1024],
+        "type": type_,
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": os.environ.get("HOSTNAME", COMPONENT),
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    with contextlib.suppress(ApiException):
+        _core().create_namespaced_event(str(meta.get("namespace")), body)  # type: ignore[arg-type]

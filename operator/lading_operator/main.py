@@ -1,0 +1,57 @@
+"""Operator start-up: kopf settings and the entry point ``python -m lading_operator``.
+
+Environment (see docs/operator.md): ``LADING_NAMESPACES`` (comma-separated; empty
+= cluster-wide), ``LADING_METRICS_PORT`` (9090; ``off`` disables),
+``LADING_POLICY_FILE`` (optional storage allow-list), ``LADING_LIVENESS``
+(``http://0.0.0.0:8080/healthz``; ``off`` disables), ``LADING_WORKERS`` (threads
+for API calls, 16).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import kopf
+
+from lading_operator import controller, metrics, policy
+from lading_operator.handlers import copyjob, others  # noqa: F401  (registers the handlers)
+
+FINALIZER = "lading.io/finalizer"
+DEFAULT_LIVENESS = "http://0.0.0.0:8080/healthz"
+
+
+def namespaces_from_env() -> list[str]:
+    return [n.strip() for n in os.environ.get("LADING_NAMESPACES", "").split(",") if n.strip()]
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="lading.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="lading.io", key="last-handled-configuration")
+    settings.posting.level = logging.WARNING
+    settings.peering.standalone = True
+    settings.scanning.disabled = bool(namespaces_from_env())
+    settings.execution.max_workers = int(os.environ.get("LADING_WORKERS", "16"))
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    controller.set_policy(policy.load_policy(os.environ.get("LADING_POLICY_FILE")))
+    port = os.environ.get("LADING_METRICS_PORT", "9090")
+    if port.lower() != "off":
+        metrics.start_metrics_server(int(port))
+
+
+def run() -> None:
+    logging.basicConfig(level=os.environ.get("LADING_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    namespaces = namespaces_from_env()
+    liveness = os.environ.get("LADING_LIVENESS", DEFAULT_LIVENESS)
+    kopf.run(
+        standalone=True,
+        namespaces=namespaces,
+        clusterwide=not namespaces,
+        liveness_endpoint=None if liveness.lower() == "off" else liveness,
+    )

@@ -1,0 +1,225 @@
+"""Rendering: a CopyJob spec and the identity of one run → the SparkApplication dict.
+
+Pure: the same inputs give the same object, so ``lading render`` shows exactly
+what the operator would create, and a restarted operator re-derives the same
+name. Building is separate from sending (see :mod:`lading_operator.k8s`).
+
+The Spark app receives the job document (``--job <JSON>``, the contract of
+:mod:`lading_spec.job`); credentials reach it only as ``envFrom`` a Secret named
+in ``spec.connection.secretRef``; the endpoint and region as plain env.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lading_operator import names
+from lading_spec.copyjob import OPERATOR_FIELDS
+from lading_spec.errors import SpecError
+from lading_spec.job import API_VERSION, JobDocument
+
+SPARK_API_VERSION = "sparkoperator.k8s.io/v1beta2"
+SPARK_KIND = "SparkApplication"
+SPARK_GROUP, SPARK_VERSION_API = SPARK_API_VERSION.split("/")
+SPARK_PLURAL = "sparkapplications"
+# The Spark inside the image: the pyspark pinned in requirements.lock.
+SPARK_VERSION = "4.3.0"
+DEFAULT_IMAGE = "ghcr.io/lading/lading:0.1.0"
+DEFAULT_SERVICE_ACCOUNT = "lading-spark"
+MAIN_APPLICATION_FILE = "local:///opt/lading/spark_apps/lading_jobs/main.py"
+
+LABEL_KIND = "lading.io/kind"
+LABEL_NAME = "lading.io/name"
+LABEL_RUN_ID = "lading.io/run-id"
+LABEL_ATTEMPT = "lading.io/attempt"
+
+_MEMORY = re.compile(r"^[0-9]+(\.[0-9]+)?([kmgtKMGT]i?|[kmgtKMGT])?$")
+_SPARK_KEYS = ("image", "imagePullPolicy", "serviceAccount", "driver", "executor", "sparkConf")
+
+
+@dataclass(frozen=True)
+class PodSize:
+    cores: int
+    memory: str
+    instances: int = 1
+
+
+@dataclass(frozen=True)
+class SparkOptions:
+    """``spec.spark``: where and how big the Spark application runs."""
+
+    image: str = DEFAULT_IMAGE
+    image_pull_policy: str | None = None
+    service_account: str = DEFAULT_SERVICE_ACCOUNT
+    driver: PodSize = PodSize(cores=1, memory="1g")
+    executor: PodSize = PodSize(cores=1, memory="2g", instances=1)
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Which resource and which run (and attempt) a SparkApplication belongs to."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    run_id: str
+    run_time: dt.datetime
+    attempt: int = 1
+
+    @property
+    def app_name(self) -> str:
+        return names.app_name(self.name, self.run_id, self.attempt)
+
+
+def _positive_int(value: Any, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError(path, f"expected a positive integer, got {value!r}")
+    return value
+
+
+def _pod_size(raw: Any, path: str, default: PodSize, executor: bool) -> PodSize:
+    if raw is None:
+        return default
+    if not isinstance(raw, dict):
+        raise SpecError(path, "expected a mapping with cores, memory" + (", instances" if executor else ""))
+    known = ("cores", "memory", "instances") if executor else ("cores", "memory")
+    for key in raw:
+        if key not in known:
+            raise SpecError(f"{path}.{key}", f"unknown field; accepted: {', '.join(known)}")
+    memory = raw.get("memory", default.memory)
+    if not isinstance(memory, str) or not _MEMORY.match(memory):
+        raise SpecError(f"{path}.memory", f"expected a size such as 512m, 2g or 4Gi, got {memory!r}")
+    return PodSize(
+        cores=_positive_int(raw.get("cores", default.cores), f"{path}.cores"),
+        memory=memory,
+        instances=_positive_int(raw.get("instances", default.instances), f"{path}.instances"),
+    )
+
+
+def parse_spark_options(raw: Any) -> SparkOptions:
+    """Validate ``spec.spark``; errors name the field (``spark.driver.memory``)."""
+    if raw is None:
+        return SparkOptions()
+    if not isinstance(raw, dict):
+        raise SpecError("spark", "expected a mapping: image, serviceAccount, driver, executor, sparkConf")
+    for key in raw:
+        if key not in _SPARK_KEYS:
+            raise SpecError(f"spark.{key}", f"unknown field; accepted: {', '.join(_SPARK_KEYS)}")
+    defaults = SparkOptions()
+    image = raw.get("image", defaults.image)
+    if not isinstance(image, str) or not image or any(c.isspace() for c in image):
+        raise SpecError("spark.image", f"expected a container image reference, got {image!r}")
+    policy = raw.get("imagePullPolicy")
+    if policy is not None and policy not in ("Always", "IfNotPresent", "Never"):
+        raise SpecError("spark.imagePullPolicy", f"got {policy!r}; accepted: Always, IfNotPresent, Never")
+    account = raw.get("serviceAccount", defaults.service_account)
+    if not isinstance(account, str) or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", account):
+        raise SpecError("spark.serviceAccount", f"expected a ServiceAccount name, got {account!r}")
+    conf = raw.get("sparkConf") or {}
+    if not isinstance(conf, dict) or not all(isinstance(k, str) for k in conf):
+        raise SpecError("spark.sparkConf", "expected a mapping of Spark properties to values")
+    return SparkOptions(
+        image=image,
+        image_pull_policy=policy,
+        service_account=account,
+        driver=_pod_size(raw.get("driver"), "spark.driver", defaults.driver, executor=False),
+        executor=_pod_size(raw.get("executor"), "spark.executor", defaults.executor, executor=True),
+        spark_conf={k: str(v) for k, v in sorted(conf.items())},
+    )
+
+
+def job_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of the spec the Spark app needs (operator-only fields dropped)."""
+    return {k: v for k, v in spec.items() if k not in OPERATOR_FIELDS}
+
+
+def job_document(spec: Mapping[str, Any], run: RunIdentity) -> JobDocument:
+    return JobDocument(kind=run.kind, namespace=run.namespace, name=run.name, uid=run.uid,
+                       generation=run.generation, run_id=run.run_id, run_time=run.run_time,
+                       spec=job_spec(spec))
+
+
+def labels(run: RunIdentity) -> dict[str, str]:
+    return {
+        LABEL_KIND: run.kind,
+        LABEL_NAME: names.label_value(run.name),
+        LABEL_RUN_ID: names.label_value(run.run_id),
+        LABEL_ATTEMPT: str(run.attempt),
+    }
+
+
+def _env(spec: Mapping[str, Any]) -> list[dict[str, str]]:
+    connection = spec.get("connection") or {}
+    env = []
+    if connection.get("endpoint"):
+        env.append({"name": "AWS_ENDPOINT_URL", "value": str(connection["endpoint"])})
+    if connection.get("region"):
+        env.append({"name": "AWS_REGION", "value": str(connection["region"])})
+    return env
+
+
+def _env_from(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    secret = ((spec.get("connection") or {}).get("secretRef") or {}).get("name")
+    return [{"secretRef": {"name": secret}}] if secret else []
+
+
+def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
+                           options: SparkOptions | None = None) -> dict[str, Any]:
+    """The SparkApplication for one attempt of one run of a resource (pure)."""
+    options = options or parse_spark_options(spec.get("spark"))
+    lbls = labels(run)
+    env, env_from = _env(spec), _env_from(spec)
+
+    def pod(size: PodSize, executor: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"cores": size.cores, "memory": size.memory, "labels": dict(lbls),
+                               "serviceAccount": options.service_account}
+        if executor:
+            out["instances"] = size.instances
+        if env:
+            out["env"] = [dict(e) for e in env]
+        if env_from:
+            out["envFrom"] = [dict(e) for e in env_from]
+        return out
+
+    app_spec: dict[str, Any] = {
+        "type": "Python",
+        "pythonVersion": "3",
+        "mode": "cluster",
+        "image": options.image,
+        "mainApplicationFile": MAIN_APPLICATION_FILE,
+        "arguments": ["--job", job_document(spec, run).to_json()],
+        "sparkVersion": SPARK_VERSION,
+        # Retries are ours (spec.backoffLimit): each attempt is a new SparkApplication.
+        "restartPolicy": {"type": "Never"},
+        "driver": pod(options.driver, executor=False),
+        "executor": pod(options.executor, executor=True),
+    }
+    if options.image_pull_policy:
+        app_spec["imagePullPolicy"] = options.image_pull_policy
+    if options.spark_conf:
+        app_spec["sparkConf"] = dict(options.spark_conf)
+    return {
+        "apiVersion": SPARK_API_VERSION,
+        "kind": SPARK_KIND,
+        "metadata": {
+            "name": run.app_name,
+            "namespace": run.namespace,
+            "labels": lbls,
+            "ownerReferences": [{
+                "apiVersion": API_VERSION,
+                "kind": run.kind,
+                "name": run.name,
+                "uid": run.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }],
+        },
+        "spec": app_spec,
+    }

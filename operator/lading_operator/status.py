@@ -1,0 +1,152 @@
+"""Status patches and conditions (pure).
+
+One status shape for every kind (see docs/operator.md). Conditions follow the
+Kubernetes convention and what Flux's kstatus and Argo CD read:
+
+- ``Ready``       True when the resource did what it is for (a one-shot run
+                  Succeeded; a schedule is waiting healthily).
+- ``Succeeded``   True/False once a one-shot run ended; Unknown before.
+- ``Failed``      True when it ended in failure.
+- ``Reconciling`` True while the operator is still working towards the goal.
+- ``Stalled``     True when it cannot progress without a change to the spec.
+
+Every condition carries ``observedGeneration``; ``lastTransitionTime`` only moves
+when the condition's status changes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lading_operator.phases import Phase
+
+CONDITION_TYPES = ("Ready", "Succeeded", "Failed", "Reconciling", "Stalled")
+
+
+def timestamp(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: Any) -> dt.datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _condition_states(phase: Phase, reason: str, scheduled: bool) -> dict[str, str]:
+    """Condition type → "True"/"False"/"Unknown" for a phase."""
+    active = phase in (Phase.PENDING, Phase.SUBMITTED, Phase.RUNNING, Phase.CANCELLING)
+    if phase == Phase.SUCCEEDED:
+        return {"Ready": "True", "Succeeded": "True", "Failed": "False", "Reconciling": "False", "Stalled": "False"}
+    if phase == Phase.FAILED:
+        return {"Ready": "False", "Succeeded": "False", "Failed": "True", "Reconciling": "False", "Stalled": "True"}
+    if phase == Phase.CANCELLED:
+        return {"Ready": "False", "Succeeded": "False", "Failed": "False", "Reconciling": "False", "Stalled": "False"}
+    if phase in (Phase.SCHEDULED, Phase.SUSPENDED):
+        return {"Ready": "True", "Succeeded": "Unknown", "Failed": "False", "Reconciling": "False", "Stalled": "False"}
+    if scheduled and active:
+        # A scheduled job stays Ready while one of its runs is under way.
+        return {"Ready": "True", "Succeeded": "Unknown", "Failed": "False", "Reconciling": "True", "Stalled": "False"}
+    return {"Ready": "False", "Succeeded": "Unknown", "Failed": "False", "Reconciling": "True", "Stalled": "False"}
+
+
+def conditions(
+    previous: Sequence[Mapping[str, Any]] | None,
+    phase: Phase,
+    reason: str,
+    message: str,
+    generation: int,
+    now: dt.datetime,
+    scheduled: bool = False,
+) -> list[dict[str, Any]]:
+    """The full conditions list for ``phase``, keeping transition times that did not change."""
+    before = {c.get("type"): c for c in previous or () if isinstance(c, Mapping)}
+    out = []
+    for type_, state in _condition_states(phase, reason, scheduled).items():
+        old = before.get(type_) or {}
+        changed = old.get("status") != state
+        out.append({
+            "type": type_,
+            "status": state,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": timestamp(now) if changed or not old.get("lastTransitionTime")
+            else old["lastTransitionTime"],
+            "observedGeneration": generation,
+        })
+    return out
+
+
+def response_from_result(result: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``status.response`` (CopyResponse): rows, or error, or cancelled."""
+    if not result:
+        return {}
+    out: dict[str, Any] = {}
+    if result.get("rows") is not None:
+        out["rows"] = int(result["rows"])
+    if result.get("error"):
+        out["error"] = str(result["error"])
+    if result.get("cancelled"):
+        out["cancelled"] = True
+    return out
+
+
+def output_from_result(result: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``status.output``: files, bytes, manifest, destination."""
+    if not result:
+        return {}
+    out: dict[str, Any] = {}
+    for key in ("files", "bytes"):
+        if isinstance(result.get(key), int | float) and not isinstance(result.get(key), bool):
+            out[key] = int(result[key])
+    for key in ("manifest", "destination"):
+        if isinstance(result.get(key), str) and result[key]:
+            out[key] = result[key]
+    return out
+
+
+def last_run_entry(status: Mapping[str, Any], phase: Phase, result: Mapping[str, Any] | None,
+                   error: str | None, now: dt.datetime) -> dict[str, Any]:
+    """One ``status.lastRuns`` entry for the run that just ended."""
+    entry: dict[str, Any] = {
+        "runId": status.get("runId"),
+        "phase": str(phase),
+        "sparkApplication": status.get("sparkApplication"),
+        "startTime": status.get("startTime"),
+        "completionTime": timestamp(now),
+    }
+    if result and result.get("rows") is not None:
+        entry["rows"] = int(result["rows"])
+    if error:
+        entry["error"] = error[:1000]
+    destination = (result or {}).get("destination")
+    if isinstance(destination, str):
+        entry["destination"] = destination
+    return {k: v for k, v in entry.items() if v is not None}
+
+
+def trim_history(runs: Sequence[Mapping[str, Any]], successful_limit: int,
+                 failed_limit: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Keep the newest ``successful_limit`` succeeded and ``failed_limit`` other runs.
+
+    Returns (kept, dropped), newest first, so the caller can delete the dropped
+    runs' SparkApplications as CronJob deletes old Jobs.
+    """
+    kept: list[dict[str, Any]] = []
+    dropped: list[dict[str, Any]] = []
+    counts = {"ok": 0, "bad": 0}
+    for run in runs:
+        bucket = "ok" if run.get("phase") == Phase.SUCCEEDED else "bad"
+        limit = successful_limit if bucket == "ok" else failed_limit
+        if counts[bucket] < limit:
+            kept.append(dict(run))
+            counts[bucket] += 1
+        else:
+            dropped.append(dict(run))
+    return kept, dropped
