@@ -1,0 +1,120 @@
+"""The Spark app's entry point for every kind: ``main.py --job <JSON> | --job-file PATH``.
+
+Reads the job document (lading_spec.job), validates the spec, runs the kind's
+engine on the Spark session spark-submit gave it (``--master`` for local runs),
+and reports one result (lading_jobs.result). Exit code 0 only for ``rows``.
+Engines other than the unload are imported lazily, so this file works whichever
+of them are installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file: make lading_jobs / lading_spec importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from lading_jobs import result as results  # noqa: E402
+from lading_spec.copyjob import parse_copyjob  # noqa: E402
+from lading_spec.errors import SpecError  # noqa: E402
+from lading_spec.job import JobDocument, parse_job_document  # noqa: E402
+
+
+def _optional(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name and module.startswith(e.name):
+            return None
+        raise
+
+
+def run_job(spark: Any, doc: JobDocument, cancellation: results.Cancellation | None = None,
+            progress: Any = None) -> dict[str, Any]:
+    """Dispatch ``doc`` to its engine; return the result (without timing)."""
+    cancel = cancellation.event if cancellation is not None else None
+    if doc.kind == "CopyJob":
+        spec = parse_copyjob(doc.spec)
+        if spec.target.kind == "table":
+            load = _optional("lading_jobs.load.job")
+            if load is None:
+                return {"error": "loading into a table (to.table) is not implemented in this version"}
+            return load.run_load(spark, doc)  # type: ignore[no-any-return]
+        from lading_jobs.unload import job as unload
+
+        return unload.run_unload(spark, doc, spec, cancel=cancel, progress=progress)
+    module, fn = {"StreamCopy": ("lading_jobs.stream.job", "run_stream"),
+                  "Compaction": ("lading_jobs.compaction.job", "run_compaction")}[doc.kind]
+    engine = _optional(module)
+    if engine is None:
+        return {"error": f"{doc.kind} is not implemented in this version of the lading image"}
+    return getattr(engine, fn)(spark, doc)  # type: ignore[no-any-return]
+
+
+def execute(doc: JobDocument, spark_factory: Any, cancellation: results.Cancellation,
+            progress_factory: Any = None) -> dict[str, Any]:
+    """Run ``doc`` and always return a result dict (errors and cancellation included)."""
+    started = time.monotonic()
+    extra = {"runId": doc.run_id}
+    cancellation.extra = extra
+    try:
+        if doc.kind == "CopyJob":
+            parse_copyjob(doc.spec)  # fail fast on a bad spec, before Spark starts
+        spark = spark_factory()
+        sc = spark.sparkContext
+        cancellation.add_hook(sc.cancelAllJobs)
+        progress = progress_factory(spark) if progress_factory is not None else None
+        out = run_job(spark, doc, cancellation, progress)
+    except SpecError as e:
+        out = {"error": str(e)}
+    except BaseException as e:  # noqa: BLE001 - every failure becomes a result
+        if cancellation.event.is_set() or type(e).__name__ == "Cancelled" or isinstance(e, KeyboardInterrupt):
+            out = {"cancelled": True}
+        else:
+            out = {"error": results.describe_error(e)}
+    if cancellation.event.is_set() and "rows" not in out:
+        out = {"cancelled": True}
+    out.update(extra)
+    out["durationSeconds"] = round(time.monotonic() - started, 3)
+    return out
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="main.py", description="Run one lading job (the job contract).")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--job", help="the job document as JSON")
+    g.add_argument("--job-file", help="a file holding the job document")
+    p.add_argument("--master", default=None, help="Spark master for local runs (default: spark-submit's)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    cancellation = results.Cancellation()
+    cancellation.install()
+    try:
+        if args.job is not None:
+            text = args.job
+        else:
+            with open(args.job_file) as f:
+                text = f.read()
+        doc = parse_job_document(text)
+    except (SpecError, OSError) as e:
+        return results.emit({"error": str(e)})
+
+    def spark_factory() -> Any:
+        from lading_jobs.session import build_session
+
+        return build_session(master=args.master or os.environ.get("LADING_SPARK_MASTER"),
+                             app_name=f"lading-{doc.kind.lower()}-{doc.name or doc.run_id}")
+
+    return results.emit(execute(doc, spark_factory, cancellation))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

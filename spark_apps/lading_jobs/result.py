@@ -1,0 +1,117 @@
+"""Reporting a run's result (CopyResponse), and turning SIGTERM into a clean cancellation.
+
+The result is one JSON object: ``{"rows": N, ...}``, ``{"error": "..."}`` or
+``{"cancelled": true}``. ``emit`` prints it as the last stdout line after
+``LADING_RESULT `` and writes it to the termination log (``$LADING_TERMINATION_LOG``,
+else ``/dev/termination-log`` when it exists), where the operator reads it.
+
+``Cancellation`` installs the SIGTERM handler: it sets an event, runs the
+registered cancel hooks (cancel Spark jobs) on a thread, and arms a watchdog
+that reports ``cancelled`` and exits on its own if clean-up has not finished
+within the grace period (Kubernetes kills at 30 s).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from lading_spec.job import RESULT_MARKER, TERMINATION_LOG, encode_result
+
+EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 143
+GRACE_SECONDS = 25.0
+
+
+def termination_log_path() -> str | None:
+    path = os.environ.get("LADING_TERMINATION_LOG")
+    if path:
+        return path
+    return TERMINATION_LOG if os.path.exists(TERMINATION_LOG) else None
+
+
+_emitted = threading.Lock()
+_done = False
+
+
+def emit(result: dict[str, Any]) -> int:
+    """Print and record ``result`` once; return the exit code it implies."""
+    global _done
+    with _emitted:
+        if not _done:
+            _done = True
+            text = encode_result(result)
+            path = termination_log_path()
+            if path:
+                try:
+                    with open(path, "w") as f:
+                        f.write(text)
+                except OSError as e:
+                    print(f"lading: cannot write the termination log {path}: {e.strerror}", file=sys.stderr)
+            sys.stdout.flush()
+            print(RESULT_MARKER + text, flush=True)
+    return exit_code(result)
+
+
+def exit_code(result: dict[str, Any]) -> int:
+    if "rows" in result and "error" not in result:
+        return EXIT_OK
+    return EXIT_CANCELLED if result.get("cancelled") else EXIT_ERROR
+
+
+def describe_error(error: BaseException) -> str:
+    """A message a user can act on, from a Spark or Python exception (no stack traces)."""
+    text = str(error) or type(error).__name__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if "Traceback (most recent call last)" in text:
+        # A Python exception raised in a task: its last "Type: message" line says what happened.
+        tail = [ln for ln in lines if ": " in ln and not ln.startswith(("File ", "at ", "JVM stacktrace"))]
+        for ln in reversed(tail):
+            head = ln.split(": ", 1)[0]
+            if head.replace(".", "").replace("_", "").isalnum() and head[:1].isalpha():
+                return ln.split(": ", 1)[1] if head.endswith(("FileTooSmall", "StorageError", "SpecError")) else ln
+    first = lines[0] if lines else text
+    for marker in ("org.apache.spark.SparkException: ", "Job aborted due to stage failure: "):
+        if marker in first:
+            first = first.split(marker, 1)[1]
+    return first[:2000]
+
+
+class Cancellation:
+    """SIGTERM → cancel: an event, hooks that stop the work, a watchdog that guarantees an exit."""
+
+    def __init__(self, grace_seconds: float = GRACE_SECONDS) -> None:
+        self.event = threading.Event()
+        self.grace_seconds = grace_seconds
+        self.hooks: list[Callable[[], None]] = []
+        self.extra: dict[str, Any] = {}
+
+    def install(self, signals: tuple[int, ...] = (signal.SIGTERM,)) -> None:
+        for sig in signals:
+            signal.signal(sig, self._handle)
+
+    def add_hook(self, hook: Callable[[], None]) -> None:
+        self.hooks.append(hook)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.event.is_set():
+            return
+        self.event.set()
+        threading.Thread(target=self._run_hooks, name="lading-cancel", daemon=True).start()
+        threading.Thread(target=self._watchdog, name="lading-watchdog", daemon=True).start()
+
+    def _run_hooks(self) -> None:
+        for hook in self.hooks:
+            try:
+                hook()
+            except Exception as e:  # noqa: BLE001 - cancelling is best effort; the watchdog guards
+                print(f"lading: cancelling: {e}", file=sys.stderr)
+
+    def _watchdog(self) -> None:
+        if not threading.Event().wait(self.grace_seconds):
+            emit({"cancelled": True, **self.extra,
+                  "error": "cancelled; clean-up did not finish in time, pending uploads may remain"})
+            os._exit(EXIT_CANCELLED)

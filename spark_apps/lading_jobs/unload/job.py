@@ -1,0 +1,187 @@
+"""``run_unload``: one CopyJob run from a query or a table to files, start to commit.
+
+  resolve destination ─► ifExists check (one list call) ─► Spark plan
+      ─► mapInArrow tasks write pending uploads ─► driver completes them
+      ─► manifest (success marker) ─► replace: drop old objects
+  any failure or cancellation ─► abort every upload of the run, sweep, re-raise
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lading_jobs.storage import S3Settings, open_storage
+from lading_jobs.unload import commit, formatting, naming
+from lading_jobs.unload.manifest import build_manifest
+from lading_jobs.unload.task import OUTPUT_SCHEMA, SEQ_COLUMN, TaskPlan, write_partition
+from lading_spec.copyjob import CopyJobSpec
+from lading_spec.errors import SpecError
+from lading_spec.job import JobDocument
+from lading_spec.templates import resolve_destination
+
+
+class Cancelled(Exception):
+    """The run was cancelled (SIGTERM or ``lading run`` interrupted)."""
+
+
+def _register_inputs(spark: SparkSession, spec: CopyJobSpec) -> None:
+    file_inputs = [i for i in spec.source.inputs if i.files is not None]
+    table_inputs = [i for i in spec.source.inputs if i.table is not None]
+    if file_inputs:
+        from lading_jobs.sources import files as sources_files
+
+        sources_files.register_inputs(spark, file_inputs)
+    for i in table_inputs:
+        from lading_jobs.table import reader
+
+        assert i.table is not None
+        reader.register_table_view(spark, i.name, i.table, i.as_of)
+
+
+def source_frame(spark: SparkSession, spec: CopyJobSpec) -> DataFrame:
+    """The DataFrame to unload: the query over its inputs, or the table as of a time."""
+    if spec.source.query is not None:
+        _register_inputs(spark, spec)
+        return spark.sql(spec.source.query)
+    if spec.source.table is not None:
+        from lading_jobs.table import reader
+
+        return reader.read_table(spark, spec.source.table, spec.source.as_of)  # type: ignore[no-any-return]
+    raise SpecError("from", "an unload reads from.query or from.table")
+
+
+def _source_summary(spec: CopyJobSpec) -> dict[str, Any]:
+    s = spec.source
+    if s.query is not None:
+        return {"query": s.query, "inputs": [
+            {"name": i.name, **({"files": i.files.uri, "fileList": list(i.files.file_list), "format": i.files.format}
+                                if i.files is not None else {"table": i.table, "asOf": i.as_of})}
+            for i in s.inputs]}
+    return {"table": s.table, "asOf": s.as_of}
+
+
+def _output_summary(spec: CopyJobSpec) -> dict[str, Any]:
+    t = spec.target
+    options = asdict(t.options) if t.options is not None else {}
+    return {"format": t.format, "options": options, "maxFileSize": t.max_file_size, "bufferSize": t.buffer_size,
+            "partitionBy": list(t.partition_by), "keepPartitionColumns": t.keep_partition_columns,
+            "ifExists": t.if_exists}
+
+
+def _prepare_partitioning(df: DataFrame, spec: CopyJobSpec) -> DataFrame:
+    cols = spec.target.partition_by
+    if not cols:
+        return df
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise SpecError("to.partitionBy", f"column {missing[0]!r} is not in the output; columns: {', '.join(df.columns)}")
+    if not spec.target.keep_partition_columns and len(cols) == len(df.columns):
+        raise SpecError("to.partitionBy", "every column is a partition column; files would be empty "
+                        "(set to.keepPartitionColumns: true or partition by fewer columns)")
+    # Sort each task's rows by partition values, keeping the query's order within each value.
+    return df.withColumn(SEQ_COLUMN, F.monotonically_increasing_id()).sortWithinPartitions(*cols, SEQ_COLUMN)
+
+
+class Progress:
+    """Counters the tasks add to (Spark accumulators), read by ``lading run``'s progress bar."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        sc = spark.sparkContext
+        self.rows, self.bytes, self.files = sc.accumulator(0), sc.accumulator(0), sc.accumulator(0)
+
+
+def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
+               cancel: threading.Event | None = None, progress: Progress | None = None) -> dict[str, Any]:
+    """Run the unload; return the result fields (``rows``, ``files``, ``bytes``, ``manifest``, ``destination``)."""
+    start = dt.datetime.now(dt.UTC)
+    target = spec.target
+    assert target.files is not None
+    destination = resolve_destination(target.files, run_time=doc.run_time, run_id=doc.run_id,
+                                      name=doc.name, namespace=doc.namespace)
+    if not destination.endswith("/"):
+        destination += "/"
+    settings = S3Settings.from_env(endpoint=spec.connection.endpoint, region=spec.connection.region)
+    storage = open_storage(destination, settings)
+    token = naming.run_token(doc.run_id) if target.if_exists == "append" else None
+    if target.if_exists == "error":
+        commit.check_destination(storage, destination)
+    replace_old = commit.existing_objects(storage, destination) if target.if_exists == "replace" else []
+
+    df = _prepare_partitioning(source_frame(spark, spec), spec)
+    spark_schema_json = df.drop(SEQ_COLUMN).schema.json() if SEQ_COLUMN in df.columns else df.schema.json()
+    plan = TaskPlan(destination=destination, format=target.format, options=target.options,  # type: ignore[arg-type]
+                    max_file_size=target.max_file_size, buffer_size=target.buffer_size,
+                    partition_by=target.partition_by, keep_partition_columns=target.keep_partition_columns,
+                    token=token, spark_schema_json=spark_schema_json, settings=settings)
+    counters = (progress.rows, progress.bytes, progress.files) if progress is not None else None
+
+    def body(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ctx = TaskContext.get()
+        task = ctx.partitionId() if ctx is not None else 0
+        for out in write_partition(plan, batches, task):
+            if counters is not None:
+                files = [json.loads(s) for s in out.column(0).to_pylist()]
+                counters[0].add(sum(f["rows"] for f in files))
+                counters[1].add(sum(f["bytes"] for f in files))
+                counters[2].add(len(files))
+            yield out
+
+    sc = spark.sparkContext
+    sc.setJobGroup(doc.run_id, f"lading unload {doc.namespace}/{doc.name}", interruptOnCancel=True)
+    files: list[dict[str, Any]] = []
+    try:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        rows = df.mapInArrow(body, OUTPUT_SCHEMA).collect()
+        files = sorted((json.loads(r[0]) for r in rows), key=lambda f: (f["task"], f["seq"]))
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        arrow_schema = _arrow_schema(spark_schema_json, spec)
+        end = dt.datetime.now(dt.UTC)
+        manifest = build_manifest(
+            run_id=doc.run_id,
+            job={"kind": doc.kind, "namespace": doc.namespace, "name": doc.name, "uid": doc.uid,
+                 "generation": doc.generation},
+            destination=destination, source=_source_summary(spec), output=_output_summary(spec),
+            spark_schema=json.loads(spark_schema_json), arrow_schema=arrow_schema,
+            type_mapping=formatting.type_mapping_version(), files=files, start=start, end=end)
+        manifest_uri = commit.commit(storage, destination, files, manifest, naming.manifest_name(token), replace_old)
+    except BaseException as e:
+        commit.abort_run(storage, destination, files, token)
+        if cancel is not None and cancel.is_set():
+            raise Cancelled() from e
+        raise
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return {
+        "rows": sum(f["rows"] for f in files),
+        "files": len(files),
+        "bytes": sum(f["bytes"] for f in files),
+        "manifest": manifest_uri,
+        "destination": destination,
+    }
+
+
+def _arrow_schema(spark_schema_json: str, spec: CopyJobSpec) -> pa.Schema | None:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    spark_schema = StructType.fromJson(json.loads(spark_schema_json))
+    try:
+        schema, _ = formatting.arrow_target(spark_schema_json, to_arrow_schema(spark_schema))
+    except Exception:  # noqa: BLE001 - the manifest still has the Spark schema
+        return None
+    return schema
+
+
+CancelHook = Callable[[], None]

@@ -1,0 +1,191 @@
+"""One Parquet output file with a hard size ceiling, footer included.
+
+Rows are buffered into row groups of ``rowGroupSize`` rows (default ~1 M: small
+row groups make files larger) and written by pyarrow into a ``PartSink``. The
+footer's size is bounded before it exists: the exact footer of an empty file
+with this schema, plus, per row group, a bound on each leaf column's metadata
+(statistics of byte arrays are at most 4096 bytes each, Arrow's
+``max_statistics_size``). A row group is written unmeasured only when its
+estimate (Arrow bytes × the largest Parquet/Arrow ratio seen) is well inside
+the room left; near the ceiling the candidate row group is first encoded into
+memory to learn its exact size (encoding is deterministic, so the real write
+takes the same bytes) and shrunk until it fits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lading_jobs.unload.sink import PartSink
+from lading_jobs.unload.stats import FileStats
+
+FULL_SLACK = 0.05
+SAFE_FRACTION = 0.6  # write unmeasured only if the estimate is below this share of the room
+MAX_STAT = 4096  # Arrow's max_statistics_size: larger min/max are not written
+MAX_PENDING_BYTES = 128 * 1024 * 1024  # Arrow bytes held before a row group is written anyway
+
+
+class FileTooSmall(ValueError):
+    """The limit cannot hold a single row plus the footer."""
+
+
+def writer_options(compression: str) -> dict[str, Any]:
+    return {
+        "compression": "NONE" if compression == "none" else compression.upper(),
+        "write_statistics": True,
+        "write_page_index": False,
+        "store_schema": True,
+    }
+
+
+class FooterModel:
+    """Exact empty-file size and a per-row-group bound for one schema (computed once per task)."""
+
+    def __init__(self, schema: pa.Schema, options: dict[str, Any]) -> None:
+        buf = pa.BufferOutputStream()
+        pq.ParquetWriter(buf, schema, **options).close()
+        data = buf.getvalue()
+        self.empty_size = len(data)
+        md = pq.read_metadata(pa.BufferReader(data))
+        fixed = 96
+        self.nested_byte_arrays = 0
+        for i in range(len(md.schema)):
+            col = md.schema.column(i)
+            if col.physical_type == "BYTE_ARRAY":
+                if "." in col.path:
+                    self.nested_byte_arrays += 1
+                stat = 0  # counted per row group from the data (see reserve)
+            else:
+                stat = max(16, col.length or 0)
+            fixed += 256 + 4 * stat + 2 * len(col.path)
+        self.fixed_per_row_group = fixed
+        self.top_byte_arrays = [f.name for f in schema
+                                if pa.types.is_string(f.type) or pa.types.is_binary(f.type)
+                                or pa.types.is_large_string(f.type) or pa.types.is_large_binary(f.type)]
+
+    def reserve(self, table: pa.Table) -> int:
+        """A bound on the footer bytes one row group of ``table`` adds (min/max/min_value/max_value)."""
+        stats = 4 * MAX_STAT * self.nested_byte_arrays
+        for name in self.top_byte_arrays:
+            column = table.column(name)
+            if column.null_count == len(column):
+                continue
+            longest = pc.max(pc.binary_length(column)).as_py() or 0
+            stats += 4 * min(MAX_STAT, longest)
+        return self.fixed_per_row_group + stats
+
+    def bound(self, row_groups: int) -> int:
+        """A coarse bound (statistics of every byte array at the limit), for the up-front check."""
+        return self.empty_size + row_groups * (self.fixed_per_row_group
+                                               + 4 * MAX_STAT * (self.nested_byte_arrays + len(self.top_byte_arrays)))
+
+
+def _encoded_size(table: pa.Table, schema: pa.Schema, options: dict[str, Any]) -> int:
+    """The bytes ``table`` takes as one row group (file size minus magic, footer, length)."""
+    buf = pa.BufferOutputStream()
+    with pq.ParquetWriter(buf, schema, **options) as w:
+        w.write_table(table, row_group_size=max(1, table.num_rows))
+    data = buf.getvalue()
+    footer_len = int.from_bytes(data[-8:-4].to_pybytes(), "little")
+    return len(data) - 4 - footer_len - 8
+
+
+class ParquetFile:
+    def __init__(self, sink: PartSink, schema: pa.Schema, options: dict[str, Any], footer: FooterModel,
+                 max_size: int, row_group_rows: int, ratio: list[float]) -> None:
+        self.sink, self.schema, self.options, self.footer = sink, schema, options, footer
+        self.max_size, self.row_group_rows = max_size, row_group_rows
+        self.ratio = ratio  # shared per task: [largest parquet bytes / arrow bytes seen]
+        self.stats = FileStats(schema)
+        self.row_groups = 0
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_rows = 0
+        self.pending_bytes = 0
+        self.is_full = False
+        self.footer_reserved = footer.empty_size
+        if footer.bound(1) >= max_size:
+            raise FileTooSmall(f"to.maxFileSize: {max_size} bytes cannot hold a Parquet footer for this "
+                               f"schema (about {footer.bound(1)} bytes); raise it")
+        self.writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema, **options)
+
+    @property
+    def rows(self) -> int:
+        return self.stats.rows + self.pending_rows
+
+    @property
+    def full(self) -> bool:
+        return self.is_full
+
+    def _room(self, candidate: pa.Table | None = None) -> int:
+        """Bytes a next row group (``candidate``) may take, its footer share set aside."""
+        extra = self.footer.reserve(candidate) if candidate is not None else self.footer.fixed_per_row_group
+        return self.max_size - self.sink.size - self.footer_reserved - extra
+
+    def write(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
+        """Buffer ``batch``; write row groups as they fill; return rows that did not fit."""
+        self.pending.append(batch)
+        self.pending_rows += batch.num_rows
+        self.pending_bytes += batch.nbytes
+        est = self.pending_bytes * self.ratio[0]
+        if (self.pending_rows >= self.row_group_rows or self.pending_bytes >= MAX_PENDING_BYTES
+                or est >= SAFE_FRACTION * self._room()):
+            rest = self._flush()
+            if rest is not None:
+                return rest.combine_chunks().to_batches()[0] if rest.num_rows else None
+        return None
+
+    def _write_group(self, table: pa.Table) -> None:
+        before = self.sink.size
+        self.writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self.row_groups += 1
+        self.footer_reserved += self.footer.reserve(table)
+        self.stats.update(table)
+        if table.nbytes:
+            self.ratio[0] = max(self.ratio[0], (self.sink.size - before) / table.nbytes)
+
+    def _flush(self) -> pa.Table | None:
+        """Write the pending rows as row groups; return the rows left over once the file is full."""
+        if not self.pending:
+            return None
+        table = pa.Table.from_batches(self.pending, self.schema)
+        self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
+        while table.num_rows:
+            take = min(table.num_rows, self.row_group_rows)
+            head = table.slice(0, take)
+            room = self._room(head)
+            if head.nbytes * self.ratio[0] < SAFE_FRACTION * room:
+                self._write_group(head)
+                table = table.slice(take)
+                continue
+            size = _encoded_size(head, self.schema, self.options)
+            while size > room:
+                if take == 1:
+                    if self.row_groups == 0:
+                        raise FileTooSmall(f"to.maxFileSize: one row takes {size} bytes in Parquet, more than "
+                                           f"the {room} bytes the limit leaves beside the footer; raise it")
+                    self.is_full = True
+                    return table
+                take = max(1, min(take - 1, int(take * room / size * 0.97)))
+                head = table.slice(0, take)
+                room = self._room(head)
+                size = _encoded_size(head, self.schema, self.options)
+            self._write_group(head)
+            table = table.slice(take)
+            if self._room() < FULL_SLACK * self.max_size:
+                self.is_full = True
+                return table
+        return None
+
+    def close(self) -> None:
+        """Write what is pending and the footer (rows left over here are a bug: they were checked)."""
+        rest = self._flush()
+        if rest is not None and rest.num_rows:
+            raise RuntimeError("internal: rows left over at close of a Parquet file")
+        self.writer.close()
+        if self.sink.size > self.max_size:
+            raise RuntimeError(f"internal: Parquet file of {self.sink.size} bytes exceeds maxFileSize "
+                               f"{self.max_size}; please report this")

@@ -1,0 +1,116 @@
+"""The task writer without Spark: hard size ceiling, fill, statistics, abort (file:// storage)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lading_jobs.storage import LocalStorage, PendingUpload, join
+from lading_jobs.unload import formatting
+from lading_jobs.unload.task import TaskPlan, TaskWriter
+from lading_spec.formats import CsvOptions, FormatOptions, JsonOptions, ParquetOptions
+
+MB = 1024 * 1024
+
+
+def _batches(n_batches: int, rows: int, seed: int = 7) -> list[pa.RecordBatch]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for b in range(n_batches):
+        ids = np.arange(b * rows, (b + 1) * rows, dtype=np.int64)
+        text = [None if i % 17 == 0 else f"row-{i}-" + "x" * int(rng.integers(5, 60)) for i in ids]
+        out.append(pa.RecordBatch.from_pydict({
+            "id": pa.array(ids),
+            "amount": pa.array(rng.normal(size=rows)),
+            "note": pa.array(text, pa.string()),
+            "noise": pa.array([rng.bytes(16).hex() for _ in range(rows)]),
+        }))
+    return out
+
+
+def _writer(dest: str, fmt: str, options: FormatOptions, max_size: int, schema: pa.Schema) -> TaskWriter:
+    plan = TaskPlan(destination=dest, format=fmt, options=options, max_file_size=max_size,
+                    buffer_size=5 * MB, partition_by=(), keep_partition_columns=False, token=None,
+                    spark_schema_json="{}")
+    return TaskWriter(plan, 3, LocalStorage(), lambda b: b, schema, formatting.encoder_factory(fmt, options))
+
+
+@pytest.mark.parametrize(("fmt", "options"), [
+    ("csv", CsvOptions()),
+    ("csv", CsvOptions(compression="gzip")),
+    ("json", JsonOptions(compression="zstd")),
+    ("parquet", ParquetOptions()),
+    ("parquet", ParquetOptions(compression="zstd", row_group_rows=20_000)),
+])
+def test_files_respect_the_ceiling_and_fill_it(file_uri: Callable[[str], str], fmt: str,
+                                                options: FormatOptions) -> None:
+    dest = file_uri("out/")
+    batches = _batches(12, 20_000)
+    limit = 1 * MB
+    w = _writer(dest, fmt, options, limit, batches[0].schema)
+    for b in batches:
+        w.write(b)
+    files = w.finish()
+    storage = LocalStorage()
+    for f in files:
+        storage.complete_upload(PendingUpload.from_dict(f["upload"]))
+    sizes = [storage.head(join(dest, f["path"])).size for f in files]  # type: ignore[union-attr]
+    assert len(files) >= 3
+    assert sizes == [f["bytes"] for f in files]
+    assert all(s <= limit for s in sizes), sizes
+    assert all(s >= 0.9 * limit for s in sizes[:-1]), sizes
+    assert [f["path"] for f in files] == sorted(f["path"] for f in files)
+    assert files[0]["path"] == f"part-00003-00000.{files[0]['path'].split('.', 1)[1]}"
+    assert sum(f["rows"] for f in files) == 240_000
+    # statistics are those of the rows in each file, in order
+    assert files[0]["columns"]["id"]["min"] == 0
+    assert files[-1]["columns"]["id"]["max"] == 239_999
+    assert sum(f["columns"]["note"]["nullCount"] for f in files) == sum(1 for i in range(240_000) if i % 17 == 0)
+    for a, b in zip(files, files[1:], strict=False):
+        assert a["columns"]["id"]["max"] + 1 == b["columns"]["id"]["min"]
+    # the rows read back equal what was written
+    first = storage.read(join(dest, files[0]["path"]))
+    if fmt == "parquet":
+        table = pq.read_table(io.BytesIO(first))
+        assert table.column("id").to_pylist() == list(range(files[0]["rows"]))
+        assert pq.read_metadata(io.BytesIO(first)).num_rows == files[0]["rows"]
+    elif isinstance(options, CsvOptions) and options.compression == "gzip":
+        assert gzip.decompress(first).count(b"\n") >= files[0]["rows"]
+
+
+def test_a_row_larger_than_the_limit_is_an_error_naming_the_field(file_uri: Callable[[str], str]) -> None:
+    batch = pa.RecordBatch.from_pydict({"s": ["y" * 2000]})
+    w = _writer(file_uri("big/"), "csv", CsvOptions(), 1000, batch.schema)
+    with pytest.raises(ValueError, match="to.maxFileSize"):
+        w.write(batch)
+    w.abort()
+    assert LocalStorage().list_pending_uploads(file_uri("big/")) == []
+
+
+def test_abort_removes_every_pending_upload(file_uri: Callable[[str], str]) -> None:
+    dest = file_uri("ab/")
+    batches = _batches(3, 20_000)
+    w = _writer(dest, "json", JsonOptions(), 1 * MB, batches[0].schema)
+    for b in batches:
+        w.write(b)
+    assert LocalStorage().list_pending_uploads(dest)
+    w.abort()
+    assert LocalStorage().list_pending_uploads(dest) == []
+    assert list(LocalStorage().list_objects(dest)) == []
+
+
+def test_manifest_statistics_are_json(file_uri: Callable[[str], str]) -> None:
+    batch = _batches(1, 1000)[0]
+    w = _writer(file_uri("st/"), "parquet", ParquetOptions(), 10 * MB, batch.schema)
+    w.write(batch)
+    [f] = w.finish()
+    json.dumps(f)
+    assert f["columns"]["note"]["nullCount"] == sum(1 for i in range(1000) if i % 17 == 0)
+    assert f["columns"]["id"] == {"nullCount": 0, "min": 0, "max": 999}
