@@ -1,0 +1,94 @@
+"""Carry the Spark types Arrow transfer cannot, by rewriting them as SQL on the way.
+
+Spark ships ``INTERVAL YEAR TO MONTH`` to Python as an Arrow YEAR_MONTH interval,
+which pyarrow cannot open, and a Python data source cannot yield one. So before a
+DataFrame crosses into Python (``to_transfer``) every year-month interval, nested
+ones included, becomes an ``int`` number of months; after a Python data source
+hands rows back (``from_transfer``) the months become intervals again. Both are
+plain Spark SQL projections: no rows pass through Python here.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+
+def _has_ym(dt: T.DataType) -> bool:
+    if isinstance(dt, T.YearMonthIntervalType):
+        return True
+    if isinstance(dt, T.ArrayType):
+        return _has_ym(dt.elementType)
+    if isinstance(dt, T.MapType):
+        return _has_ym(dt.keyType) or _has_ym(dt.valueType)
+    if isinstance(dt, T.StructType):
+        return any(_has_ym(f.dataType) for f in dt.fields)
+    return False
+
+
+def transfer_type(dt: T.DataType) -> T.DataType:
+    """``dt`` with every year-month interval replaced by ``int`` (months)."""
+    if isinstance(dt, T.YearMonthIntervalType):
+        return T.IntegerType()
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(transfer_type(dt.elementType), dt.containsNull)
+    if isinstance(dt, T.MapType):
+        return T.MapType(transfer_type(dt.keyType), transfer_type(dt.valueType), dt.valueContainsNull)
+    if isinstance(dt, T.StructType):
+        return T.StructType([T.StructField(f.name, transfer_type(f.dataType), f.nullable, f.metadata)
+                             for f in dt.fields])
+    return dt
+
+
+def transfer_schema(schema: T.StructType) -> T.StructType:
+    out = transfer_type(schema)
+    assert isinstance(out, T.StructType)
+    return out
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _lit(name: str) -> str:
+    return "'" + name.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _rewrite(expr: str, dt: T.DataType, depth: int, leaf: str) -> str:
+    """SQL turning ``expr`` of type ``dt`` into its transfer form (leaf='to') or back ('from')."""
+    if not _has_ym(dt):
+        return expr
+    if isinstance(dt, T.YearMonthIntervalType):
+        if leaf == "to":
+            return f"CAST(CAST({expr} AS INTERVAL MONTH) AS INT)"
+        return f"CAST(make_ym_interval(0, {expr}) AS {dt.simpleString()})"
+    var = f"x{depth}"
+    if isinstance(dt, T.ArrayType):
+        return f"transform({expr}, {var} -> {_rewrite(var, dt.elementType, depth + 1, leaf)})"
+    if isinstance(dt, T.MapType):
+        out = expr
+        if _has_ym(dt.keyType):
+            out = f"transform_keys({out}, ({var}, v{depth}) -> {_rewrite(var, dt.keyType, depth + 1, leaf)})"
+        if _has_ym(dt.valueType):
+            out = f"transform_values({out}, (k{depth}, {var}) -> {_rewrite(var, dt.valueType, depth + 1, leaf)})"
+        return out
+    assert isinstance(dt, T.StructType)
+    parts = ", ".join(f"{_lit(f.name)}, {_rewrite(f'{expr}.{quote(f.name)}', f.dataType, depth + 1, leaf)}"
+                      for f in dt.fields)
+    return f"CASE WHEN {expr} IS NULL THEN NULL ELSE named_struct({parts}) END"
+
+
+def to_transfer(df: DataFrame) -> DataFrame:
+    """``df`` with year-month intervals as int months, ready for Arrow transfer to Python."""
+    if not _has_ym(df.schema):
+        return df
+    return df.selectExpr(*[f"{_rewrite(quote(f.name), f.dataType, 0, 'to')} AS {quote(f.name)}"
+                           for f in df.schema.fields])
+
+
+def from_transfer(df: DataFrame, schema: T.StructType) -> DataFrame:
+    """Reverse :func:`to_transfer`: ``df`` holds ``transfer_schema(schema)``; return ``schema``."""
+    if not _has_ym(schema):
+        return df
+    return df.selectExpr(*[f"{_rewrite(quote(f.name), f.dataType, 0, 'from')} AS {quote(f.name)}"
+                           for f in schema.fields])

@@ -1,0 +1,265 @@
+"""Vectorised text primitives shared by the CSV and JSON lines codecs.
+
+Every function maps a whole Arrow array at once (pyarrow.compute kernels, or numpy
+over the raw buffers for hex and base64): no per-row Python. Renderings are the
+ones docs/formats.md documents; each ``render_*`` has a ``parse_*`` inverse.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+MICROS_PER_SECOND = 1_000_000
+
+
+def concat(*parts: pa.Array | str) -> pa.Array:
+    """Element-wise string concatenation; a null part makes the result null."""
+    return pc.binary_join_element_wise(*parts, "")
+
+
+def _offsets_and_data(arr: pa.Array) -> tuple[np.ndarray, bytes]:
+    """(offsets relative to the first value, the values' bytes) of a binary/string array."""
+    arr = pc.if_else(arr.is_null(), pa.scalar(b"" if pa.types.is_binary(arr.type) else "", arr.type), arr) \
+        if arr.null_count else arr
+    large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
+    dtype: type[np.signedinteger] = np.int64 if large else np.int32
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=dtype)[arr.offset: arr.offset + len(arr) + 1].astype(np.int64)
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = bufs[2].to_pybytes()[start:end] if bufs[2] is not None and end > start else b""
+    return offsets - start, data
+
+
+def _string_array(offsets: np.ndarray, data: bytes, like: pa.Array) -> pa.Array:
+    """A string array from offsets and bytes, null where ``like`` is null."""
+    large = len(data) > 2**31 - 1
+    out = pa.Array.from_buffers(pa.large_string() if large else pa.string(), len(like),
+                                [None, pa.py_buffer(offsets.astype(np.int64 if large else np.int32)),
+                                 pa.py_buffer(data)])
+    return pc.if_else(like.is_valid(), out, pa.scalar(None, out.type)) if like.null_count else out
+
+
+def render_hex(arr: pa.Array) -> pa.Array:
+    """Binary → lowercase hex text (nulls stay null)."""
+    offsets, data = _offsets_and_data(arr)
+    hexed = binascii.hexlify(data)
+    return _string_array(offsets * 2, hexed, arr)
+
+
+def parse_hex(arr: pa.Array) -> pa.Array:
+    """Hex text (even length, no prefix) → binary."""
+    offsets, data = _offsets_and_data(arr.cast(pa.string()))
+    raw = binascii.unhexlify(data)
+    out = pa.Array.from_buffers(pa.binary(), len(arr), [None, pa.py_buffer((offsets // 2).astype(np.int32)),
+                                                        pa.py_buffer(raw)])
+    return pc.if_else(arr.is_valid(), out, pa.scalar(None, pa.binary()))
+
+
+def render_base64(arr: pa.Array) -> pa.Array:
+    """Binary → standard base64 with padding. Each value is padded to 3-byte groups so
+    one ``b64encode`` over the concatenation equals the per-value encodings."""
+    offsets, data = _offsets_and_data(arr)
+    lengths = np.diff(offsets)
+    padded = (lengths + 2) // 3 * 3
+    padded_starts = np.concatenate([[0], np.cumsum(padded)])
+    buf = np.zeros(int(padded_starts[-1]), dtype=np.uint8)
+    if len(data):
+        src = np.frombuffer(data, dtype=np.uint8)
+        row_of_byte = np.repeat(np.arange(len(lengths)), lengths)
+        buf[np.arange(len(src)) - offsets[:-1][row_of_byte] + padded_starts[:-1][row_of_byte]] = src
+    encoded = np.frombuffer(base64.b64encode(buf.tobytes()), dtype=np.uint8).copy()
+    out_offsets = padded_starts * 4 // 3
+    pad = padded - lengths
+    ends = out_offsets[1:]
+    encoded[ends[pad >= 1] - 1] = ord("=")
+    encoded[ends[pad == 2] - 2] = ord("=")
+    return _string_array(out_offsets, encoded.tobytes(), arr)
+
+
+def parse_base64(arr: pa.Array) -> pa.Array:
+    """Standard base64 (padded, each value a multiple of 4 characters) → binary."""
+    offsets, data = _offsets_and_data(arr.cast(pa.string()))
+    lengths = np.diff(offsets)
+    if np.any(lengths % 4):
+        raise ValueError("base64 values must be padded to a multiple of 4 characters")
+    chars = np.frombuffer(data, dtype=np.uint8)
+    is_pad = chars == ord("=")
+    row_of_char = np.repeat(np.arange(len(lengths)), lengths)
+    pads = np.bincount(row_of_char[is_pad], minlength=len(lengths)) if len(chars) else np.zeros(len(lengths), int)
+    decoded = np.frombuffer(base64.b64decode(np.where(is_pad, ord("A"), chars).astype(np.uint8).tobytes()),
+                            dtype=np.uint8)
+    out_lengths = lengths // 4 * 3 - pads
+    keep = np.ones(len(decoded), dtype=bool)
+    dec_ends = np.cumsum(lengths // 4 * 3)
+    for k in (1, 2):
+        keep[dec_ends[pads >= k] - k] = False
+    raw = decoded[keep].tobytes()
+    new_offsets = np.concatenate([[0], np.cumsum(out_lengths)]).astype(np.int32)
+    out = pa.Array.from_buffers(pa.binary(), len(arr), [None, pa.py_buffer(new_offsets), pa.py_buffer(raw)])
+    return pc.if_else(arr.is_valid(), out, pa.scalar(None, pa.binary()))
+
+
+_JSON_CONTROL = [chr(c) for c in range(0x20) if chr(c) not in "\n\r\t\b\f"]
+
+
+def json_quote(arr: pa.Array) -> pa.Array:
+    """Strings → JSON string literals (quoted, escaped); nulls stay null."""
+    arr = arr.cast(pa.string())
+    if pc.any(pc.match_substring_regex(arr, r'[\\"\x00-\x1f]')).as_py():
+        for raw, esc in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"),
+                         ("\b", "\\b"), ("\f", "\\f")):
+            arr = pc.replace_substring(arr, raw, esc)
+        if pc.any(pc.match_substring_regex(arr, r"[\x00-\x1f]")).as_py():
+            for ch in _JSON_CONTROL:
+                arr = pc.replace_substring(arr, ch, f"\\u{ord(ch):04x}")
+    return concat('"', arr, '"')
+
+
+def _groups(arr: pa.Array, pattern: str, what: str) -> dict[str, pa.Array]:
+    """Named regex groups of every non-null value (nulls stay null); a mismatch names the value."""
+    text = arr.cast(pa.string())
+    ok = pc.match_substring_regex(text, pattern)
+    if not pc.all(pc.fill_null(ok, True)).as_py():
+        first = pc.filter(text, pc.invert(pc.fill_null(ok, True)))[0].as_py()
+        raise ValueError(f"{first!r} is not {what}")
+    parts = pc.extract_regex(text, pattern)
+    return dict(zip([f.name for f in parts.type], parts.flatten(), strict=True))
+
+
+def _two(values: pa.Array) -> pa.Array:
+    return pc.utf8_lpad(values.cast(pa.string()), 2, "0")
+
+
+def render_daytime_pg(arr: pa.Array) -> pa.Array:
+    """duration[us] → ``[-]H:MM:SS.ffffff`` (hours unbounded; PostgreSQL interval input)."""
+    us = arr.cast(pa.int64())
+    mag = pc.abs(us)
+    secs = pc.divide(mag, MICROS_PER_SECOND)
+    frac = pc.subtract(mag, pc.multiply(secs, MICROS_PER_SECOND))
+    hours = pc.divide(secs, 3600)
+    minutes = pc.divide(pc.subtract(secs, pc.multiply(hours, 3600)), 60)
+    seconds = pc.subtract(secs, pc.add(pc.multiply(hours, 3600), pc.multiply(minutes, 60)))
+    sign = pc.if_else(pc.less(us, 0), "-", "")
+    return concat(sign, hours.cast(pa.string()), ":", _two(minutes), ":", _two(seconds), ".",
+                  pc.utf8_lpad(frac.cast(pa.string()), 6, "0"))
+
+
+def parse_daytime_pg(arr: pa.Array) -> pa.Array:
+    """Inverse of :func:`render_daytime_pg` → duration[us]."""
+    g = _groups(arr, r"^(?P<sign>-?)(?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d(?:\.\d{1,6})?)$", "an interval [-]H:MM:SS.ffffff")
+    return _micros(g["sign"], g["s"], g["h"], g["m"]).cast(pa.duration("us"))
+
+
+def _micros(sign: pa.Array | None, s: pa.Array, h: pa.Array | None = None, m: pa.Array | None = None) -> pa.Array:
+    """int64 microseconds from decimal-seconds text plus optional hour and minute text."""
+    total = pc.multiply(s.cast(pa.decimal128(18, 6)), 1_000_000).cast(pa.int64())
+    if h is not None and m is not None:
+        whole = pc.add(pc.multiply(h.cast(pa.int64()), 3600), pc.multiply(m.cast(pa.int64()), 60))
+        total = pc.add(pc.multiply(whole, MICROS_PER_SECOND), total)
+    if sign is not None:
+        total = pc.if_else(pc.equal(sign, "-"), pc.negate(total), total)
+    return total
+
+
+def render_daytime_iso(arr: pa.Array) -> pa.Array:
+    """duration[us] → ISO 8601 ``[-]PT<seconds>.<ffffff>S``."""
+    us = arr.cast(pa.int64())
+    mag = pc.abs(us)
+    secs = pc.divide(mag, MICROS_PER_SECOND)
+    frac = pc.subtract(mag, pc.multiply(secs, MICROS_PER_SECOND))
+    sign = pc.if_else(pc.less(us, 0), "-", "")
+    return concat(sign, "PT", secs.cast(pa.string()), ".", pc.utf8_lpad(frac.cast(pa.string()), 6, "0"), "S")
+
+
+def parse_daytime_iso(arr: pa.Array) -> pa.Array:
+    g = _groups(arr, r"^(?P<sign>-?)PT(?P<s>\d+(?:\.\d{1,6})?)S$", "an ISO 8601 duration [-]PT<seconds>S")
+    return _micros(g["sign"], g["s"]).cast(pa.duration("us"))
+
+
+def render_months_pg(arr: pa.Array) -> pa.Array:
+    """int32 months → ``N months`` (PostgreSQL and DuckDB interval input)."""
+    return concat(arr.cast(pa.string()), " months")
+
+
+def parse_months_pg(arr: pa.Array) -> pa.Array:
+    return _groups(arr, r"^(?P<n>-?\d+) months?$", "an interval 'N months'")["n"].cast(pa.int32())
+
+
+def render_months_iso(arr: pa.Array) -> pa.Array:
+    """int32 months → ISO 8601 ``[-]P<n>M``."""
+    sign = pc.if_else(pc.less(arr, 0), "-", "")
+    return concat(sign, "P", pc.abs(arr).cast(pa.string()), "M")
+
+
+def parse_months_iso(arr: pa.Array) -> pa.Array:
+    g = _groups(arr, r"^(?P<sign>-?)P(?P<n>\d+)M$", "an ISO 8601 duration [-]P<months>M")
+    n = g["n"].cast(pa.int32())
+    return pc.if_else(pc.equal(g["sign"], "-"), pc.negate(n), n)
+
+
+def render_time(arr: pa.Array) -> pa.Array:
+    """time64 → ``HH:MM:SS.ffffff``."""
+    return arr.cast(pa.time64("us")).cast(pa.string())
+
+
+def parse_time(arr: pa.Array) -> pa.Array:
+    g = _groups(arr, r"^(?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d(?:\.\d{1,6})?)$", "a time HH:MM:SS.ffffff")
+    return _micros(None, g["s"], g["h"], g["m"]).cast(pa.time64("us"))
+
+
+def render_float(arr: pa.Array, nan: str, inf: str, neg_inf: str) -> pa.Array:
+    """Floats → shortest round-trip text; NaN and ±infinity as the given words."""
+    text = arr.cast(pa.string())
+    special = pc.or_(pc.is_nan(arr), pc.is_inf(arr))
+    if not pc.any(special).as_py():
+        return text
+    return pc.if_else(pc.is_nan(arr), nan,
+                      pc.if_else(pc.is_inf(arr), pc.if_else(pc.greater(arr, 0), inf, neg_inf), text))
+
+
+def render_bool(arr: pa.Array) -> pa.Array:
+    return pc.if_else(arr, "true", "false")
+
+
+def parse_bool(arr: pa.Array) -> pa.Array:
+    low = pc.utf8_lower(pc.utf8_trim_whitespace(arr.cast(pa.string())))
+    true = pc.is_in(low, pa.array(["t", "true", "1", "yes", "y", "on"]))
+    false = pc.is_in(low, pa.array(["f", "false", "0", "no", "n", "off"]))
+    bad = pc.and_(pc.is_valid(low), pc.invert(pc.or_(true, false)))
+    if pc.any(bad).as_py():
+        first = pc.filter(arr, bad)[0].as_py()
+        raise ValueError(f"{first!r} is not a boolean (accepted: true/false, t/f, 1/0, yes/no, on/off)")
+    return pc.if_else(pc.is_valid(low), true, pa.scalar(None, pa.bool_()))
+
+
+def joined_bytes(arr: pa.Array) -> bytes:
+    """The concatenated bytes of a string array without nulls (one buffer slice)."""
+    offsets, data = _offsets_and_data(arr)
+    return data
+
+
+def list_parts(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """(offsets from 0, flattened child values) of a list or map array, slicing and null
+    lists accounted for (``flatten`` drops values under null lists)."""
+    lengths = np.diff(arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64))
+    if arr.null_count:
+        lengths[arr.is_null().to_numpy(zero_copy_only=False)] = 0
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    if pa.types.is_map(arr.type):
+        t = arr.type
+        entries = pa.field("entries", pa.struct([t.key_field, t.item_field]), nullable=False)
+        arr = pa.Array.from_buffers(pa.list_(entries), len(arr), arr.buffers()[:2], arr.null_count,
+                                    arr.offset, children=[arr.values])
+    return offsets, arr.flatten()
+
+
+def join_lists(offsets: np.ndarray, items: pa.Array, like: pa.Array, sep: str, open_: str, close: str) -> pa.Array:
+    """Per list: ``open_ + sep.join(items) + close``; null where ``like`` is null."""
+    lists = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), items)
+    joined = concat(open_, pc.binary_join(lists, sep), close)
+    return pc.if_else(like.is_valid(), joined, pa.scalar(None, pa.string())) if like.null_count else joined
