@@ -1,0 +1,137 @@
+"""Casting a column to the table's type, with the rows that do not cast found, not nulled.
+
+ANSI semantics: a value that does not convert is an *error for that row*, never a
+silent NULL. Arrow's casts are all-or-nothing per array, so ``cast_column`` casts
+the whole array (the fast path: one vectorised call when every value is good) and,
+only when that fails, bisects: halves that cast are kept, halves that fail are
+split again, down to the single values that fail. Cost stays vectorised on good
+data and grows with the number of bad values, not with the rows.
+
+Conversions follow Spark where Arrow differs: numbers, dates and booleans are
+trimmed first; booleans accept t/true/y/yes/1 and f/false/n/no/0 in any case;
+a timestamp without an offset is UTC; a float cast to an integer truncates (but
+overflow is an error); an integer cast to a float may round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+Failure = tuple[int, str]  # (row index within the array, reason)
+
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeDecodeError)
+_SMALL = 8  # below this many values, test each value on its own
+_TRUE = pa.array(["t", "true", "y", "yes", "1"])
+_FALSE = pa.array(["f", "false", "n", "no", "0"])
+_OFFSET = r"(?:[zZ]|[+-]\d\d(?::?\d\d)?)$"
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _is_bytes(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+
+
+def _text_to_bool(arr: pa.Array) -> pa.Array:
+    low = pc.utf8_lower(pc.utf8_trim_whitespace(arr))
+    is_true = pc.is_in(low, value_set=_TRUE)
+    is_false = pc.is_in(low, value_set=_FALSE)
+    bad = pc.and_(pc.is_valid(low), pc.invert(pc.or_(is_true, is_false)))
+    if pc.any(bad).as_py():
+        first = pc.filter(arr, bad)[0].as_py()
+        raise pa.ArrowInvalid(f"{first!r} is not a boolean (true/false, t/f, yes/no, y/n, 1/0)")
+    return pc.if_else(pc.is_valid(low), is_true, pa.scalar(None, pa.bool_()))
+
+
+def _text_to_timestamp_utc(arr: pa.Array, typ: pa.TimestampType) -> pa.Array:
+    text = pc.utf8_trim_whitespace(arr)
+    has_offset = pc.fill_null(pc.match_substring_regex(text, _OFFSET), False)
+    naive_type = pa.timestamp(typ.unit)
+    if not pc.any(has_offset).as_py():
+        return pc.cast(text, naive_type).cast(typ)
+    aware = pc.cast(pc.if_else(has_offset, text, pa.scalar(None, pa.string())), typ)
+    naive = pc.cast(pc.if_else(has_offset, pa.scalar(None, pa.string()), text), naive_type).cast(typ)
+    return pc.if_else(has_offset, aware, naive)
+
+
+def convert(arr: pa.Array, typ: pa.DataType) -> pa.Array:
+    """Convert every value of ``arr`` to ``typ`` or raise (the all-or-nothing step)."""
+    if arr.type == typ:
+        return arr
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), typ)
+    if _is_bytes(arr.type) and _is_text(typ):
+        return arr.cast(typ)  # validates UTF-8
+    if _is_text(arr.type) and not _is_text(typ) and not _is_bytes(typ):
+        if pa.types.is_boolean(typ):
+            return _text_to_bool(arr)
+        if pa.types.is_timestamp(typ) and typ.tz is not None:
+            return _text_to_timestamp_utc(arr, typ)
+        return pc.cast(pc.utf8_trim_whitespace(arr), typ)
+    if pa.types.is_floating(arr.type) and pa.types.is_integer(typ):
+        return pc.cast(pc.trunc(arr), typ)  # truncates like Spark; overflow and NaN still fail
+    if pa.types.is_integer(arr.type) and pa.types.is_floating(typ):
+        return pc.cast(arr, typ, safe=False)  # rounds, cannot overflow
+    if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(typ) and arr.type.tz is None and typ.tz:
+        return pc.cast(arr, pa.timestamp(typ.unit)).cast(typ)
+    return pc.cast(arr, typ)
+
+
+def _reason(arr: pa.Array, error: Exception, typ: pa.DataType, type_name: str | None) -> str:
+    try:
+        value = arr[0].as_py()
+    except _ARROW_ERRORS:
+        value = arr.cast(pa.binary())[0].as_py() if _is_text(arr.type) else None
+    if isinstance(value, bytes):
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError:
+            return "invalid UTF-8"
+    if isinstance(error, UnicodeDecodeError) or "UTF8" in str(error) or "UTF-8" in str(error):
+        return "invalid UTF-8"
+    shown = value[:80] + "…" if isinstance(value, str) and len(value) > 80 else value
+    return f"{shown!r} is not a valid {type_name or typ}: {error}"
+
+
+def bisect(arr: pa.Array, fn: Callable[[pa.Array], pa.Array], typ: pa.DataType,
+           offset: int = 0, type_name: str | None = None) -> tuple[list[pa.Array], list[Failure]]:
+    """Apply ``fn`` to ``arr``; where it fails, find the failing values by halving."""
+    try:
+        return [fn(arr)], []
+    except _ARROW_ERRORS as error:
+        if len(arr) == 1:
+            return [pa.nulls(1, typ)], [(offset, _reason(arr, error, typ, type_name))]
+        if len(arr) <= _SMALL:
+            chunks: list[pa.Array] = []
+            failures: list[Failure] = []
+            for i in range(len(arr)):
+                c, f = bisect(arr.slice(i, 1), fn, typ, offset + i, type_name)
+                chunks += c
+                failures += f
+            return chunks, failures
+        mid = len(arr) // 2
+        left, lf = bisect(arr.slice(0, mid), fn, typ, offset, type_name)
+        right, rf = bisect(arr.slice(mid), fn, typ, offset + mid, type_name)
+        return left + right, lf + rf
+
+
+def cast_column(arr: pa.Array | pa.ChunkedArray, typ: pa.DataType,
+                type_name: str | None = None) -> tuple[pa.Array, list[Failure]]:
+    """``arr`` as ``typ``, with NULL where a value failed, and the failures (index, reason).
+
+    ``type_name`` is the column's type as users wrote it (``decimal(12,2)``), for messages.
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    failures: list[Failure] = []
+    if _is_bytes(arr.type) and not _is_bytes(typ):
+        chunks, failures = bisect(arr, lambda a: a.cast(pa.string()), pa.string())
+        arr = pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
+    chunks, more = bisect(arr, lambda a: convert(a, typ), typ, type_name=type_name)
+    out = pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
+    return out, failures + more

@@ -1,0 +1,100 @@
+"""Fitting decoded pieces to the table's schema: match columns, cast, check NOT NULL.
+
+Columns are matched by name (exactly, else ignoring case) or, for headerless CSV,
+by position. File columns the table lacks are ignored; table columns the file
+lacks get their default (or NULL), and a NOT NULL column without a default that
+the file lacks makes the whole file an error. Each value is cast to its column's
+type (``cast``); a row with any value that does not cast, or a NULL in a NOT NULL
+column, is rejected with the first such column and reason. The good rows stay
+Arrow, filtered by one mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lading_jobs.load.cast import cast_column
+from lading_jobs.load.decode import Decoded, Reject
+from lading_jobs.table.schema import TableSchema, arrow_type, default_scalar
+
+
+class FileError(ValueError):
+    """The whole file cannot load (its columns do not fit the table)."""
+
+
+@dataclass
+class Conformed:
+    table: pa.Table  # the good rows, in the table's schema
+    rejects: list[Reject] = field(default_factory=list)
+
+
+def match_columns(file_columns: list[str], schema: TableSchema, by_position: bool) -> dict[str, str | None]:
+    """Table column name → file column name (``None`` when the file lacks it)."""
+    if by_position:
+        return {c.name: (file_columns[i] if i < len(file_columns) else None) for i, c in enumerate(schema.columns)}
+    exact = set(file_columns)
+    folded: dict[str, str] = {}
+    for name in file_columns:
+        folded.setdefault(name.lower(), name)
+    out: dict[str, str | None] = {}
+    for c in schema.columns:
+        out[c.name] = c.name if c.name in exact else folded.get(c.name.lower())
+    if file_columns and not any(out.values()):
+        raise FileError(f"none of its columns ({', '.join(file_columns[:10])}) matches a table column "
+                        f"({', '.join(schema.names)}); check the header or set header: false to match by position")
+    for c in schema.columns:
+        if out[c.name] is None and not c.nullable and c.default is None:
+            raise FileError(f"it has no column {c.name!r}, which the table declares NOT NULL without a default")
+    return out
+
+
+def _as_bytes_if_text(arr: pa.Array) -> pa.Array:
+    """Strings are re-validated as UTF-8 (JSON decoding does not check them)."""
+    if pa.types.is_string(arr.type):
+        return arr.view(pa.binary())
+    if pa.types.is_large_string(arr.type):
+        return arr.view(pa.large_binary())
+    return arr
+
+
+def conform(decoded: Decoded, schema: TableSchema) -> Conformed:
+    """The good rows of every piece in the table's schema, and the rows rejected on the way."""
+    rejects = list(decoded.rejects)
+    tables: list[pa.Table] = []
+    target = pa.schema([pa.field(c.name, arrow_type(c.type)) for c in schema.columns])
+    for piece in decoded.pieces:
+        n = piece.table.num_rows
+        mapping = match_columns(piece.table.column_names, schema, decoded.by_position)
+        bad_reason: dict[int, tuple[str, str]] = {}
+        arrays = []
+        for c in schema.columns:
+            typ = arrow_type(c.type)
+            source = mapping[c.name]
+            if source is None:
+                value = default_scalar(c.default, c.type) if c.default is not None else pa.scalar(None, typ)
+                arrays.append(pa.repeat(value, n) if value.is_valid else pa.nulls(n, typ))
+                continue
+            arr, failures = cast_column(_as_bytes_if_text(piece.table.column(source).combine_chunks()), typ, c.type)
+            for index, reason in failures:
+                bad_reason.setdefault(index, (c.name, reason))
+            if not c.nullable and arr.null_count:
+                for index in np.flatnonzero(pc.is_null(arr).to_numpy(zero_copy_only=False)).tolist():
+                    bad_reason.setdefault(int(index), (c.name, f"NULL in column {c.name!r}, which is NOT NULL"))
+            arrays.append(arr)
+        table = pa.Table.from_arrays(arrays, schema=target)
+        if bad_reason:
+            keep = np.ones(n, dtype=bool)
+            for index in sorted(bad_reason):
+                keep[index] = False
+                column, reason = bad_reason[index]
+                position = int(piece.positions[index])
+                rejects.append(Reject(position, reason, column=column, record=decoded.raw(position)))
+            table = table.filter(pa.array(keep))
+        tables.append(table)
+    good = pa.concat_tables(tables) if tables else target.empty_table()
+    rejects.sort(key=lambda r: r.position)
+    return Conformed(good, rejects)

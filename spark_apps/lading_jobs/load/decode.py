@@ -1,0 +1,293 @@
+"""Decoding one input file into Arrow pieces, with the records that would not decode.
+
+A decoder turns a file's bytes into *pieces*: Arrow tables of columns as read
+(CSV fields as raw bytes, JSON and Parquet with their own types), each row tagged
+with where it came from (physical line for CSV and JSON lines, 1-based row for
+Parquet). Records that cannot be decoded (a CSV row with the wrong number of
+fields, a JSON line that does not parse, a Parquet row group that cannot be read)
+become ``Reject``s naming their line or row and holding the raw record. A file
+that cannot be read at all (truncated Parquet, corrupt compression) has a
+file-level ``error`` and no pieces.
+
+Good data takes one vectorised pyarrow call per file; only the failing parts of
+a file are bisected to find the bad records.
+"""
+
+from __future__ import annotations
+
+import csv as pycsv
+import gzip
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from lading_jobs.load import lines as L
+from lading_spec.formats import CsvOptions, FormatOptions, JsonOptions
+
+MAX_RAW = 4096  # characters of a raw record kept in a rejected-rows entry
+
+
+@dataclass
+class Reject:
+    """One record that did not load; ``count`` > 1 for an unreadable block of rows."""
+
+    position: int  # line (text formats) or row (Parquet), 1-based
+    reason: str
+    column: str | None = None
+    record: str | None = None
+    count: int = 1
+
+
+@dataclass
+class Piece:
+    table: pa.Table
+    positions: np.ndarray  # one per row: line or row number
+
+
+@dataclass
+class Decoded:
+    unit: str  # "line" or "row"
+    by_position: bool = False  # columns are matched by position (headerless CSV)
+    pieces: list[Piece] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+    error: str | None = None
+    raw: Callable[[int], str | None] = field(default=lambda position: None)
+
+    @property
+    def rows_read(self) -> int:
+        return sum(p.table.num_rows for p in self.pieces) + sum(r.count for r in self.rejects)
+
+
+def _text(data: bytes) -> str:
+    text = data.decode("utf-8", errors="backslashreplace")
+    return text if len(text) <= MAX_RAW else text[:MAX_RAW] + "…"
+
+
+def decompress(data: bytes, compression: str, uri: str) -> bytes:
+    """Undo ``compression`` (none, gzip, zstd; also chosen by a .gz/.zst name)."""
+    name = uri.lower()
+    if compression == "none":
+        compression = "gzip" if name.endswith(".gz") else "zstd" if name.endswith((".zst", ".zstd")) else "none"
+    if compression == "gzip":
+        return gzip.decompress(data)
+    if compression == "zstd":
+        return pa.CompressedInputStream(pa.BufferReader(data), "zstd").read()  # type: ignore[no-any-return]
+    return data
+
+
+class _Raw(Protocol):
+    def __call__(self, line: int, span: int = 1) -> str: ...
+
+
+def _line_source(data: bytes) -> tuple[np.ndarray, np.ndarray, _Raw]:
+    starts, ends = L.line_bounds(data)
+
+    def raw(line: int, span: int = 1) -> str:
+        last = min(line - 1 + span - 1, len(ends) - 1)
+        return _text(data[starts[line - 1]:ends[last]]).rstrip("\r")
+
+    return starts, ends, raw
+
+
+# -- CSV -----------------------------------------------------------------------------
+
+def _is_utf8(data: bytes) -> bool:
+    buf = pa.py_buffer(data)
+    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64).tobytes())
+    try:
+        pa.LargeBinaryArray.from_buffers(pa.large_binary(), 1, [None, offsets, buf]).cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _mask_invalid_utf8(data: bytes) -> tuple[bytes, np.ndarray]:
+    """``data`` with every byte of an invalid UTF-8 sequence replaced by ``?``, and their offsets."""
+    masked = data.decode("utf-8", "surrogateescape").encode("utf-8", "replace")  # one '?' per bad byte
+    diff = np.frombuffer(data, np.uint8) != np.frombuffer(masked, np.uint8)
+    return masked, np.flatnonzero(diff).astype(np.int64)
+
+
+def _header(data: bytes, opts: CsvOptions) -> list[str]:
+    first = data.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8")
+    dialect: dict[str, Any] = {"delimiter": opts.delimiter, "quotechar": opts.quote,
+                               "doublequote": opts.escape == opts.quote}
+    if opts.escape != opts.quote:
+        dialect["escapechar"] = opts.escape
+    names = next(pycsv.reader([first], **dialect), [])
+    out: list[str] = []
+    for i, name in enumerate(names):
+        name = name.strip() or f"_c{i}"
+        out.append(name if name not in out else f"{name}_{i}")
+    return out
+
+
+def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
+    """PostgreSQL CSV: an unquoted empty field (or ``null``) is NULL, ``""`` is ''.
+
+    With ``header`` the first line names the columns (matched by name); without,
+    fields are matched to ``columns`` by position.
+    """
+    out = Decoded(unit="line", by_position=not opts.header)
+    if opts.header:
+        try:
+            names = _header(data, opts)
+        except UnicodeDecodeError:
+            out.error = "line 1: the header is not valid UTF-8"
+            return out
+        if not names:
+            out.error = "line 1: the header is empty; set from.options.header: false if the file has none"
+            return out
+    else:
+        names = list(columns)
+    invalid: list[tuple[int, int, str, str]] = []
+
+    def on_invalid(row: Any) -> str:
+        text = row.text or ""
+        invalid.append((int(row.number) if row.number is not None and row.number >= 0 else -1,
+                        1 + text.count("\n"), text,
+                        f"expected {row.expected_columns} fields, found {row.actual_columns}"))
+        return "skip"
+
+    original = data
+    bad_offsets = np.zeros(0, dtype=np.int64)
+    if not _is_utf8(data):  # pyarrow cannot report a malformed row whose text is not UTF-8
+        data, bad_offsets = _mask_invalid_utf8(data)
+    parse = pacsv.ParseOptions(
+        delimiter=opts.delimiter, quote_char=opts.quote,
+        double_quote=opts.escape == opts.quote,
+        escape_char=opts.escape if opts.escape != opts.quote else False,
+        newlines_in_values=True, ignore_empty_lines=True, invalid_row_handler=on_invalid)
+    read = pacsv.ReadOptions(column_names=names, skip_rows=1 if opts.header else 0, use_threads=False,
+                             block_size=max(1 << 20, min(len(data) + 1, 1 << 30)))
+    convert = pacsv.ConvertOptions(column_types={n: pa.binary() for n in names}, null_values=[opts.null],
+                                   strings_can_be_null=True, quoted_strings_can_be_null=False)
+    try:
+        table = pacsv.read_csv(io.BytesIO(data), read_options=read, parse_options=parse, convert_options=convert)
+    except (pa.ArrowInvalid, OSError) as e:
+        out.error = f"not readable as CSV: {e}"
+        return out
+    starts, ends, raw = _line_source(original)
+    spans = np.ones(table.num_rows, dtype=np.int64)
+    for col in table.columns:
+        spans += pc.fill_null(pc.count_substring(col, "\n"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    blank = L.blank_lines(data, starts, ends)
+    first_line = 2 if opts.header else 1
+    blanks = [int(i) + 1 for i in np.flatnonzero(blank) if i + 1 >= first_line]
+    # pyarrow numbers records from 1, counting the header row but not blank lines
+    good_lines, rejected_lines = L.csv_record_lines(
+        first_line, first_line, spans, [(n, s) for n, s, _, _ in invalid], blanks)
+    for line, (_, span, _, reason) in zip(rejected_lines, invalid, strict=False):
+        out.rejects.append(Reject(line, reason, record=raw(line, span)))
+    if len(bad_offsets):  # rows holding an invalid byte: rejected here, their text was masked
+        bad_lines = np.unique(np.searchsorted(starts, bad_offsets, side="right"))  # 1-based lines
+        first_bad = np.searchsorted(bad_lines, good_lines, side="left")
+        hit = (first_bad < len(bad_lines)) & (bad_lines[np.minimum(first_bad, len(bad_lines) - 1)]
+                                              < good_lines + spans)
+        for line, span in zip(good_lines[hit].tolist(), spans[hit].tolist(), strict=True):
+            out.rejects.append(Reject(line, "invalid UTF-8", record=raw(line, span)))
+        table, good_lines, spans = table.filter(pa.array(~hit)), good_lines[~hit], spans[~hit]
+        out.rejects.sort(key=lambda r: r.position)
+    out.pieces.append(Piece(table, good_lines))
+    span_of = dict(zip(good_lines.tolist(), spans.tolist(), strict=False))
+    out.raw = lambda line: raw(line, span_of.get(line, 1))
+    return out
+
+
+# -- JSON lines ----------------------------------------------------------------------
+
+def _read_json(data: bytes) -> pa.Table:
+    block = max(1 << 20, min(len(data) + 1, 1 << 30))
+    return pajson.read_json(io.BytesIO(data), read_options=pajson.ReadOptions(use_threads=False, block_size=block))
+
+
+def decode_json(data: bytes) -> Decoded:
+    """One JSON object per line; blank lines are skipped; each bad line is rejected on its own."""
+    out = Decoded(unit="line")
+    starts, ends, raw = _line_source(data)
+    solid = np.flatnonzero(~L.blank_lines(data, starts, ends))
+    out.raw = raw
+    try:
+        table = _read_json(data)
+        if table.num_rows == len(solid):
+            out.pieces.append(Piece(table, solid.astype(np.int64) + 1))
+            return out
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        pass
+
+    def parse(lo: int, hi: int) -> None:  # lines solid[lo:hi]
+        first, last = int(solid[lo]), int(solid[hi - 1])
+        chunk = data[starts[first]:ends[last]]
+        try:
+            table = _read_json(chunk)
+            if table.num_rows != hi - lo:
+                raise pa.ArrowInvalid("not one JSON object per line")
+            out.pieces.append(Piece(table, solid[lo:hi].astype(np.int64) + 1))
+            return
+        except (pa.ArrowInvalid, UnicodeDecodeError) as e:
+            if hi - lo == 1:
+                reason = "invalid UTF-8" if isinstance(e, UnicodeDecodeError) else f"not a JSON object: {e}"
+                out.rejects.append(Reject(first + 1, reason, record=raw(first + 1)))
+                return
+        mid = (lo + hi) // 2
+        parse(lo, mid)
+        parse(mid, hi)
+
+    if len(solid):
+        parse(0, len(solid))
+    return out
+
+
+# -- Parquet -------------------------------------------------------------------------
+
+def decode_parquet(source: pa.NativeFile | bytes) -> Decoded:
+    """Row groups as pieces; an unreadable row group rejects its rows, a bad footer the file."""
+    out = Decoded(unit="row")
+    try:
+        pf = pq.ParquetFile(pa.BufferReader(source) if isinstance(source, bytes) else source)
+    except (pa.ArrowInvalid, OSError) as e:
+        out.error = f"not a readable Parquet file (truncated or corrupt?): {e}"
+        return out
+    first = 1
+    for i in range(pf.metadata.num_row_groups):
+        n = pf.metadata.row_group(i).num_rows
+        try:
+            table = pf.read_row_group(i)
+            out.pieces.append(Piece(table, np.arange(first, first + table.num_rows, dtype=np.int64)))
+        except (pa.ArrowInvalid, OSError) as e:
+            out.rejects.append(Reject(first, f"row group {i} (rows {first}-{first + n - 1}) is unreadable: {e}",
+                                      count=n))
+        first += n
+
+    def raw(row: int) -> str | None:
+        for piece in out.pieces:
+            if len(piece.positions) and piece.positions[0] <= row <= piece.positions[-1]:
+                record = piece.table.slice(int(row - piece.positions[0]), 1).to_pylist()[0]
+                return _text(json.dumps(record, default=str, ensure_ascii=False).encode())
+        return None
+
+    out.raw = raw
+    return out
+
+
+def decode(data: bytes, fmt: str, options: FormatOptions, columns: list[str], uri: str) -> Decoded:
+    """Decode one file's bytes in ``fmt`` (csv, json, parquet)."""
+    if fmt == "parquet":
+        return decode_parquet(data)
+    compression = options.compression if isinstance(options, CsvOptions | JsonOptions) else "none"
+    try:
+        data = decompress(data, compression, uri)
+    except (OSError, EOFError, pa.ArrowInvalid) as e:
+        return Decoded(unit="line", error=f"cannot decompress ({compression}): {e}")
+    if fmt == "csv":
+        return decode_csv(data, options if isinstance(options, CsvOptions) else CsvOptions(), columns)
+    return decode_json(data)

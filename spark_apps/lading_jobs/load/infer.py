@@ -1,0 +1,60 @@
+"""``to.inferSchema``: a new table's schema taken from the first file of the load.
+
+Parquet gives its own schema; JSON lines and CSV use pyarrow's inference over the
+first file (CSV column names come from the header, else ``_c0``, ``_c1``, ...).
+Columns that are NULL throughout become ``string``. The other files are then
+cast to this schema like any load, so a later file that does not fit is
+reported row by row, not silently widened.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from lading_jobs.load.decode import decompress
+from lading_jobs.table.schema import SchemaError, TableSchema, type_from_arrow
+from lading_spec.formats import CsvOptions, FormatOptions, JsonOptions
+
+
+def _read_sample(data: bytes, fmt: str, options: FormatOptions, uri: str) -> pa.Schema:
+    if fmt == "parquet":
+        return pq.read_schema(pa.BufferReader(data))
+    compression = options.compression if isinstance(options, CsvOptions | JsonOptions) else "none"
+    data = decompress(data, compression, uri)
+    if fmt == "json":
+        import pyarrow.json as pajson
+
+        return pajson.read_json(io.BytesIO(data)).schema
+    csv = options if isinstance(options, CsvOptions) else CsvOptions()
+    parse = pacsv.ParseOptions(delimiter=csv.delimiter, quote_char=csv.quote,
+                               double_quote=csv.escape == csv.quote,
+                               escape_char=csv.escape if csv.escape != csv.quote else False,
+                               newlines_in_values=True, invalid_row_handler=lambda row: "skip")
+    read = pacsv.ReadOptions(autogenerate_column_names=not csv.header, use_threads=False)
+    convert = pacsv.ConvertOptions(null_values=[csv.null], strings_can_be_null=True)
+    table = pacsv.read_csv(io.BytesIO(data), read_options=read, parse_options=parse, convert_options=convert)
+    if not csv.header:
+        table = table.rename_columns([f"_c{i}" for i in range(table.num_columns)])
+    return table.schema
+
+
+def infer_schema(data: bytes, fmt: str, options: FormatOptions, uri: str) -> TableSchema:
+    """The table schema the file ``uri`` (its bytes ``data``) suggests; errors name the file."""
+    try:
+        schema = _read_sample(data, fmt, options, uri)
+    except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as e:
+        raise SchemaError(f"to.inferSchema: cannot infer a schema from {uri}: {e}; give to.schema instead") from e
+    fields = []
+    for f in schema:
+        if pa.types.is_null(f.type):
+            f = f.with_type(pa.string())
+        try:
+            type_from_arrow(f.type)
+        except SchemaError as e:
+            raise SchemaError(f"to.inferSchema: column {f.name!r} of {uri}: {e}; give to.schema instead") from e
+        fields.append(f.with_nullable(True))
+    return TableSchema.from_arrow(pa.schema(fields))

@@ -1,0 +1,238 @@
+"""``run_load``: one CopyJob run from files into a table, start to commit.
+
+  list files ─► drop those in the table's ledger (unless force) ─► plan
+      ─► one Spark task per file (mapInArrow): decode, cast, pending uploads
+      ─► error policy ─► complete parts ─► ONE commit: parts + ledger entries
+      ─► complete rejected-rows files ─► manifest ─► result
+  policy says fail, validateOnly, any exception or cancellation
+      ─► abort every pending part upload of the run (and sweep), nothing commits
+
+A missing table is created by the same commit sequence only when the load
+commits (commit 0 creates it, the next adds the rows), so a failed or
+validate-only load leaves no table behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from lading_jobs import storage as st
+from lading_jobs.load import manifest as mf
+from lading_jobs.load.infer import infer_schema
+from lading_jobs.load.parts import PendingPart
+from lading_jobs.load.policy import Decision, FileOutcome, decide
+from lading_jobs.load.task import FileTask, LoadPlan, run_file
+from lading_jobs.table import format as fmt
+from lading_jobs.table.log import Change, LedgerEntry, TableError, TableLog
+from lading_jobs.table.schema import SchemaError, TableSchema
+from lading_spec.copyjob import CopyJobSpec, parse_copyjob
+from lading_spec.errors import SpecError
+from lading_spec.formats import FileSet
+from lading_spec.job import JobDocument
+
+
+class Cancelled(Exception):
+    """The run was cancelled while it ran."""
+
+
+def list_files(fileset: FileSet, settings: st.S3Settings) -> list[st.ObjectInfo]:
+    """The files a load reads, in key order: an explicit ``fileList`` or prefix/glob + pattern."""
+    if fileset.file_list:
+        out = []
+        for i, uri in enumerate(fileset.file_list):
+            info = st.open_storage(uri, settings).head(uri)
+            if info is None:
+                raise SpecError(f"from.fileList[{i}]", f"{uri} does not exist; fix the URI or remove it")
+            out.append(info)
+        return out
+    assert fileset.uri is not None
+    found = st.open_storage(fileset.uri, settings).list_matching(fileset.uri, fileset.pattern)
+    return [o for o in found if not o.uri.rsplit("/", 1)[-1].startswith(("_", "."))]
+
+
+def _settings(spec: CopyJobSpec) -> st.S3Settings:
+    return st.S3Settings.from_env(spec.connection.endpoint, spec.connection.region)
+
+
+def _target_schema(log: TableLog | None, spec: CopyJobSpec, first: st.ObjectInfo | None,
+                   settings: st.S3Settings) -> TableSchema:
+    if log is not None:
+        return log.snapshot().schema
+    target = spec.target
+    try:
+        if target.schema:
+            return TableSchema.from_spec(target.schema)
+        if target.infer_schema and first is not None:
+            fileset = spec.source.files
+            assert fileset is not None
+            data = st.open_storage(first.uri, settings).read(first.uri)
+            return infer_schema(data, fileset.format, fileset.options, first.uri)
+    except SchemaError as e:
+        raise SpecError("to.schema", str(e)) from e
+    raise SpecError("to.schema", f"there is no table at {target.table}; give to.schema (columns and types) "
+                                 "or set to.inferSchema: true to create it from the files")
+
+
+def _run_tasks(spark: SparkSession, plan: LoadPlan, tasks: list[FileTask]) -> list[FileOutcome]:
+    """One Spark task per file; each returns its outcome as one JSON string."""
+
+    def work(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                outcome = run_file(plan, tasks[i])
+                yield pa.RecordBatch.from_pydict({"outcome": [json.dumps(outcome.to_dict())]})
+
+    df = spark.range(0, len(tasks), 1, numPartitions=len(tasks)).mapInArrow(work, "outcome string")
+    spark.sparkContext.setJobDescription(f"lading load into {plan.table_uri} ({len(tasks)} files)")
+    rows = df.collect()
+    return sorted((FileOutcome.from_dict(json.loads(r.outcome)) for r in rows), key=lambda o: o.index)
+
+
+def _abort_all(outcomes: list[FileOutcome], plan: LoadPlan, parts_too: bool = True,
+               rejects_too: bool = False) -> None:
+    for o in outcomes:
+        uploads = [PendingPart.from_dict(p).upload for p in o.parts] if parts_too else []
+        if rejects_too and o.rejects_upload:
+            uploads.append(st.PendingUpload.from_dict(o.rejects_upload))
+        for u in uploads:
+            st.open_storage(u.uri, plan.settings).abort_upload(u)
+
+
+def _sweep(plan: LoadPlan) -> None:
+    """Abort uploads left under this run's prefixes (tasks killed mid-write)."""
+    prefixes = [fmt.write_prefix(plan.table_uri, plan.write_id)]
+    if plan.rejects_prefix:
+        prefixes.append(plan.rejects_prefix)
+    for prefix in prefixes:
+        storage = st.open_storage(prefix, plan.settings)
+        with contextlib.suppress(st.StorageError, OSError):
+            for u in storage.list_pending_uploads(prefix):
+                storage.abort_upload(u)
+
+
+def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = None,
+             cancel: threading.Event | None = None, **_: Any) -> dict[str, Any]:
+    """Run the load ``job`` asks for; return the CopyResponse result (``rows`` or ``error``)."""
+    started = time.monotonic()
+    spec = spec or parse_copyjob(job.spec)
+    fileset = spec.source.files
+    table_uri = spec.target.table
+    if fileset is None or table_uri is None:
+        raise SpecError("from.files", "a load reads from.files into to.table")
+    settings = _settings(spec)
+    base: dict[str, Any] = {"runId": job.run_id, "destination": table_uri}
+    files = list_files(fileset, settings)
+    if not files:
+        where = (fileset.uri or "") + (f" matching {fileset.pattern!r}" if fileset.pattern else "")
+        return {**base, "error": f"from.files: no files found at {where}; check the prefix and pattern",
+                "files": 0, "rows": None}
+    table_storage = st.open_storage(table_uri, settings)
+    log = TableLog.open(table_uri, table_storage)
+    snapshot = log.snapshot() if log is not None else None
+    schema = _target_schema(log, spec, files[0], settings)
+    already = [] if spec.load.force or snapshot is None else \
+        [o for o in files if snapshot.loaded(o.uri, o.etag, o.size)]
+    todo = [o for o in files if o not in already]
+    plan = LoadPlan(
+        table_uri=table_uri, schema=schema,
+        table_id=snapshot.table_id if snapshot is not None else uuid.uuid4().hex,
+        envelope=snapshot.envelope if snapshot is not None else spec.target.envelope,
+        sort_by=snapshot.sort_by if snapshot is not None else spec.target.sort_by,
+        time=snapshot.upper if snapshot is not None else 0,
+        write_id=fmt.new_write_id(), format=fileset.format, options=fileset.options, load=spec.load,
+        rejects_prefix=mf.run_prefix(spec.load.rejected_rows, job.run_id), settings=settings)
+    tasks = [FileTask(i, o.uri, o.etag, o.size) for i, o in enumerate(todo)]
+    outcomes: list[FileOutcome] = []
+    try:
+        if tasks:
+            outcomes = _run_tasks(spark, plan, tasks)
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        decision = decide(outcomes, spec.load)
+        committed, version, rows, error = False, snapshot.version if snapshot else None, 0, decision.error
+        if decision.ok:
+            rows = sum(outcomes[i].rows_good for i in decision.loaded)
+        if decision.ok and not spec.load.validate_only and tasks:
+            version = _commit(spec, plan, log, schema, outcomes, decision, job.run_id)
+            committed = True
+        else:
+            _abort_all(outcomes, plan)
+    except BaseException:
+        _abort_all(outcomes, plan, rejects_too=True)
+        _sweep(plan)
+        raise
+    for o in outcomes:  # rejected rows are a report: they are written whatever the outcome
+        if o.rejects_upload:
+            st.open_storage(o.rejects_uri or "", settings).complete_upload(
+                st.PendingUpload.from_dict(o.rejects_upload))
+    manifest = mf.build_manifest(
+        run_id=job.run_id, table_uri=table_uri, fmt_name=fileset.format, on_error=spec.load.on_error,
+        validate_only=spec.load.validate_only, outcomes=outcomes, already_loaded=already, decision=decision,
+        committed=committed, table_version=version, rows=rows if (committed or spec.load.validate_only) else 0,
+        error=error, rejected_rows=plan.rejects_prefix)
+    manifest_uri = mf.manifest_uri(table_uri, spec.load.rejected_rows, job.run_id)
+    st.open_storage(manifest_uri, settings).put(manifest_uri, json.dumps(manifest, indent=1).encode())
+    result: dict[str, Any] = {
+        **base, "manifest": manifest_uri,
+        "files": manifest["filesLoaded"], "filesAlreadyLoaded": len(already),
+        "filesSkipped": len(decision.skipped),
+        "bytes": sum(o.size for o in outcomes if o.index in decision.loaded) if committed else 0,
+        "rowsRejected": manifest["rowsRejected"], "tableVersion": version,
+        "durationSeconds": round(time.monotonic() - started, 3),
+        "fileResults": [{k: f[k] for k in ("file", "status", "rowsLoaded", "rowsRejected", "firstError") if k in f}
+                        for f in manifest["files"][:20]],
+    }
+    if plan.rejects_prefix:
+        result["rejectedRows"] = plan.rejects_prefix
+    if spec.load.validate_only:
+        result["validateOnly"] = True
+    if error is not None:
+        return {**result, "error": error}
+    return {**result, "rows": rows}
+
+
+def _commit(spec: CopyJobSpec, plan: LoadPlan, log: TableLog | None, schema: TableSchema,
+            outcomes: list[FileOutcome], decision: Decision, run_id: str) -> int:
+    """Complete the parts of the files that load, abort the rest, and commit them in one entry."""
+    keep = set(decision.loaded)
+    parts: list[PendingPart] = []
+    for o in outcomes:
+        pending = [PendingPart.from_dict(p) for p in o.parts]
+        if o.index in keep:
+            parts += pending
+        else:
+            for p in pending:
+                st.open_storage(p.upload.uri, plan.settings).abort_upload(p.upload)
+    storage = st.open_storage(plan.table_uri, plan.settings)
+    completed: list[PendingPart] = []
+    try:
+        for p in parts:
+            storage.complete_upload(p.upload)
+            completed.append(p)
+        if log is None:
+            log = TableLog.create(plan.table_uri, schema, spec.target.envelope, spec.target.key_columns,
+                                  spec.target.sort_by, storage=storage, exist_ok=True, table_id=plan.table_id)
+        if log.snapshot().table_id != plan.table_id:
+            raise TableError(f"to.table: the table at {plan.table_uri} was created or replaced by another "
+                             "writer during the load; nothing was loaded, run the load again")
+        now = int(time.time() * 1000)
+        ledger = {o.uri: LedgerEntry(o.etag, o.size, o.rows_good, loaded_at=now)
+                  for o in outcomes if o.index in keep}
+        snap = log.commit(Change(operation="load", add=tuple(p.part for p in completed), ledger=ledger,
+                                 info={"runId": run_id, "files": len(ledger)}))
+        return snap.version
+    except BaseException:
+        for p in parts[len(completed):]:
+            storage.abort_upload(p.upload)
+        with contextlib.suppress(st.StorageError, OSError):
+            storage.delete(fmt.part_uri(plan.table_uri, p.part.path) for p in completed)
+        raise

@@ -1,0 +1,81 @@
+"""The load manifest: one JSON document per run with every file's result.
+
+Where it goes (pure functions, so docs and tests agree):
+
+* with ``rejectedRows: <prefix>``: ``<prefix>/<runId>/manifest.json``, beside the
+  rejected-rows files ``<prefix>/<runId>/rejected-<n>.jsonl``;
+* without: ``<table>/_lading_loads/<runId>.json`` (outside the table's log and
+  data, so readers never see it).
+
+Per file: ``status`` (``loaded``, ``partial`` = loaded with rows rejected,
+``skipped`` = left out by ``onError: skipFile``, ``failed`` = unreadable,
+``alreadyLoaded`` = skipped by the ledger, ``notLoaded`` = the load failed or
+only validated), rows read, loaded and rejected, the first error, the first few
+rejected records, and the file's rejected-rows file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lading_jobs import storage as st
+from lading_jobs.load.policy import Decision, FileOutcome
+from lading_jobs.table import format as fmt
+
+LOADS_DIR = "_lading_loads"
+
+
+def run_prefix(rejected_rows: str | None, run_id: str) -> str | None:
+    """Where this run's rejected-rows files go (None: no rejected-rows location)."""
+    return None if rejected_rows is None else st.join(rejected_rows, run_id) + "/"
+
+
+def manifest_uri(table_uri: str, rejected_rows: str | None, run_id: str) -> str:
+    prefix = run_prefix(rejected_rows, run_id)
+    if prefix is not None:
+        return st.join(prefix, "manifest.json")
+    return f"{fmt.table_root(table_uri)}{LOADS_DIR}/{run_id}.json"
+
+
+def file_status(o: FileOutcome, decision: Decision, committed: bool) -> str:
+    if o.file_error:
+        return "failed"
+    if not committed:
+        return "notLoaded"
+    if o.index in decision.skipped:
+        return "skipped"
+    return "partial" if o.rows_rejected else "loaded"
+
+
+def file_entry(o: FileOutcome, decision: Decision, committed: bool) -> dict[str, Any]:
+    status = file_status(o, decision, committed)
+    entry: dict[str, Any] = {
+        "file": o.uri, "etag": o.etag, "size": o.size, "status": status,
+        "rowsRead": o.rows_read,
+        "rowsLoaded": o.rows_good if status in ("loaded", "partial") else 0,
+        "rowsRejected": o.rows_rejected,
+    }
+    if o.file_error or o.first_error:
+        entry["firstError"] = o.file_error or o.first_error
+    if o.errors:
+        entry["errors"] = o.errors
+    if o.rejects_uri:
+        entry["rejectedRows"] = o.rejects_uri
+    return entry
+
+
+def build_manifest(*, run_id: str, table_uri: str, fmt_name: str, on_error: str, validate_only: bool,
+                   outcomes: list[FileOutcome], already_loaded: list[st.ObjectInfo], decision: Decision,
+                   committed: bool, table_version: int | None, rows: int, error: str | None,
+                   rejected_rows: str | None) -> dict[str, Any]:
+    files = [file_entry(o, decision, committed) for o in sorted(outcomes, key=lambda o: o.index)]
+    files += [{"file": o.uri, "etag": o.etag, "size": o.size, "status": "alreadyLoaded", "rowsRead": 0,
+               "rowsLoaded": 0, "rowsRejected": 0} for o in already_loaded]
+    return {
+        "kind": "load", "runId": run_id, "table": table_uri, "format": fmt_name, "onError": on_error,
+        "validateOnly": validate_only, "committed": committed, "tableVersion": table_version,
+        "rows": rows, "rowsRejected": sum(o.rows_rejected for o in outcomes),
+        "filesLoaded": sum(1 for f in files if f["status"] in ("loaded", "partial")),
+        "filesAlreadyLoaded": len(already_loaded), "error": error,
+        "rejectedRows": rejected_rows, "files": files,
+    }

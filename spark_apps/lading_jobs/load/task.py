@@ -1,0 +1,120 @@
+"""One load task: one input file, read, decoded, cast, written as pending uploads.
+
+Runs on a Spark executor (inside ``mapInArrow``), so everything it needs travels
+in a ``LoadPlan`` (plain, picklable data; no credentials: storage reads them from
+the executor's environment). It never makes anything visible: good rows become
+pending table parts and rejected rows a pending JSON-lines file, both completed
+or aborted by the driver. If the task itself fails, it aborts what it began
+before re-raising, because nobody else knows its upload ids.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from lading_jobs import storage as st
+from lading_jobs.load.conform import FileError, conform
+from lading_jobs.load.decode import Decoded, Reject, decode
+from lading_jobs.load.parts import PendingPart, write_parts
+from lading_jobs.load.policy import FileOutcome, should_write
+from lading_jobs.table.schema import TableSchema
+from lading_spec.copyjob import LoadOptions
+from lading_spec.formats import FormatOptions
+
+ERRORS_IN_RESULT = 5  # rejected records listed per file in the manifest
+
+
+@dataclass(frozen=True)
+class FileTask:
+    index: int
+    uri: str
+    etag: str
+    size: int
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    table_uri: str
+    schema: TableSchema
+    table_id: str
+    envelope: str
+    sort_by: tuple[str, ...]
+    time: int
+    write_id: str
+    format: str
+    options: FormatOptions
+    load: LoadOptions
+    rejects_prefix: str | None
+    settings: st.S3Settings
+
+
+def reject_entry(uri: str, unit: str, r: Reject) -> dict[str, Any]:
+    """One line of the rejected-rows file."""
+    entry: dict[str, Any] = {"file": uri, unit: r.position, "column": r.column, "reason": r.reason,
+                             "record": r.record}
+    if r.count != 1:
+        entry["rows"] = r.count
+    return entry
+
+
+def rejects_uri(prefix: str, index: int) -> str:
+    return st.join(prefix, f"rejected-{index:05d}.jsonl")
+
+
+def _first_error(unit: str, r: Reject) -> str:
+    column = f", column {r.column}" if r.column else ""
+    return f"{unit} {r.position}{column}: {r.reason}"
+
+
+def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
+    """Load one file as far as pending uploads; the outcome says what happened."""
+    out = FileOutcome(task.index, task.uri, task.etag, task.size)
+    storage = st.open_storage(task.uri, plan.settings)
+    try:
+        data = storage.read(task.uri)
+    except (st.StorageError, OSError) as e:
+        out.file_error = f"cannot be read: {e}"
+        return out
+    decoded: Decoded = decode(data, plan.format, plan.options, plan.schema.names, task.uri)
+    out.unit = decoded.unit
+    if decoded.error:
+        out.file_error = decoded.error
+        return out
+    try:
+        conformed = conform(decoded, plan.schema)
+    except FileError as e:
+        out.file_error = str(e)
+        out.rows_read = decoded.rows_read
+        return out
+    rejects = conformed.rejects
+    out.rows_read = decoded.rows_read
+    out.rows_good = conformed.table.num_rows
+    out.rows_rejected = sum(r.count for r in rejects)
+    if rejects:
+        out.first_error = _first_error(decoded.unit, rejects[0])
+        out.errors = [reject_entry(task.uri, decoded.unit, r) for r in rejects[:ERRORS_IN_RESULT]]
+    begun: list[st.PendingUpload] = []
+    table_storage = st.open_storage(plan.table_uri, plan.settings)
+    try:
+        if rejects and plan.rejects_prefix:
+            uri = rejects_uri(plan.rejects_prefix, task.index)
+            rstore = st.open_storage(uri, plan.settings)
+            upload = rstore.begin_upload(uri)
+            begun.append(upload)
+            body = "".join(json.dumps(reject_entry(task.uri, decoded.unit, r), ensure_ascii=False) + "\n"
+                           for r in rejects)
+            rstore.upload_part(upload, body.encode())
+            out.rejects_upload, out.rejects_uri = upload.to_dict(), uri
+        if conformed.table.num_rows and should_write(plan.load, out.clean):
+            parts: list[PendingPart] = write_parts(
+                table_storage, plan.table_uri, plan.write_id, task.index, conformed.table, plan.schema,
+                plan.time, plan.table_id, plan.envelope, plan.sort_by)
+            begun += [p.upload for p in parts]
+            out.parts = [p.to_dict() for p in parts]
+    except BaseException:
+        for upload in begun:
+            st.open_storage(upload.uri, plan.settings).abort_upload(upload)
+        raise
+    return out
