@@ -1,0 +1,236 @@
+"""CSV as PostgreSQL ``COPY ... (FORMAT csv)`` writes and reads it.
+
+Dialect: delimiter ``,``, quote ``"``, escape ``"`` (all configurable), NULL as an
+unquoted empty field (or ``options.null``), the empty string as ``""``, a value
+quoted when it holds the delimiter, quote, escape, CR or LF, when it equals the
+null string, when it is ``\\.`` (PostgreSQL's end-of-data marker), or when its
+column is in ``forceQuote``; ``\\n`` ends every row. Values render so that
+PostgreSQL loads them back into the same values (docs/formats.md lists each type):
+booleans ``true``/``false``, exact decimals, ``YYYY-MM-DD HH:MM:SS.ffffff`` with
+``+00`` for instants, bytea hex ``\\x…``, intervals ``[-]H:MM:SS.ffffff`` and
+``N months``, arrays/structs/maps as JSON text.
+
+Encoding is column-at-a-time with pyarrow.compute: each column becomes a string
+array of field texts, quoted where needed, and one element-wise join makes the
+lines. Timestamps are formatted as naive UTC plus a literal offset (pyarrow's
+time-zone-aware formatting is the slow path DESIGN.md measured).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from lading_jobs.formats import jsonl, text
+from lading_jobs.formats.types import LADING_TYPE
+from lading_spec.formats import CsvOptions
+
+# Characters any non-string rendering can contain; if the dialect's special
+# characters avoid them, such columns never need a quoting check.
+_PLAIN_ALPHABET = set("0123456789abcdefxtrulsNIny+-.: \\mo")
+
+
+def _ext(field: pa.Field) -> str:
+    return (field.metadata or {}).get(LADING_TYPE, b"").decode()
+
+
+def _is_ym(field: pa.Field) -> bool:
+    return _ext(field).startswith(("interval year", "interval month"))
+
+
+def _nested(t: pa.DataType) -> bool:
+    return pa.types.is_nested(t)
+
+
+def value_text(arr: pa.Array, field: pa.Field) -> pa.Array:
+    """The PostgreSQL-loadable text of each value (null where the value is null)."""
+    t = arr.type
+    if _is_ym(field):
+        return text.render_months_pg(arr)
+    if pa.types.is_null(t):
+        return pa.nulls(len(arr), pa.string())
+    if pa.types.is_boolean(t):
+        return text.render_bool(arr)
+    if pa.types.is_floating(t):
+        return text.render_float(arr, "NaN", "Infinity", "-Infinity")
+    if pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_date(t):
+        return arr.cast(pa.string())
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return arr.cast(pa.string())
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return text.concat("\\x", text.render_hex(arr.cast(pa.binary())))
+    if pa.types.is_timestamp(t):
+        naive = arr.cast(pa.timestamp(t.unit)).cast(pa.timestamp("us")).cast(pa.string())
+        return text.concat(naive, "+00") if t.tz is not None else naive
+    if pa.types.is_time(t):
+        return text.render_time(arr)
+    if pa.types.is_duration(t):
+        return text.render_daytime_pg(arr.cast(pa.duration("us")))
+    if _nested(t):
+        return jsonl.value_json(arr, field)[0]
+    raise TypeError(f"column {field.name}: Arrow type {t} has no CSV encoding")
+
+
+def _plain(field: pa.Field) -> bool:
+    t = field.type
+    return not (pa.types.is_string(t) or pa.types.is_large_string(t) or _nested(t))
+
+
+class CsvEncoder:
+    """Encodes record batches of ``schema`` as PostgreSQL-compatible CSV bytes."""
+
+    def __init__(self, schema: pa.Schema, options: CsvOptions | None = None) -> None:
+        self.schema = schema
+        self.options = o = options or CsvOptions()
+        if o.force_quote == "*":
+            self.forced = set(schema.names)
+        else:
+            unknown = [c for c in o.force_quote if c not in schema.names]
+            if unknown:
+                raise ValueError(f"to.options.forceQuote: no column {unknown[0]!r}; columns: {', '.join(schema.names)}")
+            self.forced = set(o.force_quote)
+        specials = {o.delimiter, o.quote, o.escape, "\r", "\n"}
+        self._special_re = "[" + "".join(re.escape(c) for c in sorted(specials)) + "]"
+        self._plain_safe = not (specials & _PLAIN_ALPHABET) and (o.null == "" or not set(o.null) <= _PLAIN_ALPHABET)
+
+    def _quote(self, values: pa.Array) -> pa.Array:
+        o = self.options
+        if o.escape != o.quote:
+            values = pc.replace_substring(values, o.escape, o.escape + o.escape)
+        values = pc.replace_substring(values, o.quote, o.escape + o.quote)
+        return text.concat(o.quote, values, o.quote)
+
+    def _field(self, values: pa.Array, field: pa.Field, forced: bool) -> pa.Array:
+        """Quote where the dialect needs it; NULL becomes the null string, unquoted."""
+        o = self.options
+        if forced:
+            needs = pc.is_valid(values)
+        elif _plain(field) and self._plain_safe:
+            needs = None
+        else:
+            needs = pc.match_substring_regex(values, self._special_re)
+            needs = pc.or_(needs, pc.equal(values, o.null))
+            if not _plain(field):
+                needs = pc.or_(needs, pc.equal(values, "\\."))
+        if needs is not None and pc.any(needs).as_py():
+            values = pc.if_else(needs, self._quote(values), values)
+        return pc.fill_null(values, o.null)
+
+    def fields(self, batch: pa.RecordBatch) -> list[pa.Array]:
+        """The final (quoted) field text of every column."""
+        return [self._field(value_text(batch.column(i), f), f, f.name in self.forced)
+                for i, f in enumerate(self.schema)]
+
+    def header(self) -> bytes:
+        names = pa.array(self.schema.names, pa.string())
+        quoted = self._field(names, pa.field("header", pa.string()), False)
+        return (self.options.delimiter.join(quoted.to_pylist()) + "\n").encode()
+
+    def encode(self, batch: pa.RecordBatch) -> bytes:
+        """The CSV bytes of ``batch``'s rows (no header), ``\\n`` after each row."""
+        if batch.num_rows == 0:
+            return b""
+        if batch.num_columns == 0:
+            return b"\n" * batch.num_rows
+        parts: list[pa.Array | str] = []
+        for column in self.fields(batch):
+            if parts:
+                parts.append(self.options.delimiter)
+            parts.append(column)
+        parts.append("\n")
+        try:
+            return text.joined_bytes(text.concat(*parts))
+        except pa.ArrowCapacityError:  # > 2 GiB of text in one batch: halve it
+            half = batch.num_rows // 2
+            return self.encode(batch.slice(0, half)) + self.encode(batch.slice(half))
+
+
+# --- reading ----------------------------------------------------------------------------
+
+def _parse_options(o: CsvOptions) -> pacsv.ParseOptions:
+    return pacsv.ParseOptions(delimiter=o.delimiter, quote_char=o.quote, double_quote=o.escape == o.quote,
+                              escape_char=False if o.escape == o.quote else o.escape, newlines_in_values=True)
+
+
+def _convert_options(o: CsvOptions, names: list[str] | None) -> pacsv.ConvertOptions:
+    return pacsv.ConvertOptions(
+        column_types={n: pa.string() for n in names} if names else None,
+        null_values=[o.null], strings_can_be_null=True, quoted_strings_can_be_null=False)
+
+
+def _header_names(raw: bytes, o: CsvOptions) -> list[str]:
+    reader = pacsv.open_csv(pa.BufferReader(raw), parse_options=_parse_options(o),
+                            convert_options=pacsv.ConvertOptions(null_values=[o.null]))
+    names = list(reader.schema.names)
+    reader.close()
+    return names
+
+
+def parse_text(values: pa.Array, field: pa.Field) -> pa.Array:
+    """Inverse of :func:`value_text`: field text (NULL as null) → ``field``'s type."""
+    t = field.type
+    values = values.cast(pa.string())
+    try:
+        if _is_ym(field):
+            return text.parse_months_pg(values)
+        if pa.types.is_null(t):
+            return pa.nulls(len(values))
+        if pa.types.is_boolean(t):
+            return text.parse_bool(values)
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+            prefixed = pc.starts_with(values, "\\x")
+            if not pc.all(pc.fill_null(prefixed, True)).as_py():
+                raise ValueError("binary values must be bytea hex such as \\x0102")
+            return text.parse_hex(pc.utf8_slice_codeunits(values, 2)).cast(t)
+        if pa.types.is_time(t):
+            return text.parse_time(values).cast(t)
+        if pa.types.is_duration(t):
+            return text.parse_daytime_pg(values).cast(t)
+        if _nested(t):
+            lines = text.concat('{"v":', pc.fill_null(values, "null"), "}\n")
+            table = jsonl.read_jsonl(text.joined_bytes(lines), pa.schema([field.with_name("v")]))
+            return table.column(0).combine_chunks()
+        return values.cast(t)
+    except (pa.ArrowInvalid, ValueError) as e:
+        raise ValueError(f"column {field.name}: cannot read as {t}: {e}") from e
+
+
+def read_csv(data: bytes | pa.NativeFile, options: CsvOptions | None = None,
+             schema: pa.Schema | None = None) -> pa.Table:
+    """Read lading/PostgreSQL CSV; NULL (unquoted null string) stays distinct from ``""``.
+
+    Without ``schema`` every column is a string. With ``schema``, columns are matched by
+    header name when ``options.header`` is true, by position otherwise, and parsed back
+    into the schema's types.
+    """
+    o = options or CsvOptions()
+    raw = data if isinstance(data, bytes) else data.read()
+    if o.header:
+        names = _header_names(raw, o) if raw.strip() else (schema.names if schema is not None else [])
+        read = pacsv.ReadOptions(skip_rows=1, column_names=[f"c{i}" for i in range(len(names))])
+    else:
+        if schema is not None:
+            names = list(schema.names)
+        else:
+            first = _header_names(raw, o) if raw.strip() else []
+            names = [f"column_{i + 1}" for i in range(len(first))]
+        read = pacsv.ReadOptions(column_names=[f"c{i}" for i in range(len(names))])
+    if not raw.strip():
+        strings = pa.table({n: pa.array([], pa.string()) for n in names})
+    else:
+        table = pacsv.read_csv(pa.BufferReader(raw), read_options=read, parse_options=_parse_options(o),
+                               convert_options=_convert_options(o, read.column_names))
+        strings = pa.Table.from_arrays(table.columns, names=names)
+    if schema is None:
+        return strings
+    if o.header:
+        missing = [f.name for f in schema if f.name not in names]
+        if missing:
+            raise ValueError(f"CSV header has no column {missing[0]!r}; header: {', '.join(names)}")
+    elif len(names) != len(schema) or strings.num_columns != len(schema):
+        raise ValueError(f"CSV rows have {strings.num_columns} fields, the schema {len(schema)} columns")
+    columns = [parse_text(strings.column(f.name).combine_chunks(), f) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
