@@ -77,6 +77,8 @@ def convert(arr: pa.Array, typ: pa.DataType) -> pa.Array:
         return pc.cast(pc.trunc(arr), typ)  # truncates like Spark; overflow and NaN still fail
     if pa.types.is_integer(arr.type) and pa.types.is_floating(typ):
         return pc.cast(arr, typ, safe=False)  # rounds, cannot overflow
+    if pa.types.is_integer(arr.type) and pa.types.is_decimal(typ):  # via the widest decimal, then checked
+        return pc.cast(arr, pa.decimal128(38, typ.scale)).cast(typ)
     if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(typ) and arr.type.tz is None and typ.tz:
         return pc.cast(arr, pa.timestamp(typ.unit)).cast(typ)
     return pc.cast(arr, typ)

@@ -1,0 +1,68 @@
+"""Casting with per-value failures (pure, no Spark): ANSI semantics, never a silent NULL."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import pyarrow as pa
+import pytest
+
+from lading_jobs.load.cast import cast_column
+
+
+def test_good_values_cast_in_one_go_and_nulls_stay_null() -> None:
+    out, failures = cast_column(pa.array(["1", " 2 ", None]), pa.int64())
+    assert out.to_pylist() == [1, 2, None]
+    assert failures == []
+
+
+def test_bad_values_are_found_by_position_among_many() -> None:
+    values = [str(i) for i in range(1000)]
+    values[17], values[640], values[999] = "x", "99999999999999999999", "1.5"
+    out, failures = cast_column(pa.array(values), pa.int64(), "bigint")
+    assert [i for i, _ in failures] == [17, 640, 999]
+    assert "'x' is not a valid bigint" in failures[0][1]
+    assert out.null_count == 3 and out[18].as_py() == 18
+
+
+def test_invalid_utf8_is_reported_as_such() -> None:
+    out, failures = cast_column(pa.array([b"ok", b"\xff\xfe", b"fine"]), pa.string())
+    assert out.to_pylist() == ["ok", None, "fine"]
+    assert failures == [(1, "invalid UTF-8")]
+
+
+@pytest.mark.parametrize(("typ", "text", "value"), [
+    (pa.bool_(), "Yes", True),
+    (pa.bool_(), "f", False),
+    (pa.timestamp("us", "UTC"), "2024-01-02 03:04:05", dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)),
+    (pa.timestamp("us", "UTC"), "2024-01-02T05:04:05+02:00", dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)),
+    (pa.date32(), " 2024-01-02", dt.date(2024, 1, 2)),
+    (pa.decimal128(5, 2), "12.5", decimal.Decimal("12.50")),
+])
+def test_text_conversions_follow_spark(typ: pa.DataType, text: str, value: object) -> None:
+    out, failures = cast_column(pa.array([text]), typ)
+    assert failures == []
+    assert out[0].as_py() == value
+
+
+@pytest.mark.parametrize(("typ", "good", "text"), [
+    (pa.bool_(), "1", "maybe"), (pa.int32(), "1", "3000000000"), (pa.decimal128(5, 2), "1", "1.234"),
+    (pa.decimal128(5, 2), "1", "123456"), (pa.date32(), "2024-12-01", "2024-13-01"),
+])
+def test_values_that_do_not_fit_are_failures(typ: pa.DataType, good: str, text: str) -> None:
+    out, failures = cast_column(pa.array([good, text]), typ)
+    assert [i for i, _ in failures] == [1]
+    assert out[1].as_py() is None
+
+
+def test_float_to_int_truncates_but_overflow_fails() -> None:
+    out, failures = cast_column(pa.array([1.9, -2.5, 1e30, float("nan")]), pa.int64())
+    assert out.to_pylist()[:2] == [1, -2]
+    assert [i for i, _ in failures] == [2, 3]
+
+
+def test_integers_into_a_decimal_check_its_precision() -> None:
+    out, failures = cast_column(pa.array([12, 10**12]), pa.decimal128(10, 2))
+    assert out[0].as_py() == decimal.Decimal("12.00")
+    assert [i for i, _ in failures] == [1]

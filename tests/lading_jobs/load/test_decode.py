@@ -1,0 +1,96 @@
+"""Decoding malformed input into good pieces plus rejects naming line or row (pure, no Spark)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lading_jobs.load.conform import conform
+from lading_jobs.load.decode import decode, decode_csv, decode_json, decode_parquet
+from lading_jobs.table.schema import TableSchema
+from lading_spec.formats import CsvOptions, JsonOptions, ParquetOptions
+
+SCHEMA = TableSchema.of([("id", "bigint", False), ("name", "string"), ("amount", "decimal(10,2)")])
+
+CSV = (b"id,name,amount\n"
+       b"1,ann,1.50\n"          # 2 good
+       b'2,"multi\nline",2\n'   # 3-4 good (a quoted newline)
+       b"3,bob,oops\n"          # 5 does not cast
+       b"\n"                    # 6 blank
+       b"4,\xff\xfe,3\n"        # 7 bad UTF-8
+       b"5,cy\n"                # 8 too few fields
+       b",dan,4\n"              # 9 NULL id (NOT NULL)
+       b'6,"",\n')              # 10 good: '' name, NULL amount
+
+
+def test_csv_rejects_each_bad_record_by_line_and_keeps_the_rest() -> None:
+    decoded = decode_csv(CSV, CsvOptions(header=True), SCHEMA.names)
+    result = conform(decoded, SCHEMA)
+    assert result.table.to_pydict() == {"id": [1, 2, 6], "name": ["ann", "multi\nline", ""],
+                                        "amount": [Decimal("1.50"), Decimal("2.00"), None]}
+    got = [(r.position, r.column, r.reason.split(":")[0], r.record) for r in result.rejects]
+    assert got == [
+        (5, "amount", "'oops' is not a valid decimal(10,2)", "3,bob,oops"),
+        (7, None, "invalid UTF-8", "4,\\xff\\xfe,3"),
+        (8, None, "expected 3 fields, found 2", "5,cy"),
+        (9, "id", "NULL in column 'id', which is NOT NULL", ",dan,4"),
+    ]
+    assert decoded.rows_read == 7
+
+
+def test_headerless_csv_matches_by_position_and_honours_options() -> None:
+    data = b"1;'a;b';NA\n2;'it''s';3\n"
+    decoded = decode_csv(data, CsvOptions(header=False, delimiter=";", quote="'", escape="'", null="NA"),
+                         SCHEMA.names)
+    result = conform(decoded, SCHEMA)
+    assert result.table.column("name").to_pylist() == ["a;b", "it's"]
+    assert result.table.column("amount").to_pylist()[0] is None
+    assert result.rejects == []
+
+
+def test_header_names_match_case_insensitively_and_extra_columns_are_ignored() -> None:
+    data = b"AMOUNT,extra,ID\n1.5,zz,7\n"
+    result = conform(decode_csv(data, CsvOptions(header=True), SCHEMA.names), SCHEMA)
+    assert result.table.to_pylist()[0]["id"] == 7
+    assert result.table.to_pylist()[0]["name"] is None
+
+
+def test_gzip_csv_is_decompressed_by_name() -> None:
+    decoded = decode(gzip.compress(b"1,a,2\n"), "csv", CsvOptions(), SCHEMA.names, "s3://b/x.csv.gz")
+    assert conform(decoded, SCHEMA).table.num_rows == 1
+
+
+def test_json_lines_reject_bad_lines_and_values() -> None:
+    data = (b'{"id": 1, "name": "a", "amount": 1.5}\n'
+            b'{"id": "x", "name": "b"}\n'
+            b"\n"
+            b'{"id": 3, "name": \n'
+            b'{"id": 4, "name": "\xff"}\n'
+            b'{"id": 5, "name": "e", "amount": "2.25", "other": [1]}\n')
+    decoded = decode_json(data)
+    result = conform(decoded, SCHEMA)
+    assert result.table.column("id").to_pylist() == [1, 5]
+    assert [(r.position, r.column) for r in result.rejects] == [(2, "id"), (4, None), (5, "name")]
+    assert result.rejects[1].record == '{"id": 3, "name": '
+    assert result.rejects[2].reason == "invalid UTF-8"
+
+
+def test_parquet_values_that_do_not_cast_are_rows_and_truncation_is_a_file_error() -> None:
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": [1, 2, 3], "amount": ["1", "x", "3"]}), buf)
+    decoded = decode(buf.getvalue(), "parquet", ParquetOptions(), SCHEMA.names, "s3://b/p.parquet")
+    result = conform(decoded, SCHEMA)
+    assert result.table.column("id").to_pylist() == [1, 3]
+    assert [(r.position, r.column) for r in result.rejects] == [(2, "amount")]
+    assert '"amount": "x"' in (result.rejects[0].record or "")
+    truncated = decode_parquet(buf.getvalue()[: len(buf.getvalue()) // 2])
+    assert truncated.error is not None and "truncated" in truncated.error and truncated.pieces == []
+
+
+def test_corrupt_compression_is_a_file_error() -> None:
+    decoded = decode(b"not gzip at all", "json", JsonOptions(compression="gzip"), SCHEMA.names, "s3://b/x")
+    assert decoded.error is not None and "decompress" in decoded.error
