@@ -1,0 +1,189 @@
+"""CSV: PostgreSQL COPY dialect. Edge cases load back through a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lading_jobs.formats.csv import CsvEncoder, read_csv
+from lading_jobs.formats.types import LADING_TYPE
+from lading_spec.formats import CsvOptions
+
+UTC = dt.UTC
+EDGE_TEXT = [None, "", '"', '""', "a,b", "line1\nline2", "cr\r\nlf\r", "unicode ☃ é 𝄞", "  spaces  ",
+             "NULL", "\\.", "\\x41", "'single'", "tab\there", ";semi;"]
+
+
+def encode(table: pa.Table, options: CsvOptions) -> bytes:
+    enc = CsvEncoder(table.schema, options)
+    return (enc.header() if options.header else b"") + b"".join(enc.encode(b) for b in table.to_batches(max_chunksize=4))
+
+
+def test_null_and_empty_string_are_distinct() -> None:
+    t = pa.table({"s": pa.array([None, "", "x"]), "i": pa.array([1, None, 3])})
+    assert encode(t, CsvOptions()) == b',1\n"",\nx,3\n'
+
+
+def test_quoting_rules() -> None:
+    t = pa.table({"s": pa.array(['a"b', "a,b", "a\nb", "plain", "\\."])})
+    assert encode(t, CsvOptions()) == b'"a""b"\n"a,b"\n"a\nb"\nplain\n"\\."\n'
+
+
+def test_value_equal_to_null_string_is_quoted_and_force_quote() -> None:
+    t = pa.table({"s": pa.array(["NULL", None, "x"]), "n": pa.array([1, 2, None])})
+    opts = CsvOptions(header=True, null="NULL", force_quote=("n",))
+    assert encode(t, opts) == b's,n\n"NULL","1"\nNULL,"2"\nx,NULL\n'
+    assert encode(t, CsvOptions(force_quote="*")) == b'"NULL","1"\n,"2"\n"x",\n'
+
+
+def test_escape_differs_from_quote() -> None:
+    t = pa.table({"s": pa.array(['a"b\\c'])})
+    assert encode(t, CsvOptions(escape="\\")) == b'"a\\"b\\\\c"\n'
+
+
+def test_unknown_force_quote_column_is_named() -> None:
+    with pytest.raises(ValueError, match="forceQuote.*'nope'"):
+        CsvEncoder(pa.schema([("a", pa.int32())]), CsvOptions(force_quote=("nope",)))
+
+
+@pytest.mark.parametrize("options", [CsvOptions(), CsvOptions(header=True, null="NULL"),
+                                     CsvOptions(delimiter=";", quote="'", escape="\\", force_quote="*")])
+def test_reader_reverses_encoder(options: CsvOptions) -> None:
+    t = pa.table({"s": pa.array(EDGE_TEXT), "n": pa.array(range(len(EDGE_TEXT)), pa.int64())})
+    back = read_csv(encode(t, options), options, t.schema)
+    assert back.equals(t)
+    strings = read_csv(encode(t, options), options)
+    assert strings.column(0).to_pylist() == EDGE_TEXT
+
+
+def _edge_schema() -> pa.Schema:
+    return pa.schema([
+        pa.field("id", pa.int32()), pa.field("s", pa.string()), pa.field("b", pa.bool_()),
+        pa.field("big", pa.int64()), pa.field("f", pa.float64()), pa.field("r", pa.float32()),
+        pa.field("d", pa.decimal128(38, 10)), pa.field("day", pa.date32()),
+        pa.field("ts", pa.timestamp("us", tz="UTC")), pa.field("ntz", pa.timestamp("us")),
+        pa.field("bin", pa.binary()), pa.field("dti", pa.duration("us")),
+        pa.field("ym", pa.int32(), metadata={LADING_TYPE: b"interval year to month"}),
+        pa.field("tm", pa.time64("us")),
+        pa.field("arr", pa.list_(pa.string())),
+        pa.field("st", pa.struct([pa.field("a", pa.int64()), pa.field("t", pa.string())])),
+    ])
+
+
+def _edge_rows() -> list[dict[str, Any]]:
+    rows = []
+    for i, s in enumerate(EDGE_TEXT):
+        rows.append({
+            "id": i, "s": s, "b": [True, False, None][i % 3], "big": [2**63 - 1, -(2**63), None][i % 3],
+            "f": [1.5, float("inf"), float("-inf"), 0.1, None, 1e300, -0.0][i % 7],
+            "r": [0.1, None, 3.4e38][i % 3],
+            "d": [Decimal("12345678901234567890.0123456789"), Decimal("-0.0000000001"), None][i % 3],
+            "day": [dt.date(1, 1, 1), dt.date(2024, 2, 29), None][i % 3],
+            "ts": [dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=UTC), dt.datetime(1970, 1, 1, tzinfo=UTC), None][i % 3],
+            "ntz": [dt.datetime(9999, 12, 31, 23, 59, 59, 999999), None, dt.datetime(2000, 1, 1)][i % 3],
+            "bin": [b"\x00\xff,\"\n", None, b""][i % 3],
+            "dti": [dt.timedelta(days=3, hours=4, microseconds=7), -dt.timedelta(seconds=90061, microseconds=1), None][i % 3],
+            "ym": [14, -25, None, 0][i % 4],
+            "tm": [dt.time(23, 59, 59, 999999), None, dt.time(0, 0)][i % 3],
+            "arr": [["a", None, 'q"uote'], None, []][i % 3],
+            "st": [{"a": 1, "t": "x,y"}, None, {"a": None, "t": None}][i % 3],
+        })
+    return rows
+
+
+PG_TYPES = {"id": "int", "s": "text", "b": "boolean", "big": "bigint", "f": "double precision", "r": "real",
+            "d": "numeric(38,10)", "day": "date", "ts": "timestamptz", "ntz": "timestamp", "bin": "bytea",
+            "dti": "interval", "ym": "interval", "tm": "time", "arr": "jsonb", "st": "jsonb"}
+SELECT = {"dti": "(extract(epoch from dti) * 1000000)::bigint",
+          "ym": "(extract(year from ym) * 12 + extract(month from ym))::int"}
+
+
+def _expected(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    if row["dti"] is not None:
+        out["dti"] = row["dti"] // dt.timedelta(microseconds=1)
+    if row["st"] is not None:
+        out["st"] = dict(row["st"])
+    return out
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("options", [CsvOptions(), CsvOptions(header=True, null="NULL", force_quote=("s", "d")),
+                                     CsvOptions(delimiter="|", escape="\\", null="\\N"),
+                                     CsvOptions(delimiter="\t", quote="'", force_quote="*")])
+def test_postgres_copy_loads_the_same_values(postgres_dsn: str, options: CsvOptions) -> None:
+    import psycopg
+
+    schema = _edge_schema()
+    rows = _edge_rows()
+    data = encode(pa.Table.from_pylist(rows, schema=schema), options)
+
+    def lit(v: str) -> str:
+        return "'" + v.replace("'", "''") + "'"
+
+    copy_opts = [f"FORMAT csv, DELIMITER {lit(options.delimiter)}, QUOTE {lit(options.quote)}",
+                 f"ESCAPE {lit(options.escape)}, NULL {lit(options.null)}, HEADER {str(options.header).lower()}"]
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS lading_csv")
+        conn.execute("CREATE TABLE lading_csv (" + ", ".join(f"{c} {t}" for c, t in PG_TYPES.items()) + ")")
+        with conn.cursor().copy("COPY lading_csv FROM STDIN (" + ", ".join(copy_opts) + ")") as copy:
+            copy.write(data)
+        cols = ", ".join(SELECT.get(c, c) for c in PG_TYPES)
+        got = conn.execute(f"SELECT {cols} FROM lading_csv ORDER BY id").fetchall()
+    assert len(got) == len(rows)
+    for row, values in zip(rows, got, strict=True):
+        expected = _expected(row)
+        actual = dict(zip(PG_TYPES, values, strict=True))
+        if isinstance(actual["bin"], memoryview):
+            actual["bin"] = bytes(actual["bin"])
+        if expected["r"] is not None:  # float32 compared as float32
+            assert actual["r"] == pytest.approx(expected["r"], rel=1e-7)
+            actual["r"] = expected["r"]
+        for key in ("arr", "st"):
+            if isinstance(actual[key], str):
+                actual[key] = json.loads(actual[key])
+        assert actual == expected, f"row {row['id']}"
+
+
+def test_all_types_read_back_by_duckdb(tmp_path: Any) -> None:
+    import duckdb
+
+    schema = _edge_schema()
+    rows = _edge_rows()
+    path = tmp_path / "t.csv"
+    path.write_bytes(encode(pa.Table.from_pylist(rows, schema=schema), CsvOptions(header=True)))
+    duck_types = {"id": "INTEGER", "s": "VARCHAR", "b": "BOOLEAN", "big": "BIGINT", "f": "DOUBLE", "r": "FLOAT",
+                  "d": "DECIMAL(38,10)", "day": "DATE", "ts": "TIMESTAMPTZ", "ntz": "TIMESTAMP", "bin": "VARCHAR",
+                  "dti": "INTERVAL", "ym": "INTERVAL", "tm": "TIME", "arr": "JSON", "st": "JSON"}
+    con = duckdb.connect()
+    con.execute("SET TimeZone='UTC'")
+    got = con.execute(
+        f"SELECT * FROM read_csv('{path}', header=true, quote='\"', escape='\"', delim=',', allow_quoted_nulls=false, "
+        f"columns={duck_types!r}) ORDER BY id").fetchall()
+    for row, values in zip(rows, got, strict=True):
+        actual = dict(zip(duck_types, values, strict=True))
+        assert actual["s"] == row["s"]
+        assert actual["big"] == row["big"] and actual["b"] == row["b"] and actual["d"] == row["d"]
+        assert actual["day"] == row["day"] and actual["ts"] == row["ts"] and actual["ntz"] == row["ntz"]
+        assert actual["f"] == row["f"] and actual["tm"] == row["tm"]
+        assert actual["bin"] == (None if row["bin"] is None else "\\x" + row["bin"].hex())
+        if row["dti"] is not None:
+            assert actual["dti"] == row["dti"]
+        if row["ym"] is not None:
+            assert actual["ym"] in (dt.timedelta(days=30 * row["ym"]), _months(row["ym"]))
+        assert (None if actual["arr"] is None else json.loads(actual["arr"])) == row["arr"]
+        assert (None if actual["st"] is None else json.loads(actual["st"])) == row["st"]
+    back = read_csv(path.read_bytes(), CsvOptions(header=True), schema)
+    assert back.column("s").to_pylist() == EDGE_TEXT
+    assert back.drop_columns(["f"]).equals(pa.Table.from_pylist(rows, schema=schema).drop_columns(["f"]))
+
+
+def _months(n: int) -> Any:
+    import duckdb
+
+    return duckdb.connect().execute(f"SELECT INTERVAL '{n} months'").fetchall()[0][0]
