@@ -17,6 +17,9 @@ from pathlib import Path
 import boto3
 import pytest
 
+# The Kubernetes API emulator fixtures (kube, kube_namespace): tests/harness/fixtures.py
+pytest_plugins = ["harness.fixtures"]
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -1,0 +1,282 @@
+"""Structural schemas as the API server applies them to custom resources.
+
+A CRD's ``openAPIV3Schema`` does four things to an incoming object, in this order:
+unknown fields are pruned (unless ``x-kubernetes-preserve-unknown-fields``), defaults
+are filled in, the value is validated against the schema (types, enums, patterns,
+bounds, required), and the CEL rules in ``x-kubernetes-validations`` are evaluated
+with ``self`` (and ``oldSelf`` on updates, where the old value correlates) bound at
+the schema node that declares them. Each step is a pure function here; errors are
+``FieldError`` values carrying the field path, formatted the way the API server
+words them (``spec.to.format: Unsupported value: "xml": supported values: ...``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import celpy
+import jsonschema
+
+Schema = dict[str, Any]
+
+# Keys the API server manages itself at the root of every object.
+_ROOT_KEEP = ("apiVersion", "kind", "metadata")
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One invalid field: its dotted path, a Kubernetes-style reason and message."""
+
+    field: str
+    reason: str  # FieldValueInvalid, FieldValueRequired, FieldValueNotSupported, ...
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+# ---------------------------------------------------------------------------------------
+# pruning and defaulting
+
+
+def prune(value: Any, schema: Schema, path: str = "", *, root: bool = True) -> list[str]:
+    """Drop fields the schema does not declare, in place; return their paths."""
+    pruned: list[str] = []
+    if schema.get("x-kubernetes-preserve-unknown-fields") and "properties" not in schema:
+        return pruned
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        addl = schema.get("additionalProperties")
+        for key in list(value):
+            if root and key in _ROOT_KEEP:
+                continue
+            if props is not None and key in props:
+                pruned += prune(value[key], props[key], join(path, key), root=False)
+            elif isinstance(addl, dict):
+                pruned += prune(value[key], addl, join(path, key), root=False)
+            elif addl is True or schema.get("x-kubernetes-preserve-unknown-fields"):
+                continue
+            elif props is not None or addl is False:
+                pruned.append(join(path, key))
+                del value[key]
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            pruned += prune(item, schema["items"], join(path, i), root=False)
+    return pruned
+
+
+def apply_defaults(value: Any, schema: Schema) -> None:
+    """Fill in ``default`` values for absent properties, in place, recursively."""
+    if isinstance(value, dict):
+        for key, sub in (schema.get("properties") or {}).items():
+            if key not in value and "default" in sub:
+                value[key] = copy.deepcopy(sub["default"])
+            if key in value:
+                apply_defaults(value[key], sub)
+        addl = schema.get("additionalProperties")
+        if isinstance(addl, dict):
+            for key in value:
+                apply_defaults(value[key], addl)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            apply_defaults(item, schema["items"])
+
+
+# ---------------------------------------------------------------------------------------
+# schema validation (jsonschema, after converting the structural schema)
+
+
+def to_jsonschema(schema: Schema) -> Schema:
+    """OpenAPI v3 structural schema → JSON Schema draft 4 (what jsonschema checks)."""
+    out: Schema = {}
+    for key, val in schema.items():
+        if key.startswith("x-kubernetes-") or key in ("description", "default", "nullable",
+                                                        "format", "example", "externalDocs"):
+            continue
+        if key == "properties":
+            out[key] = {k: to_jsonschema(v) for k, v in val.items()}
+        elif key in ("items", "additionalProperties", "not") and isinstance(val, dict):
+            out[key] = to_jsonschema(val)
+        elif key in ("anyOf", "allOf", "oneOf"):
+            out[key] = [to_jsonschema(v) for v in val]
+        else:
+            out[key] = val
+    if schema.get("x-kubernetes-int-or-string") and "anyOf" not in out:
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if schema.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    if schema.get("x-kubernetes-preserve-unknown-fields") and "type" not in out:
+        pass  # any value
+    return out
+
+
+@lru_cache(maxsize=64)
+def _validator(schema_json: str) -> jsonschema.Draft4Validator:
+    return jsonschema.Draft4Validator(to_jsonschema(json.loads(schema_json)))
+
+
+def _quote(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, dict | list) else json.dumps(
+        "object" if isinstance(value, dict) else "array")
+
+
+def schema_errors(value: Any, schema: Schema, path: str = "") -> list[FieldError]:
+    """Every violation of the schema's types, enums, patterns, bounds and required lists."""
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    errors: list[FieldError] = []
+    for err in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path))):
+        where = path
+        for part in err.absolute_path:
+            where = join(where, part)
+        kw, inst = err.validator, err.instance
+        if kw == "required":
+            missing = [f for f in err.validator_value if not isinstance(inst, dict) or f not in inst]
+            for f in missing:
+                errors.append(FieldError(join(where, f), "FieldValueRequired",
+                                         f"{join(where, f)}: Required value"))
+            continue
+        if kw == "enum":
+            allowed = ", ".join(json.dumps(v) for v in err.validator_value)
+            msg = f"{where}: Unsupported value: {_quote(inst)}: supported values: {allowed}"
+            errors.append(FieldError(where, "FieldValueNotSupported", msg))
+            continue
+        if kw == "type":
+            actual = {dict: "object", list: "array", str: "string", bool: "boolean",
+                      int: "integer", float: "number", type(None): "null"}.get(type(inst), "?")
+            msg = (f"{where}: Invalid value: {json.dumps(actual)}: {where} in body must be of type "
+                   f"{err.validator_value}: {json.dumps(actual)}")
+        elif kw == "pattern":
+            msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body should match "
+                   f"'{err.validator_value}'")
+        elif kw == "minimum":
+            msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body should be greater "
+                   f"than or equal to {err.validator_value}")
+        elif kw == "maximum":
+            msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body should be less "
+                   f"than or equal to {err.validator_value}")
+        elif kw in ("minLength", "minItems", "minProperties"):
+            unit = {"minLength": "chars long", "minItems": "items", "minProperties": "properties"}[kw]
+            msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body should have at least "
+                   f"{err.validator_value} {unit}")
+        elif kw in ("maxLength", "maxItems", "maxProperties"):
+            unit = {"maxLength": "chars long", "maxItems": "items", "maxProperties": "properties"}[kw]
+            msg = (f"{where}: Too long: {where} may not have more than {err.validator_value} {unit}")
+        elif kw == "anyOf" and isinstance(inst, bool | float | dict | list | type(None)):
+            msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body must be of type "
+                   "integer or string")
+        else:
+            msg = f"{where}: Invalid value: {_quote(inst)}: {err.message}"
+        errors.append(FieldError(where, "FieldValueInvalid", msg))
+    return list(dict.fromkeys(errors))  # one error per field and message
+
+
+# ---------------------------------------------------------------------------------------
+# CEL rules (x-kubernetes-validations)
+
+_ENV = celpy.Environment()
+
+
+@lru_cache(maxsize=1024)
+def _program(rule: str) -> celpy.Runner:
+    return _ENV.program(_ENV.compile(rule))
+
+
+_ABSENT = object()
+
+
+def _walk_rules(value: Any, old: Any, schema: Schema, path: str
+                ) -> Iterator[tuple[str, dict[str, Any], Any, Any]]:
+    """(path, rule, value, old value or _ABSENT) for every rule at every present node."""
+    for rule in schema.get("x-kubernetes-validations") or []:
+        yield path, rule, value, old
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        addl = schema.get("additionalProperties")
+        olds = old if isinstance(old, dict) else {}
+        for key, sub in value.items():
+            sub_schema = props.get(key) or (addl if isinstance(addl, dict) else None)
+            if sub_schema is not None:
+                yield from _walk_rules(sub, olds.get(key, _ABSENT), sub_schema, join(path, key))
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            # Items of plain lists do not correlate with old items: no oldSelf below.
+            yield from _walk_rules(item, _ABSENT, schema["items"], join(path, i))
+
+
+def cel_errors(value: Any, schema: Schema, old: Any = _ABSENT, path: str = "") -> list[FieldError]:
+    """Evaluate every CEL rule; a rule using ``oldSelf`` runs only where an old value exists."""
+    errors: list[FieldError] = []
+    for where, rule, node, old_node in _walk_rules(value, old, schema, path):
+        text = rule["rule"]
+        uses_old = "oldSelf" in text
+        if uses_old and old_node is _ABSENT:
+            continue
+        activation: dict[str, Any] = {"self": celpy.json_to_cel(node)}
+        if uses_old:
+            activation["oldSelf"] = celpy.json_to_cel(old_node)
+        field = where
+        if rule.get("fieldPath"):
+            field = (where + rule["fieldPath"]) if where else rule["fieldPath"].lstrip(".")
+        try:
+            ok = _program(text).evaluate(activation)
+        except Exception as exc:  # celpy raises its own error types at evaluation
+            errors.append(FieldError(field, "FieldValueInvalid",
+                                     f"{field}: Invalid value: {_quote(node)}: rule "
+                                     f"evaluation error: {text}: {exc}"))
+            continue
+        if isinstance(ok, celpy.evaluation.CELEvalError):
+            errors.append(FieldError(field, "FieldValueInvalid",
+                                     f"{field}: Invalid value: {_quote(node)}: rule "
+                                     f"evaluation error: {text}: {ok}"))
+            continue
+        if bool(ok):
+            continue
+        message = rule.get("message") or f"failed rule: {text}"
+        if rule.get("messageExpression"):
+            # On a failing messageExpression the API server falls back to the static message.
+            with contextlib.suppress(Exception):
+                message = str(_program(rule["messageExpression"]).evaluate(activation))
+        reason = {"FieldValueRequired": "FieldValueRequired",
+                  "FieldValueForbidden": "FieldValueForbidden",
+                  "FieldValueDuplicate": "FieldValueDuplicate"}.get(rule.get("reason", ""),
+                                                                     "FieldValueInvalid")
+        label = {"FieldValueRequired": "Required value", "FieldValueForbidden": "Forbidden",
+                 "FieldValueDuplicate": "Duplicate value"}.get(reason)
+        if label:
+            text_out = f"{field}: {label}: {message}"
+        else:
+            text_out = f"{field}: Invalid value: {_quote(node)}: {message}"
+        errors.append(FieldError(field, reason, text_out))
+    return errors
+
+
+def admit(obj: dict[str, Any], schema: Schema, old: dict[str, Any] | None = None
+          ) -> tuple[list[str], list[FieldError]]:
+    """Prune, default and validate ``obj`` in place: (pruned paths, errors)."""
+    pruned = prune(obj, schema)
+    apply_defaults(obj, schema)
+    body = {k: v for k, v in obj.items() if k != "metadata"}
+    body_schema = dict(schema)
+    if "properties" in schema:
+        body_schema["properties"] = {k: v for k, v in schema["properties"].items()
+                                     if k != "metadata"}
+    if "required" in schema:
+        body_schema["required"] = [k for k in schema["required"] if k != "metadata"]
+    errors = schema_errors(body, body_schema)
+    if not errors:  # the API server skips CEL when the schema already failed
+        old_body: Any = _ABSENT if old is None else {k: v for k, v in old.items()
+                                                      if k != "metadata"}
+        errors = cel_errors(body, body_schema, old_body)
+    return pruned, errors
