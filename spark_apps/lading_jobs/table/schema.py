@@ -259,6 +259,10 @@ class TableSchema:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
+    @classmethod
+    def from_json(cls, text: str) -> TableSchema:
+        return cls.from_dict(json.loads(text))
+
     # -- Arrow and Spark --------------------------------------------------------------
     def arrow_schema(self, *, internal: bool = True, table_id: str = "", envelope: str = "") -> pa.Schema:
         """The Arrow schema of a part (user columns, then ``_lading_time``, ``_lading_diff``)."""

@@ -1,0 +1,333 @@
+"""Filter expressions: a small immutable tree, bound to column ids, evaluated against statistics.
+
+``from_spark`` turns Spark's pushed filters (``pyspark.sql.datasource``) into the
+tree (None for what it cannot express); ``bind`` resolves names to column ids
+and types of one schema; ``might_match`` is the inclusive metrics evaluator: for
+a part's (or a row group's) statistics it answers *rows might match* or *no row
+can match*, and answers "might" whenever a statistic is missing, truncated in a
+way that matters, or a literal does not fit the column's type. ``NOT`` is pushed
+down by ``negate`` before evaluation. ``to_arrow`` builds the same predicate as a
+pyarrow compute expression for exact row-level filtering.
+"""
+
+from __future__ import annotations
+
+import decimal
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lading_jobs.table.schema import TableSchema, normalize_type
+from lading_jobs.table.stats import ColumnStats, PartStats, to_stats_domain
+
+
+@dataclass(frozen=True)
+class Expr:
+    pass
+
+
+@dataclass(frozen=True)
+class AlwaysTrue(Expr):
+    pass
+
+
+@dataclass(frozen=True)
+class AlwaysFalse(Expr):
+    pass
+
+
+@dataclass(frozen=True)
+class Pred(Expr):
+    """A predicate on one column: ``op`` in eq, ne, lt, le, gt, ge, in, notin, isnull, notnull,
+    startswith, notstartswith. ``column_id``/``type`` are set by ``bind``."""
+
+    op: str
+    name: str
+    value: Any = None
+    column_id: int = -1
+    type: str = ""
+
+
+@dataclass(frozen=True)
+class Not(Expr):
+    child: Expr
+
+
+@dataclass(frozen=True)
+class And(Expr):
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True)
+class Or(Expr):
+    left: Expr
+    right: Expr
+
+
+_NEGATED = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le", "in": "notin",
+            "notin": "in", "isnull": "notnull", "notnull": "isnull", "startswith": "notstartswith",
+            "notstartswith": "startswith"}
+
+
+def and_all(exprs: list[Expr]) -> Expr:
+    out: Expr = AlwaysTrue()
+    for e in exprs:
+        out = e if isinstance(out, AlwaysTrue) else And(out, e)
+    return out
+
+
+def negate(e: Expr) -> Expr:
+    """``NOT e`` with the negation pushed to the leaves (no ``Not`` remains)."""
+    if isinstance(e, AlwaysTrue):
+        return AlwaysFalse()
+    if isinstance(e, AlwaysFalse):
+        return AlwaysTrue()
+    if isinstance(e, Not):
+        return push_not(e.child)
+    if isinstance(e, And):
+        return Or(negate(e.left), negate(e.right))
+    if isinstance(e, Or):
+        return And(negate(e.left), negate(e.right))
+    assert isinstance(e, Pred)
+    return Pred(_NEGATED[e.op], e.name, e.value, e.column_id, e.type)
+
+
+def push_not(e: Expr) -> Expr:
+    if isinstance(e, Not):
+        return negate(e.child)
+    if isinstance(e, And):
+        return And(push_not(e.left), push_not(e.right))
+    if isinstance(e, Or):
+        return Or(push_not(e.left), push_not(e.right))
+    return e
+
+
+def from_spark(f: Any) -> Expr | None:
+    """A ``pyspark.sql.datasource`` filter as an Expr, or None if it is not supported."""
+    from pyspark.sql import datasource as ds
+
+    simple = {ds.EqualTo: "eq", ds.GreaterThan: "gt", ds.GreaterThanOrEqual: "ge", ds.LessThan: "lt",
+              ds.LessThanOrEqual: "le", ds.In: "in", ds.StringStartsWith: "startswith"}
+    if isinstance(f, ds.Not):
+        child = from_spark(f.child)
+        return None if child is None else Not(child)
+    attribute = getattr(f, "attribute", None)
+    if attribute is None or len(attribute) != 1:
+        return None
+    name = attribute[0]
+    for cls, op in simple.items():
+        if isinstance(f, cls):
+            value = tuple(f.value) if op == "in" else f.value
+            if op == "in" and any(isinstance(v, list | dict) for v in value):
+                return None
+            if isinstance(value, list | dict):
+                return None
+            return Pred(op, name, value)
+    if isinstance(f, ds.IsNull):
+        return Pred("isnull", name)
+    if isinstance(f, ds.IsNotNull):
+        return Pred("notnull", name)
+    return None
+
+
+class UnboundColumn(LookupError):
+    pass
+
+
+def bind(e: Expr, schema: TableSchema) -> Expr:
+    """Resolve column names to ids and types; raises UnboundColumn for unknown names."""
+    if isinstance(e, Pred):
+        c = schema.find(e.name)
+        if c is None:
+            raise UnboundColumn(e.name)
+        return Pred(e.op, c.name, e.value, c.id, normalize_type(c.type))
+    if isinstance(e, Not):
+        return Not(bind(e.child, schema))
+    if isinstance(e, And):
+        return And(bind(e.left, schema), bind(e.right, schema))
+    if isinstance(e, Or):
+        return Or(bind(e.left, schema), bind(e.right, schema))
+    return e
+
+
+def column_ids(e: Expr) -> set[int]:
+    if isinstance(e, Pred):
+        return {e.column_id}
+    if isinstance(e, Not):
+        return column_ids(e.child)
+    if isinstance(e, And | Or):
+        return column_ids(e.left) | column_ids(e.right)
+    return set()
+
+
+# -- the inclusive metrics evaluator -----------------------------------------------------
+def might_match(e: Expr, stats: PartStats) -> bool:
+    """False only when the statistics prove no row can satisfy ``e`` (bound, any NOTs)."""
+    return _eval(push_not(e), stats)
+
+
+def _eval(e: Expr, stats: PartStats) -> bool:
+    if isinstance(e, AlwaysTrue):
+        return True
+    if isinstance(e, AlwaysFalse):
+        return False
+    if isinstance(e, And):
+        return _eval(e.left, stats) and _eval(e.right, stats)
+    if isinstance(e, Or):
+        return _eval(e.left, stats) or _eval(e.right, stats)
+    if isinstance(e, Not):  # pragma: no cover - push_not removes these
+        return True
+    assert isinstance(e, Pred)
+    cs = stats.columns.get(e.column_id)
+    if cs is None:
+        return True
+    try:
+        return _eval_pred(e, cs, stats.rows)
+    except (TypeError, ValueError, decimal.InvalidOperation):
+        return True  # a literal that does not compare with the column: be conservative
+
+
+def _key(value: Any, type_: str) -> Any:
+    if value is None:
+        return None
+    if type_.startswith("decimal"):
+        return decimal.Decimal(str(value))
+    return value
+
+
+def _literal(value: Any, type_: str) -> Any:
+    """A filter literal in the stats domain of the column's type; raises TypeError if it does not fit."""
+    v = to_stats_domain(value)
+    if v is None:
+        raise TypeError("no stats-domain value")
+    if type_ in ("string", "json", "uuid") and not isinstance(v, str):
+        raise TypeError("string column, non-string literal")
+    if type_ == "boolean" and not isinstance(v, bool):
+        raise TypeError("boolean column")
+    if type_ in ("tinyint", "smallint", "int", "bigint", "float", "double") and (
+            isinstance(v, bool) or not isinstance(v, int | float)):
+        raise TypeError("numeric column")
+    return _key(v, type_)
+
+
+def _eval_pred(e: Pred, cs: ColumnStats, rows: int) -> bool:
+    all_null = cs.nulls is not None and cs.nulls == rows
+    if e.op == "isnull":
+        return cs.nulls is None or cs.nulls > 0
+    if e.op == "notnull":
+        return not all_null
+    if all_null:
+        return False  # every comparison with NULL is NULL, never true
+    lo, hi = _key(cs.min, e.type), _key(cs.max, e.type)
+    if e.op in ("in", "notin"):
+        values = [_literal(v, e.type) for v in e.value if v is not None]
+        if e.op == "in":
+            if not values:
+                return False
+            return any(_in_range(v, lo, hi) for v in values)
+        # NOT IN: no row matches only when every value is one of the excluded ones.
+        if None in e.value:
+            return False  # x NOT IN (..., NULL) is never true
+        return not (lo is not None and lo == hi and not cs.min_truncated and not cs.max_truncated and lo in values)
+    if e.op in ("startswith", "notstartswith"):
+        prefix = e.value
+        if not isinstance(prefix, str) or e.type != "string":
+            return True
+        if e.op == "startswith":
+            if lo is not None and lo[: len(prefix)] > prefix:
+                return False
+            return not (hi is not None and hi[: len(prefix)] < prefix)
+        # NOT startswith: cannot match when both bounds start with the prefix (then all values do).
+        return not (lo is not None and hi is not None and lo.startswith(prefix) and hi.startswith(prefix))
+    v = _literal(e.value, e.type)
+    if e.op == "eq":
+        return _in_range(v, lo, hi)
+    if e.op == "ne":
+        return not (lo is not None and lo == hi == v and not cs.min_truncated and not cs.max_truncated)
+    if e.op == "lt":
+        return lo is None or lo < v
+    if e.op == "le":
+        return lo is None or lo <= v
+    if e.op == "gt":
+        return hi is None or hi > v
+    if e.op == "ge":
+        return hi is None or hi >= v
+    return True
+
+
+def _in_range(v: Any, lo: Any, hi: Any) -> bool:
+    return (lo is None or lo <= v) and (hi is None or v <= hi)
+
+
+# -- exact row-level evaluation in Arrow ------------------------------------------------
+ROW_EXACT_TYPES = ("tinyint", "smallint", "int", "bigint", "string", "boolean", "date")
+
+
+def row_exact(e: Expr) -> bool:
+    """True when ``to_arrow`` evaluates ``e`` exactly as Spark would (so Spark need not re-check)."""
+    if isinstance(e, Pred):
+        if e.type not in ROW_EXACT_TYPES:
+            return False
+        values = e.value if e.op in ("in", "notin") else (e.value,)
+        if e.op in ("isnull", "notnull"):
+            return True
+        return all(_fits_exactly(v, e.type) for v in values)
+    if isinstance(e, Not):
+        return row_exact(e.child)
+    if isinstance(e, And | Or):
+        return row_exact(e.left) and row_exact(e.right)
+    return True
+
+
+def _fits_exactly(v: Any, type_: str) -> bool:
+    import datetime as dt
+
+    if v is None:
+        return False
+    if type_ == "string":
+        return isinstance(v, str)
+    if type_ == "boolean":
+        return isinstance(v, bool)
+    if type_ == "date":
+        return isinstance(v, dt.date) and not isinstance(v, dt.datetime)
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def to_arrow(e: Expr) -> pc.Expression:
+    """The predicate as a pyarrow compute expression over columns named as in the schema."""
+    return _to_arrow(push_not(e))
+
+
+def _to_arrow(e: Expr) -> pc.Expression:
+    if isinstance(e, AlwaysTrue):
+        return pc.scalar(True)
+    if isinstance(e, AlwaysFalse):
+        return pc.scalar(False)
+    if isinstance(e, Not):  # pragma: no cover - push_not removes these
+        return _to_arrow(negate(e.child))
+    if isinstance(e, And):
+        return _to_arrow(e.left) & _to_arrow(e.right)
+    if isinstance(e, Or):
+        return _to_arrow(e.left) | _to_arrow(e.right)
+    assert isinstance(e, Pred)
+    f = pc.field(e.name)
+    op = e.op
+    if op == "isnull":
+        return f.is_null()
+    if op == "notnull":
+        return f.is_valid()
+    if op in ("in", "notin"):
+        expr = f.isin(pa.array([v for v in e.value if v is not None]))
+        if op == "in":
+            return expr
+        if None in e.value:
+            return pc.scalar(False)  # x NOT IN (..., NULL) is never true
+        return f.is_valid() & ~expr  # NULL NOT IN (...) is NULL, not true
+    if op in ("startswith", "notstartswith"):
+        expr = pc.starts_with(f, pattern=e.value)
+        return expr if op == "startswith" else f.is_valid() & ~expr
+    v = pc.scalar(e.value)
+    return {"eq": f == v, "ne": f != v, "lt": f < v, "le": f <= v, "gt": f > v, "ge": f >= v}[op]

@@ -1,0 +1,290 @@
+"""Reading a table: the ``lading`` Spark data source, plus the same path in pure Arrow.
+
+``spark.read.format("lading").option("asOf", T).load(uri)`` (after ``register``)
+or ``read_table(spark, uri, as_of=T)``. Planning (driver) opens the log once,
+binds the pushed filters to column ids and drops every part whose statistics
+prove no row can match (``plan_scan``); tasks (``read_part``) fetch only the
+remaining parts, skip row groups by their Parquet statistics, map columns to the
+current schema by id and consolidate per envelope (``consolidate``).
+
+Skipping must never change answers, so it is gated per envelope: in an append or
+diff table a row's identity is its content, so any filter may skip; in an upsert
+table an older version of a row must not win because its newer version was
+skipped, so only conjuncts over key columns skip. Filters are applied to rows
+after consolidation; those this module evaluates exactly as Spark does are not
+returned to Spark, the rest are.
+
+Upsert and diff tables need all rows of a key together: the plan splits the key
+space into ``n`` hash buckets, each task reads the planned parts and keeps its
+bucket (n = 1 for tables under ``BUCKET_BYTES``), so the answer is the same for
+any compaction state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from lading_jobs import storage as st
+from lading_jobs.table import consolidate as cons
+from lading_jobs.table import expr as ex
+from lading_jobs.table import format as fmt
+from lading_jobs.table.log import Part, Snapshot, TableLog
+from lading_jobs.table.schema import conform, field_id
+from lading_jobs.table.stats import ColumnStats, PartStats, to_stats_domain
+
+BUCKET_BYTES = 256 * 1024**2
+"""Compressed part bytes one consolidating task reads before the plan adds a bucket."""
+APPEND_TASK_BYTES = 64 * 1024**2
+"""Append tables: parts are grouped into tasks of about this many bytes."""
+
+
+# -- planning ----------------------------------------------------------------------------
+def skipping_predicate(snapshot: Snapshot, predicate: ex.Expr | None) -> ex.Expr:
+    """The part of ``predicate`` that may skip parts without changing answers (see module doc)."""
+    if predicate is None:
+        return ex.AlwaysTrue()
+    if snapshot.envelope != "upsert":
+        return predicate
+    key_ids = {snapshot.schema.column(k).id for k in snapshot.key_columns}
+    return ex.and_all([c for c in _conjuncts(predicate) if ex.column_ids(c) <= key_ids])
+
+
+def _conjuncts(e: ex.Expr) -> list[ex.Expr]:
+    if isinstance(e, ex.And):
+        return _conjuncts(e.left) + _conjuncts(e.right)
+    return [e]
+
+
+def part_might_match(part: Part, predicate: ex.Expr, as_of: int | None) -> bool:
+    if as_of is not None and part.stats.min_time is not None and part.stats.min_time > as_of:
+        return False
+    return ex.might_match(predicate, part.stats)
+
+
+def plan_scan(snapshot: Snapshot, predicate: ex.Expr | None = None) -> list[Part]:
+    """The parts a read of ``snapshot`` (as of ``snapshot.as_of``) with ``predicate`` must fetch."""
+    skip = skipping_predicate(snapshot, predicate)
+    return [p for p in snapshot.parts if part_might_match(p, skip, snapshot.as_of)]
+
+
+# -- reading one part -----------------------------------------------------------------------
+def _row_group_stats(md: pq.FileMetaData, rg_index: int, ids: list[int | None]) -> tuple[PartStats, int | None]:
+    rg = md.row_group(rg_index)
+    cols: dict[int, ColumnStats] = {}
+    min_time = None
+    for j in range(rg.num_columns):
+        fid = ids[j] if j < len(ids) else None
+        s = rg.column(j).statistics
+        if fid is None or s is None:
+            continue
+        nulls = s.null_count if s.has_null_count else None
+        lo = to_stats_domain(s.min) if s.has_min_max else None
+        hi = to_stats_domain(s.max) if s.has_min_max else None
+        if fid == fmt.TIME_FIELD_ID:
+            min_time = lo
+        cols[fid] = ColumnStats(nulls, lo, hi)
+    return PartStats(rows=rg.num_rows, columns=cols), min_time
+
+
+def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex.Expr | None = None) -> pa.Table:
+    """One part's rows in the current schema, with time, diff, seq and pos; row groups skipped."""
+    skip = skipping_predicate(snapshot, predicate)
+    with storage.open_input(snapshot.part_uri(part), part.size) as f:
+        pf = pq.ParquetFile(f)
+        arrow_schema = pf.schema_arrow
+        ids = [field_id(fld) for fld in arrow_schema]
+        keep_ids = {c.id for c in snapshot.schema.columns} | {fmt.TIME_FIELD_ID, fmt.DIFF_FIELD_ID}
+        columns = [fld.name for fld, fid in zip(arrow_schema, ids, strict=True) if fid in keep_ids]
+        md = pf.metadata
+        wanted, starts, offset = [], [], 0
+        for i in range(md.num_row_groups):
+            rg_stats, rg_min_time = _row_group_stats(md, i, ids)
+            if not (snapshot.as_of is not None and rg_min_time is not None and rg_min_time > snapshot.as_of) \
+                    and ex.might_match(skip, rg_stats):
+                wanted.append(i)
+                starts.append(offset)
+            offset += md.row_group(i).num_rows
+        if not wanted:
+            table = arrow_schema.empty_table().select(columns)
+            positions = pa.array([], pa.int64())
+        else:
+            table = pf.read_row_groups(wanted, columns=columns, use_threads=False)
+            positions = pa.concat_arrays([
+                pa.array(range(start, start + md.row_group(i).num_rows), pa.int64())
+                for i, start in zip(wanted, starts, strict=True)])
+    out = conform(table, snapshot.schema)
+    out = out.append_column(cons.SEQ_COLUMN, pa.repeat(pa.scalar(part.seq, pa.int64()), out.num_rows))
+    return out.append_column(cons.POS_COLUMN, positions)
+
+
+def _bucket_filter(table: pa.Table, keys: Sequence[str], bucket: int, buckets: int) -> pa.Table:
+    if buckets <= 1 or table.num_rows == 0:
+        return table
+    import pandas as pd
+
+    hashes = pd.util.hash_pandas_object(table.select(list(keys)).to_pandas(), index=False).to_numpy()
+    return table.filter(pa.array(hashes % buckets == bucket))
+
+
+def read_parts(storage: st.Storage, snapshot: Snapshot, parts: Sequence[Part], predicate: ex.Expr | None = None,
+               *, bucket: int = 0, buckets: int = 1, row_filter: ex.Expr | None = None) -> pa.Table:
+    """Read, consolidate and filter ``parts`` (one task's share): the table's user columns."""
+    keys = _consolidation_keys(snapshot)
+    pieces = [_bucket_filter(read_part(storage, snapshot, p, predicate), keys, bucket, buckets) for p in parts]
+    if not pieces:
+        return snapshot.schema.arrow_schema(internal=False).empty_table()
+    table = pa.concat_tables(pieces)
+    out = cons.consolidate(table, snapshot.envelope, snapshot.key_columns, snapshot.as_of)
+    if row_filter is not None and out.num_rows:
+        out = out.filter(ex.to_arrow(row_filter))
+    return out
+
+
+def _consolidation_keys(snapshot: Snapshot) -> list[str]:
+    if snapshot.envelope == "upsert":
+        return list(snapshot.key_columns)
+    return snapshot.schema.names
+
+
+def scan(uri: str, as_of: int | None = None, predicate: ex.Expr | None = None, *,
+         storage: st.Storage | None = None, snapshot: Snapshot | None = None) -> pa.Table:
+    """The whole read in pure Arrow (no Spark): consolidated rows as of ``as_of`` matching ``predicate``."""
+    storage = storage or st.open_storage(uri)
+    if snapshot is None:
+        snapshot = TableLog.open_existing(uri, storage).snapshot(as_of)
+    bound = ex.bind(predicate, snapshot.schema) if predicate is not None else None
+    return read_parts(storage, snapshot, plan_scan(snapshot, bound), bound, row_filter=bound)
+
+
+# -- the Spark data source ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Task:
+    parts: tuple[Part, ...]
+    bucket: int
+    buckets: int
+
+
+class LadingPartition(InputPartition):
+    def __init__(self, task: _Task) -> None:
+        super().__init__(task)
+        self.task = task
+
+
+def _open_snapshot(options: dict[str, str]) -> tuple[Snapshot, st.Storage]:
+    uri = options.get("path")
+    if not uri:
+        raise ValueError("lading: give the table URI: spark.read.format('lading').load('s3://bucket/table/')")
+    storage = _storage(uri, options)
+    log = TableLog.open_existing(uri, storage)
+    as_of = options.get("asOf") or options.get("asof")
+    version = options.get("version")
+    snapshot = log.snapshot(int(as_of) if as_of not in (None, "") else None,
+                            version=int(version) if version not in (None, "") else None)
+    return snapshot, storage
+
+
+def _storage(uri: str, options: dict[str, str]) -> st.Storage:
+    endpoint = options.get("endpoint")
+    if uri.startswith("s3://"):
+        return st.S3Storage(st.S3Settings.from_env(endpoint=endpoint or None))
+    return st.open_storage(uri)
+
+
+class LadingDataSource(DataSource):
+    """``format("lading")``: options ``asOf`` (logical time), ``version`` (commit), ``endpoint`` (S3)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "lading"
+
+    def schema(self) -> str:
+        snapshot, _ = _open_snapshot(dict(self.options))
+        return snapshot.schema.spark_ddl()
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return LadingReader(dict(self.options))
+
+
+class LadingReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+        self.snapshot, _ = _open_snapshot(options)
+        self.predicates: list[ex.Expr] = []
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
+        for f in filters:
+            e = ex.from_spark(f)
+            if e is None:
+                yield f
+                continue
+            try:
+                bound = ex.bind(e, self.snapshot.schema)
+            except ex.UnboundColumn:
+                yield f
+                continue
+            self.predicates.append(bound)
+            if not ex.row_exact(bound):
+                yield f
+
+    def predicate(self) -> ex.Expr | None:
+        return ex.and_all(self.predicates) if self.predicates else None
+
+    def partitions(self) -> Sequence[InputPartition]:
+        parts = plan_scan(self.snapshot, self.predicate())
+        if not parts:
+            return [LadingPartition(_Task((), 0, 1))]
+        if self.snapshot.envelope == "append":
+            groups: list[list[Part]] = [[]]
+            size = 0
+            for p in parts:
+                if groups[-1] and size + p.size > APPEND_TASK_BYTES:
+                    groups.append([])
+                    size = 0
+                groups[-1].append(p)
+                size += p.size
+            return [LadingPartition(_Task(tuple(g), 0, 1)) for g in groups]
+        total = sum(p.size for p in parts)
+        buckets = max(1, min(200, math.ceil(total / BUCKET_BYTES)))
+        return [LadingPartition(_Task(tuple(parts), b, buckets)) for b in range(buckets)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        task: _Task = partition.value
+        storage = _storage(self.snapshot.uri, self.options)
+        predicate = self.predicate()
+        out = read_parts(storage, self.snapshot, task.parts, predicate, bucket=task.bucket, buckets=task.buckets,
+                         row_filter=predicate)
+        plain = pa.schema([pa.field(f.name, f.type) for f in out.schema])
+        yield from out.cast(plain).to_batches()
+
+
+def register(spark: Any) -> None:
+    """Make ``format("lading")`` available in this session (idempotent)."""
+    spark.dataSource.register(LadingDataSource)
+
+
+def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int | None = None,
+               endpoint: str | None = None) -> Any:
+    """The table as a DataFrame, consolidated as of logical time ``as_of``."""
+    register(spark)
+    reader = spark.read.format("lading")
+    if as_of is not None:
+        reader = reader.option("asOf", str(as_of))
+    if version is not None:
+        reader = reader.option("version", str(version))
+    if endpoint:
+        reader = reader.option("endpoint", endpoint)
+    return reader.load(fmt.table_root(uri))
+
+
+def register_table_view(spark: Any, name: str, uri: str, as_of: int | None = None) -> Any:
+    """A temporary view ``name`` over the table, for SQL (``from.query`` inputs)."""
+    df = read_table(spark, uri, as_of)
+    df.createOrReplaceTempView(name)
+    return df

@@ -1,0 +1,388 @@
+"""Writing a table: tasks write parts into pending uploads, the driver commits them all at once.
+
+``write_parts`` runs wherever the Arrow data is (a Spark task, or the driver):
+it adds the logical time and diff columns, streams Parquet into pending
+multipart uploads with a bounded buffer, rolls to a new part before
+``max_file_size``, and computes each part's statistics from the batches it
+writes. It returns ``WrittenPart`` records (plain data) instead of completing
+anything; on an exception it aborts its own uploads. ``commit_parts`` (driver)
+completes them and commits one log entry; ``abort_parts`` discards them.
+``append`` does both for a whole Spark DataFrame: one DataFrame, one commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lading_jobs import storage as st
+from lading_jobs.table import format as fmt
+from lading_jobs.table import stats as stx
+from lading_jobs.table.log import Change, LedgerEntry, Part, Snapshot, TableError, TableLog
+from lading_jobs.table.schema import TableSchema, conform
+
+DEFAULT_MAX_FILE_SIZE = 128 * 1024**2
+DEFAULT_BUFFER_SIZE = 8 * 1024**2
+DEFAULT_ROW_GROUP_ROWS = 128 * 1024
+_MIN_UPLOAD_PART = 5 * 1024**2
+
+
+@dataclass(frozen=True)
+class WrittenPart:
+    """A part written into a pending upload: what a task hands the driver."""
+
+    upload: dict[str, Any]  # PendingUpload.to_dict()
+    part: Part
+
+    def to_json(self) -> str:
+        return json.dumps({"upload": self.upload, "part": self.part.to_dict()})
+
+    @classmethod
+    def from_json(cls, text: str) -> WrittenPart:
+        d = json.loads(text)
+        return cls(d["upload"], Part.from_dict(d["part"]))
+
+
+class _UploadSink:
+    """A write-only file that streams into a pending upload in chunks of ≥ ``buffer_size``."""
+
+    def __init__(self, storage: st.Storage, upload: st.PendingUpload, buffer_size: int) -> None:
+        self.storage, self.upload = storage, upload
+        self.buffer_size = max(buffer_size, _MIN_UPLOAD_PART)
+        self.chunks: list[bytes] = []
+        self.buffered = 0
+        self.position = 0
+        self.closed = False
+
+    def write(self, data: bytes | memoryview) -> int:
+        b = bytes(data)
+        self.chunks.append(b)
+        self.buffered += len(b)
+        self.position += len(b)
+        if self.buffered >= self.buffer_size:
+            self._flush_upload()
+        return len(b)
+
+    def _flush_upload(self) -> None:
+        if self.chunks:
+            self.storage.upload_part(self.upload, b"".join(self.chunks))
+            self.chunks, self.buffered = [], 0
+
+    def tell(self) -> int:
+        return self.position
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if not self.closed:
+            self._flush_upload()
+            self.closed = True
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+
+def prepare(data: pa.Table | pa.RecordBatch, schema: TableSchema, logical_time: int, diff: int = 1) -> pa.Table:
+    """User rows → part rows: columns matched to ``schema`` (by id, else name), time and diff added.
+
+    ``data`` may carry its own ``_lading_time`` / ``_lading_diff`` columns (per-row
+    times, delete markers, diffs); otherwise every row gets ``logical_time`` / ``diff``.
+    """
+    table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+    n = table.num_rows
+    if fmt.TIME_COLUMN not in table.column_names:
+        table = table.append_column(fmt.TIME_COLUMN, pa.repeat(pa.scalar(logical_time, pa.int64()), n))
+    if fmt.DIFF_COLUMN not in table.column_names:
+        table = table.append_column(fmt.DIFF_COLUMN, pa.repeat(pa.scalar(diff, pa.int64()), n))
+    for name in (fmt.TIME_COLUMN, fmt.DIFF_COLUMN):
+        col = table.column(name)
+        if col.null_count:
+            raise TableError(f"{name} must not be null")
+        if col.type != pa.int64():
+            table = table.set_column(table.schema.get_field_index(name), name, col.cast(pa.int64()))
+    return conform(table, schema)
+
+
+class PartWriter:
+    """Writes one task's rows into rolling parts under ``data/<write id>/``."""
+
+    def __init__(self, uri: str, schema: TableSchema, write_id: str, task: int = 0, *,
+                 table_id: str = "", envelope: str = "", storage: st.Storage | None = None,
+                 max_file_size: int = DEFAULT_MAX_FILE_SIZE, buffer_size: int = DEFAULT_BUFFER_SIZE,
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, compression: str = "zstd") -> None:
+        self.uri, self.schema, self.write_id, self.task = fmt.table_root(uri), schema, write_id, task
+        self.storage = storage or st.open_storage(uri)
+        self.arrow_schema = schema.arrow_schema(table_id=table_id, envelope=envelope)
+        self.max_file_size, self.buffer_size = max_file_size, buffer_size
+        self.row_group_rows, self.compression = row_group_rows, compression
+        self.ids = {c.name: c.id for c in schema.columns}
+        self.decimal_ids = frozenset(c.id for c in schema.columns if c.type.startswith("decimal"))
+        self.done: list[WrittenPart] = []
+        self._n = 0
+        self._open: tuple[str, st.PendingUpload, _UploadSink, pq.ParquetWriter] | None = None
+        self._stats: stx.PartStats | None = None
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+
+    def write(self, part_rows: pa.Table) -> None:
+        """Rows already ``prepare``d; buffered into row groups of ``row_group_rows``."""
+        if part_rows.num_rows == 0:
+            return
+        self._pending.append(part_rows)
+        self._pending_rows += part_rows.num_rows
+        while self._pending_rows >= self.row_group_rows:
+            table = pa.concat_tables(self._pending)
+            self._write_group(table.slice(0, self.row_group_rows))
+            rest = table.slice(self.row_group_rows)
+            self._pending, self._pending_rows = ([rest] if rest.num_rows else []), rest.num_rows
+
+    def _write_group(self, group: pa.Table) -> None:
+        if self._open is None:
+            path = fmt.part_path(self.write_id, self.task, self._n)
+            self._n += 1
+            upload = self.storage.begin_upload(fmt.part_uri(self.uri, path))
+            sink = _UploadSink(self.storage, upload, self.buffer_size)
+            writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), self.arrow_schema,
+                                      compression=self.compression, store_schema=True)
+            self._open = (path, upload, sink, writer)
+            self._stats = None
+        path, upload, sink, writer = self._open
+        group = group.cast(self.arrow_schema) if group.schema != self.arrow_schema else group
+        writer.write_table(group, row_group_size=len(group))
+        group_stats = stx.table_stats(group, self.ids)
+        self._stats = group_stats if self._stats is None else stx.merge(self._stats, group_stats, self.decimal_ids)
+        if sink.tell() >= self.max_file_size * 0.9:
+            self._close_file()
+
+    def _close_file(self) -> None:
+        if self._open is None:
+            return
+        path, upload, sink, writer = self._open
+        writer.close()
+        sink.close()
+        assert self._stats is not None
+        stats = stx.PartStats(self._stats.rows, sink.tell(), self._stats.min_time, self._stats.max_time,
+                              self._stats.min_diff, self._stats.max_diff, self._stats.columns)
+        self.done.append(WrittenPart(upload.to_dict(), Part(path, sink.tell(), stats,
+                                                            schema_id=self.schema.schema_id)))
+        self._open = None
+
+    def finish(self) -> list[WrittenPart]:
+        if self._pending_rows:
+            self._write_group(pa.concat_tables(self._pending))
+            self._pending, self._pending_rows = [], 0
+        self._close_file()
+        return self.done
+
+    def abort(self) -> None:
+        uploads = [st.PendingUpload.from_dict(w.upload) for w in self.done]
+        if self._open is not None:
+            uploads.append(self._open[1])
+            self._open = None
+        for upload in uploads:
+            with contextlib.suppress(Exception):
+                self.storage.abort_upload(upload)
+        self.done = []
+
+
+def write_parts(uri: str, tables: Iterable[pa.Table | pa.RecordBatch], schema: TableSchema, *,
+                write_id: str, task: int = 0, logical_time: int = 0, diff: int = 1,
+                table_id: str = "", envelope: str = "", storage: st.Storage | None = None,
+                max_file_size: int = DEFAULT_MAX_FILE_SIZE, buffer_size: int = DEFAULT_BUFFER_SIZE,
+                row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, one_part_per_table: bool = False,
+                ) -> list[WrittenPart]:
+    """Write Arrow data as pending parts (see the module doc); aborts its own uploads on error.
+
+    ``one_part_per_table`` closes a part after every input table (each table
+    becomes exactly one part, with its own statistics).
+    """
+    writer = PartWriter(uri, schema, write_id, task, table_id=table_id, envelope=envelope, storage=storage,
+                        max_file_size=max_file_size, buffer_size=buffer_size, row_group_rows=row_group_rows)
+    try:
+        for data in tables:
+            writer.write(prepare(data, schema, logical_time, diff))
+            if one_part_per_table:
+                writer.finish()
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def abort_parts(uri: str, written: Iterable[WrittenPart], write_ids: Iterable[str] = (),
+                storage: st.Storage | None = None) -> None:
+    """Discard pending parts, plus anything still pending under the given write ids."""
+    storage = storage or st.open_storage(uri)
+    for w in written:
+        with contextlib.suppress(Exception):
+            storage.abort_upload(st.PendingUpload.from_dict(w.upload))
+    for write_id in write_ids:
+        for upload in storage.list_pending_uploads(fmt.write_prefix(uri, write_id)):
+            with contextlib.suppress(Exception):
+                storage.abort_upload(upload)
+
+
+def commit_parts(uri: str, written: Iterable[WrittenPart], *, log: TableLog | None = None,
+                 operation: str = "append", remove: Iterable[str] = (),
+                 ledger: Mapping[str, LedgerEntry | Mapping[str, Any]] | None = None,
+                 source_progress: Mapping[str, Any] | None = None, upper: int | None = None,
+                 since: int | None = None, info: Mapping[str, Any] | None = None,
+                 storage: st.Storage | None = None) -> Snapshot:
+    """Complete the pending parts and commit them (plus ledger/progress) as one log entry.
+
+    If the commit fails, the completed parts are deleted again and the error is raised.
+    """
+    written = list(written)
+    log = log or TableLog.open_existing(uri, storage)
+    storage = log.storage
+    completed: list[str] = []
+    try:
+        for w in written:
+            storage.complete_upload(st.PendingUpload.from_dict(w.upload))
+            completed.append(fmt.part_uri(uri, w.part.path))
+        entries = {k: v if isinstance(v, LedgerEntry) else LedgerEntry.from_dict(v)
+                   for k, v in (ledger or {}).items()}
+        now = int(time.time() * 1000)
+        entries = {k: LedgerEntry(v.etag, v.size, v.rows, v.version, v.loaded_at or now) for k, v in entries.items()}
+        change = Change(operation=operation, add=tuple(w.part for w in written), remove=tuple(remove),
+                        ledger=entries, source_progress=dict(source_progress or {}), upper=upper, since=since,
+                        info=dict(info or {}))
+        return log.commit(change)
+    except BaseException:
+        rest = written[len(completed):]
+        abort_parts(uri, rest, storage=storage)
+        with contextlib.suppress(Exception):
+            storage.delete(completed)
+        raise
+
+
+def default_time(snapshot: Snapshot) -> int:
+    """The logical time a write gets when none is given: now (ms), never below ``upper``."""
+    return max(snapshot.upper, int(time.time() * 1000))
+
+
+def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
+           ledger: Mapping[str, LedgerEntry | Mapping[str, Any]] | None = None,
+           source_progress: Mapping[str, Any] | None = None, envelope: str = "append",
+           key_columns: Iterable[str] = (), sort_by: Iterable[str] = (), create: bool = True,
+           max_file_size: int = DEFAULT_MAX_FILE_SIZE, buffer_size: int = DEFAULT_BUFFER_SIZE,
+           row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, info: Mapping[str, Any] | None = None,
+           operation: str = "append") -> Snapshot:
+    """Append a DataFrame as one commit (creating the table from its schema if ``create``).
+
+    The DataFrame's columns are matched to the table's by name; optional
+    ``_lading_time`` / ``_lading_diff`` columns give per-row times and diffs
+    (delete markers for upsert tables, ±n for diff tables).
+    """
+    uri = fmt.table_root(uri)
+    log = TableLog.open(uri)
+    if log is None:
+        if not create:
+            raise TableError(f"no lading table at {uri}; create it first")
+        import pyspark.sql.pandas.types as ptypes
+
+        arrow = ptypes.to_arrow_schema(df.schema)
+        schema = TableSchema.from_arrow(arrow)
+        log = TableLog.create(uri, schema, envelope, key_columns, sort_by, exist_ok=True)
+    snapshot = log.snapshot()
+    time_ = default_time(snapshot) if logical_time is None else logical_time
+    schema_json, table_id, env = snapshot.schema.to_json(), snapshot.table_id, snapshot.envelope
+    write_id = fmt.new_write_id()
+    settings = st.S3Settings.from_env()
+    if snapshot.sort_by:
+        df = df.sortWithinPartitions(*snapshot.sort_by)
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        part_id = ctx.partitionId() if ctx is not None else 0
+        storage = st.S3Storage(settings) if uri.startswith("s3://") else st.open_storage(uri)
+        written = write_parts(uri, batches, TableSchema.from_json(schema_json), write_id=write_id, task=part_id,
+                              logical_time=time_, table_id=table_id, envelope=env, storage=storage,
+                              max_file_size=max_file_size, buffer_size=buffer_size,
+                              row_group_rows=row_group_rows)
+        yield pa.RecordBatch.from_pydict({"written": [w.to_json() for w in written]})
+
+    sc = spark.sparkContext
+    previous_group = sc.getLocalProperty("spark.jobGroup.id")
+    sc.setLocalProperty("spark.jobGroup.id", write_id)
+    try:
+        rows = df.mapInArrow(task, "written string").collect()
+    except BaseException:
+        _wait_for_tasks(sc, write_id)  # tasks being killed may still begin uploads
+        abort_parts(uri, [], [write_id], storage=log.storage)
+        raise
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", previous_group)
+    written = [WrittenPart.from_json(r["written"]) for r in rows]
+    return commit_parts(uri, written, log=log, operation=operation, ledger=ledger, source_progress=source_progress,
+                        info=info, storage=log.storage)
+
+
+def _wait_for_tasks(sc: Any, group: str, deadline_seconds: float = 120.0) -> None:
+    """Block until no task of the job group ``group`` is still running (a failed job's
+    other tasks are killed asynchronously), or the deadline passes."""
+    tracker = sc.statusTracker()
+    deadline = time.monotonic() + deadline_seconds
+    while time.monotonic() < deadline:
+        active = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                active += stage.numActiveTasks if stage is not None else 0
+        if active == 0:
+            return
+        time.sleep(0.2)
+
+
+def delete_where(spark: Any, uri: str, condition: str, *, logical_time: int | None = None) -> Snapshot:
+    """``DELETE FROM table WHERE condition`` against the current schema, as one commit.
+
+    Upsert tables get delete markers for the matching keys; diff tables get a
+    retraction (diff -1) per matching row. Append tables cannot delete.
+    """
+    from lading_jobs.table import reader
+
+    log = TableLog.open_existing(uri)
+    snapshot = log.snapshot()
+    if snapshot.envelope == "append":
+        raise TableError(f"{uri} is an append table: rows cannot be deleted; use envelope upsert or diff")
+    from pyspark.sql import functions as F
+
+    matching = reader.read_table(spark, uri).where(condition)
+    if snapshot.envelope == "upsert":
+        keys = list(snapshot.key_columns)
+        others = [F.lit(None).cast(_spark_type(snapshot, c.name)).alias(c.name)
+                  for c in snapshot.schema.columns if c.name not in keys]
+        matching = matching.select(*keys).distinct().select(*keys, *others)
+    matching = matching.withColumn(fmt.DIFF_COLUMN, F.lit(-1).cast("bigint"))
+    return append(spark, matching, uri, logical_time=logical_time, create=False, operation="delete")
+
+
+def _spark_type(snapshot: Snapshot, name: str) -> str:
+    from lading_jobs.table.schema import spark_type
+
+    return spark_type(snapshot.schema.column(name).type)
+
+
+def count_rows(table: pa.Table) -> int:
+    """Rows a part table stands for (sum of positive diffs); handy in tests and results."""
+    diffs = table.column(fmt.DIFF_COLUMN)
+    return int(pc.sum(pc.max_element_wise(diffs, 0)).as_py() or 0)
