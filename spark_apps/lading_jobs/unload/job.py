@@ -20,6 +20,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lading_jobs.formats import spark as spark_formats
 from lading_jobs.storage import S3Settings, open_storage
 from lading_jobs.unload import commit, formatting, naming
 from lading_jobs.unload.manifest import build_manifest
@@ -34,24 +35,13 @@ class Cancelled(Exception):
     """The run was cancelled (SIGTERM or ``lading run`` interrupted)."""
 
 
-def _register_inputs(spark: SparkSession, spec: CopyJobSpec) -> None:
-    file_inputs = [i for i in spec.source.inputs if i.files is not None]
-    table_inputs = [i for i in spec.source.inputs if i.table is not None]
-    if file_inputs:
-        from lading_jobs.sources import files as sources_files
-
-        sources_files.register_inputs(spark, file_inputs)
-    for i in table_inputs:
-        from lading_jobs.table import reader
-
-        assert i.table is not None
-        reader.register_table_view(spark, i.name, i.table, i.as_of)
-
-
 def source_frame(spark: SparkSession, spec: CopyJobSpec) -> DataFrame:
     """The DataFrame to unload: the query over its inputs, or the table as of a time."""
     if spec.source.query is not None:
-        _register_inputs(spark, spec)
+        if spec.source.inputs:
+            from lading_jobs.sources import files as sources_files
+
+            sources_files.register_inputs(spark, spec.source.inputs)
         return spark.sql(spec.source.query)
     if spec.source.table is not None:
         from lading_jobs.table import reader
@@ -142,7 +132,7 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
     try:
         if cancel is not None and cancel.is_set():
             raise Cancelled()
-        rows = df.mapInArrow(body, OUTPUT_SCHEMA).collect()
+        rows = spark_formats.to_transfer(df).mapInArrow(body, OUTPUT_SCHEMA).collect()
         files = sorted((json.loads(r[0]) for r in rows), key=lambda f: (f["task"], f["seq"]))
         if cancel is not None and cancel.is_set():
             raise Cancelled()
@@ -173,14 +163,7 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
 
 
 def _arrow_schema(spark_schema_json: str, spec: CopyJobSpec) -> pa.Schema | None:
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType
-
-    spark_schema = StructType.fromJson(json.loads(spark_schema_json))
-    try:
-        schema, _ = formatting.arrow_target(spark_schema_json, to_arrow_schema(spark_schema))
-    except Exception:  # noqa: BLE001 - the manifest still has the Spark schema
-        return None
+    schema, _ = formatting.arrow_target(spark_schema_json)
     return schema
 
 

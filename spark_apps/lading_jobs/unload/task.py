@@ -205,7 +205,7 @@ def write_partition(plan: TaskPlan, batches: Iterator[pa.RecordBatch], task: int
     try:
         for batch in batches:
             if writer is None:
-                arrow_schema, conform = formatting.arrow_target(plan.spark_schema_json, batch.schema)
+                arrow_schema, conform = formatting.arrow_target(plan.spark_schema_json)
                 writer = TaskWriter(plan, task, storage, conform, arrow_schema,
                                     formatting.encoder_factory(plan.format, plan.options))
             writer.write(batch)

@@ -10,11 +10,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from unload_helpers import job_doc, s3_keys, s3_pending
 
 from lading_jobs.main import execute, run_job
 from lading_jobs.result import Cancellation
 from lading_jobs.unload.commit import DestinationNotEmpty
-from unload_helpers import job_doc, s3_keys, s3_pending
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 MB = 1024 * 1024
