@@ -30,3 +30,17 @@ def test_schema_rejects_bad_values(values: dict, complaint: str) -> None:  # typ
     result = helm.run_helm("template", "x", str(helm.CHART), values=values)
     assert result.returncode != 0
     assert complaint in result.stderr, result.stderr
+
+
+def test_notes_tell_the_user_what_to_do_next() -> None:
+    values = {"watch": {"namespaces": ["team-a"]}, "spark": {"jobNamespaces": ["team-a", "batch"]},
+              "policy": {"enabled": True}}
+    result = helm.run_helm("install", "ops", str(helm.CHART), "--namespace", "lading-system",
+                           "--dry-run=client", values=values)
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "spark.jobNamespaces={team-a,batch}" in notes  # the Spark operator must watch them
+    assert "watches these namespaces only: team-a" in notes
+    assert "rollout status deployment/ops-lading-operator" in notes
+    assert "kubectl apply --server-side -f charts/lading/crds/" in notes  # Helm never upgrades CRDs
+    assert "Forbidden" in notes  # the policy is on
