@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-TIMEOUT_SECONDS = 2.0
+TIMEOUT_SECONDS = 5.0
 
 
 def base_url(web_ui_address: str) -> str:

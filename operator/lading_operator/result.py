@@ -23,13 +23,16 @@ def driver_pod_name(app: Mapping[str, Any]) -> str:
     return str(info.get("podName") or names.driver_pod_name(str(app["metadata"]["name"])))
 
 
+def _containers(pod: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """Container statuses, the driver container first."""
+    statuses = list(((pod or {}).get("status") or {}).get("containerStatuses") or [])
+    statuses.sort(key=lambda s: s.get("name") != DRIVER_CONTAINER)
+    return statuses
+
+
 def termination_message(pod: Mapping[str, Any] | None) -> str | None:
     """The driver container's termination message (the driver container first)."""
-    if not pod:
-        return None
-    statuses = list((pod.get("status") or {}).get("containerStatuses") or [])
-    statuses.sort(key=lambda s: s.get("name") != DRIVER_CONTAINER)
-    for container in statuses:
+    for container in _containers(pod):
         for key in ("state", "lastState"):
             terminated = ((container.get(key) or {}).get("terminated")) or {}
             if terminated.get("message"):
@@ -38,7 +41,7 @@ def termination_message(pod: Mapping[str, Any] | None) -> str | None:
 
 
 def exit_code(pod: Mapping[str, Any] | None) -> int | None:
-    for container in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+    for container in _containers(pod):
         terminated = ((container.get("state") or {}).get("terminated")) or {}
         if "exitCode" in terminated:
             return int(terminated["exitCode"])

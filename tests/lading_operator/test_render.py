@@ -1,0 +1,146 @@
+"""Rendering SparkApplications: the upstream CRD schema accepts them, and the job
+contract holds (what the operator renders parses in the Spark app)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from lading_operator import names, render
+from lading_spec.copyjob import parse_copyjob
+from lading_spec.errors import SpecError
+from lading_spec.job import parse_job_document
+
+REPO = Path(__file__).resolve().parents[2]
+UPSTREAM = [REPO / "shared/upstream/sparkoperator.k8s.io_sparkapplications.yaml",
+            REPO.parent / "shared/upstream/sparkoperator.k8s.io_sparkapplications.yaml"]
+
+UNLOAD = {
+    "from": {"query": "SELECT * FROM orders WHERE amount > 10",
+             "inputs": [{"name": "orders", "files": "s3://raw/orders/", "format": "parquet"}]},
+    "to": {"files": "s3://exports/orders/{run_time:%Y%m%d}/", "format": "csv", "maxFileSize": "64MB"},
+    "connection": {"secretRef": {"name": "s3-creds"}, "endpoint": "http://minio:9000", "region": "eu-west-1"},
+    "spark": {"image": "registry.local/lading:dev", "driver": {"cores": 2, "memory": "2g"},
+              "executor": {"cores": 2, "memory": "4g", "instances": 3},
+              "sparkConf": {"spark.sql.shuffle.partitions": 8}},
+    "backoffLimit": 2, "activeDeadlineSeconds": 600, "schedule": "@daily",
+}
+LOAD = {"from": {"files": "s3://in/events/", "format": "json"},
+        "to": {"table": "s3://lake/events", "envelope": "append"}}
+
+
+def upstream_schema() -> dict[str, Any]:
+    path = next(p for p in UPSTREAM if p.exists())
+    crd = yaml.safe_load(path.read_text())
+    return dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+
+def run(name: str = "orders-export", attempt: int = 1) -> render.RunIdentity:
+    return render.RunIdentity(kind="CopyJob", namespace="data", name=name, uid="0b6c-uid", generation=4,
+                              run_id="20260101020000", run_time=dt.datetime(2026, 1, 1, 2, tzinfo=dt.UTC),
+                              attempt=attempt)
+
+
+def example_specs() -> list[tuple[str, dict[str, Any]]]:
+    out = [("inline-unload", UNLOAD), ("inline-load", LOAD)]
+    for path in sorted((REPO / "examples").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "CopyJob":
+                out.append((f"{path.name}:{doc['metadata']['name']}", doc["spec"]))
+    return out
+
+
+@pytest.mark.parametrize(("label", "spec"), example_specs(), ids=lambda v: v if isinstance(v, str) else "")
+def test_rendered_app_validates_against_upstream_schema(label: str, spec: dict[str, Any]) -> None:
+    app = render.build_sparkapplication(spec, run())
+    jsonschema.validate(app, upstream_schema())
+    for required in ("sparkVersion", "type", "mainApplicationFile", "driver", "executor"):
+        assert app["spec"][required]
+    assert names.DNS1035.match(app["metadata"]["name"]) and len(app["metadata"]["name"]) <= 63
+
+
+def test_schema_check_is_not_vacuous() -> None:
+    app = render.build_sparkapplication(LOAD, run())
+    del app["spec"]["sparkVersion"]
+    with pytest.raises(jsonschema.ValidationError, match="sparkVersion"):
+        jsonschema.validate(app, upstream_schema())
+    app = render.build_sparkapplication(LOAD, run())
+    app["spec"]["restartPolicy"]["type"] = "Sometimes"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(app, upstream_schema())
+
+
+def test_shape_identity_and_credentials_by_reference() -> None:
+    app = render.build_sparkapplication(UNLOAD, run(attempt=2))
+    meta, spec = app["metadata"], app["spec"]
+    assert meta["name"] == "orders-export-20260101020000-2"
+    assert meta["labels"] == {"lading.io/kind": "CopyJob", "lading.io/name": "orders-export",
+                              "lading.io/run-id": "20260101020000", "lading.io/attempt": "2"}
+    assert meta["ownerReferences"] == [{"apiVersion": "lading.io/v1alpha1", "kind": "CopyJob",
+                                        "name": "orders-export", "uid": "0b6c-uid", "controller": True,
+                                        "blockOwnerDeletion": True}]
+    assert spec["type"] == "Python" and spec["mode"] == "cluster"
+    assert spec["restartPolicy"] == {"type": "Never"}
+    assert spec["mainApplicationFile"] == "local:///opt/lading/spark_apps/lading_jobs/main.py"
+    assert spec["image"] == "registry.local/lading:dev"
+    assert spec["sparkConf"] == {"spark.sql.shuffle.partitions": "8"}
+    for role in ("driver", "executor"):
+        pod = spec[role]
+        assert pod["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+        assert {"name": "AWS_ENDPOINT_URL", "value": "http://minio:9000"} in pod["env"]
+        assert {"name": "AWS_REGION", "value": "eu-west-1"} in pod["env"]
+        assert pod["serviceAccount"] == "lading-spark"
+        assert pod["labels"]["lading.io/run-id"] == "20260101020000"
+    assert spec["executor"]["instances"] == 3 and spec["executor"]["memory"] == "4g"
+    assert spec["driver"]["cores"] == 2
+    text = json.dumps(app)
+    assert "AWS_SECRET_ACCESS_KEY" not in text and "testing" not in text
+
+
+def test_defaults_without_spark_or_connection() -> None:
+    spec = render.build_sparkapplication(LOAD, run())["spec"]
+    assert spec["image"] == render.DEFAULT_IMAGE
+    assert "envFrom" not in spec["driver"] and "env" not in spec["driver"]
+    assert spec["driver"]["serviceAccount"] == "lading-spark"
+
+
+def test_rendering_is_pure() -> None:
+    assert render.build_sparkapplication(UNLOAD, run()) == render.build_sparkapplication(UNLOAD, run())
+
+
+def test_contract_rendered_arguments_parse_in_the_spark_app() -> None:
+    """Imports both sides on purpose: the operator's rendering and the app's parsing."""
+    app = render.build_sparkapplication(UNLOAD, run())
+    args = app["spec"]["arguments"]
+    assert args[0] == "--job"
+    doc = parse_job_document(args[1])
+    assert (doc.kind, doc.namespace, doc.name, doc.uid, doc.generation, doc.run_id) == \
+        ("CopyJob", "data", "orders-export", "0b6c-uid", 4, "20260101020000")
+    assert doc.run_time == dt.datetime(2026, 1, 1, 2, tzinfo=dt.UTC)
+    parsed = parse_copyjob(doc.spec)
+    assert parsed.target.files == "s3://exports/orders/{run_time:%Y%m%d}/"
+    assert parsed.target.max_file_size == 64 * 1000**2 or parsed.target.max_file_size == 64 * 1024**2
+    assert parsed.connection.secret_name == "s3-creds"
+    # Operator-only fields stay with the operator.
+    assert "spark" not in doc.spec and "schedule" not in doc.spec and "backoffLimit" not in doc.spec
+
+
+@pytest.mark.parametrize(("spark", "field"), [
+    ({"driver": {"memory": "lots"}}, "spark.driver.memory"),
+    ({"executor": {"instances": 0}}, "spark.executor.instances"),
+    ({"driver": {"gpus": 1}}, "spark.driver.gpus"),
+    ({"image": ""}, "spark.image"),
+    ({"imagePullPolicy": "Sometimes"}, "spark.imagePullPolicy"),
+    ({"serviceAccount": "Bad_Name"}, "spark.serviceAccount"),
+    ({"colour": "red"}, "spark.colour"),
+])
+def test_bad_spark_options_name_the_field(spark: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as e:
+        render.parse_spark_options(spark)
+    assert e.value.field == field
