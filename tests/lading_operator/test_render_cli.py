@@ -1,0 +1,52 @@
+"""``lading render``: the operator's rendering, from a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lading_operator import render_cli
+
+MANIFEST = """\
+apiVersion: lading.io/v1alpha1
+kind: CopyJob
+metadata: {name: nightly, namespace: data}
+spec:
+  schedule: "0 2 * * *"
+  from: {query: "SELECT 1 AS x"}
+  to: {files: "s3://exports/nightly/{run_time:%Y%m%d}/", format: parquet}
+  connection: {secretRef: {name: s3}}
+---
+apiVersion: lading.io/v1alpha1
+kind: CopyJob
+metadata: {name: once}
+spec:
+  from: {table: "s3://lake/orders"}
+  to: {files: "s3://exports/orders/"}
+"""
+
+
+def test_renders_every_copyjob(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(MANIFEST)
+    assert render_cli.main([str(path), "--run-time", "2026-01-01T00:00:00Z"]) == 0
+    apps = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [a["metadata"]["name"] for a in apps] == ["nightly-20260101020000-1", apps[1]["metadata"]["name"]]
+    assert apps[0]["metadata"]["namespace"] == "data" and apps[1]["metadata"]["namespace"] == "default"
+    assert apps[0]["spec"]["driver"]["envFrom"] == [{"secretRef": {"name": "s3"}}]
+    assert '"runTime":"2026-01-01T02:00:00.000000Z"' in apps[0]["spec"]["arguments"][1]
+
+
+def test_invalid_spec_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(MANIFEST.replace("format: parquet", "format: xml"))
+    assert render_cli.main([str(path)]) == 2
+    assert "spec.to.format" in capsys.readouterr().err
+
+
+def test_file_without_copyjobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "none.yaml"
+    path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    assert render_cli.main([str(path)]) == 1
