@@ -237,7 +237,7 @@ def _read_json(storage: st.Storage, uri: str) -> dict[str, Any] | None:
     except (st.StorageError, FileNotFoundError):
         if storage.head(uri) is None:
             return None
-        raise
+        data = storage.read(uri)  # created between the two calls (log objects are immutable)
     return json.loads(data)  # type: ignore[no-any-return]
 
 
