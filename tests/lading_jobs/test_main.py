@@ -1,0 +1,92 @@
+"""The entry point as the operator runs it: a process, a job document, one result, an exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from unload.unload_helpers import job_doc
+
+from lading_jobs.main import execute
+from lading_jobs.result import Cancellation, describe_error, exit_code
+from lading_spec.job import parse_result
+
+ROOT = Path(__file__).resolve().parents[2]
+MAIN = ROOT / "spark_apps" / "lading_jobs" / "main.py"
+
+
+def _run(args: list[str], tmp_path: Path, **kw: Any) -> subprocess.Popen[str]:
+    env = dict(os.environ, LADING_TERMINATION_LOG=str(tmp_path / "termination-log"), PYTHONPATH="")
+    return subprocess.Popen([sys.executable, str(MAIN), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=tmp_path, **kw)
+
+
+def test_a_bad_spec_is_an_error_result_naming_the_field(tmp_path: Path) -> None:
+    doc = job_doc({"from": {"query": "SELECT 1"}, "to": {"files": "s3://bkt/x/", "maxFileSize": "10 mb"}})
+    job_file = tmp_path / "job.json"
+    job_file.write_text(doc.to_json())
+    proc = _run(["--job-file", str(job_file)], tmp_path)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert out.strip().splitlines()[-1].startswith("LADING_RESULT ")
+    result = parse_result(out)
+    assert result is not None and "to.maxFileSize" in result["error"] and "MB" in result["error"]
+    assert result["runId"] == doc.run_id
+    assert json.loads((tmp_path / "termination-log").read_text())["error"] == result["error"]
+
+
+def test_exit_codes_and_error_descriptions() -> None:
+    assert exit_code({"rows": 3}) == 0
+    assert exit_code({"error": "x"}) == 1
+    assert exit_code({"cancelled": True}) != 0
+    assert describe_error(RuntimeError("org.apache.spark.SparkException: Job aborted due to stage failure: boom\n at x")) \
+        == "boom"
+
+
+def test_other_kinds_report_not_implemented_without_their_engine(spark: Any) -> None:
+    doc = job_doc({"table": "s3://bkt/t/"})
+    doc = type(doc)(**{**doc.__dict__, "kind": "StreamCopy"})
+    out = execute(doc, lambda: spark, Cancellation())
+    assert ("error" in out and "StreamCopy" in out["error"]) or "rows" in out
+
+
+@pytest.mark.spark
+@pytest.mark.s3
+@pytest.mark.slow
+def test_sigterm_mid_run_cancels_and_leaves_nothing(spark: Any, s3_endpoint: str, bucket: str,
+                                                    tmp_path: Path) -> None:
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    dest = f"s3://{bucket}/cancel/"
+    query = "SELECT id, repeat(CAST(id AS STRING), 60) AS pad FROM range(0, 20000000, 1, 2)"
+    doc = job_doc({"from": {"query": query}, "to": {"files": dest, "format": "csv", "bufferSize": "5MB"}})
+    proc = _run(["--master", "local[2]", "--job", doc.to_json()], tmp_path)
+    deadline = time.monotonic() + 240
+    started = False
+    while time.monotonic() < deadline and proc.poll() is None:
+        if s3.list_multipart_uploads(Bucket=bucket, Prefix="cancel/").get("Uploads"):
+            started = True
+            break
+        time.sleep(0.2)  # polling the S3 server for a condition, not synchronising on time
+    assert started, proc.communicate(timeout=30)
+    proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - signalled < 30, "cancellation took longer than Kubernetes' grace period"
+    assert proc.returncode != 0
+    result = parse_result(out)
+    assert result is not None and result.get("cancelled") is True, (out[-2000:], err[-3000:])
+    assert json.loads((tmp_path / "termination-log").read_text())["cancelled"] is True
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="cancel/").get("KeyCount", 0) == 0
+    assert not s3.list_multipart_uploads(Bucket=bucket, Prefix="cancel/").get("Uploads")
+    # the rerun (smaller, in this process's Spark) succeeds without manual clean-up
+    small = job_doc({"from": {"query": "SELECT id FROM range(0, 1000, 1, 2)"},
+                     "to": {"files": dest, "format": "csv"}})
+    assert execute(small, lambda: spark, Cancellation())["rows"] == 1000
