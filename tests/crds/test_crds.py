@@ -1,0 +1,311 @@
+"""The CRDs: shape, descriptions, docs, examples and the admission rules (pure, no server)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import celpy
+import pytest
+import yaml
+
+from harness import schema as schemas
+from harness.kube import load_crds, types_from_crd
+from lading_spec.copyjob import MIN_BUFFER_SIZE
+from lading_spec.errors import SpecError
+from lading_spec.sizes import parse_size
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_FILES = sorted((REPO / "crds").glob("*.yaml"))
+CRDS = {c["spec"]["names"]["kind"]: c for c in load_crds(CRD_FILES)}
+SCHEMAS = {kind: types_from_crd(crd)[0].schema for kind, crd in CRDS.items()}
+
+
+def walk(node: dict[str, Any], path: str = ""):  # type: ignore[no-untyped-def]
+    yield path, node
+    for key, sub in (node.get("properties") or {}).items():
+        yield from walk(sub, f"{path}.{key}" if path else key)
+    if isinstance(node.get("items"), dict):
+        yield from walk(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from walk(node["additionalProperties"], f"{path}.<key>")
+
+
+def admit(kind: str, spec: dict[str, Any], old: dict[str, Any] | None = None
+          ) -> tuple[list[str], list[schemas.FieldError]]:
+    obj = {"apiVersion": "lading.io/v1alpha1", "kind": kind, "metadata": {"name": "t"},
+           "spec": copy.deepcopy(spec)}
+    return schemas.admit(obj, SCHEMAS[kind], old)
+
+
+def test_three_kinds_with_the_agreed_names():
+    assert set(CRDS) == {"CopyJob", "StreamCopy", "Compaction"}
+    shorts = {kind: crd["spec"]["names"]["shortNames"] for kind, crd in CRDS.items()}
+    assert shorts == {"CopyJob": ["lcj"], "StreamCopy": ["lsc"], "Compaction": ["lcp"]}
+    for crd in CRDS.values():
+        spec = crd["spec"]
+        assert crd["metadata"]["name"] == f"{spec['names']['plural']}.lading.io"
+        assert spec["group"] == "lading.io" and spec["scope"] == "Namespaced"
+        assert spec["names"]["categories"] == ["lading"]
+        (version,) = spec["versions"]
+        assert version["name"] == "v1alpha1" and version["served"] and version["storage"]
+        assert version["subresources"] == {"status": {}}
+
+
+@pytest.mark.parametrize("kind, columns", [
+    ("CopyJob", [("Phase", ".status.phase"), ("Rows", ".status.response.rows"),
+                 ("Files", ".status.output.files"), ("Age", ".metadata.creationTimestamp")]),
+    ("StreamCopy", [("Phase", ".status.phase"), ("Lag", ".status.lag"),
+                    ("Rows", ".status.rowsTotal"), ("Last batch", ".status.lastBatchTime")]),
+    ("Compaction", [("Phase", ".status.phase"), ("Parts", ".status.partsSummary"),
+                    ("Age", ".metadata.creationTimestamp")]),
+])
+def test_printer_columns(kind, columns):
+    version = CRDS[kind]["spec"]["versions"][0]
+    got = [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
+    assert got == columns
+    paths = {p for p, _ in walk(SCHEMAS[kind])}
+    for _, json_path in columns:
+        if not json_path.startswith(".metadata"):
+            assert json_path.lstrip(".") in paths, json_path
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_every_field_has_a_description_and_a_type(kind):
+    missing, untyped = [], []
+    for path, node in walk(SCHEMAS[kind]):
+        if not path.endswith("[]") and not path.endswith("<key>") and not node.get("description"):
+            missing.append(path or "(root)")
+        if "type" not in node and not (node.get("x-kubernetes-int-or-string")
+                                       or node.get("x-kubernetes-preserve-unknown-fields")):
+            untyped.append(path)
+    assert missing == [] and untyped == []
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_status_is_spelled_out(kind):
+    for path, node in walk(SCHEMAS[kind]["properties"]["status"], "status"):
+        assert not node.get("x-kubernetes-preserve-unknown-fields"), path
+    status = SCHEMAS[kind]["properties"]["status"]["properties"]
+    for key in ("phase", "observedGeneration", "runId", "sparkApplication", "startTime",
+                "completionTime", "attempts", "response", "output", "progress", "conditions",
+                "lastRuns", "lastScheduleTime", "nextScheduleTime"):
+        assert key in status, key
+    assert set(status["response"]["properties"]) == {"rows", "error", "cancelled"}
+    condition = status["conditions"]["items"]["properties"]
+    assert {"type", "status", "reason", "message", "lastTransitionTime",
+            "observedGeneration"} <= set(condition)
+
+
+def test_kind_specific_status_and_phases():
+    status = {k: SCHEMAS[k]["properties"]["status"]["properties"] for k in SCHEMAS}
+    assert {"lag", "rowsTotal", "batches", "lastBatchTime", "offsets"} <= set(status["StreamCopy"])
+    assert {"partsBefore", "partsAfter", "bytesBefore", "bytesAfter",
+            "partsSummary"} <= set(status["Compaction"])
+    assert status["CopyJob"]["phase"]["enum"] == [
+        "Pending", "Submitted", "Running", "Cancelling", "Succeeded", "Failed", "Cancelled",
+        "Scheduled", "Suspended"]
+    assert status["StreamCopy"]["phase"]["enum"] == [
+        "Pending", "Submitted", "Running", "Suspended", "Failed"]
+    assert "Cancelling" not in status["Compaction"]["phase"]["enum"]
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_every_cel_rule_compiles_and_has_a_message(kind):
+    env = celpy.Environment()
+    rules = [r for _, node in walk(SCHEMAS[kind]) for r in node.get("x-kubernetes-validations", [])]
+    assert rules
+    for rule in rules:
+        env.compile(rule["rule"])
+        assert rule.get("message"), rule["rule"]
+
+
+def test_docs_are_generated_from_the_crds():
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "gen-crd-docs"), "--check"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_every_field_appears_in_the_docs(kind):
+    text = (REPO / "docs" / "reference" / f"{kind.lower()}.md").read_text()
+    for path, node in walk(SCHEMAS[kind]):
+        if path.startswith(("spec", "status")) and not path.endswith(("[]", "<key>")):
+            # The first row for a path is its field row (rule rows follow the field table).
+            row = next(line for line in text.splitlines() if line.startswith(f"| `{path}` |"))
+            if "default" in node:
+                assert f"`{json.dumps(node['default'])}`" in row, path
+
+
+# ---------------------------------------------------------------------------------------
+# examples
+
+
+def example_docs() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in sorted((REPO / "examples").glob("*.yaml")):
+        for i, doc in enumerate(yaml.safe_load_all(path.read_text())):
+            if isinstance(doc, dict) and doc.get("apiVersion") == "lading.io/v1alpha1":
+                out.append((f"{path.name}#{i}", doc))
+    return out
+
+
+EXAMPLES = example_docs()
+
+
+def test_our_examples_exist():
+    names = {name.split("#")[0] for name, _ in EXAMPLES}
+    assert {"streamcopy-kafka.yaml", "streamcopy-files.yaml", "compaction.yaml"} <= names
+
+
+@pytest.mark.parametrize("name, doc", EXAMPLES, ids=[n for n, _ in EXAMPLES])
+def test_example_validates_against_its_crd(name, doc):
+    obj = copy.deepcopy(doc)
+    pruned, errors = schemas.admit(obj, SCHEMAS[doc["kind"]])
+    assert pruned == [], f"{name}: fields the CRD does not know: {pruned}"
+    assert errors == [], f"{name}: {[e.message for e in errors]}"
+
+
+# ---------------------------------------------------------------------------------------
+# what admission rejects, and with which message
+
+UNLOAD = {"from": {"query": "SELECT 1"}, "to": {"files": "s3://bkt/out/"}}
+LOAD = {"from": {"files": "s3://bkt/in/"}, "to": {"table": "s3://bkt/t/"}}
+KAFKA = {"source": {"kafka": {"bootstrapServers": ["k:9092"], "topics": ["t"]}},
+         "target": {"table": "s3://bkt/t/"}}
+
+
+def merged(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    from harness.kube import merge_patch
+    return merge_patch(base, patch)  # type: ignore[no-any-return]
+
+
+REJECTED = [
+    ("CopyJob", merged(UNLOAD, {"from": {"table": "s3://bkt/t/"}}), "spec.from",
+     "exactly one source"),
+    ("CopyJob", {"from": {}, "to": {"files": "s3://bkt/o/"}}, "spec.from", "exactly one source"),
+    ("CopyJob", merged(UNLOAD, {"to": {"table": "s3://bkt/t/"}}), "spec.to",
+     "exactly one destination"),
+    ("CopyJob", merged(LOAD, {"to": {"table": None, "files": "s3://bkt/o/"}}), "spec.to",
+     "set spec.to.table"),
+    ("CopyJob", {"from": {"query": "q"}, "to": {"table": "s3://bkt/t/"}}, "spec.from",
+     "reads files"),
+    ("CopyJob", merged(LOAD, {"to": {"partitionBy": ["d"]}}), "spec.to",
+     "apply to files targets"),
+    ("CopyJob", merged(UNLOAD, {"to": {"keyColumns": ["k"]}}), "spec.to",
+     "apply to table targets"),
+    ("CopyJob", merged(LOAD, {"to": {"envelope": "upsert"}}), "spec.to.keyColumns",
+     "upsert needs to.keyColumns"),
+    ("CopyJob", merged(UNLOAD, {"onError": "continue"}), "spec", "apply to loads"),
+    ("CopyJob", merged(UNLOAD, {"to": {"format": "xml"}}), "spec.to.format",
+     'supported values: "csv", "parquet", "json"'),
+    ("CopyJob", merged(UNLOAD, {"to": {"maxFileSize": "10 XB"}}), "spec.to.maxFileSize",
+     "should match"),
+    ("CopyJob", merged(UNLOAD, {"to": {"maxFileSize": 0}}), "spec.to.maxFileSize",
+     "positive number of bytes"),
+    ("CopyJob", merged(UNLOAD, {"to": {"bufferSize": "4MB"}}), "spec.to.bufferSize",
+     "at least 5MB"),
+    ("CopyJob", merged(UNLOAD, {"to": {"files": "http://x/y"}}), "spec.to.files", "should match"),
+    ("CopyJob", merged(UNLOAD, {"to": {"files": "s3://bkt/a*/"}}), "spec.to.files",
+     "should match"),
+    ("CopyJob", merged(UNLOAD, {"to": {"options": {"rowGroupSize": 5}}}), "spec.to.options",
+     "not accepted for this format"),
+    ("CopyJob", merged(UNLOAD, {"to": {"format": "parquet", "options": {"header": True}}}),
+     "spec.to.options", "not accepted for this format"),
+    ("CopyJob", merged(UNLOAD, {"to": {"options": {"compression": "snappy"}}}),
+     "spec.to.options.compression", "csv and json accept none, gzip, zstd"),
+    ("CopyJob", merged(UNLOAD, {"to": {"options": {"forceQuote": 3}}}),
+     "spec.to.options.forceQuote", "'*' or a list"),
+    ("CopyJob", merged(UNLOAD, {"from": {"asOf": 3}}), "spec.from.asOf", "from.table only"),
+    ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a"}]}}), "spec.from.inputs[0]",
+     "exactly one of table or files"),
+    ("CopyJob", merged(UNLOAD, {"schedule": "every day"}), "spec.schedule", "should match"),
+    ("CopyJob", merged(UNLOAD, {"schedule": "@daily", "ttlSecondsAfterFinished": 60}),
+     "spec.ttlSecondsAfterFinished", "one-shot"),
+    ("CopyJob", merged(UNLOAD, {"concurrencyPolicy": "Sometimes"}), "spec.concurrencyPolicy",
+     "Allow"),
+    ("CopyJob", merged(UNLOAD, {"backoffLimit": -1}), "spec.backoffLimit", "greater than"),
+    ("CopyJob", merged(UNLOAD, {"spark": {"driver": {"memory": "lots"}}}),
+     "spec.spark.driver.memory", "should match"),
+    ("CopyJob", merged(UNLOAD, {"connection": {"endpoint": "minio:9000"}}),
+     "spec.connection.endpoint", "should match"),
+    ("StreamCopy", merged(KAFKA, {"source": {"files": {"uri": "s3://bkt/in/"}}}), "spec.source",
+     "exactly one source"),
+    ("StreamCopy", merged(KAFKA, {"target": {"envelope": "upsert"}}), "spec.target.keyColumns",
+     "upsert needs target.keyColumns"),
+    ("StreamCopy", merged(KAFKA, {"maxErrorNumber": 5}), "spec.deadLetter", "deadLetter"),
+    ("StreamCopy", merged(KAFKA, {"source": {"kafka": {"consumer": {"sasl.jaas.config": "x"}}}}),
+     "spec.source.kafka.consumer", "secretRef"),
+    ("StreamCopy", merged(KAFKA, {"source": {"kafka": {"startingOffsets": "oldest"}}}),
+     "spec.source.kafka.startingOffsets", "should match"),
+    ("StreamCopy", merged(KAFKA, {"batching": {"maxBatchInterval": "5 minutes"}}),
+     "spec.batching.maxBatchInterval", "should match"),
+    ("StreamCopy", merged(KAFKA, {"source": {"kafka": {"topics": []}}}),
+     "spec.source.kafka.topics", "at least 1"),
+    ("Compaction", {"table": "s3://bkt/t/", "since": {"retainFor": "1h", "version": 4}},
+     "spec.since", "at most one"),
+    ("Compaction", {"table": "s3://bkt/t/", "minInputFiles": 1}, "spec.minInputFiles",
+     "greater than or equal to 2"),
+    ("Compaction", {"table": "s3://bkt/t/", "targetFileSize": "big"}, "spec.targetFileSize",
+     "should match"),
+    ("Compaction", {"targetFileSize": "1GB"}, "spec.table", "Required value"),
+]
+
+
+@pytest.mark.parametrize("kind, spec, field, message", REJECTED,
+                         ids=[f"{k}:{f}:{m[:20]}" for k, _, f, m in REJECTED])
+def test_admission_rejects_naming_the_field(kind, spec, field, message):
+    _, errors = admit(kind, spec)
+    assert errors, "accepted"
+    assert any(e.field == field and message in e.message for e in errors), \
+        [f"{e.field}: {e.message}" for e in errors]
+
+
+@pytest.mark.parametrize("kind, spec", [
+    ("CopyJob", UNLOAD),
+    ("CopyJob", LOAD),
+    ("CopyJob", merged(LOAD, {"to": {"envelope": "upsert", "keyColumns": ["id"]},
+                              "onError": "continue", "maxErrors": 10})),
+    ("CopyJob", merged(UNLOAD, {"to": {"format": "parquet", "maxFileSize": 1048576,
+                                       "bufferSize": "5 MB", "partitionBy": ["d"],
+                                       "options": {"compression": "zstd"}},
+                                "schedule": "*/15 * * * *", "concurrencyPolicy": "Forbid"})),
+    ("CopyJob", {"from": {"table": "s3://bkt/t/", "asOf": 7},
+                 "to": {"files": "s3://bkt/o/{run_time:%Y/%m/%d}/", "format": "json"}}),
+    ("StreamCopy", KAFKA),
+    ("Compaction", {"table": "file:///data/t/"}),
+])
+def test_admission_accepts_good_specs(kind, spec):
+    pruned, errors = admit(kind, spec)
+    assert pruned == [] and errors == [], [e.message for e in errors]
+
+
+def test_defaults_are_applied():
+    obj = {"apiVersion": "lading.io/v1alpha1", "kind": "StreamCopy", "metadata": {"name": "d"},
+           "spec": copy.deepcopy(KAFKA)}
+    schemas.admit(obj, SCHEMAS["StreamCopy"])
+    spec = obj["spec"]
+    assert spec["batching"]["maxBatchInterval"] == "30s"
+    assert spec["source"]["kafka"]["startingOffsets"] == "latest"
+    assert spec["target"]["envelope"] == "append" and spec["maxErrorNumber"] == 0
+    obj = {"kind": "CopyJob", "metadata": {}, "spec": copy.deepcopy(UNLOAD)}
+    schemas.admit(obj, SCHEMAS["CopyJob"])
+    assert obj["spec"]["backoffLimit"] == 0 and obj["spec"]["concurrencyPolicy"] == "Allow"
+    assert "format" not in obj["spec"]["to"]  # would clash with table targets
+
+
+@pytest.mark.parametrize("value", [
+    5242880, 5242879, "5MB", "4MB", "5 MB", "6MB", "64MB", "1GB", "5120kB", "5119kB", "99999kB",
+    "5242880", "5242879", "5242880B", "52428800", "9999999", "5300000", "1TB", "0GB", "05MB",
+])
+def test_buffer_size_rule_agrees_with_parse_size(value):
+    try:
+        expected = parse_size(value, "to.bufferSize") >= MIN_BUFFER_SIZE
+    except SpecError:
+        expected = False
+    _, errors = admit("CopyJob", merged(UNLOAD, {"to": {"bufferSize": value}}))
+    assert (not errors) == expected, [e.message for e in errors]
