@@ -309,3 +309,34 @@ def test_buffer_size_rule_agrees_with_parse_size(value):
         expected = False
     _, errors = admit("CopyJob", merged(UNLOAD, {"to": {"bufferSize": value}}))
     assert (not errors) == expected, [e.message for e in errors]
+
+
+# ---------------------------------------------------------------------------------------
+# the CRD and the spec parsers agree (the operator reports InvalidSpec for what CEL misses)
+
+PARSERS = {"CopyJob": "lading_spec.copyjob:parse_copyjob",
+           "StreamCopy": "lading_spec.streamcopy:parse_streamcopy",
+           "Compaction": "lading_spec.compaction:parse_compaction"}
+
+
+def parser(kind: str):  # type: ignore[no-untyped-def]
+    import importlib
+    module, name = PARSERS[kind].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("kind, spec, field, message",
+                         [r for r in REJECTED if r[0] != "CopyJob"],
+                         ids=[f"{k}:{f}" for k, _, f, _ in REJECTED if k != "CopyJob"])
+def test_parsers_reject_what_the_crd_rejects(kind, spec, field, message):
+    with pytest.raises(SpecError) as exc:
+        parser(kind)(spec)
+    assert field.removeprefix("spec.").startswith(exc.value.field) or \
+        exc.value.field.startswith(field.removeprefix("spec."))
+
+
+@pytest.mark.parametrize("name, doc", EXAMPLES, ids=[n for n, _ in EXAMPLES])
+def test_examples_parse_with_the_spec_parsers(name, doc):
+    obj = copy.deepcopy(doc)
+    schemas.admit(obj, SCHEMAS[doc["kind"]])  # parsers see what the API server stored
+    parser(doc["kind"])(obj["spec"])

@@ -1,0 +1,234 @@
+"""The StreamCopy spec: continuous, exactly-once loading of a table, validated and defaulted.
+
+``source`` is exactly one of ``kafka`` (brokers, topics, starting offsets, consumer
+properties, credentials by Secret) or ``files`` (a prefix watched for new files);
+``target`` is the lading table; ``batching`` says when a micro-batch is cut. The
+same rules as the CRD (crds/streamcopies.lading.io.yaml), for specs that did not
+pass the API server (``lading run``) and for what CEL cannot say. Every error
+names its field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lading_spec.copyjob import (
+    Column,
+    Connection,
+    _columns,
+    _connection,
+    _mapping,
+    _only,
+    _str_list,
+)
+from lading_spec.errors import SpecError
+from lading_spec.formats import FileFormat, FormatOptions, parse_format, parse_options
+from lading_spec.sizes import parse_size
+from lading_spec.uris import check_uri
+
+Envelope = Literal["append", "upsert", "diff"]
+DEFAULT_MAX_BATCH_INTERVAL = 30.0
+_DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+# Consumer properties that carry credentials: they belong in the Secret.
+SECRET_CONSUMER_PROPERTIES = ("sasl.jaas.config", "ssl.keystore.password", "ssl.key.password",
+                              "ssl.truststore.password", "sasl.password", "ssl.keystore.key")
+_BROKER = re.compile(r"^[^\s:]+:\d{1,5}$")
+_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def parse_duration(value: Any, path: str) -> float:
+    """``30s``, ``5m``, ``1h30m``, ``250ms`` → seconds (> 0), or raise naming ``path``."""
+    if not isinstance(value, str) or not _DURATION.match(value):
+        raise SpecError(path, f"expected a duration such as 30s, 5m or 1h30m (units ms, s, m, h), got {value!r}")
+    seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value))
+    if seconds <= 0:
+        raise SpecError(path, f"must be longer than zero, got {value!r}")
+    return seconds
+
+
+def _positive_int(value: Any, path: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise SpecError(path, f"expected an integer ≥ {minimum}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class KafkaSource:
+    bootstrap_servers: tuple[str, ...]
+    topics: tuple[str, ...]
+    starting_offsets: str | dict[str, dict[str, int]] = "latest"
+    value_format: Literal["json", "raw"] = "json"
+    consumer: dict[str, str] = field(default_factory=dict)
+    secret_name: str | None = None
+
+
+@dataclass(frozen=True)
+class FilesSource:
+    uri: str
+    pattern: str | None = None
+    format: FileFormat = "json"
+    options: FormatOptions | None = None
+
+
+@dataclass(frozen=True)
+class TableTarget:
+    table: str
+    envelope: Envelope = "append"
+    key_columns: tuple[str, ...] = ()
+    schema: tuple[Column, ...] = ()
+    sort_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Batching:
+    max_batch_interval: float = DEFAULT_MAX_BATCH_INTERVAL
+    max_batch_rows: int | None = None
+    max_batch_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class StreamCopySpec:
+    source: KafkaSource | FilesSource
+    target: TableTarget
+    batching: Batching = field(default_factory=Batching)
+    max_error_number: int = 0
+    dead_letter: str | None = None
+    suspend: bool = False
+    connection: Connection = field(default_factory=Connection)
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+def _starting_offsets(value: Any, path: str) -> str | dict[str, dict[str, int]]:
+    if value in ("earliest", "latest"):
+        return str(value)
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            parsed = json.loads(value)
+        except ValueError as exc:
+            raise SpecError(path, f"not valid JSON: {exc}") from exc
+        ok = isinstance(parsed, dict) and all(
+            isinstance(parts, dict) and all(isinstance(o, int) and not isinstance(o, bool) for o in parts.values())
+            for parts in parsed.values())
+        if ok:
+            return {str(t): {str(p): int(o) for p, o in parts.items()} for t, parts in parsed.items()}
+        raise SpecError(path, 'expected {"topic": {"partition": offset}}, e.g. {"orders": {"0": 42}}')
+    raise SpecError(path, f"got {value!r}; accepted: earliest, latest, or a JSON object of offsets per topic and partition")
+
+
+def _kafka(obj: dict[str, Any]) -> KafkaSource:
+    path = "source.kafka"
+    _only(obj, path, ("bootstrapServers", "topics", "startingOffsets", "valueFormat", "consumer", "secretRef"))
+    servers = obj.get("bootstrapServers")
+    if not isinstance(servers, list) or not servers:
+        raise SpecError(f"{path}.bootstrapServers", "expected a non-empty list of host:port brokers")
+    for i, server in enumerate(servers):
+        if not isinstance(server, str) or not _BROKER.match(server):
+            raise SpecError(f"{path}.bootstrapServers[{i}]", f"expected host:port, got {server!r}")
+    topics = _str_list(obj.get("topics"), f"{path}.topics")
+    if not topics:
+        raise SpecError(f"{path}.topics", "expected at least one topic")
+    for i, topic in enumerate(topics):
+        if not _TOPIC.match(topic):
+            raise SpecError(f"{path}.topics[{i}]", f"{topic!r} is not a Kafka topic name (letters, digits, . _ -)")
+    value_format = obj.get("valueFormat", "json")
+    if value_format not in ("json", "raw"):
+        raise SpecError(f"{path}.valueFormat", f"got {value_format!r}; accepted: json, raw")
+    consumer = _mapping(obj.get("consumer"), f"{path}.consumer")
+    for key, val in consumer.items():
+        if key in SECRET_CONSUMER_PROPERTIES:
+            raise SpecError(f"{path}.consumer.{key}",
+                            "credentials do not belong in the spec: put them in the Secret named by source.kafka.secretRef")
+        if not isinstance(val, str):
+            raise SpecError(f"{path}.consumer.{key}", f"values are strings; quote {val!r}")
+    secret = _mapping(obj.get("secretRef"), f"{path}.secretRef")
+    _only(secret, f"{path}.secretRef", ("name",))
+    return KafkaSource(
+        bootstrap_servers=tuple(servers), topics=topics,
+        starting_offsets=_starting_offsets(obj.get("startingOffsets", "latest"), f"{path}.startingOffsets"),
+        value_format=value_format, consumer=dict(consumer), secret_name=secret.get("name"),
+    )
+
+
+def _files(obj: dict[str, Any]) -> FilesSource:
+    path = "source.files"
+    _only(obj, path, ("uri", "pattern", "format", "options"))
+    if obj.get("uri") is None:
+        raise SpecError(f"{path}.uri", "missing; give the prefix to watch (s3://bucket/prefix/ or file:///path/)")
+    pattern = obj.get("pattern")
+    if pattern is not None and not isinstance(pattern, str):
+        raise SpecError(f"{path}.pattern", f"expected a glob such as '*.json', got {pattern!r}")
+    fmt = parse_format(obj.get("format", "json"), f"{path}.format")
+    return FilesSource(uri=check_uri(obj["uri"], f"{path}.uri"), pattern=pattern, format=fmt,
+                       options=parse_options(fmt, obj.get("options"), f"{path}.options"))
+
+
+def _target(obj: dict[str, Any]) -> TableTarget:
+    _only(obj, "target", ("table", "envelope", "keyColumns", "schema", "sortBy"))
+    if obj.get("table") is None:
+        raise SpecError("target.table", "missing; give the lading table's URI")
+    envelope = obj.get("envelope", "append")
+    if envelope not in ("append", "upsert", "diff"):
+        raise SpecError("target.envelope", f"got {envelope!r}; accepted: append, upsert, diff")
+    keys = _str_list(obj.get("keyColumns"), "target.keyColumns")
+    if envelope == "upsert" and not keys:
+        raise SpecError("target.keyColumns", "an upsert table needs key columns")
+    try:
+        schema = _columns(obj.get("schema"))
+    except SpecError as exc:  # _columns names to.schema (CopyJob's field)
+        raise SpecError(exc.field.replace("to.schema", "target.schema", 1), exc.message) from exc
+    return TableTarget(table=check_uri(obj["table"], "target.table"), envelope=envelope, key_columns=keys,
+                       schema=schema, sort_by=_str_list(obj.get("sortBy"), "target.sortBy"))
+
+
+def _batching(obj: dict[str, Any]) -> Batching:
+    _only(obj, "batching", ("maxBatchInterval", "maxBatchRows", "maxBatchBytes"))
+    rows = obj.get("maxBatchRows")
+    size = obj.get("maxBatchBytes")
+    return Batching(
+        max_batch_interval=parse_duration(obj.get("maxBatchInterval", "30s"), "batching.maxBatchInterval"),
+        max_batch_rows=None if rows is None else _positive_int(rows, "batching.maxBatchRows"),
+        max_batch_bytes=None if size is None else parse_size(size, "batching.maxBatchBytes"),
+    )
+
+
+def parse_streamcopy(spec: dict[str, Any]) -> StreamCopySpec:
+    """Validate and default a StreamCopy ``spec``; raise :class:`SpecError` naming the field."""
+    spec = _mapping(spec, "spec")
+    _only(spec, "", ("source", "target", "batching", "maxErrorNumber", "deadLetter", "suspend", "spark",
+                     "connection"))
+    source_obj = _mapping(spec.get("source"), "source")
+    _only(source_obj, "source", ("kafka", "files"))
+    given = [k for k in ("kafka", "files") if source_obj.get(k) is not None]
+    if len(given) != 1:
+        raise SpecError("source", f"give exactly one of source.kafka or source.files (got {', '.join(given) or 'none'})")
+    source: KafkaSource | FilesSource = (
+        _kafka(_mapping(source_obj["kafka"], "source.kafka")) if given[0] == "kafka"
+        else _files(_mapping(source_obj["files"], "source.files")))
+    if "target" not in spec:
+        raise SpecError("target", "missing; give target.table")
+    max_errors = spec.get("maxErrorNumber", 0)
+    if isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0:
+        raise SpecError("maxErrorNumber", f"expected a non-negative integer, got {max_errors!r}")
+    dead_letter = spec.get("deadLetter")
+    if dead_letter is not None:
+        check_uri(dead_letter, "deadLetter")
+    elif max_errors > 0:
+        raise SpecError("deadLetter", "maxErrorNumber > 0 needs a dead-letter prefix for the rejected rows")
+    suspend = spec.get("suspend", False)
+    if not isinstance(suspend, bool):
+        raise SpecError("suspend", f"must be true or false, got {suspend!r}")
+    return StreamCopySpec(
+        source=source,
+        target=_target(_mapping(spec["target"], "target")),
+        batching=_batching(_mapping(spec.get("batching"), "batching")),
+        max_error_number=max_errors,
+        dead_letter=dead_letter,
+        suspend=suspend,
+        connection=_connection(_mapping(spec.get("connection"), "connection")),
+        raw=spec,
+    )
