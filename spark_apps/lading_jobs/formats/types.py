@@ -65,7 +65,12 @@ def extension_name(dt: T.DataType) -> str | None:
 
 
 def _storage_type(dt: T.DataType, path: str) -> pa.DataType:
-    """The Arrow type a Spark type is stored as (nested fields carry their own metadata)."""
+    """The Arrow type a Spark type is stored as (nested fields carry their own metadata).
+
+    Nested fields (array elements, map values, struct fields) are always nullable:
+    Spark marks struct fields non-null even where the whole struct is null, and
+    Arrow rejects null slots under a non-nullable child. Top-level columns keep
+    Spark's nullability."""
     if isinstance(dt, T.BooleanType):
         return pa.bool_()
     if isinstance(dt, T.ByteType):
@@ -101,16 +106,16 @@ def _storage_type(dt: T.DataType, path: str) -> pa.DataType:
     if isinstance(dt, T.NullType):
         return pa.null()
     if isinstance(dt, T.VariantType):
-        return pa.struct([pa.field("value", pa.binary(), nullable=False),
-                          pa.field("metadata", pa.binary(), nullable=False)])
+        return pa.struct([pa.field("value", pa.binary()),
+                          pa.field("metadata", pa.binary())])
     if isinstance(dt, T.ArrayType):
-        return pa.list_(_field("element", dt.elementType, dt.containsNull, {}, f"{path}[]"))
+        return pa.list_(_field("element", dt.elementType, True, {}, f"{path}[]"))
     if isinstance(dt, T.MapType):
         key = _field("key", dt.keyType, False, {}, f"{path}.key")
-        value = _field("value", dt.valueType, dt.valueContainsNull, {}, f"{path}.value")
+        value = _field("value", dt.valueType, True, {}, f"{path}.value")
         return pa.map_(key, value)
     if isinstance(dt, T.StructType):
-        return pa.struct([_field(f.name, f.dataType, f.nullable, f.metadata or {}, f"{path}.{f.name}")
+        return pa.struct([_field(f.name, f.dataType, True, f.metadata or {}, f"{path}.{f.name}")
                           for f in dt.fields])
     if isinstance(dt, T.CalendarIntervalType):
         raise TypeMappingError(

@@ -204,5 +204,6 @@ def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Inpu
         except ImportError as e:
             raise RuntimeError(f"input {item.name!r}: table inputs need lading_jobs.table.reader, "
                                "which this build lacks") from e
+        assert item.table is not None
         reader.register_table_view(session, item.name, item.table, item.as_of)
 

@@ -1,0 +1,190 @@
+"""The type mapping: every Spark SQL type → Arrow → Parquet and back, read independently."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import types as T
+
+from lading_jobs.formats import spark as spark_helpers
+from lading_jobs.formats import types
+from lading_jobs.formats.jsonl import JsonEncoder, read_jsonl
+
+EVERY_TYPE = T.StructType([
+    T.StructField("b", T.BooleanType()), T.StructField("i8", T.ByteType()), T.StructField("i16", T.ShortType()),
+    T.StructField("i32", T.IntegerType(), False), T.StructField("i64", T.LongType()),
+    T.StructField("f32", T.FloatType()), T.StructField("f64", T.DoubleType()),
+    T.StructField("dec", T.DecimalType(38, 10)), T.StructField("s", T.StringType()),
+    T.StructField("vc", T.VarcharType(10)), T.StructField("ch", T.CharType(3)), T.StructField("bin", T.BinaryType()),
+    T.StructField("d", T.DateType()), T.StructField("ts", T.TimestampType()), T.StructField("ntz", T.TimestampNTZType()),
+    T.StructField("dti", T.DayTimeIntervalType(0, 3)), T.StructField("hour", T.DayTimeIntervalType(1, 1)),
+    T.StructField("ymi", T.YearMonthIntervalType(0, 1)), T.StructField("tm", T.TimeType(6)),
+    T.StructField("arr", T.ArrayType(T.IntegerType())), T.StructField("ymarr", T.ArrayType(T.YearMonthIntervalType())),
+    T.StructField("st", T.StructType([T.StructField("a", T.IntegerType()), T.StructField("t", T.StringType())])),
+    T.StructField("m", T.MapType(T.StringType(), T.DoubleType())), T.StructField("n", T.NullType()),
+    T.StructField("v", T.VariantType()),
+])
+
+EXPECTED_ARROW = {
+    "b": pa.bool_(), "i8": pa.int8(), "i16": pa.int16(), "i32": pa.int32(), "i64": pa.int64(),
+    "f32": pa.float32(), "f64": pa.float64(), "dec": pa.decimal128(38, 10), "s": pa.string(), "vc": pa.string(),
+    "ch": pa.string(), "bin": pa.binary(), "d": pa.date32(), "ts": pa.timestamp("us", tz="UTC"),
+    "ntz": pa.timestamp("us"), "dti": pa.duration("us"), "hour": pa.duration("us"), "ymi": pa.int32(),
+    "tm": pa.time64("us"), "n": pa.null(),
+}
+EXTENSIONS = {"vc": "varchar(10)", "ch": "char(3)", "dti": "interval day to second", "hour": "interval hour",
+              "ymi": "interval year to month", "tm": "time(6)", "v": "variant"}
+
+
+def test_arrow_schema_maps_every_type_with_ids_and_versions() -> None:
+    schema = types.arrow_schema(EVERY_TYPE)
+    for name, arrow_type in EXPECTED_ARROW.items():
+        assert schema.field(name).type == arrow_type, name
+    assert schema.field("i32").nullable is False
+    assert types.field_ids(schema) == {f.name: i + 1 for i, f in enumerate(EVERY_TYPE.fields)}
+    for name, ext in EXTENSIONS.items():
+        assert schema.field(name).metadata[types.LADING_TYPE] == ext.encode()
+    assert schema.field("ymarr").type.value_field.metadata[types.LADING_TYPE] == b"interval year to month"
+    assert schema.metadata[types.SCHEMA_MAPPING_VERSION] == types.TYPE_MAPPING_VERSION.encode()
+    assert schema.metadata[types.SCHEMA_FORMAT_VERSION] == types.FORMAT_VERSION.encode()
+
+
+def test_spark_schema_round_trips_through_arrow_and_parquet(tmp_path: Path) -> None:
+    schema = types.arrow_schema(EVERY_TYPE, column_ids={f.name: 100 + i for i, f in enumerate(EVERY_TYPE.fields)})
+    pq.write_table(schema.empty_table(), tmp_path / "x.parquet")
+    back = pq.read_schema(tmp_path / "x.parquet")
+    assert types.spark_schema_from_arrow(back) == EVERY_TYPE
+    assert types.field_ids(back)["b"] == 100
+    assert pq.ParquetFile(tmp_path / "x.parquet").schema.column(0).path == "b"
+
+
+def test_column_ids_must_cover_every_column() -> None:
+    with pytest.raises(types.TypeMappingError, match="column i8: no column id"):
+        types.arrow_schema(EVERY_TYPE, column_ids={"b": 1})
+
+
+def test_unmappable_types_name_the_column() -> None:
+    with pytest.raises(types.TypeMappingError, match="column c: the legacy CalendarInterval"):
+        types.arrow_schema(T.StructType([T.StructField("c", T.CalendarIntervalType())]))
+    with pytest.raises(types.TypeMappingError, match="column x: decimal\\(76,0\\)"):
+        types.spark_type_from_arrow(pa.field("x", pa.decimal256(76, 0)))
+
+
+def test_foreign_arrow_types_map_to_spark() -> None:
+    assert types.spark_type_from_arrow(pa.field("u", pa.uint64())) == T.DecimalType(20, 0)
+    assert types.spark_type_from_arrow(pa.field("s", pa.large_string())) == T.StringType()
+    assert types.spark_type_from_arrow(pa.field("t", pa.timestamp("ns", tz="Europe/Paris"))) == T.TimestampType()
+    assert types.spark_type_from_arrow(pa.field("d", pa.dictionary(pa.int8(), pa.string()))) == T.StringType()
+
+
+QUERY = """
+SELECT * FROM VALUES
+ (true, 1Y, 2S, 3, 9223372036854775807L, CAST(1.5 AS FLOAT), 0.1D, CAST('12345678901234567890.0123456789' AS DECIMAL(38,10)),
+  'a,"b"\n☃', 'vc', 'chr', X'00FF2C', DATE'0001-01-01', TIMESTAMP'2024-01-02 03:04:05.123456', TIMESTAMP_NTZ'9999-12-31 23:59:59.999999',
+  INTERVAL '1 02:03:04.000005' DAY TO SECOND, INTERVAL '30' HOUR, INTERVAL '-1-2' YEAR TO MONTH, TIME'23:59:59.999999',
+  array(1, null), array(INTERVAL '3' MONTH), named_struct('a', 1, 't', 'x'), map('k', 2.5D), null, parse_json('{"a":[1,2]}')),
+ (null, null, null, 0, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null,
+  null, null, null, null, null, null)
+ AS t(b, i8, i16, i32, i64, f32, f64, dec, s, vc, ch, bin, d, ts, ntz, dti, hour, ymi, tm, arr, ymarr, st, m, n, v)
+"""
+
+
+@pytest.fixture(scope="module")
+def every_type_df(spark: Any) -> Any:
+    return spark.sql(QUERY)
+
+
+@pytest.fixture(scope="module")
+def every_type_arrow(every_type_df: Any) -> pa.Table:
+    """What the unload does: transfer form → Arrow via Spark → conform to lading's schema."""
+    schema = types.arrow_schema(every_type_df.schema)
+    batches = [types.conform_batch(b, schema) for b in executor_batches(spark_helpers.to_transfer(every_type_df))]
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def executor_batches(df: Any) -> list[pa.RecordBatch]:
+    """The Arrow batches Spark hands a Python task (as mapInArrow and the unload see them)."""
+    def ship(batches: Any) -> Any:
+        for batch in batches:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, batch.schema) as writer:
+                writer.write_batch(batch)
+            yield pa.RecordBatch.from_pydict({"ipc": [sink.getvalue().to_pybytes()]})
+
+    out = []
+    for row in df.coalesce(1).mapInArrow(ship, "ipc binary").collect():
+        out.extend(pa.ipc.open_stream(row.ipc).read_all().to_batches())
+    return out
+
+
+@pytest.mark.spark
+def test_conformed_batch_has_the_mapped_types(every_type_df: Any, every_type_arrow: pa.Table) -> None:
+    assert every_type_arrow.schema.equals(types.arrow_schema(every_type_df.schema), check_metadata=True)
+    row = every_type_arrow.to_pylist()[0]
+    assert row["ymi"] == -14 and row["ymarr"] == [3]
+    assert row["dti"] == dt.timedelta(days=1, hours=2, minutes=3, seconds=4, microseconds=5)
+    assert row["hour"] == dt.timedelta(hours=30)
+    assert row["ts"] == dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=dt.UTC)
+    assert row["tm"] == dt.time(23, 59, 59, 999999)
+
+
+@pytest.mark.spark
+def test_parquet_read_back_by_duckdb_equals_source(every_type_arrow: pa.Table, tmp_path: Path) -> None:
+    import duckdb
+
+    path = tmp_path / "all.parquet"
+    pq.write_table(every_type_arrow, path)
+    meta = pq.read_schema(path)
+    assert types.field_ids(meta) == types.field_ids(every_type_arrow.schema)
+    assert meta.field("ymi").metadata[types.LADING_TYPE] == b"interval year to month"
+    assert meta.metadata[types.SCHEMA_MAPPING_VERSION] == types.TYPE_MAPPING_VERSION.encode()
+    con = duckdb.connect()
+    con.execute("SET TimeZone='UTC'")
+    cols = [c for c in every_type_arrow.column_names if c not in ("v", "n")]
+    got = con.execute(f"SELECT {', '.join(cols)} FROM read_parquet('{path}')").fetchall()
+    expected = every_type_arrow.select(cols).to_pylist()
+    for values, exp in zip(got, expected, strict=True):
+        actual = dict(zip(cols, values, strict=True))
+        exp = dict(exp)
+        if exp["dti"] is not None:  # Parquet has no duration type: stored as int64 microseconds
+            exp["dti"] = exp["dti"] // dt.timedelta(microseconds=1)
+            exp["hour"] = exp["hour"] // dt.timedelta(microseconds=1)
+        if exp["m"] is not None:
+            exp["m"] = dict(exp["m"])
+        if exp["st"] is not None:
+            exp["st"] = dict(exp["st"])
+        assert actual == exp
+
+
+@pytest.mark.spark
+def test_json_lines_read_back_by_python_json_equals_source(every_type_arrow: pa.Table) -> None:
+    data = b"".join(JsonEncoder(every_type_arrow.schema).encode(b) for b in every_type_arrow.to_batches())
+    first, second = (json.loads(line) for line in data.splitlines())
+    assert first["dec"] == "12345678901234567890.0123456789" and first["i64"] == 9223372036854775807
+    assert first["ts"] == "2024-01-02T03:04:05.123456Z" and first["ntz"] == "9999-12-31T23:59:59.999999"
+    assert first["d"] == "0001-01-01" and base64.b64decode(first["bin"]) == b"\x00\xff,"
+    assert first["dti"] == "PT93784.000005S" and first["hour"] == "PT108000.000000S" and first["ymi"] == "-P14M"
+    assert first["s"] == 'a,"b"\n☃' and first["arr"] == [1, None] and first["st"] == {"a": 1, "t": "x"}
+    assert first["m"] == {"k": 2.5} and first["ymarr"] == ["P3M"] and first["tm"] == "23:59:59.999999"
+    assert first["f32"] == 1.5 and first["f64"] == 0.1 and first["b"] is True and first["n"] is None
+    assert all(v is None for k, v in second.items() if k != "i32")
+    assert read_jsonl(data, every_type_arrow.schema).equals(every_type_arrow)
+
+
+@pytest.mark.spark
+def test_csv_of_every_type_reads_back(every_type_arrow: pa.Table) -> None:
+    from lading_jobs.formats.csv import CsvEncoder, read_csv
+    from lading_spec.formats import CsvOptions
+
+    enc = CsvEncoder(every_type_arrow.schema, CsvOptions(header=True))
+    data = enc.header() + b"".join(enc.encode(b) for b in every_type_arrow.to_batches())
+    assert read_csv(data, CsvOptions(header=True), every_type_arrow.schema).equals(every_type_arrow)
+    assert Decimal("12345678901234567890.0123456789") == every_type_arrow.column("dec")[0].as_py()
