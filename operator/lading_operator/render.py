@@ -38,7 +38,7 @@ LABEL_RUN_ID = "lading.io/run-id"
 LABEL_ATTEMPT = "lading.io/attempt"
 
 _MEMORY = re.compile(r"^[0-9]+(\.[0-9]+)?([kmgtKMGT]i?|[kmgtKMGT])?$")
-_SPARK_KEYS = ("image", "imagePullPolicy", "serviceAccount", "driver", "executor", "sparkConf")
+_SPARK_KEYS = ("image", "imagePullPolicy", "serviceAccount", "sparkVersion", "driver", "executor", "sparkConf")
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ class SparkOptions:
     """``spec.spark``: where and how big the Spark application runs."""
 
     image: str = DEFAULT_IMAGE
+    spark_version: str = SPARK_VERSION
     image_pull_policy: str | None = None
     service_account: str = DEFAULT_SERVICE_ACCOUNT
     driver: PodSize = PodSize(cores=1, memory="1g")
@@ -122,11 +123,15 @@ def parse_spark_options(raw: Any) -> SparkOptions:
     account = raw.get("serviceAccount", defaults.service_account)
     if not isinstance(account, str) or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", account):
         raise SpecError("spark.serviceAccount", f"expected a ServiceAccount name, got {account!r}")
+    version = raw.get("sparkVersion", SPARK_VERSION)
+    if not isinstance(version, str) or not re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", version):
+        raise SpecError("spark.sparkVersion", f"expected a version such as 4.0.1, got {version!r}")
     conf = raw.get("sparkConf") or {}
     if not isinstance(conf, dict) or not all(isinstance(k, str) for k in conf):
         raise SpecError("spark.sparkConf", "expected a mapping of Spark properties to values")
     return SparkOptions(
         image=image,
+        spark_version=version,
         image_pull_policy=policy,
         service_account=account,
         driver=_pod_size(raw.get("driver"), "spark.driver", defaults.driver, executor=False),
@@ -195,7 +200,7 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
         "image": options.image,
         "mainApplicationFile": MAIN_APPLICATION_FILE,
         "arguments": ["--job", job_document(spec, run).to_json()],
-        "sparkVersion": SPARK_VERSION,
+        "sparkVersion": options.spark_version,
         # Retries are ours (spec.backoffLimit): each attempt is a new SparkApplication.
         "restartPolicy": {"type": "Never"},
         "driver": pod(options.driver, executor=False),

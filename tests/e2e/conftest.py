@@ -1,0 +1,153 @@
+"""End-to-end fixtures: the operator as a process against the API emulator, the
+spark-operator stand-in running real Spark apps, and an S3 server (moto).
+
+The operator runs as ``python -m lading_operator`` (as in its container), so a
+test can kill and restart it. Everything talks HTTP on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.client import KubeClient, wait_until
+from harness.fixtures import Kube
+from harness.spark_operator import SparkOperatorStandIn
+
+REPO = Path(__file__).resolve().parents[2]
+API = "lading.io/v1alpha1"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class OperatorProcess:
+    """``python -m lading_operator`` against the emulator; start, kill, restart."""
+
+    def __init__(self, kubeconfig: str, log_path: Path, namespaces: str = "") -> None:
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.namespaces = namespaces
+        self.process: subprocess.Popen[bytes] | None = None
+        self.health_port = 0
+        self.metrics_port = 0
+
+    def start(self) -> OperatorProcess:
+        self.health_port, self.metrics_port = _free_port(), _free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update({
+            "KUBECONFIG": self.kubeconfig,
+            "LADING_NAMESPACES": self.namespaces,
+            "LADING_METRICS_PORT": str(self.metrics_port),
+            "LADING_LIVENESS": f"http://127.0.0.1:{self.health_port}/healthz",
+            "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("operator", "spark_apps", ".")),
+            "PYTHONUNBUFFERED": "1",
+        })
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the process
+        self.process = subprocess.Popen([sys.executable, "-m", "lading_operator"], env=env,
+                                        stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        wait_until(self._healthy, bool, timeout=60, interval=0.2, what="the operator's liveness endpoint")
+        return self
+
+    def _healthy(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"the operator exited with {self.process.returncode}:\n{self.log()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown, as when a node dies."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-6000:] if self.log_path.exists() else ""
+
+
+@pytest.fixture(scope="session")
+def standin(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkOperatorStandIn]:
+    with SparkOperatorStandIn(kube.url, mode="spark", log_dir=tmp_path_factory.mktemp("drivers")) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
+def operator_process(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    op = OperatorProcess(kube.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log").start()
+    yield op
+    op.stop()
+
+
+@pytest.fixture
+def s3_secret(kube: Kube, kube_namespace: str, s3_endpoint: str) -> str:
+    """A Secret with the S3 credentials, as a user would create it."""
+    data = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    kube.client.create({"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "s3-credentials", "namespace": kube_namespace},
+                        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}},
+                       "secrets")
+    return "s3-credentials"
+
+
+def copyjob(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": API, "kind": "CopyJob", "metadata": {"name": name, "namespace": namespace},
+            "spec": spec}
+
+
+def wait_phase(client: KubeClient, namespace: str, name: str, phases: set[str] | str,
+               timeout: float = 180) -> dict[str, Any]:
+    wanted = {phases} if isinstance(phases, str) else phases
+    obj = client.wait_for(API, "copyjobs", namespace, name,
+                          lambda o: o is not None and (o.get("status") or {}).get("phase") in wanted,
+                          timeout=timeout, interval=0.2)
+    assert obj is not None
+    return obj
+
+
+def apps_of(client: KubeClient, namespace: str) -> list[dict[str, Any]]:
+    return client.list("sparkoperator.k8s.io/v1beta2", "sparkapplications", namespace)
+
+
+@pytest.fixture
+def make_copyjob(kube: Kube, kube_namespace: str) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    def make(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return kube.client.create(copyjob(name, kube_namespace, spec), "copyjobs")
+
+    return make
+
+
+def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def ensure_stopped(deadline_seconds: float, check: Callable[[], bool], what: str) -> None:
+    wait_until(check, bool, timeout=deadline_seconds, interval=0.2, what=what)
+
+
+__all__ = ["OperatorProcess", "apps_of", "conditions", "copyjob", "ensure_stopped", "time", "wait_phase"]

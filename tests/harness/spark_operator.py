@@ -1,0 +1,368 @@
+"""A stand-in for spark-operator and the kubelet, for tests (never shipped).
+
+It watches SparkApplications in the API emulator and does what spark-operator
+plus the kubelet would do for each one, with the real Spark app:
+
+1. adds spark-operator's finalizer (``sparkoperator.k8s.io/finalizer``) so that
+   deleting an application first stops its driver, as spark-operator v2 does;
+2. sets ``status.applicationState.state`` SUBMITTED, creates the driver Pod
+   (``<app>-driver``, owned by the application), then RUNNING with
+   ``driverInfo.podName`` and ``driverInfo.webUIAddress`` (the local Spark UI);
+3. runs ``spark_apps/lading_jobs/main.py`` with the application's ``arguments``
+   as a subprocess with its own local Spark (``--master local[2]`` and the
+   ``sparkConf`` passed as spark-submit ``--conf``), with the environment the
+   driver pod would get: ``driver.env`` plus the keys of every ``envFrom`` Secret,
+   read from the emulator;
+4. when the process exits, writes its termination log into the driver Pod's
+   ``containerStatuses[].state.terminated.message`` as the kubelet does, and moves
+   the application through SUCCEEDING/FAILING to COMPLETED/FAILED;
+5. when the application is deleted, SIGTERMs the process (SIGKILL after the
+   grace period), deletes the driver Pod and removes the finalizer.
+
+``mode="instant"`` is a test double for measuring operator overhead ONLY (the
+scale benchmark): no Spark; each application is completed at once with a
+synthetic termination message marked ``"synthetic": true``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from harness.client import ApiStatusError, KubeClient
+
+Obj = dict[str, Any]
+REPO = Path(__file__).resolve().parents[2]
+IMAGE_ROOT = "local:///opt/lading/"
+API = "sparkoperator.k8s.io/v1beta2"
+PLURAL = "sparkapplications"
+FINALIZER = "sparkoperator.k8s.io/finalizer"
+DRIVER_CONTAINER = "spark-kubernetes-driver"
+GRACE_SECONDS = 30.0
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Run:
+    """One application's driver: the subprocess and what is known about it."""
+
+    def __init__(self, namespace: str, name: str) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.process: subprocess.Popen[bytes] | None = None
+        self.deleting = threading.Event()
+        self.finished = threading.Event()
+        self.thread: threading.Thread | None = None
+
+
+class SparkOperatorStandIn:
+    """Watches SparkApplications at ``url`` and runs them (see the module docstring)."""
+
+    def __init__(self, url: str, mode: str = "spark", log_dir: Path | None = None,
+                 extra_env: dict[str, str] | None = None, instant_workers: int = 8) -> None:
+        if mode not in ("spark", "instant"):
+            raise ValueError("mode is 'spark' or 'instant'")
+        self.url = url.rstrip("/")
+        self.mode = mode
+        self.client = KubeClient(url)
+        self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="spark-standin-"))
+        self.extra_env = dict(extra_env or {})
+        self.runs: dict[tuple[str, str], _Run] = {}
+        self.started_count = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(instant_workers if mode == "instant" else 4,
+                                        thread_name_prefix="standin")
+        self._session = requests.Session()
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> SparkOperatorStandIn:
+        self._thread = threading.Thread(target=self._watch_forever, name="spark-standin", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            runs = list(self.runs.values())
+        for run in runs:
+            self._terminate(run)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> SparkOperatorStandIn:
+        return self.start()
+
+    def __exit__(self, *_: Any) -> None:
+        self.stop()
+
+    # -- watching -------------------------------------------------------------------
+    def _watch_forever(self) -> None:
+        path = f"{self.url}/apis/{API}/{PLURAL}"
+        while not self._stop.is_set():
+            try:
+                listing = self._session.get(path, timeout=30).json()
+                for item in listing.get("items") or []:
+                    self._dispatch("ADDED", item)
+                rv = listing.get("metadata", {}).get("resourceVersion", "")
+                with self._session.get(path, params={"watch": "true", "resourceVersion": rv,
+                                                     "timeoutSeconds": "30"},
+                                       stream=True, timeout=(10, 60)) as resp:
+                    for line in resp.iter_lines():
+                        if self._stop.is_set():
+                            return
+                        if line:
+                            event = json.loads(line)
+                            if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                                self._dispatch(event["type"], event["object"])
+            except (requests.RequestException, ValueError):
+                if self._stop.wait(0.2):
+                    return
+
+    def _dispatch(self, kind: str, app: Obj) -> None:
+        meta = app.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if kind == "DELETED":
+            with self._lock:
+                run = self.runs.get(key)
+            if run is not None:
+                run.deleting.set()
+                self._pool.submit(self._terminate, run)
+            return
+        if meta.get("deletionTimestamp"):
+            with self._lock:
+                run = self.runs.get(key)
+            if run is None or not run.deleting.is_set():
+                if run is None:  # never started here: nothing to wait for
+                    run = _Run(*key)
+                    run.finished.set()
+                    with self._lock:
+                        self.runs[key] = run
+                run.deleting.set()
+                threading.Thread(target=self._delete, args=(run, app), daemon=True).start()
+            return
+        with self._lock:
+            if key in self.runs:
+                return
+            run = self.runs[key] = _Run(*key)
+            self.started_count += 1
+        if self.mode == "instant":
+            self._pool.submit(self._guard, self._run_instant, run, app)
+        else:
+            run.thread = threading.Thread(target=self._guard, args=(self._run_spark, run, app),
+                                          name=f"driver-{key[1]}", daemon=True)
+            run.thread.start()
+
+    def _guard(self, fn: Any, run: _Run, app: Obj) -> None:
+        try:
+            fn(run, app)
+        except ApiStatusError as e:
+            if e.code != 404:  # the application was deleted under us: nothing to report
+                print(f"spark stand-in: {run.namespace}/{run.name}: {e}", file=sys.stderr)
+        finally:
+            run.finished.set()
+
+    # -- the API calls --------------------------------------------------------------
+    def _app_status(self, run: _Run, status: Obj) -> None:
+        if run.deleting.is_set():
+            return
+        self.client.patch_status(API, PLURAL, run.namespace, run.name, status)
+
+    def _add_finalizer(self, app: Obj) -> None:
+        meta = app["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if FINALIZER not in finalizers:
+            self.client.patch(API, PLURAL, meta["namespace"], meta["name"],
+                              {"metadata": {"finalizers": [*finalizers, FINALIZER]}})
+
+    def _create_driver_pod(self, run: _Run, app: Obj) -> str:
+        meta = app["metadata"]
+        pod_name = f"{run.name}-driver"
+        driver = (app.get("spec") or {}).get("driver") or {}
+        pod = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": pod_name, "namespace": run.namespace,
+                "labels": {**(driver.get("labels") or {}), "spark-role": "driver",
+                           "sparkoperator.k8s.io/app-name": run.name},
+                "ownerReferences": [{"apiVersion": API, "kind": "SparkApplication", "name": run.name,
+                                     "uid": meta.get("uid", ""), "controller": True,
+                                     "blockOwnerDeletion": True}],
+            },
+            "spec": {
+                "serviceAccountName": driver.get("serviceAccount", "default"),
+                "restartPolicy": "Never",
+                "containers": [{"name": DRIVER_CONTAINER, "image": (app.get("spec") or {}).get("image", ""),
+                                "args": list((app.get("spec") or {}).get("arguments") or []),
+                                "env": list(driver.get("env") or []),
+                                "envFrom": list(driver.get("envFrom") or []),
+                                "terminationMessagePath": "/dev/termination-log"}],
+            },
+        }
+        with contextlib.suppress(ApiStatusError):
+            self.client.create(pod, "pods")
+        self.client.patch_status("v1", "pods", run.namespace, pod_name, {
+            "phase": "Running", "startTime": _now(),
+            "containerStatuses": [{"name": DRIVER_CONTAINER, "ready": True, "restartCount": 0,
+                                   "state": {"running": {"startedAt": _now()}}}]})
+        return pod_name
+
+    def _terminate_pod(self, run: _Run, pod_name: str, exit_code: int, message: str) -> None:
+        with contextlib.suppress(ApiStatusError):
+            self.client.patch_status("v1", "pods", run.namespace, pod_name, {
+                "phase": "Succeeded" if exit_code == 0 else "Failed",
+                "containerStatuses": [{"name": DRIVER_CONTAINER, "ready": False, "restartCount": 0,
+                                       "state": {"terminated": {
+                                           "exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
+                                           "message": message[-4096:], "finishedAt": _now()}}}]})
+
+    def _env(self, app: Obj, termination_log: Path, ui_port: int) -> dict[str, str]:
+        spec = app.get("spec") or {}
+        driver = spec.get("driver") or {}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PYSPARK_SUBMIT"))}
+        for source in driver.get("envFrom") or []:
+            secret_name = (source.get("secretRef") or {}).get("name")
+            if secret_name:
+                secret = self.client.get("v1", "secrets", app["metadata"]["namespace"], secret_name)
+                for key, value in (secret.get("data") or {}).items():
+                    env[key] = base64.b64decode(value).decode()
+                for key, value in (secret.get("stringData") or {}).items():
+                    env[key] = str(value)
+        for item in driver.get("env") or []:
+            env[item["name"]] = str(item.get("value", ""))
+        conf = {"spark.ui.port": str(ui_port), "spark.ui.enabled": "true", **(spec.get("sparkConf") or {})}
+        submit = ["--master", "local[2]"]
+        for key, value in conf.items():
+            submit += ["--conf", f"{key}={value}"]
+        env.update({
+            "PYSPARK_SUBMIT_ARGS": " ".join(shlex.quote(a) for a in submit) + " pyspark-shell",
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "LADING_TERMINATION_LOG": str(termination_log),
+            "PYTHONPATH": str(REPO / "spark_apps"),
+            "PYTHONUNBUFFERED": "1",
+        })
+        env.update(self.extra_env)
+        return env
+
+    # -- running --------------------------------------------------------------------
+    def _run_spark(self, run: _Run, app: Obj) -> None:
+        self._add_finalizer(app)
+        spec = app.get("spec") or {}
+        main_file = str(spec.get("mainApplicationFile", ""))
+        if not main_file.startswith(IMAGE_ROOT):
+            self._app_status(run, {"applicationState": {"state": "SUBMISSION_FAILED",
+                                                        "errorMessage": f"{main_file} is not in the image"},
+                                   "driverInfo": {}})
+            return
+        script = REPO / main_file[len(IMAGE_ROOT):]
+        self._app_status(run, {"applicationState": {"state": "SUBMITTED"}, "driverInfo": {},
+                               "submissionAttempts": 1, "lastSubmissionAttemptTime": _now()})
+        pod_name = self._create_driver_pod(run, app)
+        workdir = self.log_dir / f"{run.namespace}-{run.name}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        termination_log = workdir / "termination-log"
+        ui_port = _free_port()
+        env = self._env(app, termination_log, ui_port)
+        if run.deleting.is_set():
+            return
+        with open(workdir / "driver.log", "wb") as log:
+            run.process = subprocess.Popen([sys.executable, str(script), *spec.get("arguments", [])],
+                                           env=env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+            self._app_status(run, {"applicationState": {"state": "RUNNING"},
+                                   "sparkApplicationId": f"local-{run.name}",
+                                   "executionAttempts": 1,
+                                   "driverInfo": {"podName": pod_name, "webUIAddress": f"127.0.0.1:{ui_port}",
+                                                  "webUIPort": ui_port}})
+            exit_code = run.process.wait()
+        message = termination_log.read_text() if termination_log.exists() else ""
+        if not message:
+            tail = (workdir / "driver.log").read_bytes()[-2000:].decode(errors="replace")
+            message = tail
+        self._terminate_pod(run, pod_name, exit_code, message)
+        if run.deleting.is_set():
+            return
+        self._finish(run, exit_code, message)
+
+    def _finish(self, run: _Run, exit_code: int, message: str) -> None:
+        ok = exit_code == 0
+        self._app_status(run, {"applicationState": {"state": "SUCCEEDING" if ok else "FAILING"}})
+        final: Obj = {"applicationState": {"state": "COMPLETED" if ok else "FAILED"},
+                      "terminationTime": _now()}
+        if not ok:
+            final["applicationState"]["errorMessage"] = f"driver container exited with code {exit_code}"
+        self._app_status(run, final)
+
+    def _run_instant(self, run: _Run, app: Obj) -> None:
+        """Test double for the scale benchmark: no Spark, a synthetic result at once."""
+        self._add_finalizer(app)
+        pod_name = self._create_driver_pod(run, app)
+        self._app_status(run, {"applicationState": {"state": "RUNNING"},
+                               "driverInfo": {"podName": pod_name}})
+        labels = app["metadata"].get("labels") or {}
+        message = json.dumps({"rows": 0, "files": 0, "bytes": 0, "synthetic": True,
+                              "runId": labels.get("lading.io/run-id", "")})
+        self._terminate_pod(run, pod_name, 0, message)
+        self._finish(run, 0, message)
+
+    # -- deletion -------------------------------------------------------------------
+    def _terminate(self, run: _Run) -> None:
+        process = run.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def _delete(self, run: _Run, app: Obj) -> None:
+        """The application is being deleted: stop the driver, delete its pod, release it."""
+        # A run still starting may not have its process yet; wait for it to settle.
+        deadline = time.monotonic() + GRACE_SECONDS
+        while run.process is None and run.thread is not None and run.thread.is_alive() \
+                and time.monotonic() < deadline and not run.finished.is_set():
+            time.sleep(0.05)
+        self._terminate(run)
+        run.finished.wait(GRACE_SECONDS)
+        meta = app["metadata"]
+        with contextlib.suppress(ApiStatusError):
+            self.client.delete("v1", "pods", run.namespace, f"{run.name}-driver")
+        with contextlib.suppress(ApiStatusError):
+            current = self.client.get(API, PLURAL, run.namespace, run.name)
+            finalizers = [f for f in current["metadata"].get("finalizers") or [] if f != FINALIZER]
+            self.client.patch(API, PLURAL, meta["namespace"], meta["name"],
+                              {"metadata": {"finalizers": finalizers}})
+
+    # -- for tests --------------------------------------------------------------------
+    def driver_log(self, namespace: str, name: str) -> str:
+        path = self.log_dir / f"{namespace}-{name}" / "driver.log"
+        return path.read_text(errors="replace") if path.exists() else ""
