@@ -27,7 +27,7 @@ def test_sync_script_check_mode_agrees() -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("version", ["1.27", kubernetes_validate.utils.latest_version()])
+@pytest.mark.parametrize("version", ["1.28", kubernetes_validate.utils.latest_version()])
 def test_chart_crds_validate_and_are_what_helm_installs(version: str) -> None:
     rendered = [o for o in helm.render(helm.CLUSTER, include_crds=True)
                 if o["kind"] == "CustomResourceDefinition"]

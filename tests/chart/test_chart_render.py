@@ -13,7 +13,7 @@ from chart import helm
 from lading_operator import policy as pol
 
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion) and the newest schemas we have.
-OLDEST = "1.27"
+OLDEST = "1.28"
 NEWEST = kubernetes_validate.utils.latest_version()
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Namespace"}
 
