@@ -1,0 +1,246 @@
+"""The ``lading`` command: ``lading run FILE.yaml`` and ``lading render FILE.yaml``.
+
+``run`` takes the same CopyJob manifest a user would ``kubectl apply`` and runs
+it on local Spark (operator-only fields such as ``schedule`` are ignored), with
+a progress bar on a terminal, ending as PostgreSQL does with ``COPY <rows>``
+and where the manifest is. S3 is found through the standard ``AWS_*``
+environment (``AWS_ENDPOINT_URL`` included). ``render`` prints the
+SparkApplication the operator would create (``lading_operator.render_cli``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import decimal
+import importlib
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from lading_spec.errors import SpecError
+from lading_spec.job import KINDS, JobDocument
+
+
+def load_manifest(path: str) -> dict[str, Any]:
+    """The first lading resource in a YAML file (``-`` reads stdin)."""
+    import yaml
+
+    try:
+        text = sys.stdin.read() if path == "-" else open(path).read()  # noqa: SIM115
+    except OSError as e:
+        raise SpecError("FILE", f"cannot read {path}: {e.strerror}") from e
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d]
+    except yaml.YAMLError as e:
+        raise SpecError("FILE", f"{path} is not valid YAML: {e}") from e
+    for d in docs:
+        if isinstance(d, dict) and d.get("kind") in KINDS:
+            return d
+    raise SpecError("kind", f"{path} holds no {', '.join(KINDS)} resource")
+
+
+def job_document(manifest: dict[str, Any], run_id: str | None = None,
+                 run_time: dt.datetime | None = None) -> JobDocument:
+    meta = manifest.get("metadata") or {}
+    name = str(meta.get("name") or "local")
+    spec = manifest.get("spec")
+    if not isinstance(spec, dict):
+        raise SpecError("spec", "missing or not a mapping")
+    run_time = run_time or dt.datetime.now(dt.UTC)
+    return JobDocument(kind=manifest["kind"], namespace=str(meta.get("namespace") or "default"), name=name,
+                       uid="", generation=int(meta.get("generation") or 1),
+                       run_id=run_id or f"{name}-local-{run_time:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}",
+                       run_time=run_time, spec=spec)
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+class ProgressBar:
+    """Tasks done / total from Spark's status tracker; rows, bytes, files from task accumulators."""
+
+    def __init__(self, spark: Any, stream: Any = None) -> None:
+        from lading_jobs.unload.job import Progress
+
+        self.spark, self.stream = spark, stream or sys.stderr
+        self.counters = Progress(spark)
+        self._stop = None
+        self._thread = None
+        import threading
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="lading-progress", daemon=True)
+        self._thread.start()
+
+    def _line(self) -> str:
+        tracker = self.spark.sparkContext.statusTracker()
+        done = total = 0
+        for sid in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(sid)
+            if info is not None:
+                done += info.numCompletedTasks
+                total += info.numTasks
+        width = 24
+        filled = int(width * done / total) if total else 0
+        bar = "#" * filled + "-" * (width - filled)
+        c = self.counters
+        return (f"\r[{bar}] {done}/{total} tasks  {c.rows.value:,} rows  {_human(c.bytes.value)}  "
+                f"{c.files.value} files ")
+
+    def _loop(self) -> None:
+        assert self._stop is not None
+        while not self._stop.wait(0.5):
+            try:
+                self.stream.write(self._line())
+                self.stream.flush()
+            except Exception:  # noqa: BLE001 - a progress bar never fails a run
+                return
+
+    def close(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        self.stream.write("\r" + " " * 90 + "\r")
+        self.stream.flush()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from lading_jobs import result as results
+    from lading_jobs.main import execute
+
+    try:
+        doc = job_document(load_manifest(args.file), run_id=args.run_id)
+    except SpecError as e:
+        print(f"lading: {e}", file=sys.stderr)
+        return 1
+    cancellation = results.Cancellation()
+    cancellation.install((signal.SIGTERM, signal.SIGINT))
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    bars: list[ProgressBar] = []
+
+    def spark_factory() -> Any:
+        from lading_jobs.session import build_session
+
+        return build_session(master=args.master, app_name=f"lading-run-{doc.name}")
+
+    def progress_factory(spark: Any) -> Any:
+        if not show_progress:
+            return None
+        bars.append(ProgressBar(spark))
+        return bars[-1].counters
+
+    try:
+        out = execute(doc, spark_factory, cancellation, progress_factory)
+    finally:
+        for bar in bars:
+            bar.close()
+    if args.json:
+        print(json.dumps(out, sort_keys=True))
+    if "rows" in out and "error" not in out:
+        if not args.json:
+            print(f"COPY {out['rows']}")
+            if out.get("manifest"):
+                print(f"manifest: {out['manifest']}")
+                print(f"{out.get('files', 0)} files, {_human(out.get('bytes', 0))} in {out.get('durationSeconds')} s "
+                      f"under {out.get('destination')}")
+        return 0
+    if out.get("cancelled"):
+        print("lading: cancelled; nothing was left under the destination", file=sys.stderr)
+        return results.EXIT_CANCELLED
+    print(f"lading: ERROR: {out.get('error')}", file=sys.stderr)
+    return 1
+
+
+def write_sample_orders(prefix: str, rows: int, files: int = 4, seed: int = 42) -> list[str]:
+    """Write a sample ``orders`` dataset as Parquet under ``prefix`` (the demo's and examples' input)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lading_jobs.storage import join, open_storage
+
+    storage = open_storage(prefix)
+    rng = np.random.default_rng(seed)
+    regions = np.array(["eu", "us", "apac", None], dtype=object)
+    out = []
+    per_file = -(-rows // files)
+    for i in range(files):
+        start, stop = i * per_file, min(rows, (i + 1) * per_file)
+        if start >= stop:
+            break
+        n = stop - start
+        ids = np.arange(start, stop, dtype=np.int64)
+        cents = rng.integers(-500, 2_000_000, n)
+        table = pa.table({
+            "id": ids,
+            "region": pa.array(regions[rng.integers(0, 4, n)], pa.string()),
+            "customer": pa.array([f"customer-{c}" for c in rng.integers(0, 50_000, n)]),
+            "total": pa.array([None if c % 50 == 0 else decimal.Decimal(int(c)).scaleb(-2) for c in cents],
+                              pa.decimal128(12, 2)),
+            "created_at": pa.array(np.datetime64("2026-01-01T00:00:00", "us")
+                                   + (ids * 37_000_000).astype("timedelta64[us]"), pa.timestamp("us", tz="UTC")),
+            "note": pa.array([None if k % 5 == 0 else f'note "{k}", with a comma' for k in ids], pa.string()),
+        })
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="snappy")
+        uri = join(prefix, f"orders-{i:03d}.parquet")
+        storage.put(uri, sink.getvalue().to_pybytes())
+        out.append(uri)
+    return out
+
+
+def cmd_sample_data(args: argparse.Namespace) -> int:
+    written = write_sample_orders(args.prefix, args.rows, args.files)
+    print(f"wrote {args.rows} sample orders in {len(written)} Parquet files under {args.prefix}")
+    return 0
+
+
+def cmd_render(argv: list[str]) -> int:
+    try:
+        module = importlib.import_module("lading_operator.render_cli")
+    except ModuleNotFoundError as e:
+        print(f"lading render needs the operator package (lading_operator.render_cli), which is not "
+              f"installed here: {e}", file=sys.stderr)
+        return 2
+    return int(module.main(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "render":
+        return cmd_render(argv[1:])
+    p = argparse.ArgumentParser(prog="lading", description="Move data with Spark: COPY to and from S3.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a CopyJob manifest on local Spark")
+    run.add_argument("file", help="a YAML manifest (the file you would kubectl apply); - for stdin")
+    run.add_argument("--master", default=os.environ.get("LADING_SPARK_MASTER", "local[*]"),
+                     help="Spark master (default local[*])")
+    run.add_argument("--run-id", default=None, help="run id (default: derived from the name and time)")
+    run.add_argument("--json", action="store_true", help="print the result as JSON instead of COPY <rows>")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    sub.add_parser("render", help="print the SparkApplication the operator would create (lading render -h)")
+    sample = sub.add_parser("sample-data", help="write the sample orders dataset (Parquet) the examples read")
+    sample.add_argument("prefix", help="where, e.g. s3://lading-demo/raw/orders/ or file:///tmp/orders/")
+    sample.add_argument("--rows", type=int, default=200_000)
+    sample.add_argument("--files", type=int, default=4)
+    args = p.parse_args(argv)
+    if args.command == "run":
+        return cmd_run(args)
+    if args.command == "sample-data":
+        return cmd_sample_data(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
