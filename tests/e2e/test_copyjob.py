@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from harness.client import ApiStatusError, wait_until
 from harness.fixtures import Kube
 from harness.spark_operator import SparkOperatorStandIn
 
@@ -84,3 +85,139 @@ def test_copyjob_succeeds_with_rows_and_manifest(
     assert "Submitted" in reasons and "Succeeded" in reasons
     # No credentials leak into the resource, its status or events.
     assert "testing" not in json.dumps(done) + json.dumps(events)
+
+
+SLOW_QUERY = ("SELECT id, java_method('java.lang.Thread', 'sleep', CAST(40 AS BIGINT)) AS pause "
+              "FROM range(0, {rows}, 1, 2)")
+
+
+def test_invalid_specs_are_rejected_naming_the_field(
+        kube: Kube, kube_namespace: str, operator_process: OperatorProcess) -> None:
+    # Admission (CRD schema / CEL) rejects what it can see...
+    bad = {"from": {"query": "SELECT 1"}, "to": {"files": "s3://out/x/", "format": "xml"}}
+    with pytest.raises(ApiStatusError) as e:
+        kube.client.create({"apiVersion": API, "kind": "CopyJob",
+                            "metadata": {"name": "bad-format", "namespace": kube_namespace}, "spec": bad},
+                           "copyjobs")
+    assert e.value.code == 422 and "spec.to.format" in e.value.message
+    # ...the operator rejects the rest with InvalidSpec and a message naming the field.
+    spec = {"from": {"query": "SELECT 1"}, "to": {"files": "s3://out/{when}/", "format": "csv"}}
+    kube.client.create({"apiVersion": API, "kind": "CopyJob",
+                        "metadata": {"name": "bad-template", "namespace": kube_namespace}, "spec": spec},
+                       "copyjobs")
+    failed = wait_phase(kube.client, kube_namespace, "bad-template", "Failed", timeout=60)
+    ready = conditions(failed)["Ready"]
+    assert ready["reason"] == "InvalidSpec" and ready["message"].startswith("spec.to.files:")
+    assert "{run_time" in ready["message"]  # says what is accepted
+    assert conditions(failed)["Stalled"]["status"] == "True"
+    assert apps_of(kube.client, kube_namespace) == []
+
+
+def test_failing_query_reports_sparks_error(
+        kube: Kube, kube_namespace: str, operator_process: OperatorProcess, standin: SparkOperatorStandIn,
+        bucket: str, source: str, s3_secret: str, s3_endpoint: str) -> None:
+    spec = unload_spec(source, bucket, s3_secret, s3_endpoint, query="SELECT no_such_column FROM src")
+    kube.client.create({"apiVersion": API, "kind": "CopyJob",
+                        "metadata": {"name": "broken", "namespace": kube_namespace}, "spec": spec}, "copyjobs")
+    failed = wait_phase(kube.client, kube_namespace, "broken", {"Failed", "Succeeded"})
+    status = failed["status"]
+    assert status["phase"] == "Failed"
+    assert "no_such_column" in status["response"]["error"]
+    assert "UNRESOLVED_COLUMN" in status["response"]["error"]  # Spark's own error class
+    assert conditions(failed)["Failed"]["status"] == "True"
+    assert conditions(failed)["Ready"]["reason"] == "JobFailed"
+
+
+def test_cancel_mid_run_leaves_an_empty_destination(
+        kube: Kube, kube_namespace: str, operator_process: OperatorProcess, standin: SparkOperatorStandIn,
+        s3_client: Any, bucket: str, source: str, s3_secret: str, s3_endpoint: str) -> None:
+    spec = unload_spec(source, bucket, s3_secret, s3_endpoint, query=SLOW_QUERY.format(rows=100_000),
+                       to="cancelled/")
+    spec["to"]["bufferSize"] = "5MB"
+    kube.client.create({"apiVersion": API, "kind": "CopyJob",
+                        "metadata": {"name": "to-cancel", "namespace": kube_namespace}, "spec": spec}, "copyjobs")
+    running = wait_phase(kube.client, kube_namespace, "to-cancel", "Running")
+    app_name = running["status"]["sparkApplication"]
+    kube.client.patch(API, "copyjobs", kube_namespace, "to-cancel", {"spec": {"cancel": True}})
+    done = wait_phase(kube.client, kube_namespace, "to-cancel", {"Cancelled", "Failed", "Succeeded"}, timeout=120)
+    assert done["status"]["phase"] == "Cancelled"
+    assert done["status"]["response"]["cancelled"] is True
+    assert kube.client.get_or_none("sparkoperator.k8s.io/v1beta2", "sparkapplications", kube_namespace,
+                                   app_name) is None
+    # The job got SIGTERM and aborted: nothing visible, nothing pending.
+    assert keys(s3_client, bucket, "cancelled/") == []
+    assert pending_uploads(s3_client, bucket) == []
+    assert "cancelled" in standin.driver_log(kube_namespace, app_name)
+
+
+def test_deleting_a_running_copyjob_removes_its_sparkapplication(
+        kube: Kube, kube_namespace: str, operator_process: OperatorProcess, standin: SparkOperatorStandIn,
+        bucket: str, source: str, s3_secret: str, s3_endpoint: str) -> None:
+    spec = unload_spec(source, bucket, s3_secret, s3_endpoint, query=SLOW_QUERY.format(rows=100_000),
+                       to="deleted/")
+    kube.client.create({"apiVersion": API, "kind": "CopyJob",
+                        "metadata": {"name": "to-delete", "namespace": kube_namespace}, "spec": spec}, "copyjobs")
+    running = wait_phase(kube.client, kube_namespace, "to-delete", "Running")
+    app_name = running["status"]["sparkApplication"]
+    assert "lading.io/finalizer" in running["metadata"]["finalizers"]
+    kube.client.delete(API, "copyjobs", kube_namespace, "to-delete")
+    kube.client.wait_gone(API, "copyjobs", kube_namespace, "to-delete", timeout=120)
+    # The finalizer waited for the SparkApplication (and its driver) to be gone.
+    assert kube.client.get_or_none("sparkoperator.k8s.io/v1beta2", "sparkapplications", kube_namespace,
+                                   app_name) is None
+    assert kube.client.get_or_none("v1", "pods", kube_namespace, f"{app_name}-driver") is None
+    assert standin.runs[(kube_namespace, app_name)].process.poll() is not None  # type: ignore[union-attr]
+
+
+def test_operator_killed_mid_run_adopts_the_run(
+        kube: Kube, kube_namespace: str, operator_process: OperatorProcess, standin: SparkOperatorStandIn,
+        s3_client: Any, bucket: str, source: str, s3_secret: str, s3_endpoint: str) -> None:
+    spec = unload_spec(source, bucket, s3_secret, s3_endpoint, query=SLOW_QUERY.format(rows=300),
+                       to="restart/")
+    kube.client.create({"apiVersion": API, "kind": "CopyJob",
+                        "metadata": {"name": "survivor", "namespace": kube_namespace}, "spec": spec}, "copyjobs")
+    running = wait_phase(kube.client, kube_namespace, "survivor", {"Submitted", "Running"})
+    operator_process.kill()
+    try:
+        # While no operator runs, the job keeps going (and may finish).
+        wait_until(lambda: kube.client.get("sparkoperator.k8s.io/v1beta2", "sparkapplications", kube_namespace,
+                                           running["status"]["sparkApplication"]),
+                   lambda a: (a.get("status") or {}).get("applicationState", {}).get("state") in
+                   ("RUNNING", "COMPLETED"), timeout=120, interval=0.2, what="the app to run")
+    finally:
+        operator_process.start()
+    done = wait_phase(kube.client, kube_namespace, "survivor", {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert done["status"]["response"]["rows"] == 300
+    apps = apps_of(kube.client, kube_namespace)
+    assert [a["metadata"]["name"] for a in apps] == [running["status"]["sparkApplication"]]
+    assert done["status"]["attempts"] == 1
+
+
+def test_scheduled_copyjob_runs_twice_into_two_destinations(
+        kube: Kube, kube_namespace: str, operator_process: OperatorProcess, standin: SparkOperatorStandIn,
+        s3_client: Any, bucket: str, source: str, s3_secret: str, s3_endpoint: str) -> None:
+    spec = unload_spec(source, bucket, s3_secret, s3_endpoint, query="SELECT id FROM src WHERE id < 10",
+                       to="sched/{run_time:%Y%m%dT%H%M%S}/")
+    spec.update({"schedule": "@every 10s", "concurrencyPolicy": "Forbid"})
+    kube.client.create({"apiVersion": API, "kind": "CopyJob",
+                        "metadata": {"name": "nightly", "namespace": kube_namespace}, "spec": spec}, "copyjobs")
+
+    def succeeded_runs(obj: dict[str, Any] | None) -> bool:
+        runs = ((obj or {}).get("status") or {}).get("lastRuns") or []
+        return len([r for r in runs if r.get("phase") == "Succeeded"]) >= 2
+
+    obj = kube.client.wait_for(API, "copyjobs", kube_namespace, "nightly", succeeded_runs, timeout=400,
+                               interval=0.5)
+    kube.client.patch(API, "copyjobs", kube_namespace, "nightly", {"spec": {"suspend": True}})
+    assert obj is not None
+    runs = [r for r in obj["status"]["lastRuns"] if r["phase"] == "Succeeded"][:2]
+    assert runs[0]["runId"] != runs[1]["runId"]
+    assert runs[0]["sparkApplication"] != runs[1]["sparkApplication"]
+    destinations = {r["destination"] for r in runs}
+    assert len(destinations) == 2 and all(d.startswith(f"s3://{bucket}/sched/") for d in destinations)
+    assert all(r["rows"] == 10 for r in runs)
+    for destination in destinations:
+        assert keys(s3_client, bucket, destination.split("/", 3)[3]), destination
+    assert obj["status"]["lastScheduleTime"] and obj["status"]["nextScheduleTime"]
+    assert conditions(obj)["Ready"]["status"] == "True"
