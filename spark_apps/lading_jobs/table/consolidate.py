@@ -1,8 +1,8 @@
 """Consolidation on read, per envelope, in pure Arrow (no Spark, no row-at-a-time Python).
 
 Input: part rows already mapped to the current schema, with ``_lading_time``,
-``_lading_diff`` and, for upsert, ``_lading_seq`` (the adding commit's version)
-and ``_lading_pos`` (row index inside its part). Output: the user columns of
+``_lading_diff`` and, for upsert, ``_lading_seq`` (the part's order: adding commit's
+version, then place in that commit) and ``_lading_pos`` (row index inside its part). Output: the user columns of
 the table as of logical time ``as_of`` (None: everything):
 
 - ``append``: every row with time ≤ as_of (a row with diff n > 1 counts n times);

@@ -26,6 +26,8 @@ CHECKPOINT_INTERVAL = 10
 """A checkpoint is written after every commit whose version is a multiple of this."""
 
 VERSION_DIGITS = 20
+MAX_PARTS_PER_COMMIT = 1 << 20
+"""Parts one commit may add; a part's order is ``seq * MAX_PARTS_PER_COMMIT + index``."""
 
 TIME_COLUMN = "_lading_time"
 """Every row's logical time (int64)."""

@@ -51,7 +51,9 @@ class Part:
     """One Parquet part: its path relative to the table, size and statistics.
 
     ``seq`` is the version of the commit that added it (assigned when the commit
-    wins); it orders rows of equal logical time in upsert tables.
+    wins) and ``index`` its place in that commit's list of added parts; with the
+    row's position inside the part they order rows of equal logical time in
+    upsert tables (``order`` is the two as one number).
     """
 
     path: str
@@ -59,19 +61,24 @@ class Part:
     stats: PartStats
     seq: int = -1
     schema_id: int = 0
+    index: int = 0
+
+    @property
+    def order(self) -> int:
+        return self.seq * fmt.MAX_PARTS_PER_COMMIT + self.index
 
     @property
     def rows(self) -> int:
         return self.stats.rows
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size, "seq": self.seq, "schemaId": self.schema_id,
-                "stats": self.stats.to_dict()}
+        return {"path": self.path, "size": self.size, "seq": self.seq, "index": self.index,
+                "schemaId": self.schema_id, "stats": self.stats.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Part:
         return cls(d["path"], int(d["size"]), PartStats.from_dict(d["stats"]), int(d.get("seq", -1)),
-                   int(d.get("schemaId", 0)))
+                   int(d.get("schemaId", 0)), int(d.get("index", 0)))
 
 
 @dataclass(frozen=True)
@@ -351,8 +358,11 @@ def _validate_meta(schema: TableSchema, envelope: str, keys: tuple[str, ...], so
 
 def _assign_version(entry: dict[str, Any]) -> None:
     v = entry["version"]
-    for raw in entry.get("add", ()):
-        raw["seq"] = v if raw.get("seq", -1) < 0 else raw["seq"]
+    if len(entry.get("add", ())) > fmt.MAX_PARTS_PER_COMMIT:
+        raise TableError(f"a commit can add at most {fmt.MAX_PARTS_PER_COMMIT} parts; split the write")
+    for i, raw in enumerate(entry.get("add", ())):
+        if raw.get("seq", -1) < 0:
+            raw["seq"], raw["index"] = v, i
     for raw in (entry.get("ledger") or {}).values():
         raw["version"] = v
 
@@ -382,7 +392,7 @@ def _validate(change: Change, state: _State, base: _State) -> dict[str, Any]:
             raise ConflictError(f"source {source!r} progressed concurrently{who}; "
                                 "two writers are consuming it, stop one")
     min_time = min((p.stats.min_time for p in change.add if p.stats.min_time is not None), default=None)
-    if min_time is not None and min_time < state.since:
+    if min_time is not None and min_time < state.since and not change.remove:  # rewrites may consolidate
         raise ConflictError(f"rows at logical time {min_time} are below the table's since frontier "
                             f"{state.since}{who}; write at a time ≥ {state.since}")
     max_time = max((p.stats.max_time for p in change.add if p.stats.max_time is not None), default=None)

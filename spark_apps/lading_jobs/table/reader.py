@@ -120,7 +120,7 @@ def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex
                 pa.array(range(start, start + md.row_group(i).num_rows), pa.int64())
                 for i, start in zip(wanted, starts, strict=True)])
     out = conform(table, snapshot.schema)
-    out = out.append_column(cons.SEQ_COLUMN, pa.repeat(pa.scalar(part.seq, pa.int64()), out.num_rows))
+    out = out.append_column(cons.SEQ_COLUMN, pa.repeat(pa.scalar(part.order, pa.int64()), out.num_rows))
     return out.append_column(cons.POS_COLUMN, positions)
 
 
