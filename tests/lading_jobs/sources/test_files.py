@@ -1,0 +1,119 @@
+"""The lading-files data source reads what DuckDB reads, over S3 (moto server) and file://."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lading_jobs.formats.csv import CsvEncoder
+from lading_jobs.formats.jsonl import JsonEncoder
+from lading_jobs.sources.files import read_fileset, register_inputs
+from lading_jobs.storage import open_storage
+from lading_spec.copyjob import Input
+from lading_spec.formats import CsvOptions, FileSet, JsonOptions, ParquetOptions
+
+
+def _table(offset: int) -> pa.Table:
+    ids = list(range(offset, offset + 50))
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "name": pa.array([None if i % 7 == 0 else ("" if i % 11 == 0 else f'n,"{i}"\n') for i in ids]),
+        "amount": pa.array([i * 1.25 for i in ids], pa.float64()),
+    })
+
+
+@pytest.fixture(params=["s3", "file"])
+def root(request: pytest.FixtureRequest, file_uri: Callable[[str], str]) -> str:
+    if request.param == "s3":
+        return f"s3://{request.getfixturevalue('bucket')}/in/"
+    return file_uri("in/")
+
+
+def _write(root: str) -> None:
+    storage = open_storage(root)
+    for k in range(2):
+        t = _table(k * 50)
+        sink = pa.BufferOutputStream()
+        pq.write_table(t, sink)
+        storage.put(f"{root}pq/part-{k}.parquet", sink.getvalue().to_pybytes())
+        enc = CsvEncoder(t.schema, CsvOptions(header=True))
+        storage.put(f"{root}csv/part-{k}.csv.gz", gzip.compress(enc.header() + enc.encode(t.to_batches()[0])))
+        storage.put(f"{root}json/part-{k}.jsonl", JsonEncoder(t.schema).encode(t.to_batches()[0]))
+    storage.put(f"{root}csv/_SUCCESS", b"")
+
+
+def _rows(df: Any) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+@pytest.mark.spark
+@pytest.mark.s3
+def test_every_format_reads_like_duckdb(spark: Any, root: str) -> None:
+    import duckdb
+
+    _write(root)
+    expected = sorted(tuple(r.values()) for r in pa.concat_tables([_table(0), _table(50)]).to_pylist())
+    parquet = read_fileset(spark, FileSet(uri=root + "pq/", format="parquet", options=ParquetOptions()))
+    assert parquet.schema.simpleString() == "struct<id:bigint,name:string,amount:double>"
+    assert _rows(parquet) == expected
+    csv = read_fileset(spark, FileSet(uri=root + "csv/*.csv.gz", format="csv", options=CsvOptions(header=True)))
+    assert csv.schema.simpleString() == "struct<id:string,name:string,amount:string>"  # header: strings
+    typed = read_fileset(spark, FileSet(uri=root + "csv/", format="csv", options=CsvOptions(header=True)),
+                         parquet.schema)
+    assert _rows(typed) == expected
+    json_df = read_fileset(spark, FileSet(uri=root + "json/", pattern="*.jsonl", format="json",
+                                          options=JsonOptions()), parquet.schema)
+    assert _rows(json_df) == expected
+    # An independent reader over the same bytes (DuckDB reads local copies of the objects).
+    storage = open_storage(root)
+    con = duckdb.connect()
+    duck: list[tuple[Any, ...]] = []
+    for o in storage.list_matching(root + "pq/"):
+        duck.extend(con.execute("SELECT * FROM read_parquet(?)",
+                                [_local(o.uri, storage.read(o.uri), ".parquet")]).fetchall())
+    assert sorted(duck) == _rows(parquet)
+
+
+def _local(uri: str, data: bytes, suffix: str) -> str:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=suffix, delete=False) as f:
+        f.write(data)
+        return f.name
+
+
+@pytest.mark.spark
+def test_register_inputs_serves_a_query(spark: Any, file_uri: Callable[[str], str]) -> None:
+    root = file_uri("q/")
+    _write(root)
+    register_inputs(spark, (Input(name="orders", files=FileSet(uri=root + "pq/", format="parquet",
+                                                                options=ParquetOptions())),))
+    assert spark.sql("SELECT count(*) AS n, sum(id) AS s FROM orders").collect()[0] == (100, sum(range(100)))
+
+
+@pytest.mark.spark
+def test_year_month_intervals_survive_the_source(spark: Any, file_uri: Callable[[str], str]) -> None:
+    from pyspark.sql import types as T
+
+    from lading_jobs.formats import types
+
+    schema = types.arrow_schema(T.StructType([T.StructField("ym", T.YearMonthIntervalType(0, 1)),
+                                              T.StructField("id", T.IntegerType())]))
+    t = pa.Table.from_pylist([{"ym": -14, "id": 1}, {"ym": None, "id": 2}], schema=schema)
+    root = file_uri("ym/")
+    sink = pa.BufferOutputStream()
+    pq.write_table(t, sink)
+    open_storage(root).put(root + "a.parquet", sink.getvalue().to_pybytes())
+    df = read_fileset(spark, FileSet(uri=root, format="parquet", options=ParquetOptions()))
+    assert df.schema["ym"].dataType.simpleString() == "interval year to month"
+    assert df.selectExpr("CAST(CAST(ym AS INTERVAL MONTH) AS INT) AS m").collect()[0].m == -14
+
+
+def test_missing_files_are_named(file_uri: Callable[[str], str], spark: Any) -> None:
+    with pytest.raises(FileNotFoundError, match="no files match"):
+        read_fileset(spark, FileSet(uri=file_uri("none/"), format="parquet", options=ParquetOptions()))
