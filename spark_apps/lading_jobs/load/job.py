@@ -30,6 +30,7 @@ from lading_jobs.load import manifest as mf
 from lading_jobs.load.infer import infer_schema
 from lading_jobs.load.parts import PendingPart
 from lading_jobs.load.policy import Decision, FileOutcome, decide
+from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, run_file
 from lading_jobs.table import format as fmt
 from lading_jobs.table.log import Change, LedgerEntry, TableError, TableLog
@@ -49,13 +50,13 @@ def list_files(fileset: FileSet, settings: st.S3Settings) -> list[st.ObjectInfo]
     if fileset.file_list:
         out = []
         for i, uri in enumerate(fileset.file_list):
-            info = st.open_storage(uri, settings).head(uri)
+            info = storage_for(uri, settings).head(uri)
             if info is None:
                 raise SpecError(f"from.fileList[{i}]", f"{uri} does not exist; fix the URI or remove it")
             out.append(info)
         return out
     assert fileset.uri is not None
-    found = st.open_storage(fileset.uri, settings).list_matching(fileset.uri, fileset.pattern)
+    found = storage_for(fileset.uri, settings).list_matching(fileset.uri, fileset.pattern)
     return [o for o in found if not o.uri.rsplit("/", 1)[-1].startswith(("_", "."))]
 
 
@@ -74,7 +75,7 @@ def _target_schema(log: TableLog | None, spec: CopyJobSpec, first: st.ObjectInfo
         if target.infer_schema and first is not None:
             fileset = spec.source.files
             assert fileset is not None
-            data = st.open_storage(first.uri, settings).read(first.uri)
+            data = storage_for(first.uri, settings).read(first.uri)
             return infer_schema(data, fileset.format, fileset.options, first.uri)
     except SchemaError as e:
         raise SpecError("to.schema", str(e)) from e
@@ -104,7 +105,7 @@ def _abort_all(outcomes: list[FileOutcome], plan: LoadPlan, parts_too: bool = Tr
         if rejects_too and o.rejects_upload:
             uploads.append(st.PendingUpload.from_dict(o.rejects_upload))
         for u in uploads:
-            st.open_storage(u.uri, plan.settings).abort_upload(u)
+            storage_for(u.uri, plan.settings).abort_upload(u)
 
 
 def _sweep(plan: LoadPlan) -> None:
@@ -113,7 +114,7 @@ def _sweep(plan: LoadPlan) -> None:
     if plan.rejects_prefix:
         prefixes.append(plan.rejects_prefix)
     for prefix in prefixes:
-        storage = st.open_storage(prefix, plan.settings)
+        storage = storage_for(prefix, plan.settings)
         with contextlib.suppress(st.StorageError, OSError):
             for u in storage.list_pending_uploads(prefix):
                 storage.abort_upload(u)
@@ -135,7 +136,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         where = (fileset.uri or "") + (f" matching {fileset.pattern!r}" if fileset.pattern else "")
         return {**base, "error": f"from.files: no files found at {where}; check the prefix and pattern",
                 "files": 0, "rows": None}
-    table_storage = st.open_storage(table_uri, settings)
+    table_storage = storage_for(table_uri, settings)
     log = TableLog.open(table_uri, table_storage)
     snapshot = log.snapshot() if log is not None else None
     schema = _target_schema(log, spec, files[0], settings)
@@ -172,7 +173,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         raise
     for o in outcomes:  # rejected rows are a report: they are written whatever the outcome
         if o.rejects_upload:
-            st.open_storage(o.rejects_uri or "", settings).complete_upload(
+            storage_for(o.rejects_uri or "", settings).complete_upload(
                 st.PendingUpload.from_dict(o.rejects_upload))
     manifest = mf.build_manifest(
         run_id=job.run_id, table_uri=table_uri, fmt_name=fileset.format, on_error=spec.load.on_error,
@@ -180,7 +181,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         committed=committed, table_version=version, rows=rows if (committed or spec.load.validate_only) else 0,
         error=error, rejected_rows=plan.rejects_prefix)
     manifest_uri = mf.manifest_uri(table_uri, spec.load.rejected_rows, job.run_id)
-    st.open_storage(manifest_uri, settings).put(manifest_uri, json.dumps(manifest, indent=1).encode())
+    storage_for(manifest_uri, settings).put(manifest_uri, json.dumps(manifest, indent=1).encode())
     result: dict[str, Any] = {
         **base, "manifest": manifest_uri,
         "files": manifest["filesLoaded"], "filesAlreadyLoaded": len(already),
@@ -211,8 +212,8 @@ def _commit(spec: CopyJobSpec, plan: LoadPlan, log: TableLog | None, schema: Tab
             parts += pending
         else:
             for p in pending:
-                st.open_storage(p.upload.uri, plan.settings).abort_upload(p.upload)
-    storage = st.open_storage(plan.table_uri, plan.settings)
+                storage_for(p.upload.uri, plan.settings).abort_upload(p.upload)
+    storage = storage_for(plan.table_uri, plan.settings)
     completed: list[PendingPart] = []
     try:
         for p in parts:

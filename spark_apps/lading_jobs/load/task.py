@@ -19,6 +19,7 @@ from lading_jobs.load.conform import FileError, conform
 from lading_jobs.load.decode import Decoded, Reject, decode
 from lading_jobs.load.parts import PendingPart, write_parts
 from lading_jobs.load.policy import FileOutcome, should_write
+from lading_jobs.load.stores import storage_for
 from lading_jobs.table.schema import TableSchema
 from lading_spec.copyjob import LoadOptions
 from lading_spec.formats import FormatOptions
@@ -71,7 +72,7 @@ def _first_error(unit: str, r: Reject) -> str:
 def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
     """Load one file as far as pending uploads; the outcome says what happened."""
     out = FileOutcome(task.index, task.uri, task.etag, task.size)
-    storage = st.open_storage(task.uri, plan.settings)
+    storage = storage_for(task.uri, plan.settings)
     try:
         data = storage.read(task.uri)
     except (st.StorageError, OSError) as e:
@@ -96,11 +97,11 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
         out.first_error = _first_error(decoded.unit, rejects[0])
         out.errors = [reject_entry(task.uri, decoded.unit, r) for r in rejects[:ERRORS_IN_RESULT]]
     begun: list[st.PendingUpload] = []
-    table_storage = st.open_storage(plan.table_uri, plan.settings)
+    table_storage = storage_for(plan.table_uri, plan.settings)
     try:
         if rejects and plan.rejects_prefix:
             uri = rejects_uri(plan.rejects_prefix, task.index)
-            rstore = st.open_storage(uri, plan.settings)
+            rstore = storage_for(uri, plan.settings)
             upload = rstore.begin_upload(uri)
             begun.append(upload)
             body = "".join(json.dumps(reject_entry(task.uri, decoded.unit, r), ensure_ascii=False) + "\n"
@@ -115,6 +116,6 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
             out.parts = [p.to_dict() for p in parts]
     except BaseException:
         for upload in begun:
-            st.open_storage(upload.uri, plan.settings).abort_upload(upload)
+            storage_for(upload.uri, plan.settings).abort_upload(upload)
         raise
     return out

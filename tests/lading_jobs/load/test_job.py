@@ -1,0 +1,236 @@
+"""Loads end to end: real Spark tasks, the moto S3 server over HTTP and file://.
+
+Every format × every onError mode, the rejected-rows file, the ledger and
+``force``, ``validateOnly``, and creating a missing table. Tables are read back
+with pyarrow straight from the committed parts, independently of the loader.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lading_jobs import storage as st
+from lading_jobs.load.job import run_load
+from lading_jobs.load.stores import storage_for
+from lading_jobs.table import format as fmt
+from lading_jobs.table.log import TableLog
+from lading_spec.job import JobDocument
+
+pytestmark = [pytest.mark.spark]
+
+SCHEMA = [{"name": "id", "type": "bigint", "nullable": False}, {"name": "name", "type": "string"},
+          {"name": "amount", "type": "decimal(10,2)"}]
+
+
+def _parquet(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+GOOD_PARQUET = _parquet(pa.table({"id": [1, 2], "name": ["a", "b"], "amount": [1.5, 2.0]}))
+BAD_PARQUET = _parquet(pa.table({"id": [10, 11, 14], "name": ["c", "d", "f"], "amount": ["1", "oops", "4"]}))
+
+# format -> (extension, files {name: bytes}, options, where the first error is)
+DATA: dict[str, tuple[dict[str, bytes], dict[str, Any], str]] = {
+    "csv": ({
+        "good.csv": b"id,name,amount\n1,a,1.5\n2,b,2\n",
+        "bad.csv": b"id,name,amount\n10,c,1\n11,d,oops\n12,\xff,2\n13,e\n14,f,4\n",
+    }, {"header": True}, "line 3, column amount"),
+    "json": ({
+        "good.jsonl": b'{"id": 1, "name": "a", "amount": 1.5}\n{"id": 2, "name": "b", "amount": 2}\n',
+        "bad.jsonl": (b'{"id": 10, "name": "c", "amount": 1}\n{"id": "x", "name": "d"}\n'
+                      b'{"id": 12, "name": "\xff"}\n{"id": 13, "name": \n{"id": 14, "name": "f", "amount": 4}\n'),
+    }, {}, "line 2, column id"),
+    "parquet": ({
+        "good.parquet": GOOD_PARQUET,
+        "bad.parquet": BAD_PARQUET,
+        "truncated.parquet": GOOD_PARQUET[: len(GOOD_PARQUET) // 2],
+    }, {}, "row 2, column amount"),
+}
+REJECTED = {  # (file, position) of every rejected record under onError: continue
+    "csv": [("bad.csv", 3), ("bad.csv", 4), ("bad.csv", 5)],
+    "json": [("bad.jsonl", 2), ("bad.jsonl", 3), ("bad.jsonl", 4)],
+    "parquet": [("bad.parquet", 2)],
+}
+
+
+def store(uri: str) -> st.Storage:
+    return storage_for(uri, st.S3Settings.from_env())
+
+
+def job(spec: dict[str, Any], run_id: str = "run-1") -> JobDocument:
+    return JobDocument("CopyJob", "ns", "load", "uid", 1, run_id, dt.datetime(2025, 1, 1, tzinfo=dt.UTC), spec)
+
+
+def put_files(prefix: str, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        store(prefix).put(st.join(prefix, name), data)
+
+
+def table_rows(table: str) -> list[dict[str, Any]]:
+    log = TableLog.open(table, store(table))
+    assert log is not None, f"no table at {table}"
+    snap = log.snapshot()
+    storage = store(table)
+    tables = [pq.read_table(pa.BufferReader(storage.read(snap.part_uri(p)))) for p in snap.parts]
+    rows = pa.concat_tables(tables).to_pylist() if tables else []
+    return sorted(rows, key=lambda r: r["id"])
+
+
+def ids(table: str) -> list[int]:
+    return [r["id"] for r in table_rows(table)]
+
+
+def no_pending(table: str) -> bool:
+    return store(table).list_pending_uploads(table) == []
+
+
+def read_jsonl(uri: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in store(uri).read(uri).decode().splitlines()]
+
+
+@pytest.fixture(params=["s3", "file"])
+def root(request: pytest.FixtureRequest, file_uri: Callable[[str], str]) -> str:
+    if request.param == "s3":
+        return f"s3://{request.getfixturevalue('bucket')}/"
+    return file_uri("root/")
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("fmt_name", ["csv", "json", "parquet"])
+@pytest.mark.parametrize("on_error", ["abort", "skipFile", "continue"])
+def test_every_format_and_error_mode(spark: Any, bucket: str, fmt_name: str, on_error: str) -> None:
+    files, options, first_error = DATA[fmt_name]
+    src, table, rejected = f"s3://{bucket}/in/", f"s3://{bucket}/tables/t/", f"s3://{bucket}/rejected/"
+    put_files(src, files)
+    spec = {"from": {"files": src, "format": fmt_name, "options": options},
+            "to": {"table": table, "schema": SCHEMA}, "onError": on_error, "rejectedRows": rejected}
+    result = run_load(spark, job(spec))
+    statuses = {f["file"].rsplit("/", 1)[-1]: f["status"] for f in result["fileResults"]}
+    if on_error == "abort":
+        assert "rows" not in result
+        assert f"/in/bad.{'jsonl' if fmt_name == 'json' else fmt_name}: {first_error}" in result["error"]
+        assert TableLog.open(table, store(table)) is None  # the table was not even created
+        assert list(store(table).list_objects(table)) == [] or \
+            all(fmt.DATA_DIR + "/" not in o.uri for o in store(table).list_objects(table))
+    elif on_error == "skipFile":
+        assert result["rows"] == 2 and ids(table) == [1, 2]
+        assert statuses[f"good.{'jsonl' if fmt_name == 'json' else fmt_name}"] == "loaded"
+        assert statuses[f"bad.{'jsonl' if fmt_name == 'json' else fmt_name}"] == "skipped"
+    else:
+        assert ids(table) == [1, 2, 10, 14] and result["rows"] == 4
+        assert statuses[f"bad.{'jsonl' if fmt_name == 'json' else fmt_name}"] == "partial"
+        rows = table_rows(table)
+        assert [str(r["amount"]) for r in rows] == ["1.50", "2.00", "1.00", "4.00"]
+    if fmt_name == "parquet" and on_error != "abort":
+        assert statuses["truncated.parquet"] in ("failed", "skipped")
+    assert no_pending(f"s3://{bucket}/")
+    # the rejected rows: every bad record, with file, line or row, reason and raw record
+    entries = [e for uri in store(rejected).list_objects(rejected) if uri.uri.endswith(".jsonl")
+               for e in read_jsonl(uri.uri)]
+    unit = "row" if fmt_name == "parquet" else "line"
+    got = sorted((e["file"].rsplit("/", 1)[-1], e[unit]) for e in entries)
+    assert got == REJECTED[fmt_name]
+    assert all(e["reason"] and e["record"] for e in entries)
+    manifest = json.loads(store(result["manifest"]).read(result["manifest"]))
+    assert manifest["committed"] == (on_error != "abort")
+    assert manifest["rowsRejected"] == len(REJECTED[fmt_name])
+
+
+def test_rejected_rows_file_content(spark: Any, root: str) -> None:
+    put_files(root + "in/", DATA["csv"][0])
+    spec = {"from": {"files": root + "in/", "pattern": "bad.*", "format": "csv", "options": {"header": True}},
+            "to": {"table": root + "t/", "schema": SCHEMA}, "onError": "continue",
+            "rejectedRows": root + "errors/"}
+    result = run_load(spark, job(spec, "r-7"))
+    assert result["rows"] == 2 and result["rowsRejected"] == 3
+    assert result["rejectedRows"] == root + "errors/r-7/"
+    entries = read_jsonl(root + "errors/r-7/rejected-00000.jsonl")
+    bad = root + "in/bad.csv"
+    assert entries[0] == {"file": bad, "line": 3, "column": "amount",
+                          "reason": entries[0]["reason"], "record": "11,d,oops"}
+    assert "'oops' is not a valid decimal(10,2)" in entries[0]["reason"]
+    assert entries[1]["line"] == 4 and entries[1]["reason"] == "invalid UTF-8" and entries[1]["record"] == "12,\\xff,2"
+    assert entries[2] == {"file": bad, "line": 5, "column": None, "reason": "expected 3 fields, found 2",
+                          "record": "13,e"}
+    assert result["manifest"] == root + "errors/r-7/manifest.json"
+
+
+def test_ledger_skips_loaded_files_until_they_change_or_force(spark: Any, root: str) -> None:
+    src, table = root + "in/", root + "t/"
+    put_files(src, {"a.csv": b"1,a,1\n2,b,2\n", "b.csv": b"3,c,3\n"})
+    spec: dict[str, Any] = {"from": {"files": src, "format": "csv"}, "to": {"table": table, "schema": SCHEMA}}
+    assert run_load(spark, job(spec, "r1"))["rows"] == 3
+    again = run_load(spark, job(spec, "r2"))
+    assert again["rows"] == 0 and again["filesAlreadyLoaded"] == 2 and ids(table) == [1, 2, 3]
+    assert TableLog.open(table, store(table)).snapshot().version == 1  # type: ignore[union-attr]  # nothing committed
+    put_files(src, {"b.csv": b"3,c,3\n4,d,4\n"})  # a new version of b.csv: a different ETag and size
+    changed = run_load(spark, job(spec, "r3"))
+    assert changed["rows"] == 2 and changed["filesAlreadyLoaded"] == 1
+    assert ids(table) == [1, 2, 3, 3, 4]
+    forced = run_load(spark, job({**spec, "force": True}, "r4"))
+    assert forced["rows"] == 4 and ids(table) == [1, 1, 2, 2, 3, 3, 3, 4, 4]
+    ledger = TableLog.open(table, store(table)).snapshot().ledger  # type: ignore[union-attr]
+    assert set(ledger) == {src + "a.csv", src + "b.csv"}
+
+
+def test_validate_only_reports_and_commits_nothing(spark: Any, root: str) -> None:
+    put_files(root + "in/", DATA["json"][0])
+    spec = {"from": {"files": root + "in/", "format": "json"}, "to": {"table": root + "t/", "schema": SCHEMA},
+            "onError": "continue", "validateOnly": True}
+    result = run_load(spark, job(spec))
+    assert result["validateOnly"] is True and result["rows"] == 4 and result["rowsRejected"] == 3
+    assert TableLog.open(root + "t/", store(root)) is None
+    assert not [o for o in store(root).list_objects(root + "t/") if "/data/" in o.uri]
+    assert no_pending(root)
+    bad = next(f for f in result["fileResults"] if f["file"].endswith("bad.jsonl"))
+    assert bad["status"] == "notLoaded" and bad["firstError"].startswith("line 2, column id")
+    strict = run_load(spark, job({**spec, "onError": "abort"}, "r2"))
+    assert "bad.jsonl: line 2, column id" in strict["error"]
+
+
+def test_a_missing_table_is_created_with_keys_envelope_and_sort_order(spark: Any, root: str) -> None:
+    put_files(root + "in/", {"x.csv": b"id,name,amount\n3,c,1\n1,a,2\n2,b,3\n"})
+    spec = {"from": {"files": root + "in/x.csv", "format": "csv", "options": {"header": True}},
+            "to": {"table": root + "t/", "schema": SCHEMA, "envelope": "upsert", "keyColumns": ["id"],
+                   "sortBy": ["id"]}}
+    assert run_load(spark, job(spec))["rows"] == 3
+    snap = TableLog.open(root + "t/", store(root)).snapshot()  # type: ignore[union-attr]
+    assert (snap.envelope, snap.key_columns, snap.sort_by) == ("upsert", ("id",), ("id",))
+    assert snap.schema.names == ["id", "name", "amount"] and not snap.schema.column("id").nullable
+    part = pq.read_table(pa.BufferReader(store(root).read(snap.part_uri(snap.parts[0]))))
+    assert part.column("id").to_pylist() == [1, 2, 3]  # written in the sort order
+    assert part.schema.field("id").metadata[b"PARQUET:field_id"] == b"1"
+    assert snap.parts[0].stats.columns[1].min == 1 and snap.parts[0].stats.columns[1].max == 3
+
+
+def test_infer_schema_from_the_files(spark: Any, root: str) -> None:
+    put_files(root + "in/", {"a.parquet": GOOD_PARQUET})
+    spec = {"from": {"files": root + "in/", "format": "parquet"},
+            "to": {"table": root + "t/", "inferSchema": True}}
+    assert run_load(spark, job(spec))["rows"] == 2
+    schema = TableLog.open(root + "t/", store(root)).snapshot().schema  # type: ignore[union-attr]
+    assert [(c.name, c.type) for c in schema.columns] == [("id", "bigint"), ("name", "string"), ("amount", "double")]
+
+
+def test_max_errors_fails_the_whole_load(spark: Any, root: str) -> None:
+    put_files(root + "in/", DATA["csv"][0])
+    spec = {"from": {"files": root + "in/", "format": "csv", "options": {"header": True}},
+            "to": {"table": root + "t/", "schema": SCHEMA}, "onError": "continue", "maxErrors": 2}
+    result = run_load(spark, job(spec))
+    assert "3 errors exceed maxErrors 2" in result["error"] and TableLog.open(root + "t/", store(root)) is None
+    assert no_pending(root)
+
+
+def test_no_matching_files_is_an_error_naming_the_prefix(spark: Any, root: str) -> None:
+    spec = {"from": {"files": root + "nothing/", "format": "csv"}, "to": {"table": root + "t/", "schema": SCHEMA}}
+    assert "no files found at " + root + "nothing/" in run_load(spark, job(spec))["error"]
