@@ -264,9 +264,14 @@ class LadingReader(DataSourceReader):
         yield from out.cast(plain).to_batches()
 
 
+_REGISTERED: set[int] = set()
+
+
 def register(spark: Any) -> None:
     """Make ``format("lading")`` available in this session (idempotent)."""
-    spark.dataSource.register(LadingDataSource)
+    if id(spark) not in _REGISTERED:
+        spark.dataSource.register(LadingDataSource)
+        _REGISTERED.add(id(spark))
 
 
 def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int | None = None,
