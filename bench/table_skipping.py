@@ -1,0 +1,143 @@
+"""Table skipping benchmark: bytes and parts fetched by a selective query, with and without skipping.
+
+  python bench/table_skipping.py [--parts 200] [--rows-per-part 20000] [--spark]
+
+Starts moto's S3 server in process behind a middleware that counts GET requests
+and response bytes per object, writes a table of ``--parts`` parts whose event
+times grow with the part (time-correlated, as an append-only log is), then runs
+``ts >= cut`` selecting the newest 1 % / 2 % / 10 % of rows two ways: with
+statistics skipping (the lading reader's plan) and without (every part fetched,
+filter applied after). Prints parts fetched, GETs, MB fetched and seconds per
+query, and checks both give the same rows. ``--spark`` also runs the query
+through Spark's ``lading`` data source. A script, not a test: record the output
+in docs/benchmarks.md ("Tables").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT)]
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+class Counting:
+    """WSGI middleware: GETs of ``.parquet`` objects, and the bytes served for them."""
+
+    def __init__(self, app: Any) -> None:
+        self.app, self.lock = app, threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        self.gets, self.bytes, self.objects = 0, 0, set()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        path = environ.get("PATH_INFO", "")
+        body = self.app(environ, start_response)
+        if environ["REQUEST_METHOD"] != "GET" or not path.endswith(".parquet"):
+            return body
+        chunks = list(body)
+        with self.lock:
+            self.gets += 1
+            self.bytes += sum(len(c) for c in chunks)
+            self.objects.add(path)
+        return chunks
+
+
+def start_server() -> tuple[str, Counting]:
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import make_server
+
+    counting = Counting(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", 0, counting, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_port}"
+    os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+                       "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1"})
+    return endpoint, counting
+
+
+def build(uri: str, parts: int, rows_per_part: int) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from lading_jobs.table import format as fmt
+    from lading_jobs.table import writer
+    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.schema import TableSchema
+
+    log = TableLog.create(uri, TableSchema.of([("ts", "bigint"), ("device", "string"), ("value", "double")]),
+                          sort_by=["ts"])
+    schema = log.snapshot().schema
+    rng = np.random.default_rng(7)
+
+    def tables() -> Any:
+        for i in range(parts):
+            ts = np.arange(i * rows_per_part, (i + 1) * rows_per_part, dtype=np.int64)
+            yield pa.table({"ts": ts, "device": pa.array([f"dev-{d}" for d in rng.integers(0, 500, len(ts))]),
+                            "value": rng.random(len(ts)), fmt.TIME_COLUMN: np.full(len(ts), i, dtype=np.int64)})
+
+    written = writer.write_parts(uri, tables(), schema, write_id=fmt.new_write_id(), one_part_per_table=True)
+    writer.commit_parts(uri, written, log=log)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--parts", type=int, default=200)
+    ap.add_argument("--rows-per-part", type=int, default=20_000)
+    ap.add_argument("--spark", action="store_true")
+    args = ap.parse_args()
+    endpoint, counting = start_server()
+    import boto3
+    import pyarrow.compute as pc
+
+    from lading_jobs import storage as st
+    from lading_jobs.table import expr as ex
+    from lading_jobs.table import reader
+
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="bench")
+    uri = "s3://bench/events/"
+    t0 = time.perf_counter()
+    build(uri, args.parts, args.rows_per_part)
+    total_rows = args.parts * args.rows_per_part
+    print(f"table: {args.parts} parts, {total_rows:,} rows, built in {time.perf_counter() - t0:.1f}s")
+    storage = st.S3Storage()
+    print("| selectivity | path | parts fetched | GETs | MB fetched | seconds | rows |")
+    print("|---|---|---|---|---|---|---|")
+    for pct in (1, 2, 10):
+        cut = total_rows - total_rows * pct // 100
+        results = {}
+        for label, predicate in (("with skipping", ex.Pred("ge", "ts", cut)), ("without skipping", None)):
+            counting.reset()
+            t = time.perf_counter()
+            out = reader.scan(uri, predicate=predicate, storage=storage)
+            if predicate is None:
+                out = out.filter(pc.greater_equal(out.column("ts"), cut))
+            seconds = time.perf_counter() - t
+            results[label] = out.sort_by("ts")
+            print(f"| {pct} % | {label} | {len(counting.objects)} / {args.parts} | {counting.gets} | "
+                  f"{counting.bytes / 1e6:.2f} | {seconds:.2f} | {out.num_rows:,} |")
+        assert results["with skipping"].equals(results["without skipping"]), "skipping changed the answer"
+    if args.spark:
+        from lading_jobs.session import build_session
+
+        spark = build_session(master="local[2]", app_name="lading-bench")
+        cut = total_rows - total_rows * 2 // 100
+        counting.reset()
+        t = time.perf_counter()
+        n = reader.read_table(spark, uri).where(f"ts >= {cut}").count()
+        print(f"| 2 % | Spark format('lading') | {len(counting.objects)} / {args.parts} | {counting.gets} | "
+              f"{counting.bytes / 1e6:.2f} | {time.perf_counter() - t:.2f} | {n:,} |")
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
