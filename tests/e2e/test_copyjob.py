@@ -176,14 +176,15 @@ def test_operator_killed_mid_run_adopts_the_run(
                        to="restart/")
     kube.client.create({"apiVersion": API, "kind": "CopyJob",
                         "metadata": {"name": "survivor", "namespace": kube_namespace}, "spec": spec}, "copyjobs")
-    running = wait_phase(kube.client, kube_namespace, "survivor", {"Submitted", "Running"})
+    running = wait_phase(kube.client, kube_namespace, "survivor", "Running")
     operator_process.kill()
     try:
-        # While no operator runs, the job keeps going (and may finish).
-        wait_until(lambda: kube.client.get("sparkoperator.k8s.io/v1beta2", "sparkapplications", kube_namespace,
-                                           running["status"]["sparkApplication"]),
-                   lambda a: (a.get("status") or {}).get("applicationState", {}).get("state") in
-                   ("RUNNING", "COMPLETED"), timeout=120, interval=0.2, what="the app to run")
+        # While no operator runs, the job keeps going and finishes.
+        wait_until(lambda: kube.client.get_or_none("sparkoperator.k8s.io/v1beta2", "sparkapplications",
+                                                   kube_namespace, running["status"]["sparkApplication"]),
+                   lambda a: ((a or {}).get("status") or {}).get("applicationState", {}).get("state")
+                   in ("COMPLETED", "FAILED"), timeout=180, interval=0.2, what="the app to finish")
+        assert wait_phase(kube.client, kube_namespace, "survivor", "Running", timeout=1)  # nobody updated it
     finally:
         operator_process.start()
     done = wait_phase(kube.client, kube_namespace, "survivor", {"Succeeded", "Failed"})
