@@ -28,12 +28,12 @@ from pyspark.sql import SparkSession
 from lading_jobs import storage as st
 from lading_jobs.load import manifest as mf
 from lading_jobs.load.infer import infer_schema
-from lading_jobs.load.parts import PendingPart
 from lading_jobs.load.policy import Decision, FileOutcome, decide
 from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, run_file
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import Change, LedgerEntry, TableError, TableLog
+from lading_jobs.table import writer
+from lading_jobs.table.log import LedgerEntry, TableError, TableLog
 from lading_jobs.table.schema import SchemaError, TableSchema
 from lading_spec.copyjob import CopyJobSpec, parse_copyjob
 from lading_spec.errors import SpecError
@@ -98,14 +98,18 @@ def _run_tasks(spark: SparkSession, plan: LoadPlan, tasks: list[FileTask]) -> li
     return sorted((FileOutcome.from_dict(json.loads(r.outcome)) for r in rows), key=lambda o: o.index)
 
 
-def _abort_all(outcomes: list[FileOutcome], plan: LoadPlan, parts_too: bool = True,
-               rejects_too: bool = False) -> None:
-    for o in outcomes:
-        uploads = [PendingPart.from_dict(p).upload for p in o.parts] if parts_too else []
-        if rejects_too and o.rejects_upload:
-            uploads.append(st.PendingUpload.from_dict(o.rejects_upload))
-        for u in uploads:
-            storage_for(u.uri, plan.settings).abort_upload(u)
+def _written(o: FileOutcome) -> list[writer.WrittenPart]:
+    return [writer.WrittenPart.from_json(p) for p in o.parts]
+
+
+def _abort_all(outcomes: list[FileOutcome], plan: LoadPlan, rejects_too: bool = False) -> None:
+    storage = storage_for(plan.table_uri, plan.settings)
+    writer.abort_parts(plan.table_uri, [w for o in outcomes for w in _written(o)], storage=storage)
+    for o in outcomes if rejects_too else ():
+        if o.rejects_upload:
+            with contextlib.suppress(st.StorageError, OSError):
+                storage_for(o.rejects_uri or "", plan.settings).abort_upload(
+                    st.PendingUpload.from_dict(o.rejects_upload))
 
 
 def _sweep(plan: LoadPlan) -> None:
@@ -148,7 +152,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         table_id=snapshot.table_id if snapshot is not None else uuid.uuid4().hex,
         envelope=snapshot.envelope if snapshot is not None else spec.target.envelope,
         sort_by=snapshot.sort_by if snapshot is not None else spec.target.sort_by,
-        time=snapshot.upper if snapshot is not None else 0,
+        time=writer.default_time(snapshot) if snapshot is not None else int(time.time() * 1000),
         write_id=fmt.new_write_id(), format=fileset.format, options=fileset.options, load=spec.load,
         rejects_prefix=mf.run_prefix(spec.load.rejected_rows, job.run_id), settings=settings)
     tasks = [FileTask(i, o.uri, o.etag, o.size) for i, o in enumerate(todo)]
@@ -205,35 +209,21 @@ def _commit(spec: CopyJobSpec, plan: LoadPlan, log: TableLog | None, schema: Tab
             outcomes: list[FileOutcome], decision: Decision, run_id: str) -> int:
     """Complete the parts of the files that load, abort the rest, and commit them in one entry."""
     keep = set(decision.loaded)
-    parts: list[PendingPart] = []
-    for o in outcomes:
-        pending = [PendingPart.from_dict(p) for p in o.parts]
-        if o.index in keep:
-            parts += pending
-        else:
-            for p in pending:
-                storage_for(p.upload.uri, plan.settings).abort_upload(p.upload)
     storage = storage_for(plan.table_uri, plan.settings)
-    completed: list[PendingPart] = []
+    writer.abort_parts(plan.table_uri, [w for o in outcomes if o.index not in keep for w in _written(o)],
+                       storage=storage)
+    written = [w for o in outcomes if o.index in keep for w in _written(o)]
     try:
-        for p in parts:
-            storage.complete_upload(p.upload)
-            completed.append(p)
         if log is None:
             log = TableLog.create(plan.table_uri, schema, spec.target.envelope, spec.target.key_columns,
                                   spec.target.sort_by, storage=storage, exist_ok=True, table_id=plan.table_id)
         if log.snapshot().table_id != plan.table_id:
             raise TableError(f"to.table: the table at {plan.table_uri} was created or replaced by another "
                              "writer during the load; nothing was loaded, run the load again")
-        now = int(time.time() * 1000)
-        ledger = {o.uri: LedgerEntry(o.etag, o.size, o.rows_good, loaded_at=now)
-                  for o in outcomes if o.index in keep}
-        snap = log.commit(Change(operation="load", add=tuple(p.part for p in completed), ledger=ledger,
-                                 info={"runId": run_id, "files": len(ledger)}))
-        return snap.version
     except BaseException:
-        for p in parts[len(completed):]:
-            storage.abort_upload(p.upload)
-        with contextlib.suppress(st.StorageError, OSError):
-            storage.delete(fmt.part_uri(plan.table_uri, p.part.path) for p in completed)
+        writer.abort_parts(plan.table_uri, written, storage=storage)
         raise
+    ledger = {o.uri: LedgerEntry(o.etag, o.size, o.rows_good) for o in outcomes if o.index in keep}
+    snap = writer.commit_parts(plan.table_uri, written, log=log, operation="load", ledger=ledger,
+                               info={"runId": run_id, "files": len(ledger)})
+    return snap.version

@@ -37,7 +37,7 @@ class FileOutcome:
     file_error: str | None = None
     first_error: str | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)  # the first few rejects
-    parts: list[dict[str, Any]] = field(default_factory=list)  # PendingPart dicts
+    parts: list[str] = field(default_factory=list)  # table.writer.WrittenPart JSON
     rejects_upload: dict[str, Any] | None = None
     rejects_uri: str | None = None
 

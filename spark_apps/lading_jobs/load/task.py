@@ -3,9 +3,12 @@
 Runs on a Spark executor (inside ``mapInArrow``), so everything it needs travels
 in a ``LoadPlan`` (plain, picklable data; no credentials: storage reads them from
 the executor's environment). It never makes anything visible: good rows become
-pending table parts and rejected rows a pending JSON-lines file, both completed
-or aborted by the driver. If the task itself fails, it aborts what it began
-before re-raising, because nobody else knows its upload ids.
+pending table parts (``lading_jobs.table.writer.write_parts``: the table's part
+schema, every row at the load's one logical time with diff +1, statistics
+computed while writing, sorted by the table's ``sortBy``) and rejected rows a
+pending JSON-lines file, both completed or aborted by the driver. If the task
+itself fails, it aborts what it began before re-raising, because nobody else
+knows its upload ids.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 from lading_jobs import storage as st
 from lading_jobs.load.conform import FileError, conform
 from lading_jobs.load.decode import Decoded, Reject, decode
-from lading_jobs.load.parts import PendingPart, write_parts
 from lading_jobs.load.policy import FileOutcome, should_write
 from lading_jobs.load.stores import storage_for
+from lading_jobs.table import writer
 from lading_jobs.table.schema import TableSchema
 from lading_spec.copyjob import LoadOptions
 from lading_spec.formats import FormatOptions
@@ -62,6 +67,13 @@ def reject_entry(uri: str, unit: str, r: Reject) -> dict[str, Any]:
 
 def rejects_uri(prefix: str, index: int) -> str:
     return st.join(prefix, f"rejected-{index:05d}.jsonl")
+
+
+def sort_rows(table: pa.Table, sort_by: tuple[str, ...]) -> pa.Table:
+    """Rows in the table's sort order (ascending), when it has one: tighter part statistics."""
+    names = {n.lower(): n for n in table.column_names}
+    keys = [(names[c.lower()], "ascending") for c in sort_by if c.lower() in names]
+    return table.sort_by(keys) if keys and table.num_rows > 1 else table
 
 
 def _first_error(unit: str, r: Reject) -> str:
@@ -109,11 +121,12 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
             rstore.upload_part(upload, body.encode())
             out.rejects_upload, out.rejects_uri = upload.to_dict(), uri
         if conformed.table.num_rows and should_write(plan.load, out.clean):
-            parts: list[PendingPart] = write_parts(
-                table_storage, plan.table_uri, plan.write_id, task.index, conformed.table, plan.schema,
-                plan.time, plan.table_id, plan.envelope, plan.sort_by)
-            begun += [p.upload for p in parts]
-            out.parts = [p.to_dict() for p in parts]
+            written = writer.write_parts(
+                plan.table_uri, [sort_rows(conformed.table, plan.sort_by)], plan.schema,
+                write_id=plan.write_id, task=task.index, logical_time=plan.time, table_id=plan.table_id,
+                envelope=plan.envelope, storage=table_storage)
+            begun += [st.PendingUpload.from_dict(w.upload) for w in written]
+            out.parts = [w.to_json() for w in written]
     except BaseException:
         for upload in begun:
             storage_for(upload.uri, plan.settings).abort_upload(upload)
