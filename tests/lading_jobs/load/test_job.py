@@ -211,6 +211,13 @@ def test_a_missing_table_is_created_with_keys_envelope_and_sort_order(spark: Any
     assert part.column("id").to_pylist() == [1, 2, 3]  # written in the sort order
     assert part.schema.field("id").metadata[b"PARQUET:field_id"] == b"1"
     assert snap.parts[0].stats.columns[1].min == 1 and snap.parts[0].stats.columns[1].max == 3
+    # a second load upserts key 2; the table's own reader consolidates to the latest row per key
+    put_files(root + "in/", {"y.csv": b"id,name,amount\n2,B,30\n"})
+    assert run_load(spark, job({**spec, "from": {**spec["from"], "files": root + "in/y.csv"}}, "r2"))["rows"] == 1
+    from lading_jobs.table.reader import read_table
+
+    got = {r["id"]: r["name"] for r in read_table(spark, root + "t/").collect()}
+    assert got == {1: "a", 2: "B", 3: "c"}
 
 
 def test_infer_schema_from_the_files(spark: Any, root: str) -> None:
