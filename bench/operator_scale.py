@@ -1,0 +1,215 @@
+"""Operator scale benchmark: many CopyJobs created at once.
+
+  python bench/operator_scale.py [--jobs 1000] [--workers 16]
+
+Starts the Kubernetes API emulator (tests/harness) on 127.0.0.1, the
+spark-operator stand-in in *instant* mode (a test double used only here: no
+Spark, each SparkApplication completes at once with a synthetic termination
+message, so what is measured is the operator's own overhead), and the operator
+as a process (``python -m lading_operator``, as in its container). Then it
+creates ``--jobs`` CopyJobs as fast as the client can, and measures from each
+create call's return:
+
+- create → SparkApplication: when the SparkApplication appears on a watch;
+- create → terminal status: when the CopyJob's phase is Succeeded on a watch;
+- the operator process's peak RSS (sampled from /proc every 0.2 s).
+
+Targets (issue 4): p99 create → SparkApplication < 5 s, RSS < 300 MB (the
+anchor: spark-operator's ~20 minutes of queue latency at 1,200 applications,
+kubeflow/spark-operator PR #1990). A script, not a test: record the output in
+docs/benchmarks.md ("Operator scale").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "spark_apps"), str(ROOT / "operator"), str(ROOT)]
+
+import requests  # noqa: E402
+
+from harness.fixtures import crd_files  # noqa: E402
+from harness.kube import KubeServer, load_crds  # noqa: E402
+from harness.spark_operator import SparkOperatorStandIn  # noqa: E402
+
+API = "lading.io/v1alpha1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class Watch(threading.Thread):
+    """Records the first time each object satisfies ``seen(obj)`` (monotonic clock)."""
+
+    def __init__(self, url: str, path: str, key: Any, seen: Any) -> None:
+        super().__init__(daemon=True)
+        self.url, self.path, self.key, self.seen = url, path, key, seen
+        self.times: dict[str, float] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        session = requests.Session()
+        while not self.stop.is_set():
+            try:
+                listing = session.get(self.url + self.path, timeout=60).json()
+                for obj in listing.get("items") or []:
+                    self._see(obj)
+                rv = listing["metadata"]["resourceVersion"]
+                with session.get(self.url + self.path, params={"watch": "true", "resourceVersion": rv,
+                                                                "timeoutSeconds": "60"},
+                                 stream=True, timeout=(10, 90)) as resp:
+                    for line in resp.iter_lines():
+                        if self.stop.is_set():
+                            return
+                        if line:
+                            self._see(json.loads(line).get("object") or {})
+            except (requests.RequestException, ValueError, KeyError):
+                time.sleep(0.1)
+
+    def _see(self, obj: dict[str, Any]) -> None:
+        key = self.key(obj)
+        if key and key not in self.times and self.seen(obj):
+            self.times[key] = time.monotonic()
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=16, help="client threads creating CopyJobs")
+    parser.add_argument("--timeout", type=float, default=900)
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="operator-scale-"))
+    server = KubeServer(load_crds(crd_files())).start()
+    kubeconfig = server.write_kubeconfig(workdir / "kubeconfig")
+    standin = SparkOperatorStandIn(server.url, mode="instant", log_dir=workdir / "drivers").start()
+    namespace = "scale"
+    session = requests.Session()
+    session.post(f"{server.url}/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": namespace}}).raise_for_status()
+
+    health = free_port()
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "LADING_NAMESPACES": namespace,
+           "LADING_METRICS_PORT": str(free_port()), "LADING_LIVENESS": f"http://127.0.0.1:{health}/healthz",
+           "LADING_LOG_LEVEL": os.environ.get("LADING_LOG_LEVEL", "WARNING"),
+           "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("operator", "spark_apps", "."))}
+    log = open(workdir / "operator.log", "wb")  # noqa: SIM115
+    operator = subprocess.Popen([sys.executable, "-m", "lading_operator"], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=2):
+                break
+        except OSError:
+            if operator.poll() is not None or time.monotonic() > deadline:
+                print((workdir / "operator.log").read_text()[-3000:])
+                return 1
+            time.sleep(0.2)
+    idle_rss = rss_mb(operator.pid)
+
+    def owner(obj: dict[str, Any]) -> str | None:
+        return (obj.get("metadata") or {}).get("labels", {}).get("lading.io/name")
+
+    apps = Watch(server.url, f"/apis/sparkoperator.k8s.io/v1beta2/namespaces/{namespace}/sparkapplications",
+                 owner, lambda o: True)
+    done = Watch(server.url, f"/apis/{API}/namespaces/{namespace}/copyjobs",
+                 lambda o: (o.get("metadata") or {}).get("name"),
+                 lambda o: (o.get("status") or {}).get("phase") in ("Succeeded", "Failed"))
+    apps.start()
+    done.start()
+    peak = [idle_rss]
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.is_set():
+            peak[0] = max(peak[0], rss_mb(operator.pid))
+            time.sleep(0.2)
+
+    threading.Thread(target=sample, daemon=True).start()
+
+    created: dict[str, float] = {}
+    client = threading.local()
+
+    def create(i: int) -> None:
+        if not hasattr(client, "s"):
+            client.s = requests.Session()
+        name = f"job-{i:05d}"
+        body = {"apiVersion": API, "kind": "CopyJob", "metadata": {"name": name, "namespace": namespace},
+                "spec": {"from": {"query": f"SELECT {i} AS i"},
+                         "to": {"files": f"s3://bench/out/{name}/", "format": "csv"}}}
+        client.s.post(f"{server.url}/apis/{API}/namespaces/{namespace}/copyjobs", json=body,
+                      timeout=60).raise_for_status()
+        created[name] = time.monotonic()
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(args.workers) as pool:
+        list(pool.map(create, range(args.jobs)))
+    create_seconds = time.monotonic() - started
+    deadline = time.monotonic() + args.timeout
+    while len(done.times) < args.jobs and time.monotonic() < deadline:
+        time.sleep(0.5)
+    sampling.set()
+    total = time.monotonic() - started
+    failed = [n for n in done.times if n not in created]
+    to_app = [apps.times[n] - created[n] for n in created if n in apps.times]
+    to_done = [done.times[n] - created[n] for n in created if n in done.times]
+    succeeded = sum(1 for n in done.times)
+
+    operator.terminate()
+    operator.wait(30)
+    standin.stop()
+    server.stop()
+
+    print(f"jobs created: {args.jobs} in {create_seconds:.1f} s ({args.workers} client threads); "
+          f"SparkApplications seen: {len(to_app)}; terminal: {succeeded}; all terminal after {total:.1f} s")
+    print()
+    print("| measure | p50 | p90 | p99 | max |")
+    print("|---|---|---|---|---|")
+    for label, values in (("create → SparkApplication (s)", to_app), ("create → terminal status (s)", to_done)):
+        if values:
+            print(f"| {label} | {statistics.median(values):.2f} | {pct(values, 0.9):.2f} | "
+                  f"{pct(values, 0.99):.2f} | {max(values):.2f} |")
+    print()
+    print(f"operator RSS: {idle_rss:.0f} MB idle, {peak[0]:.0f} MB peak")
+    if failed:
+        print(f"unexpected names: {failed[:5]}")
+    ok = len(to_app) == args.jobs and len(to_done) == args.jobs and pct(to_app, 0.99) < 5 and peak[0] < 300
+    print("targets (p99 create → SparkApplication < 5 s, RSS < 300 MB):", "met" if ok else "NOT met")
+    return 0 if ok else 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
