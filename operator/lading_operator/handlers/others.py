@@ -8,7 +8,6 @@ with reason ``InvalidSpec`` and a message naming the field.
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -17,28 +16,19 @@ import kopf
 from lading_operator import k8s, metrics
 from lading_operator import status as st
 from lading_operator.phases import Phase
+from lading_spec.compaction import parse_compaction
 from lading_spec.errors import SpecError
+from lading_spec.streamcopy import parse_streamcopy
 
-PARSERS = {"StreamCopy": ("lading_spec.streamcopy", "parse_streamcopy"),
-           "Compaction": ("lading_spec.compaction", "parse_compaction")}
-
-
-def _parser(kind: str) -> Callable[[dict[str, Any]], Any] | None:
-    module_name, function = PARSERS[kind]
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return None
-    return getattr(module, function, None)
+PARSERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "StreamCopy": parse_streamcopy, "Compaction": parse_compaction}
 
 
 def status_for(kind: str, spec: dict[str, Any], generation: int, previous: list[dict[str, Any]] | None,
                now: dt.datetime) -> dict[str, Any]:
     """The status of a StreamCopy or Compaction (pure, given the spec parser)."""
-    parse = _parser(kind)
     try:
-        if parse is not None:
-            parse(dict(spec))
+        PARSERS[kind](dict(spec))
     except SpecError as e:
         message = f"spec.{e.field}: {e.message}"
         return {"phase": str(Phase.FAILED), "observedGeneration": generation, "response": {"error": message},
