@@ -117,13 +117,27 @@ def _mask_invalid_utf8(data: bytes) -> tuple[bytes, np.ndarray]:
     return masked, np.flatnonzero(diff).astype(np.int64)
 
 
-def _header(data: bytes, opts: CsvOptions) -> list[str]:
-    first = data.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8")
+def _dialect(opts: CsvOptions) -> dict[str, Any]:
     dialect: dict[str, Any] = {"delimiter": opts.delimiter, "quotechar": opts.quote,
                                "doublequote": opts.escape == opts.quote}
     if opts.escape != opts.quote:
         dialect["escapechar"] = opts.escape
-    names = next(pycsv.reader([first], **dialect), [])
+    return dialect
+
+
+def _non_utf8_column(record: bytes, names: list[str], opts: CsvOptions) -> str | None:
+    """The first column of a (rejected) record whose value is not UTF-8."""
+    text = record.decode("utf-8", "surrogateescape")
+    fields = next(pycsv.reader(io.StringIO(text, newline=""), **_dialect(opts)), [])
+    for name, value in zip(names, fields, strict=False):
+        if any("\udc80" <= ch <= "\udcff" for ch in value):
+            return name
+    return None
+
+
+def _header(data: bytes, opts: CsvOptions) -> list[str]:
+    first = data.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8")
+    names = next(pycsv.reader([first], **_dialect(opts)), [])
     out: list[str] = []
     for i, name in enumerate(names):
         name = name.strip() or f"_c{i}"
@@ -194,12 +208,18 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
         hit = (first_bad < len(bad_lines)) & (bad_lines[np.minimum(first_bad, len(bad_lines) - 1)]
                                               < good_lines + spans)
         for line, span in zip(good_lines[hit].tolist(), spans[hit].tolist(), strict=True):
-            out.rejects.append(Reject(line, "invalid UTF-8", record=raw(line, span)))
+            record = original[starts[line - 1]:ends[min(line + span - 2, len(ends) - 1)]]
+            out.rejects.append(Reject(line, "invalid UTF-8", column=_non_utf8_column(record, names, opts),
+                                      record=raw(line, span)))
         table, good_lines, spans = table.filter(pa.array(~hit)), good_lines[~hit], spans[~hit]
         out.rejects.sort(key=lambda r: r.position)
     out.pieces.append(Piece(table, good_lines))
-    span_of = dict(zip(good_lines.tolist(), spans.tolist(), strict=False))
-    out.raw = lambda line: raw(line, span_of.get(line, 1))
+
+    def raw_record(line: int) -> str:  # looked up only for rejected rows: no per-row work up front
+        i = int(np.searchsorted(good_lines, line))
+        return raw(line, int(spans[i]) if i < len(good_lines) and good_lines[i] == line else 1)
+
+    out.raw = raw_record
     return out
 
 

@@ -35,7 +35,7 @@ def test_csv_rejects_each_bad_record_by_line_and_keeps_the_rest() -> None:
     got = [(r.position, r.column, r.reason.split(":")[0], r.record) for r in result.rejects]
     assert got == [
         (5, "amount", "'oops' is not a valid decimal(10,2)", "3,bob,oops"),
-        (7, None, "invalid UTF-8", "4,\\xff\\xfe,3"),
+        (7, "name", "invalid UTF-8", "4,\\xff\\xfe,3"),
         (8, None, "expected 3 fields, found 2", "5,cy"),
         (9, "id", "NULL in column 'id', which is NOT NULL", ",dan,4"),
     ]
