@@ -11,6 +11,7 @@ Arrow, filtered by one mask.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lading_jobs.load.cast import cast_column
-from lading_jobs.load.decode import Decoded, Reject
+from lading_jobs.load.decode import Decoded, Piece, Reject, row_json
 from lading_jobs.table.schema import TableSchema, arrow_type, default_scalar
 
 
@@ -61,17 +62,30 @@ def _as_bytes_if_text(arr: pa.Array) -> pa.Array:
     return arr
 
 
-def conform(decoded: Decoded, schema: TableSchema) -> Conformed:
-    """The good rows of every piece in the table's schema, and the rows rejected on the way."""
-    rejects = list(decoded.rejects)
-    tables: list[pa.Table] = []
-    target = pa.schema([pa.field(c.name, arrow_type(c.type)) for c in schema.columns])
-    for piece in decoded.pieces:
+class Conformer:
+    """Streams a decoded file's good rows in the table's schema; ``rejects`` fills as it goes."""
+
+    def __init__(self, decoded: Decoded, schema: TableSchema) -> None:
+        self.decoded, self.schema = decoded, schema
+        self.rejects: list[Reject] = list(decoded.rejects)
+        self._seen = len(decoded.rejects)
+        self.rows_good = 0
+        self.target = pa.schema([pa.field(c.name, arrow_type(c.type)) for c in schema.columns])
+
+    def tables(self) -> Iterator[pa.Table]:
+        for piece in self.decoded.iter_pieces():
+            table = self._piece(piece)
+            self.rows_good += table.num_rows
+            yield table
+        self.rejects += self.decoded.rejects[self._seen:]  # found while decoding lazily (row groups)
+        self.rejects.sort(key=lambda r: r.position)
+
+    def _piece(self, piece: Piece) -> pa.Table:
         n = piece.table.num_rows
-        mapping = match_columns(piece.table.column_names, schema, decoded.by_position)
+        mapping = match_columns(piece.table.column_names, self.schema, self.decoded.by_position)
         bad_reason: dict[int, tuple[str, str]] = {}
         arrays = []
-        for c in schema.columns:
+        for c in self.schema.columns:
             typ = arrow_type(c.type)
             source = mapping[c.name]
             if source is None:
@@ -85,16 +99,22 @@ def conform(decoded: Decoded, schema: TableSchema) -> Conformed:
                 for index in np.flatnonzero(pc.is_null(arr).to_numpy(zero_copy_only=False)).tolist():
                     bad_reason.setdefault(int(index), (c.name, f"NULL in column {c.name!r}, which is NOT NULL"))
             arrays.append(arr)
-        table = pa.Table.from_arrays(arrays, schema=target)
-        if bad_reason:
-            keep = np.ones(n, dtype=bool)
-            for index in sorted(bad_reason):
-                keep[index] = False
-                column, reason = bad_reason[index]
-                position = int(piece.positions[index])
-                rejects.append(Reject(position, reason, column=column, record=decoded.raw(position)))
-            table = table.filter(pa.array(keep))
-        tables.append(table)
-    good = pa.concat_tables(tables) if tables else target.empty_table()
-    rejects.sort(key=lambda r: r.position)
-    return Conformed(good, rejects)
+        table = pa.Table.from_arrays(arrays, schema=self.target)
+        if not bad_reason:
+            return table
+        keep = np.ones(n, dtype=bool)
+        for index in sorted(bad_reason):
+            keep[index] = False
+            column, reason = bad_reason[index]
+            position = int(piece.positions[index])
+            record = self.decoded.raw(position) if self.decoded.unit == "line" else row_json(piece.table, index)
+            self.rejects.append(Reject(position, reason, column=column, record=record))
+        return table.filter(pa.array(keep))
+
+
+def conform(decoded: Decoded, schema: TableSchema) -> Conformed:
+    """Every good row of ``decoded`` in the table's schema, at once, and the rows rejected on the way."""
+    conformer = Conformer(decoded, schema)
+    tables = list(conformer.tables())
+    good = pa.concat_tables(tables) if tables else conformer.target.empty_table()
+    return Conformed(good, conformer.rejects)

@@ -19,7 +19,7 @@ import csv as pycsv
 import gzip
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,16 +55,32 @@ class Piece:
 
 @dataclass
 class Decoded:
+    """A decoded file. ``pieces`` may be lazy (Parquet reads one row group at a time):
+    iterate it once, through ``iter_pieces``, which also counts the rows read."""
+
     unit: str  # "line" or "row"
     by_position: bool = False  # columns are matched by position (headerless CSV)
-    pieces: list[Piece] = field(default_factory=list)
+    pieces: Iterable[Piece] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
     error: str | None = None
     raw: Callable[[int], str | None] = field(default=lambda position: None)
+    rows_decoded: int = 0
+
+    def iter_pieces(self) -> Iterator[Piece]:
+        for piece in self.pieces:
+            self.rows_decoded += piece.table.num_rows
+            yield piece
 
     @property
     def rows_read(self) -> int:
-        return sum(p.table.num_rows for p in self.pieces) + sum(r.count for r in self.rejects)
+        """Records read so far (all of them once ``iter_pieces`` is exhausted)."""
+        return self.rows_decoded + sum(r.count for r in self.rejects)
+
+
+def row_json(table: pa.Table, index: int) -> str:
+    """One row as JSON, for a rejected-rows entry (formats without a raw text)."""
+    record = table.slice(index, 1).to_pylist()[0]
+    return _text(json.dumps(record, default=str, ensure_ascii=False).encode())
 
 
 def _text(data: bytes) -> str:
@@ -213,7 +229,7 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
                                       record=raw(line, span)))
         table, good_lines, spans = table.filter(pa.array(~hit)), good_lines[~hit], spans[~hit]
         out.rejects.sort(key=lambda r: r.position)
-    out.pieces.append(Piece(table, good_lines))
+    out.pieces = [Piece(table, good_lines)]
 
     def raw_record(line: int) -> str:  # looked up only for rejected rows: no per-row work up front
         i = int(np.searchsorted(good_lines, line))
@@ -232,14 +248,15 @@ def _read_json(data: bytes) -> pa.Table:
 
 def decode_json(data: bytes) -> Decoded:
     """One JSON object per line; blank lines are skipped; each bad line is rejected on its own."""
-    out = Decoded(unit="line")
+    pieces: list[Piece] = []
+    out = Decoded(unit="line", pieces=pieces)
     starts, ends, raw = _line_source(data)
     solid = np.flatnonzero(~L.blank_lines(data, starts, ends))
     out.raw = raw
     try:
         table = _read_json(data)
         if table.num_rows == len(solid):
-            out.pieces.append(Piece(table, solid.astype(np.int64) + 1))
+            pieces.append(Piece(table, solid.astype(np.int64) + 1))
             return out
     except (pa.ArrowInvalid, UnicodeDecodeError):
         pass
@@ -251,7 +268,7 @@ def decode_json(data: bytes) -> Decoded:
             table = _read_json(chunk)
             if table.num_rows != hi - lo:
                 raise pa.ArrowInvalid("not one JSON object per line")
-            out.pieces.append(Piece(table, solid[lo:hi].astype(np.int64) + 1))
+            pieces.append(Piece(table, solid[lo:hi].astype(np.int64) + 1))
             return
         except (pa.ArrowInvalid, UnicodeDecodeError) as e:
             if hi - lo == 1:
@@ -270,39 +287,41 @@ def decode_json(data: bytes) -> Decoded:
 # -- Parquet -------------------------------------------------------------------------
 
 def decode_parquet(source: pa.NativeFile | bytes) -> Decoded:
-    """Row groups as pieces; an unreadable row group rejects its rows, a bad footer the file."""
+    """Row groups as lazy pieces; an unreadable row group rejects its rows, a bad footer the file.
+
+    Given a file opened for ranged reads, only the footer is read here, and one row
+    group at a time as the pieces are consumed.
+    """
     out = Decoded(unit="row")
     try:
         pf = pq.ParquetFile(pa.BufferReader(source) if isinstance(source, bytes) else source)
     except (pa.ArrowInvalid, OSError) as e:
         out.error = f"not a readable Parquet file (truncated or corrupt?): {e}"
         return out
-    first = 1
-    for i in range(pf.metadata.num_row_groups):
-        n = pf.metadata.row_group(i).num_rows
-        try:
-            table = pf.read_row_group(i)
-            out.pieces.append(Piece(table, np.arange(first, first + table.num_rows, dtype=np.int64)))
-        except (pa.ArrowInvalid, OSError) as e:
-            out.rejects.append(Reject(first, f"row group {i} (rows {first}-{first + n - 1}) is unreadable: {e}",
-                                      count=n))
-        first += n
 
-    def raw(row: int) -> str | None:
-        for piece in out.pieces:
-            if len(piece.positions) and piece.positions[0] <= row <= piece.positions[-1]:
-                record = piece.table.slice(int(row - piece.positions[0]), 1).to_pylist()[0]
-                return _text(json.dumps(record, default=str, ensure_ascii=False).encode())
-        return None
+    def pieces() -> Iterator[Piece]:
+        first = 1
+        for i in range(pf.metadata.num_row_groups):
+            n = pf.metadata.row_group(i).num_rows
+            try:
+                table = pf.read_row_group(i)
+            except (pa.ArrowInvalid, OSError) as e:
+                out.rejects.append(Reject(first, f"row group {i} (rows {first}-{first + n - 1}) is unreadable: "
+                                                 f"{e}", count=n))
+            else:
+                yield Piece(table, np.arange(first, first + table.num_rows, dtype=np.int64))
+            first += n
 
-    out.raw = raw
+    out.pieces = pieces()
     return out
 
 
-def decode(data: bytes, fmt: str, options: FormatOptions, columns: list[str], uri: str) -> Decoded:
-    """Decode one file's bytes in ``fmt`` (csv, json, parquet)."""
+def decode(data: bytes | pa.NativeFile, fmt: str, options: FormatOptions, columns: list[str],
+           uri: str) -> Decoded:
+    """Decode one file in ``fmt`` (csv, json: its bytes; parquet: its bytes or a ranged-read file)."""
     if fmt == "parquet":
         return decode_parquet(data)
+    assert isinstance(data, bytes)
     compression = options.compression if isinstance(options, CsvOptions | JsonOptions) else "none"
     try:
         data = decompress(data, compression, uri)

@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from lading_jobs import storage as st
-from lading_jobs.load.conform import FileError, conform
+from lading_jobs.load.conform import Conformer, FileError
 from lading_jobs.load.decode import Decoded, Reject, decode
 from lading_jobs.load.policy import FileOutcome, should_write
 from lading_jobs.load.stores import storage_for
@@ -81,36 +81,62 @@ def _first_error(unit: str, r: Reject) -> str:
     return f"{unit} {r.position}{column}: {r.reason}"
 
 
+def _read(storage: st.Storage, task: FileTask, fmt: str) -> bytes | pa.NativeFile:
+    """Parquet through ranged reads (footer, then one row group at a time); text whole."""
+    return storage.open_input(task.uri, task.size) if fmt == "parquet" else storage.read(task.uri)
+
+
 def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
-    """Load one file as far as pending uploads; the outcome says what happened."""
+    """Load one file as far as pending uploads; the outcome says what happened.
+
+    Good rows stream from the decoder through the casts into the part writer, so
+    a Parquet file is never held whole in memory. Under ``abort`` and ``skipFile``
+    a file with errors has its parts written and then aborted: errors are only
+    known at its end, and the clean case should not pay for the rare one.
+    """
     out = FileOutcome(task.index, task.uri, task.etag, task.size)
     storage = storage_for(task.uri, plan.settings)
     try:
-        data = storage.read(task.uri)
+        decoded: Decoded = decode(_read(storage, task, plan.format), plan.format, plan.options,
+                                  plan.schema.names, task.uri)
     except (st.StorageError, OSError) as e:
         out.file_error = f"cannot be read: {e}"
         return out
-    decoded: Decoded = decode(data, plan.format, plan.options, plan.schema.names, task.uri)
     out.unit = decoded.unit
     if decoded.error:
         out.file_error = decoded.error
         return out
-    try:
-        conformed = conform(decoded, plan.schema)
-    except FileError as e:
-        out.file_error = str(e)
-        out.rows_read = decoded.rows_read
-        return out
-    rejects = conformed.rejects
-    out.rows_read = decoded.rows_read
-    out.rows_good = conformed.table.num_rows
-    out.rows_rejected = sum(r.count for r in rejects)
-    if rejects:
-        out.first_error = _first_error(decoded.unit, rejects[0])
-        out.errors = [reject_entry(task.uri, decoded.unit, r) for r in rejects[:ERRORS_IN_RESULT]]
-    begun: list[st.PendingUpload] = []
+    conformer = Conformer(decoded, plan.schema)
     table_storage = storage_for(plan.table_uri, plan.settings)
+    begun: list[st.PendingUpload] = []
+    written: list[writer.WrittenPart] = []
     try:
+        rows = (sort_rows(t, plan.sort_by) for t in conformer.tables())
+        try:
+            if should_write(plan.load, clean=True):
+                written = writer.write_parts(
+                    plan.table_uri, rows, plan.schema, write_id=plan.write_id, task=task.index,
+                    logical_time=plan.time, table_id=plan.table_id, envelope=plan.envelope,
+                    storage=table_storage)
+            else:
+                for _ in rows:
+                    pass
+        except FileError as e:
+            out.file_error = str(e)
+            out.rows_read = decoded.rows_read
+            return out
+        begun += [st.PendingUpload.from_dict(w.upload) for w in written]
+        rejects = conformer.rejects
+        out.rows_read = decoded.rows_read
+        out.rows_good = conformer.rows_good
+        out.rows_rejected = sum(r.count for r in rejects)
+        if rejects:
+            out.first_error = _first_error(decoded.unit, rejects[0])
+            out.errors = [reject_entry(task.uri, decoded.unit, r) for r in rejects[:ERRORS_IN_RESULT]]
+        if written and not should_write(plan.load, out.clean):
+            writer.abort_parts(plan.table_uri, written, storage=table_storage)
+            written, begun = [], []
+        out.parts = [w.to_json() for w in written]
         if rejects and plan.rejects_prefix:
             uri = rejects_uri(plan.rejects_prefix, task.index)
             rstore = storage_for(uri, plan.settings)
@@ -120,13 +146,6 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
                            for r in rejects)
             rstore.upload_part(upload, body.encode())
             out.rejects_upload, out.rejects_uri = upload.to_dict(), uri
-        if conformed.table.num_rows and should_write(plan.load, out.clean):
-            written = writer.write_parts(
-                plan.table_uri, [sort_rows(conformed.table, plan.sort_by)], plan.schema,
-                write_id=plan.write_id, task=task.index, logical_time=plan.time, table_id=plan.table_id,
-                envelope=plan.envelope, storage=table_storage)
-            begun += [st.PendingUpload.from_dict(w.upload) for w in written]
-            out.parts = [w.to_json() for w in written]
     except BaseException:
         for upload in begun:
             storage_for(upload.uri, plan.settings).abort_upload(upload)
