@@ -44,7 +44,6 @@ import requests  # noqa: E402
 
 from harness.fixtures import crd_files  # noqa: E402
 from harness.kube import KubeServer, load_crds  # noqa: E402
-from harness.spark_operator import SparkOperatorStandIn  # noqa: E402
 
 API = "lading.io/v1alpha1"
 
@@ -99,6 +98,15 @@ class Watch(threading.Thread):
             self.times[key] = time.monotonic()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -114,7 +122,10 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="operator-scale-"))
     server = KubeServer(load_crds(crd_files())).start()
     kubeconfig = server.write_kubeconfig(workdir / "kubeconfig")
-    standin = SparkOperatorStandIn(server.url, mode="instant", log_dir=workdir / "drivers").start()
+    # The stand-in runs as its own process, as spark-operator does.
+    standin = subprocess.Popen([sys.executable, "-m", "harness.spark_operator", "--url", server.url,
+                                "--mode", "instant"], cwd=ROOT,
+                               env={**os.environ, "PYTHONPATH": str(ROOT / "tests")})
     namespace = "scale"
     session = requests.Session()
     session.post(f"{server.url}/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
@@ -188,9 +199,14 @@ def main() -> int:
     to_done = [done.times[n] - created[n] for n in created if n in done.times]
     succeeded = sum(1 for n in done.times)
 
+    operator_cpu = cpu_seconds(operator.pid)
+    harness_cpu = time.process_time()
+    requests_served = server.requests
     operator.terminate()
     operator.wait(30)
-    standin.stop()
+    standin_cpu = cpu_seconds(standin.pid)
+    standin.terminate()
+    standin.wait(30)
     server.stop()
 
     print(f"jobs created: {args.jobs} in {create_seconds:.1f} s ({args.workers} client threads); "
@@ -204,6 +220,9 @@ def main() -> int:
                   f"{pct(values, 0.99):.2f} | {max(values):.2f} |")
     print()
     print(f"operator RSS: {idle_rss:.0f} MB idle, {peak[0]:.0f} MB peak")
+    print(f"CPU: operator {operator_cpu:.1f} s; stand-in {standin_cpu:.1f} s; "
+          f"API emulator + this client (one process) {harness_cpu:.1f} s; "
+          f"API requests served: {requests_served}; load average at the end: {os.getloadavg()[0]:.1f}")
     if failed:
         print(f"unexpected names: {failed[:5]}")
     ok = len(to_app) == args.jobs and len(to_done) == args.jobs and pct(to_app, 0.99) < 5 and peak[0] < 300

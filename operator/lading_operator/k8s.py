@@ -39,7 +39,7 @@ def client() -> kubernetes.client.ApiClient:
             except kubernetes.config.ConfigException:
                 kubernetes.config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
             configuration = kubernetes.client.Configuration.get_default_copy()
-            configuration.connection_pool_maxsize = 32
+            configuration.connection_pool_maxsize = int(os.environ.get("LADING_WORKERS", "16")) + 4
             _client = kubernetes.client.ApiClient(configuration)
         return _client
 

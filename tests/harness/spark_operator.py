@@ -321,16 +321,27 @@ class SparkOperatorStandIn:
         self._app_status(run, final)
 
     def _run_instant(self, run: _Run, app: Obj) -> None:
-        """Test double for the scale benchmark: no Spark, a synthetic result at once."""
-        self._add_finalizer(app)
-        pod_name = self._create_driver_pod(run, app)
-        self._app_status(run, {"applicationState": {"state": "RUNNING"},
-                               "driverInfo": {"podName": pod_name}})
+        """Test double for the scale benchmark: no Spark, a synthetic result at once.
+
+        The fewest writes that still give the operator what spark-operator would:
+        a driver pod with the termination message, then the final state.
+        """
+        pod_name = f"{run.name}-driver"
+        with contextlib.suppress(ApiStatusError):
+            self.client.create({"apiVersion": "v1", "kind": "Pod",
+                                "metadata": {"name": pod_name, "namespace": run.namespace,
+                                             "ownerReferences": [{"apiVersion": API, "kind": "SparkApplication",
+                                                                  "name": run.name,
+                                                                  "uid": app["metadata"].get("uid", ""),
+                                                                  "controller": True}]},
+                                "spec": {"containers": [{"name": DRIVER_CONTAINER, "image": "synthetic"}]}},
+                               "pods")
         labels = app["metadata"].get("labels") or {}
         message = json.dumps({"rows": 0, "files": 0, "bytes": 0, "synthetic": True,
                               "runId": labels.get("lading.io/run-id", "")})
         self._terminate_pod(run, pod_name, 0, message)
-        self._finish(run, 0, message)
+        self._app_status(run, {"applicationState": {"state": "COMPLETED"}, "terminationTime": _now(),
+                               "driverInfo": {"podName": pod_name}})
 
     # -- deletion -------------------------------------------------------------------
     def _terminate(self, run: _Run) -> None:
@@ -363,6 +374,30 @@ class SparkOperatorStandIn:
                               {"metadata": {"finalizers": finalizers}})
 
     # -- for tests --------------------------------------------------------------------
+    def wait(self) -> None:
+        """Block until stopped (for running the stand-in as its own process)."""
+        self._stop.wait()
     def driver_log(self, namespace: str, name: str) -> str:
         path = self.log_dir / f"{namespace}-{name}" / "driver.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.spark_operator --url URL [--mode instant]``: run as its own process."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="spark-operator stand-in (tests only)")
+    parser.add_argument("--url", required=True, help="the API server (emulator) URL")
+    parser.add_argument("--mode", choices=("spark", "instant"), default="spark")
+    parser.add_argument("--workers", type=int, default=8)
+    args = parser.parse_args(argv)
+    standin = SparkOperatorStandIn(args.url, mode=args.mode, instant_workers=args.workers).start()
+    signal.signal(signal.SIGTERM, lambda *_: standin._stop.set())
+    with contextlib.suppress(KeyboardInterrupt):
+        standin.wait()
+    standin.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

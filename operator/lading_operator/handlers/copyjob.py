@@ -70,7 +70,9 @@ def copyjob_changed(name: str, namespace: str | None, type: str, body: kopf.Body
 
 @kopf.on.event(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL,
                labels={render.LABEL_KIND: KIND})
-def sparkapplication_changed(body: kopf.Body, namespace: str | None, **_: Any) -> None:
+def sparkapplication_changed(body: kopf.Body, namespace: str | None, type: str, **_: Any) -> None:
+    if type == "ADDED" and not body.get("status"):
+        return  # our own create (or a listing of one not started yet): nothing new to follow
     for ref in body.get("metadata", {}).get("ownerReferences") or []:
         if ref.get("kind") == KIND:
             wakeups.wake(KIND, namespace or "", str(ref.get("name")))
