@@ -210,7 +210,7 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
     spans = np.ones(table.num_rows, dtype=np.int64)
     for col in table.columns:
         spans += pc.fill_null(pc.count_substring(col, "\n"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    blank = L.blank_lines(data, starts, ends)
+    blank = L.blank_lines(data, starts, ends, whitespace=False)
     first_line = 2 if opts.header else 1
     blanks = [int(i) + 1 for i in np.flatnonzero(blank) if i + 1 >= first_line]
     # pyarrow numbers records from 1, counting the header row but not blank lines
@@ -327,6 +327,8 @@ def decode(data: bytes | pa.NativeFile, fmt: str, options: FormatOptions, column
         data = decompress(data, compression, uri)
     except (OSError, EOFError, pa.ArrowInvalid) as e:
         return Decoded(unit="line", error=f"cannot decompress ({compression}): {e}")
+    if not data.strip():
+        return Decoded(unit="line")  # an empty file loads no rows and is no error
     if fmt == "csv":
         return decode_csv(data, options if isinstance(options, CsvOptions) else CsvOptions(), columns)
     return decode_json(data)

@@ -33,9 +33,14 @@ def line_bounds(data: bytes) -> tuple[IntArray, IntArray]:
     return starts, ends
 
 
-def blank_lines(data: bytes, starts: IntArray, ends: IntArray) -> npt.NDArray[np.bool_]:
-    """Which lines hold only whitespace (decoders skip them)."""
+def blank_lines(data: bytes, starts: IntArray, ends: IntArray, *, whitespace: bool = True) -> npt.NDArray[np.bool_]:
+    """Which lines the decoder skips: whitespace only (JSON lines) or, with
+    ``whitespace=False``, empty only (CSV, where a line of spaces is a record)."""
     buf = np.frombuffer(data, dtype=np.uint8)
+    if not whitespace:
+        length = ends - starts
+        first = buf[np.minimum(starts, max(len(buf) - 1, 0))] if len(buf) else np.zeros(len(starts), np.uint8)
+        return np.asarray((length == 0) | ((length == 1) & (first == 13)))
     solid = np.concatenate([np.zeros(1, np.int64), np.cumsum(~_WS[buf], dtype=np.int64)])
     return np.asarray((solid[ends] - solid[starts]) == 0)
 

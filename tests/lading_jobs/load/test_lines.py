@@ -12,6 +12,8 @@ def test_line_bounds_and_blank_lines() -> None:
     starts, ends = L.line_bounds(data)
     assert [data[s:e] for s, e in zip(starts, ends, strict=True)] == [b"a", b"", b"  ", b"bb\r", b"c"]
     assert L.blank_lines(data, starts, ends).tolist() == [False, True, True, False, False]
+    assert L.blank_lines(b"a\n\n  \n\r\nb", *L.line_bounds(b"a\n\n  \n\r\nb"), whitespace=False).tolist() == \
+        [False, True, False, True, False]
 
 
 def test_final_newline_is_not_a_line() -> None:
