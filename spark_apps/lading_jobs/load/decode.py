@@ -286,11 +286,13 @@ def decode_json(data: bytes) -> Decoded:
 
 # -- Parquet -------------------------------------------------------------------------
 
-def decode_parquet(source: pa.NativeFile | bytes) -> Decoded:
+def decode_parquet(source: pa.NativeFile | bytes, row_groups: tuple[int, int] | None = None,
+                   first_row: int = 1) -> Decoded:
     """Row groups as lazy pieces; an unreadable row group rejects its rows, a bad footer the file.
 
     Given a file opened for ranged reads, only the footer is read here, and one row
-    group at a time as the pieces are consumed.
+    group at a time as the pieces are consumed. ``row_groups`` limits the read to
+    ``[start, stop)`` (a chunk of a big file), whose first row is ``first_row``.
     """
     out = Decoded(unit="row")
     try:
@@ -299,9 +301,11 @@ def decode_parquet(source: pa.NativeFile | bytes) -> Decoded:
         out.error = f"not a readable Parquet file (truncated or corrupt?): {e}"
         return out
 
+    start, stop = row_groups or (0, pf.metadata.num_row_groups)
+
     def pieces() -> Iterator[Piece]:
-        first = 1
-        for i in range(pf.metadata.num_row_groups):
+        first = first_row
+        for i in range(start, min(stop, pf.metadata.num_row_groups)):
             n = pf.metadata.row_group(i).num_rows
             try:
                 table = pf.read_row_group(i)
@@ -317,10 +321,11 @@ def decode_parquet(source: pa.NativeFile | bytes) -> Decoded:
 
 
 def decode(data: bytes | pa.NativeFile, fmt: str, options: FormatOptions, columns: list[str],
-           uri: str) -> Decoded:
-    """Decode one file in ``fmt`` (csv, json: its bytes; parquet: its bytes or a ranged-read file)."""
+           uri: str, row_groups: tuple[int, int] | None = None, first_row: int = 1) -> Decoded:
+    """Decode one file in ``fmt`` (csv, json: its bytes; parquet: its bytes or a ranged-read file,
+    optionally only the row groups ``[start, stop)``)."""
     if fmt == "parquet":
-        return decode_parquet(data)
+        return decode_parquet(data, row_groups, first_row)
     assert isinstance(data, bytes)
     compression = options.compression if isinstance(options, CsvOptions | JsonOptions) else "none"
     try:

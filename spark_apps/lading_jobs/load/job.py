@@ -23,12 +23,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from lading_jobs import storage as st
 from lading_jobs.load import manifest as mf
 from lading_jobs.load.infer import infer_schema
-from lading_jobs.load.policy import Decision, FileOutcome, decide
+from lading_jobs.load.policy import Decision, FileOutcome, decide, merge_outcomes
 from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, run_file
 from lading_jobs.table import format as fmt
@@ -39,6 +40,9 @@ from lading_spec.copyjob import CopyJobSpec, parse_copyjob
 from lading_spec.errors import SpecError
 from lading_spec.formats import FileSet
 from lading_spec.job import JobDocument
+
+CHUNK_BYTES = 256 * 1024**2
+"""A Parquet file bigger than this is read by several tasks, each a range of its row groups."""
 
 
 class Cancelled(Exception):
@@ -95,7 +99,11 @@ def _run_tasks(spark: SparkSession, plan: LoadPlan, tasks: list[FileTask]) -> li
     df = spark.range(0, len(tasks), 1, numPartitions=len(tasks)).mapInArrow(work, "outcome string")
     spark.sparkContext.setJobDescription(f"lading load into {plan.table_uri} ({len(tasks)} files)")
     rows = df.collect()
-    return sorted((FileOutcome.from_dict(json.loads(r.outcome)) for r in rows), key=lambda o: o.index)
+    by_file: dict[int, list[FileOutcome]] = {}
+    for r in rows:  # in task order (collect keeps partition order), so a file's chunks stay in order
+        o = FileOutcome.from_dict(json.loads(r.outcome))
+        by_file.setdefault(o.index, []).append(o)
+    return [merge_outcomes(chunks) for _, chunks in sorted(by_file.items())]
 
 
 def _written(o: FileOutcome) -> list[writer.WrittenPart]:
@@ -106,10 +114,9 @@ def _abort_all(outcomes: list[FileOutcome], plan: LoadPlan, rejects_too: bool = 
     storage = storage_for(plan.table_uri, plan.settings)
     writer.abort_parts(plan.table_uri, [w for o in outcomes for w in _written(o)], storage=storage)
     for o in outcomes if rejects_too else ():
-        if o.rejects_upload:
+        for upload in o.rejects_uploads:
             with contextlib.suppress(st.StorageError, OSError):
-                storage_for(o.rejects_uri or "", plan.settings).abort_upload(
-                    st.PendingUpload.from_dict(o.rejects_upload))
+                storage_for(upload["uri"], plan.settings).abort_upload(st.PendingUpload.from_dict(upload))
 
 
 def _sweep(plan: LoadPlan) -> None:
@@ -124,8 +131,44 @@ def _sweep(plan: LoadPlan) -> None:
                 storage.abort_upload(u)
 
 
+def plan_tasks(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Settings,
+               chunk_bytes: int = CHUNK_BYTES) -> list[FileTask]:
+    """One task per file; a Parquet file bigger than ``chunk_bytes`` is split into tasks of
+    consecutive row groups of about that many (compressed) bytes, read from its footer."""
+    tasks: list[FileTask] = []
+    for n, o in enumerate(files):
+        chunks = _row_group_chunks(o, settings, chunk_bytes) if fmt_name == "parquet" and o.size > chunk_bytes else []
+        if len(chunks) <= 1:
+            tasks.append(FileTask(len(tasks), o.uri, o.etag, o.size, n))
+            continue
+        for start, stop, first_row in chunks:
+            tasks.append(FileTask(len(tasks), o.uri, o.etag, o.size, n, (start, stop), first_row))
+    return tasks
+
+
+def _row_group_chunks(o: st.ObjectInfo, settings: st.S3Settings, chunk_bytes: int) -> list[tuple[int, int, int]]:
+    """[(first row group, stop, first row)] of about ``chunk_bytes`` each; [] if the footer is unreadable."""
+    try:
+        meta = pq.read_metadata(storage_for(o.uri, settings).open_input(o.uri, o.size))
+    except (pa.ArrowInvalid, OSError, st.StorageError):
+        return []  # the task reports the file as unreadable
+    out: list[tuple[int, int, int]] = []
+    start, size, row, first_row = 0, 0, 1, 1
+    for i in range(meta.num_row_groups):
+        rg = meta.row_group(i)
+        group = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+        if i > start and size + group > chunk_bytes:
+            out.append((start, i, first_row))
+            start, size, first_row = i, 0, row
+        size += group
+        row += rg.num_rows
+    out.append((start, meta.num_row_groups, first_row))
+    return out
+
+
 def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = None,
-             cancel: threading.Event | None = None, **_: Any) -> dict[str, Any]:
+             cancel: threading.Event | None = None, *, chunk_bytes: int = CHUNK_BYTES,
+             **_: Any) -> dict[str, Any]:
     """Run the load ``job`` asks for; return the CopyResponse result (``rows`` or ``error``)."""
     started = time.monotonic()
     spec = spec or parse_copyjob(job.spec)
@@ -155,7 +198,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         time=writer.default_time(snapshot) if snapshot is not None else int(time.time() * 1000),
         write_id=fmt.new_write_id(), format=fileset.format, options=fileset.options, load=spec.load,
         rejects_prefix=mf.run_prefix(spec.load.rejected_rows, job.run_id), settings=settings)
-    tasks = [FileTask(i, o.uri, o.etag, o.size) for i, o in enumerate(todo)]
+    tasks = plan_tasks(todo, fileset.format, settings, chunk_bytes)
     outcomes: list[FileOutcome] = []
     try:
         if tasks:
@@ -176,9 +219,8 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         _sweep(plan)
         raise
     for o in outcomes:  # rejected rows are a report: they are written whatever the outcome
-        if o.rejects_upload:
-            storage_for(o.rejects_uri or "", settings).complete_upload(
-                st.PendingUpload.from_dict(o.rejects_upload))
+        for upload in o.rejects_uploads:
+            storage_for(upload["uri"], settings).complete_upload(st.PendingUpload.from_dict(upload))
     manifest = mf.build_manifest(
         run_id=job.run_id, table_uri=table_uri, fmt_name=fileset.format, on_error=spec.load.on_error,
         validate_only=spec.load.validate_only, outcomes=outcomes, already_loaded=already, decision=decision,

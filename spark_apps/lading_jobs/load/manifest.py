@@ -59,8 +59,8 @@ def file_entry(o: FileOutcome, decision: Decision, committed: bool) -> dict[str,
         entry["firstError"] = o.file_error or o.first_error
     if o.errors:
         entry["errors"] = o.errors
-    if o.rejects_uri:
-        entry["rejectedRows"] = o.rejects_uri
+    if o.rejects_uris:
+        entry["rejectedRows"] = o.rejects_uris
     return entry
 
 

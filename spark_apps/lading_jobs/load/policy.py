@@ -38,8 +38,8 @@ class FileOutcome:
     first_error: str | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)  # the first few rejects
     parts: list[str] = field(default_factory=list)  # table.writer.WrittenPart JSON
-    rejects_upload: dict[str, Any] | None = None
-    rejects_uri: str | None = None
+    rejects_uploads: list[dict[str, Any]] = field(default_factory=list)  # pending rejected-rows files
+    rejects_uris: list[str] = field(default_factory=list)
 
     @property
     def error_count(self) -> int:
@@ -55,6 +55,23 @@ class FileOutcome:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FileOutcome:
         return cls(**d)
+
+
+def merge_outcomes(chunks: list[FileOutcome]) -> FileOutcome:
+    """One file's outcome from the outcomes of its chunks (in file order)."""
+    first = chunks[0]
+    if len(chunks) == 1:
+        return first
+    errors = [e for c in chunks for e in c.errors][:max(len(c.errors) for c in chunks)]
+    return FileOutcome(
+        first.index, first.uri, first.etag, first.size, first.unit,
+        rows_read=sum(c.rows_read for c in chunks), rows_good=sum(c.rows_good for c in chunks),
+        rows_rejected=sum(c.rows_rejected for c in chunks),
+        file_error=next((c.file_error for c in chunks if c.file_error), None),
+        first_error=next((c.first_error for c in chunks if c.first_error), None),
+        errors=errors, parts=[p for c in chunks for p in c.parts],
+        rejects_uploads=[u for c in chunks for u in c.rejects_uploads],
+        rejects_uris=[u for c in chunks for u in c.rejects_uris])
 
 
 @dataclass(frozen=True)

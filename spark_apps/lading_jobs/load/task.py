@@ -34,10 +34,19 @@ ERRORS_IN_RESULT = 5  # rejected records listed per file in the manifest
 
 @dataclass(frozen=True)
 class FileTask:
-    index: int
+    """One task's input: a whole file, or (big Parquet files) a range of its row groups."""
+
+    index: int  # the task's number: names its parts and rejected-rows file
     uri: str
     etag: str
     size: int
+    file_index: int = -1  # the file's number in the run (-1: same as index)
+    row_groups: tuple[int, int] | None = None  # [start, stop) of a Parquet file's row groups
+    first_row: int = 1  # the file row number of the chunk's first row
+
+    @property
+    def file(self) -> int:
+        return self.index if self.file_index < 0 else self.file_index
 
 
 @dataclass(frozen=True)
@@ -94,11 +103,12 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
     a file with errors has its parts written and then aborted: errors are only
     known at its end, and the clean case should not pay for the rare one.
     """
-    out = FileOutcome(task.index, task.uri, task.etag, task.size)
+    out = FileOutcome(task.file, task.uri, task.etag, task.size)
     storage = storage_for(task.uri, plan.settings)
     try:
         decoded: Decoded = decode(_read(storage, task, plan.format), plan.format, plan.options,
-                                  plan.schema.names, task.uri)
+                                  plan.schema.names, task.uri, row_groups=task.row_groups,
+                                  first_row=task.first_row)
     except (st.StorageError, OSError) as e:
         out.file_error = f"cannot be read: {e}"
         return out
@@ -145,7 +155,7 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
             body = "".join(json.dumps(reject_entry(task.uri, decoded.unit, r), ensure_ascii=False) + "\n"
                            for r in rejects)
             rstore.upload_part(upload, body.encode())
-            out.rejects_upload, out.rejects_uri = upload.to_dict(), uri
+            out.rejects_uploads, out.rejects_uris = [upload.to_dict()], [uri]
     except BaseException:
         for upload in begun:
             storage_for(upload.uri, plan.settings).abort_upload(upload)

@@ -256,3 +256,30 @@ def test_a_cancelled_load_leaves_nothing_behind(spark: Any, root: str) -> None:
     assert TableLog.open(root + "t/", store(root)) is None
     assert no_pending(root)
     assert [o.uri for o in store(root).list_objects(root) if "/in/" not in o.uri] == []
+
+
+def test_a_big_parquet_file_is_read_by_several_tasks(spark: Any, root: str) -> None:
+    ids_ = list(range(1, 601))
+    amounts = [str(i) if i not in (150, 480) else "bad" for i in ids_]  # rows 150 and 480 do not cast
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": ids_, "name": [f"n{i}" for i in ids_], "amount": amounts}), buf,
+                   row_group_size=100)
+    put_files(root + "in/", {"big.parquet": buf.getvalue(), "small.parquet": GOOD_PARQUET})
+    spec = {"from": {"files": root + "in/", "format": "parquet"}, "to": {"table": root + "t/", "schema": SCHEMA},
+            "onError": "continue", "rejectedRows": root + "rej/"}
+    from lading_jobs.load.job import plan_tasks
+
+    listed = sorted(store(root).list_objects(root + "in/"), key=lambda o: o.uri)
+    chunk = len(buf.getvalue()) // 3
+    tasks = plan_tasks(listed, "parquet", st.S3Settings.from_env(), chunk)
+    assert len([t for t in tasks if t.uri.endswith("big.parquet")]) >= 3
+    result = run_load(spark, job(spec), chunk_bytes=chunk)
+    assert result["rows"] == 598 + 2 and result["rowsRejected"] == 2
+    assert ids(root + "t/") == sorted([1, 2] + [i for i in ids_ if i not in (150, 480)])
+    big = next(f for f in result["fileResults"] if f["file"].endswith("big.parquet"))
+    assert big["status"] == "partial" and big["firstError"].startswith("row 150, column amount")
+    rejected = [e for uri in store(root).list_objects(root + "rej/") if uri.uri.endswith(".jsonl")
+                for e in read_jsonl(uri.uri)]
+    assert sorted(e["row"] for e in rejected) == [150, 480]
+    ledger = TableLog.open(root + "t/", store(root)).snapshot().ledger  # type: ignore[union-attr]
+    assert ledger[root + "in/big.parquet"].rows == 598
