@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
-from unload.unload_helpers import job_doc
+from support.unload import job_doc
 
 from lading_jobs.main import execute
 from lading_jobs.result import Cancellation, describe_error, exit_code

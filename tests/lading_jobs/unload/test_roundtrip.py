@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from unload_helpers import job_doc
+from support.unload import job_doc
 
 from lading_jobs.main import run_job
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from unload_helpers import job_doc, s3_keys, s3_pending
+from support.unload import job_doc, s3_keys, s3_pending
 
 from lading_jobs.main import execute, run_job
 from lading_jobs.result import Cancellation
@@ -61,8 +62,9 @@ def test_unload_returns_the_query_count_and_a_manifest(spark: Any, orders: str, 
     assert manifest["source"]["query"].startswith("SELECT")
     assert manifest["runId"] == doc.run_id
     for f in manifest["files"]:
-        head = s3_client.head_object(Bucket=bucket, Key=f"exports/20260102/{f['path']}")
-        assert head["ContentLength"] == f["bytes"]
+        stored = s3_client.get_object(Bucket=bucket, Key=f"exports/20260102/{f['path']}")["Body"].read()
+        assert len(stored) == f["bytes"]
+        assert f["crc32"] == f"{zlib.crc32(stored):08x}"  # the checksum is of the bytes as stored
     assert s3_pending(s3_client, bucket) == []
     if fmt == "parquet":
         data_keys = sorted(k for k in keys if k.endswith(".parquet"))
