@@ -76,6 +76,9 @@ def csv_record_lines(first_line: int, first_record: int, good_spans: IntArray,
         line += int(cs[g + take] - cs[g])
         record += take
         g += take
+        while b < len(blanks) and blanks[b] < line:  # passed inside the records just taken
+            b += 1
+        next_blank = blanks[b] if b < len(blanks) else None
         if next_blank is not None and line == next_blank:
             line += 1
             b += 1

@@ -38,3 +38,9 @@ def test_csv_record_lines_rejected_at_the_end() -> None:
 def test_blank_line_inside_a_quoted_value_is_ignored() -> None:
     good, rejected = L.csv_record_lines(1, 1, np.array([3, 1], dtype=np.int64), [], [2])
     assert good.tolist() == [1, 4]
+
+
+def test_a_blank_line_right_after_a_record_with_a_quoted_blank_line() -> None:
+    # record 1-3 (line 2 blank inside quotes) | blank 4 | rejected 5
+    good, rejected = L.csv_record_lines(1, 1, np.array([3], dtype=np.int64), [(2, 1)], [2, 4])
+    assert good.tolist() == [1] and rejected == [5]
