@@ -138,6 +138,12 @@ def test_cancel_mid_run_leaves_an_empty_destination(
                         "metadata": {"name": "to-cancel", "namespace": kube_namespace}, "spec": spec}, "copyjobs")
     running = wait_phase(kube.client, kube_namespace, "to-cancel", "Running")
     app_name = running["status"]["sparkApplication"]
+    # While it runs, progress comes from the driver's Spark REST API (driverInfo.webUIAddress).
+    progressing = kube.client.wait_for(
+        API, "copyjobs", kube_namespace, "to-cancel",
+        lambda o: ((o or {}).get("status") or {}).get("progress", {}).get("tasksTotal", 0) >= 1,
+        timeout=120, interval=0.5)
+    assert progressing is not None and progressing["status"]["progress"]["updatedAt"]
     kube.client.patch(API, "copyjobs", kube_namespace, "to-cancel", {"spec": {"cancel": True}})
     done = wait_phase(kube.client, kube_namespace, "to-cancel", {"Cancelled", "Failed", "Succeeded"}, timeout=120)
     assert done["status"]["phase"] == "Cancelled"
