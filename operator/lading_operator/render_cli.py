@@ -48,7 +48,7 @@ def render_document(doc: dict[str, Any], namespace: str, run_time: dt.datetime) 
         slot = schedule.parse_schedule(spec["schedule"], run_time).next_after(run_time - dt.timedelta(seconds=1))
         run_id, when = schedule.slot_run_id(slot), slot
     else:
-        run_id, when = names.oneshot_run_id(f"{uid}/{generation}", name), run_time
+        run_id, when = names.oneshot_run_id(f"{uid or name}/{generation}", name), run_time
     run = render.RunIdentity(kind="CopyJob", namespace=ns, name=name, uid=uid, generation=generation,
                              run_id=run_id, run_time=when)
     return render.build_sparkapplication(spec, run)
@@ -68,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     out = []
     status = 0
+    others = 0
     for i, doc in enumerate(docs):
         where = f"{args.file}: document {i + 1}"
         if not isinstance(doc, dict) or doc.get("apiVersion") != API_VERSION:
@@ -76,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if kind in ("StreamCopy", "Compaction"):
             print(f"# {where}: {kind} {doc.get('metadata', {}).get('name')}: no SparkApplication yet "
                   "(its engine ships in a later release)", file=sys.stderr)
+            others += 1
             continue
         if kind != "CopyJob":
             continue
@@ -87,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = 2
     if out:
         sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=120))
-    elif status == 0:
+    elif status == 0 and not others:
         print(f"lading render: {args.file} holds no lading.io/v1alpha1 CopyJob", file=sys.stderr)
         return 1
     return status

@@ -50,3 +50,12 @@ def test_file_without_copyjobs(tmp_path: Path, capsys: pytest.CaptureFixture[str
     path = tmp_path / "none.yaml"
     path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     assert render_cli.main([str(path)]) == 1
+
+
+def test_streamcopy_only_file_renders_nothing_without_error(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "stream.yaml"
+    path.write_text("apiVersion: lading.io/v1alpha1\nkind: StreamCopy\nmetadata: {name: s}\nspec: {}\n")
+    assert render_cli.main([str(path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and "later release" in captured.err
