@@ -237,10 +237,32 @@ def parse_bool(arr: pa.Array) -> pa.Array:
     return pc.if_else(pc.is_valid(low), true, pa.scalar(None, pa.bool_()))
 
 
+def joined_buffer(arr: pa.Array) -> pa.Buffer:
+    """The concatenated bytes of a string array without nulls, as a zero-copy slice of its
+    data buffer (immutable; holds the array's memory alive, copies nothing)."""
+    if arr.null_count:
+        return pa.py_buffer(_offsets_and_data(arr)[1])
+    return value_bytes(arr)
+
+
 def joined_bytes(arr: pa.Array) -> bytes:
-    """The concatenated bytes of a string array without nulls (one buffer slice)."""
-    offsets, data = _offsets_and_data(arr)
-    return data
+    """The concatenated bytes of a string array without nulls (one copy)."""
+    if arr.null_count:
+        return _offsets_and_data(arr)[1]
+    return value_bytes(arr).to_pybytes()
+
+
+def value_bytes(arr: pa.Array) -> pa.Buffer:
+    """The bytes spanned by ``arr``'s values (slicing accounted for), zero-copy. Null slots
+    normally span nothing, but Arrow does not forbid them bytes: use this to prove a byte
+    is *absent*, not to read values."""
+    bufs = arr.buffers()
+    if len(arr) == 0 or bufs[2] is None:
+        return pa.py_buffer(b"")
+    large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
+    offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)
+    start, end = int(offsets[arr.offset]), int(offsets[arr.offset + len(arr)])
+    return bufs[2].slice(start, end - start)
 
 
 def list_parts(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:

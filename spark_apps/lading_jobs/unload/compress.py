@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
-Compressor = Callable[[bytes], bytes]
+Compressor = Callable[[bytes | pa.Buffer], bytes]
 
 
-def _gzip(data: bytes) -> bytes:
+def _gzip(data: bytes | pa.Buffer) -> bytes:
     c = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: a gzip member
     return c.compress(data) + c.flush()
 
@@ -31,7 +31,7 @@ def compressor(name: str) -> Compressor | None:
     if name == "zstd":
         codec = pa.Codec("zstd", compression_level=3)
 
-        def _zstd(data: bytes) -> bytes:
+        def _zstd(data: bytes | pa.Buffer) -> bytes:
             return codec.compress(data, asbytes=True)  # type: ignore[no-any-return]
 
         return _zstd

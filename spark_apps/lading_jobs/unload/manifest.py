@@ -1,6 +1,6 @@
 """The run's manifest: the success marker, written last, naming every file the run wrote.
 
-Format (``lading.io/unload-manifest``, version 1) is documented in
+Format (``lading.io/unload-manifest``, version 2) is documented in
 docs/copyjob.md; this module only assembles it from what the tasks returned.
 """
 
@@ -14,7 +14,7 @@ import pyarrow as pa
 from lading_jobs.storage import join
 
 MANIFEST_KIND = "lading.io/unload-manifest"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2  # 2: per-file crc32 replaced sha256
 
 
 def _iso(t: dt.datetime) -> str:
@@ -49,7 +49,7 @@ def build_manifest(*, run_id: str, job: dict[str, Any], destination: str, source
         },
         "files": [
             {"path": f["path"], "uri": join(destination, f["path"]), "rows": f["rows"], "bytes": f["bytes"],
-             "sha256": f["sha256"], "task": f["task"], "seq": f["seq"],
+             "crc32": f["crc32"], "task": f["task"], "seq": f["seq"],
              **({"partition": f["partition"]} if f.get("partition") else {}),
              "columns": f["columns"]}
             for f in files

@@ -5,7 +5,7 @@ in the task's order (sorted by partition columns first when ``partitionBy`` is
 set); each run of equal partition values goes to files under its Hive-style
 directory. A file is rolled when full; finished files stay *pending* uploads.
 The task returns one JSON row per file (upload id, part ETags, rows, bytes,
-SHA-256, column statistics). On any exception the task aborts every upload it
+CRC-32, column statistics). On any exception the task aborts every upload it
 began, then re-raises: a failed task leaves nothing behind by itself (the
 driver's sweep covers tasks that were killed outright).
 """
@@ -152,7 +152,7 @@ class TaskWriter:
         upload = cur.sink.finish()
         self.done.append({
             "task": self.task, "seq": cur.seq, "path": cur.relative, "upload": upload.to_dict(),
-            "rows": cur.file.stats.rows, "bytes": cur.sink.size, "sha256": cur.sink.sha256,
+            "rows": cur.file.stats.rows, "bytes": cur.sink.size, "crc32": cur.sink.crc32,
             "partition": dict(zip(self.plan.partition_by, cur.key, strict=True)),
             "columns": cur.file.stats.to_dict(),
         })

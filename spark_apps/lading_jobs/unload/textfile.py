@@ -10,7 +10,7 @@ file is filled to within a few percent of it. A single row larger than
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import pyarrow as pa
 
@@ -25,6 +25,9 @@ class TextEncoder(Protocol):
     def encode(self, batch: pa.RecordBatch) -> bytes: ...
 
 
+Encoded: TypeAlias = bytes | pa.Buffer
+
+
 class FileTooSmall(ValueError):
     """One row does not fit in maxFileSize."""
 
@@ -33,6 +36,8 @@ class TextFile:
     def __init__(self, sink: PartSink, encoder: TextEncoder, header: bytes, compress: Compressor | None,
                  max_size: int, schema: pa.Schema) -> None:
         self.sink, self.encoder, self.compress, self.max_size = sink, encoder, compress, max_size
+        # an encoder may hand out its output buffer itself (CSV does), saving a copy per batch
+        self._encoder_out = getattr(encoder, "encode_buffer", encoder.encode)
         self.stats = FileStats(schema)
         self._header = compress(header) if (compress and header) else header
         if len(self._header) >= max_size:
@@ -42,8 +47,8 @@ class TextFile:
     def rows(self) -> int:
         return self.stats.rows
 
-    def _encode(self, batch: pa.RecordBatch) -> bytes:
-        data = self.encoder.encode(batch)
+    def _encode(self, batch: pa.RecordBatch) -> Encoded:
+        data = self._encoder_out(batch)
         return self.compress(data) if self.compress else data
 
     def write(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
