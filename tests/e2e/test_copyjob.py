@@ -13,12 +13,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from harness.client import ApiStatusError, wait_until
 from harness.fixtures import Kube
 from harness.spark_operator import SparkOperatorStandIn
 
-from .conftest import API, OperatorProcess, apps_of, conditions, wait_phase
+from .conftest import API, REPO, OperatorProcess, apps_of, conditions, wait_phase
 
 pytestmark = [pytest.mark.k8s, pytest.mark.s3, pytest.mark.slow]
 SOURCE_ROWS = 500
@@ -116,7 +117,8 @@ def test_invalid_specs_are_rejected_naming_the_field(
 def test_failing_query_reports_sparks_error(
         kube: Kube, kube_namespace: str, operator_process: OperatorProcess, standin: SparkOperatorStandIn,
         bucket: str, source: str, s3_secret: str, s3_endpoint: str) -> None:
-    spec = unload_spec(source, bucket, s3_secret, s3_endpoint, query="SELECT no_such_column FROM src")
+    spec = unload_spec(source, bucket, s3_secret, s3_endpoint, query="SELECT no_such_column FROM src",
+                       ttlSecondsAfterFinished=8)
     kube.client.create({"apiVersion": API, "kind": "CopyJob",
                         "metadata": {"name": "broken", "namespace": kube_namespace}, "spec": spec}, "copyjobs")
     failed = wait_phase(kube.client, kube_namespace, "broken", {"Failed", "Succeeded"})
@@ -126,6 +128,10 @@ def test_failing_query_reports_sparks_error(
     assert "UNRESOLVED_COLUMN" in status["response"]["error"]  # Spark's own error class
     assert conditions(failed)["Failed"]["status"] == "True"
     assert conditions(failed)["Ready"]["reason"] == "JobFailed"
+    # ttlSecondsAfterFinished: the finished CopyJob (and, through it, its SparkApplication) goes away.
+    kube.client.wait_gone(API, "copyjobs", kube_namespace, "broken", timeout=60)
+    wait_until(lambda: apps_of(kube.client, kube_namespace), lambda apps: apps == [], timeout=60,
+               what="the SparkApplication to be collected")
 
 
 def test_cancel_mid_run_leaves_an_empty_destination(
@@ -228,3 +234,18 @@ def test_scheduled_copyjob_runs_twice_into_two_destinations(
         assert keys(s3_client, bucket, destination.split("/", 3)[3]), destination
     assert obj["status"]["lastScheduleTime"] and obj["status"]["nextScheduleTime"]
     assert conditions(obj)["Ready"]["status"] == "True"
+
+
+@pytest.mark.parametrize("example", ["compaction.yaml", "streamcopy-files.yaml"])
+def test_streamcopy_and_compaction_wait_for_their_engines(
+        kube: Kube, kube_namespace: str, operator_process: OperatorProcess, example: str) -> None:
+    doc = yaml.safe_load((REPO / "examples" / example).read_text())
+    doc["metadata"]["namespace"] = kube_namespace
+    plural = {"Compaction": "compactions", "StreamCopy": "streamcopies"}[doc["kind"]]
+    kube.client.create(doc, plural)
+    obj = kube.client.wait_for(API, plural, kube_namespace, doc["metadata"]["name"],
+                               lambda o: ((o or {}).get("status") or {}).get("phase") is not None, timeout=60,
+                               interval=0.2)
+    assert obj is not None and obj["status"]["phase"] == "Pending"
+    assert conditions(obj)["Ready"]["reason"] == "EngineNotAvailable"
+    assert apps_of(kube.client, kube_namespace) == []
