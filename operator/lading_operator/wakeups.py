@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
+from typing import Any
 
 _events: dict[tuple[str, str, str], asyncio.Event] = {}
 
@@ -34,8 +36,16 @@ def wake(kind: str, namespace: str, name: str) -> bool:
     return True
 
 
-async def sleep(event: asyncio.Event, seconds: float) -> None:
-    """Sleep up to ``seconds``, or until woken."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout=max(seconds, 0.0))
+async def sleep(event: asyncio.Event, seconds: float, stopped: Awaitable[Any] | None = None) -> None:
+    """Sleep up to ``seconds``, or until woken, or until ``stopped`` (kopf's flag) completes."""
+    waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(event.wait())]
+    if stopped is not None:
+        waits.append(asyncio.ensure_future(stopped))
+    try:
+        await asyncio.wait(waits, timeout=max(seconds, 0.0), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waits:
+            waiter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiter
     event.clear()

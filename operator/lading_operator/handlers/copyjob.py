@@ -37,7 +37,7 @@ def executor() -> concurrent.futures.ThreadPoolExecutor:
     return _executor
 
 
-@kopf.daemon(k8s.GROUP, k8s.VERSION, "copyjobs", cancellation_timeout=10.0)
+@kopf.daemon(k8s.GROUP, k8s.VERSION, "copyjobs", cancellation_backoff=5.0, cancellation_timeout=10.0)
 async def reconcile_loop(name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any) -> None:
     namespace = namespace or ""
     event = wakeups.register(KIND, namespace, name)
@@ -53,7 +53,7 @@ async def reconcile_loop(name: str, namespace: str | None, stopped: kopf.DaemonS
                 delay = ERROR_BACKOFF[min(errors, len(ERROR_BACKOFF) - 1)]
                 errors += 1
                 log.warning("reconcile of %s/%s failed (retrying in %ss): %s", namespace, name, delay, e)
-            await wakeups.sleep(event, IDLE_SECONDS if delay is None else delay)
+            await wakeups.sleep(event, IDLE_SECONDS if delay is None else delay, stopped.wait())
     finally:
         wakeups.forget(KIND, namespace, name)
 
