@@ -1,7 +1,8 @@
 """Carry the Spark types Arrow transfer cannot, by rewriting them as SQL on the way.
 
 Spark ships ``INTERVAL YEAR TO MONTH`` to Python as an Arrow YEAR_MONTH interval,
-which pyarrow cannot open, and a Python data source cannot yield one. So before a
+which pyarrow cannot open, and a Python data source cannot yield one (nor a char or
+varchar: ``transfer_schema`` declares those as strings). So before a
 DataFrame crosses into Python (``to_transfer``) every year-month interval, nested
 ones included, becomes an ``int`` number of months; after a Python data source
 hands rows back (``from_transfer``) the months become intervals again. Both are
@@ -27,9 +28,12 @@ def _has_ym(dt: T.DataType) -> bool:
 
 
 def transfer_type(dt: T.DataType) -> T.DataType:
-    """``dt`` with every year-month interval replaced by ``int`` (months)."""
+    """``dt`` with every year-month interval replaced by ``int`` (months), and char/varchar by
+    ``string`` (Spark's Arrow transfer has no char/varchar; DataFrames hold them as strings)."""
     if isinstance(dt, T.YearMonthIntervalType):
         return T.IntegerType()
+    if isinstance(dt, T.CharType | T.VarcharType):
+        return T.StringType()
     if isinstance(dt, T.ArrayType):
         return T.ArrayType(transfer_type(dt.elementType), dt.containsNull)
     if isinstance(dt, T.MapType):

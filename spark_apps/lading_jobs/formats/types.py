@@ -10,6 +10,14 @@ the schema names the lading format and type-mapping versions.
 ``arrow_schema`` maps Spark → Arrow; ``conform_batch`` casts what Spark's Arrow
 transfer produced into the mapped types (vectorised); ``spark_schema_from_arrow``
 maps back, honouring the extension names, so files and tables round trip.
+
+Type *names* (a table column's ``type``, ``to.schema[].type``) are Spark SQL DDL
+type strings, parsed here without a JVM (``parse_type``) and spelled back
+canonically (``type_name``); the lading logical types ``json`` and ``uuid``
+(strings Spark has no type for) are extension names in the same registry
+(``LOGICAL_TYPES``). ``arrow_field`` / ``type_name_from_arrow`` map names to
+Arrow fields and back, so the table format and the file formats share one
+mapping.
 """
 
 from __future__ import annotations
@@ -199,6 +207,12 @@ def _from_extension(name: str, path: str) -> T.DataType:
         return T.TimeType(int(tm.group(1)))
     if name == "variant":
         return T.VariantType()
+    if name in LOGICAL_TYPES:
+        return LOGICAL_TYPES[name]
+    try:  # a plain type name (early table parts named every column's type)
+        return parse_type(name)
+    except TypeMappingError:
+        pass
     raise TypeMappingError(f"column {path}: unknown lading.type {name!r} (written by a newer lading? "
                            f"this one reads type-mapping version {TYPE_MAPPING_VERSION})")
 
@@ -266,3 +280,279 @@ def field_ids(schema: pa.Schema) -> dict[str, int]:
         if f.metadata and FIELD_ID in f.metadata:
             out[f.name] = int(f.metadata[FIELD_ID])
     return out
+
+
+# --- type names: Spark SQL DDL type strings, parsed without a JVM -------------------------
+
+LOGICAL_TYPES: dict[str, T.DataType] = {"json": T.StringType(), "uuid": T.StringType()}
+"""lading's own logical types: extension names over a Spark type (here: strings).
+
+``json`` holds JSON text, ``uuid`` a UUID's text; Spark sees strings, parts carry
+``lading.type`` = the name, so lading readers know what the column means."""
+
+TYPE_ALIASES = {"text": "string"}
+"""Names lading accepts for a column type beyond Spark's grammar (PostgreSQL habits)."""
+
+_PRIMITIVES: dict[str, T.DataType] = {
+    "boolean": T.BooleanType(), "tinyint": T.ByteType(), "byte": T.ByteType(),
+    "smallint": T.ShortType(), "short": T.ShortType(), "int": T.IntegerType(), "integer": T.IntegerType(),
+    "bigint": T.LongType(), "long": T.LongType(), "float": T.FloatType(), "real": T.FloatType(),
+    "double": T.DoubleType(), "date": T.DateType(), "timestamp": T.TimestampType(),
+    "timestamp_ltz": T.TimestampType(), "timestamp_ntz": T.TimestampNTZType(), "string": T.StringType(),
+    "binary": T.BinaryType(), "void": T.NullType(), "variant": T.VariantType(),
+}
+_DT_UNITS = {v: k for k, v in _DT_FIELDS.items()}
+_YM_UNITS = {v: k for k, v in _YM_FIELDS.items()}
+_TOKEN_RE = re.compile(r"\s*(?:(`(?:[^`]|``)*`)|('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")|([A-Za-z0-9_]+)|([<>(),:]))")
+_PLAIN_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_GRAMMAR = ("a Spark SQL type: boolean, tinyint, smallint, int, bigint, float, double, decimal(p,s), "
+            "string, char(n), varchar(n), binary, date, timestamp, timestamp_ntz, time(p), "
+            "interval day to second / year to month (or a sub-range), array<T>, map<K,V>, "
+            "struct<name: T, ...>, variant, void")
+
+
+class _Lexer:
+    """Tokens of a type string: (kind, text) with kind in ident, quoted, string, punct."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens: list[tuple[str, str]] = []
+        pos = 0
+        while pos < len(text):
+            m = _TOKEN_RE.match(text, pos)
+            if m is None or m.end() == pos:
+                if text[pos:].strip() == "":
+                    break
+                raise self.error(f"unexpected character {text[pos:].lstrip()[:1]!r}")
+            if m.group(1):
+                self.tokens.append(("quoted", m.group(1)[1:-1].replace("``", "`")))
+            elif m.group(2):
+                self.tokens.append(("string", m.group(2)[1:-1]))
+            elif m.group(3):
+                self.tokens.append(("ident", m.group(3)))
+            elif m.group(4):
+                self.tokens.append(("punct", m.group(4)))
+            else:  # only spaces left
+                break
+            pos = m.end()
+        self.i = 0
+
+    def error(self, what: str) -> TypeMappingError:
+        return TypeMappingError(f"type {self.text!r}: {what}; expected {_GRAMMAR}")
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def peek_word(self) -> str | None:
+        tok = self.peek()
+        return tok[1].lower() if tok is not None and tok[0] == "ident" else None
+
+    def word(self) -> str:
+        tok = self.peek()
+        if tok is None or tok[0] != "ident":
+            raise self.error("a type name is missing" if tok is None else f"unexpected {tok[1]!r}")
+        self.i += 1
+        return tok[1].lower()
+
+    def accept(self, punct: str) -> bool:
+        if self.peek() == ("punct", punct):
+            self.i += 1
+            return True
+        return False
+
+    def expect(self, punct: str) -> None:
+        if not self.accept(punct):
+            tok = self.peek()
+            raise self.error(f"expected {punct!r}, found {'the end' if tok is None else repr(tok[1])}")
+
+    def integer(self) -> int:
+        word = self.word()
+        if not word.isdigit():
+            raise self.error(f"expected a number, found {word!r}")
+        return int(word)
+
+    def name(self) -> str:
+        tok = self.peek()
+        if tok is None or tok[0] not in ("ident", "quoted"):
+            raise self.error("a field name is missing" if tok is None else f"unexpected {tok[1]!r}")
+        self.i += 1
+        return tok[1]
+
+
+def _parse(lx: _Lexer) -> T.DataType:
+    word = lx.word()
+    if word == "string" and lx.peek_word() == "collate":
+        raise lx.error("collations are not supported; drop the COLLATE clause")
+    if word in _PRIMITIVES:
+        return _PRIMITIVES[word]
+    if word in ("decimal", "dec", "numeric"):
+        precision, scale = 10, 0
+        if lx.accept("("):
+            precision = lx.integer()
+            if lx.accept(","):
+                scale = lx.integer()
+            lx.expect(")")
+        if not 1 <= precision <= 38 or scale > precision:
+            raise lx.error(f"decimal({precision},{scale}) needs precision 1..38 and scale 0..precision")
+        return T.DecimalType(precision, scale)
+    if word in ("char", "character", "varchar"):
+        lx.expect("(")
+        length = lx.integer()
+        lx.expect(")")
+        return T.VarcharType(length) if word == "varchar" else T.CharType(length)
+    if word == "time":
+        precision = 6
+        if lx.accept("("):
+            precision = lx.integer()
+            lx.expect(")")
+        if not 0 <= precision <= 6:
+            raise lx.error(f"time({precision}) needs a precision 0..6")
+        return T.TimeType(precision)
+    if word == "interval":
+        return _parse_interval(lx)
+    if word == "array":
+        lx.expect("<")
+        element = _parse(lx)
+        lx.expect(">")
+        return T.ArrayType(element, True)
+    if word == "map":
+        lx.expect("<")
+        key = _parse(lx)
+        lx.expect(",")
+        value = _parse(lx)
+        lx.expect(">")
+        return T.MapType(key, value, True)
+    if word == "struct":
+        return _parse_struct(lx)
+    raise lx.error(f"unknown type {word!r}")
+
+
+def _parse_interval(lx: _Lexer) -> T.DataType:
+    start = lx.peek_word()
+    if start not in _DT_UNITS and start not in _YM_UNITS:
+        return T.CalendarIntervalType()  # rejected by the mapping, with the fix
+    lx.word()
+    end = start
+    if lx.peek_word() == "to":
+        lx.word()
+        end = lx.word()
+    units = _YM_UNITS if start in _YM_UNITS else _DT_UNITS
+    if end not in units or units[end] < units[start]:
+        raise lx.error(f"interval {start} to {end} is not a valid interval range")
+    if units is _YM_UNITS:
+        return T.YearMonthIntervalType(units[start], units[end])
+    return T.DayTimeIntervalType(units[start], units[end])
+
+
+def _parse_struct(lx: _Lexer) -> T.StructType:
+    lx.expect("<")
+    fields: list[T.StructField] = []
+    if lx.accept(">"):
+        return T.StructType(fields)
+    while True:
+        name = lx.name()
+        lx.accept(":")
+        dt = _parse(lx)
+        nullable = True
+        metadata: dict[str, str] = {}
+        if lx.peek_word() == "not":
+            lx.word()
+            if lx.word() != "null":
+                raise lx.error("expected NOT NULL")
+            nullable = False
+        if lx.peek_word() == "comment":
+            lx.word()
+            tok = lx.peek()
+            if tok is None or tok[0] != "string":
+                raise lx.error("COMMENT needs a quoted string")
+            lx.i += 1
+            metadata["comment"] = tok[1]
+        fields.append(T.StructField(name, dt, nullable, metadata))
+        if lx.accept(">"):
+            return T.StructType(fields)
+        lx.expect(",")
+
+
+def parse_type(text: str) -> T.DataType:
+    """A Spark SQL DDL type string as a Spark type, like ``DataType.fromDDL`` but without a JVM.
+
+    Raises :class:`TypeMappingError` naming the string and the accepted forms."""
+    lx = _Lexer(text)
+    dt = _parse(lx)
+    if lx.peek() is not None:
+        raise lx.error(f"unexpected {lx.peek()[1]!r} after the type")  # type: ignore[index]
+    return dt
+
+
+def _quote_name(name: str) -> str:
+    return name if _PLAIN_IDENT.fullmatch(name) else "`" + name.replace("`", "``") + "`"
+
+
+def type_name(dt: T.DataType) -> str:
+    """The canonical DDL spelling of a Spark type; ``parse_type`` and Spark both read it back."""
+    if isinstance(dt, T.ArrayType):
+        return f"array<{type_name(dt.elementType)}>"
+    if isinstance(dt, T.MapType):
+        return f"map<{type_name(dt.keyType)},{type_name(dt.valueType)}>"
+    if isinstance(dt, T.StructType):
+        return "struct<" + ",".join(f"{_quote_name(f.name)}:{type_name(f.dataType)}"
+                                    + ("" if f.nullable else " NOT NULL") for f in dt.fields) + ">"
+    return dt.simpleString()
+
+
+def nested_nullable(dt: T.DataType) -> T.DataType:
+    """``dt`` with every nested field nullable, as the Arrow mapping stores it."""
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(nested_nullable(dt.elementType), True)
+    if isinstance(dt, T.MapType):
+        return T.MapType(nested_nullable(dt.keyType), nested_nullable(dt.valueType), True)
+    if isinstance(dt, T.StructType):
+        return T.StructType([T.StructField(f.name, nested_nullable(f.dataType), True) for f in dt.fields])
+    return dt
+
+
+def canonical_type_name(text: str, path: str = "type") -> str:
+    """A column type as lading stores it: a logical type (``json``, ``uuid``) or canonical DDL.
+
+    Nested fields become nullable (as the mapping stores them); types the mapping
+    cannot store are refused here, with the column ``path`` and the fix."""
+    low = text.strip().lower()
+    if low in LOGICAL_TYPES:
+        return low
+    try:
+        dt = nested_nullable(parse_type(TYPE_ALIASES.get(low, text)))
+    except TypeMappingError as e:
+        raise TypeMappingError(f"column {path}: {e}") from e
+    _storage_type(dt, path)
+    return type_name(dt)
+
+
+def spark_type_of(name: str) -> T.DataType:
+    """The Spark type of a column type name (logical types: their Spark type)."""
+    low = name.strip().lower()
+    if low in LOGICAL_TYPES:
+        return LOGICAL_TYPES[low]
+    return parse_type(TYPE_ALIASES.get(low, name))
+
+
+def arrow_field(name: str, type_: str, nullable: bool = True,
+                metadata: dict[bytes, bytes] | None = None) -> pa.Field:
+    """The Arrow field for a column of type name ``type_`` (extension names included)."""
+    low = type_.strip().lower()
+    if low in LOGICAL_TYPES:
+        meta = {**(metadata or {}), LADING_TYPE: low.encode()}
+        return pa.field(name, _storage_type(LOGICAL_TYPES[low], name), nullable=nullable, metadata=meta)
+    return _field(name, spark_type_of(type_), nullable, {}, name, metadata)
+
+
+def arrow_type_of(type_: str) -> pa.DataType:
+    """The Arrow storage type of a column type name."""
+    return arrow_field("column", type_).type
+
+
+def type_name_from_arrow(field: pa.Field) -> str:
+    """The column type name for an Arrow field (honours ``lading.type``, incl. logical types)."""
+    ext = (field.metadata or {}).get(LADING_TYPE)
+    if ext is not None and ext.decode() in LOGICAL_TYPES:
+        return ext.decode()
+    return type_name(nested_nullable(spark_type_from_arrow(field)))

@@ -53,7 +53,7 @@ def infer_schema(data: bytes, fmt: str, options: FormatOptions, uri: str) -> Tab
         if pa.types.is_null(f.type):
             f = f.with_type(pa.string())
         try:
-            type_from_arrow(f.type)
+            type_from_arrow(f)
         except SchemaError as e:
             raise SchemaError(f"to.inferSchema: column {f.name!r} of {uri}: {e}; give to.schema instead") from e
         fields.append(f.with_nullable(True))

@@ -8,18 +8,25 @@ can match*, and answers "might" whenever a statistic is missing, truncated in a
 way that matters, or a literal does not fit the column's type. ``NOT`` is pushed
 down by ``negate`` before evaluation. ``to_arrow`` builds the same predicate as a
 pyarrow compute expression for exact row-level filtering.
+
+Only columns whose stored values have a total order this module knows (integers,
+floats, booleans, strings, decimals, dates, timestamps) take comparisons;
+``bind`` refuses any other comparison (nested types, intervals, binary, time,
+variant) with ``NotPushable``, so Spark evaluates it and no part is skipped on it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lading_jobs.table.schema import TableSchema, normalize_type
+from lading_jobs.table.schema import TableSchema, arrow_type, normalize_type
 from lading_jobs.table.stats import ColumnStats, PartStats, to_stats_domain
 
 
@@ -133,17 +140,47 @@ def from_spark(f: Any) -> Expr | None:
     return None
 
 
-class UnboundColumn(LookupError):
+class NotPushable(LookupError):
+    """A filter this module does not evaluate (Spark keeps it; nothing is skipped on it)."""
+
+
+class UnboundColumn(NotPushable):
     pass
 
 
+@functools.lru_cache(maxsize=1024)
+def storage_kind(type_: str) -> str:
+    """How a column type's stored values compare: integer, float, boolean, string, decimal,
+    date, timestamp, timestamp_ntz, or ``other`` (no order this module knows)."""
+    t = arrow_type(type_)
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_floating(t):
+        return "float"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_decimal(t):
+        return "decimal"
+    if pa.types.is_date32(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz else "timestamp_ntz"
+    return "other"
+
+
 def bind(e: Expr, schema: TableSchema) -> Expr:
-    """Resolve column names to ids and types; raises UnboundColumn for unknown names."""
+    """Resolve column names to ids and types; raises UnboundColumn for unknown names and
+    NotPushable for comparisons on columns without a known order (see the module doc)."""
     if isinstance(e, Pred):
         c = schema.find(e.name)
         if c is None:
             raise UnboundColumn(e.name)
-        return Pred(e.op, c.name, e.value, c.id, normalize_type(c.type))
+        type_ = normalize_type(c.type)
+        if e.op not in ("isnull", "notnull") and storage_kind(type_) == "other":
+            raise NotPushable(f"{e.op} on {c.name} ({type_})")
+        return Pred(e.op, c.name, e.value, c.id, type_)
     if isinstance(e, Not):
         return Not(bind(e.child, schema))
     if isinstance(e, And):
@@ -193,23 +230,25 @@ def _eval(e: Expr, stats: PartStats) -> bool:
 def _key(value: Any, type_: str) -> Any:
     if value is None:
         return None
-    if type_.startswith("decimal"):
+    if storage_kind(type_) == "decimal":
         return decimal.Decimal(str(value))
     return value
 
 
 def _literal(value: Any, type_: str) -> Any:
     """A filter literal in the stats domain of the column's type; raises TypeError if it does not fit."""
-    v = to_stats_domain(value)
+    kind = storage_kind(type_)
+    v = to_stats_domain(value, naive_utc=kind == "timestamp_ntz")
     if v is None:
         raise TypeError("no stats-domain value")
-    if type_ in ("string", "json", "uuid") and not isinstance(v, str):
+    if kind == "string" and not isinstance(v, str):
         raise TypeError("string column, non-string literal")
-    if type_ == "boolean" and not isinstance(v, bool):
+    if kind == "boolean" and not isinstance(v, bool):
         raise TypeError("boolean column")
-    if type_ in ("tinyint", "smallint", "int", "bigint", "float", "double") and (
-            isinstance(v, bool) or not isinstance(v, int | float)):
+    if kind in ("integer", "float") and (isinstance(v, bool) or not isinstance(v, int | float)):
         raise TypeError("numeric column")
+    if kind == "other":
+        raise TypeError("no order known for this type")
     return _key(v, type_)
 
 
@@ -234,7 +273,7 @@ def _eval_pred(e: Pred, cs: ColumnStats, rows: int) -> bool:
         return not (lo is not None and lo == hi and not cs.min_truncated and not cs.max_truncated and lo in values)
     if e.op in ("startswith", "notstartswith"):
         prefix = e.value
-        if not isinstance(prefix, str) or e.type != "string":
+        if not isinstance(prefix, str) or storage_kind(e.type) != "string":
             return True
         if e.op == "startswith":
             if lo is not None and lo[: len(prefix)] > prefix:
@@ -283,8 +322,6 @@ def row_exact(e: Expr) -> bool:
 
 
 def _fits_exactly(v: Any, type_: str) -> bool:
-    import datetime as dt
-
     if v is None:
         return False
     if type_ == "string":
@@ -329,5 +366,21 @@ def _to_arrow(e: Expr) -> pc.Expression:
     if op in ("startswith", "notstartswith"):
         expr = pc.starts_with(f, pattern=e.value)
         return expr if op == "startswith" else f.is_valid() & ~expr
-    v = pc.scalar(e.value)
+    v = _arrow_literal(e.value, e.type)
+    if v is None:
+        return pc.scalar(True)  # cannot compare in Arrow: keep the rows, Spark filters them
     return {"eq": f == v, "ne": f != v, "lt": f < v, "le": f <= v, "gt": f > v, "ge": f >= v}[op]
+
+
+def _arrow_literal(value: Any, type_: str) -> pc.Expression | None:
+    """``value`` as a scalar comparable with the column's stored values, or None."""
+    kind = storage_kind(type_)
+    if isinstance(value, dt.datetime) and kind in ("timestamp", "timestamp_ntz"):
+        if kind == "timestamp_ntz":
+            value = value.replace(tzinfo=None)
+        elif value.tzinfo is None:
+            value = value.astimezone(dt.UTC)  # Spark hands naive datetimes in the local zone
+        return pc.scalar(pa.scalar(value, type=arrow_type(type_)))
+    if kind in ("timestamp", "timestamp_ntz", "other"):
+        return None
+    return pc.scalar(value)

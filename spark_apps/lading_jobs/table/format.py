@@ -42,10 +42,8 @@ META_FORMAT_VERSION = b"lading.format_version"
 META_TABLE_ID = b"lading.table_id"
 META_SCHEMA_ID = b"lading.schema_id"
 META_ENVELOPE = b"lading.envelope"
-# Field metadata keys.
+# Field metadata key of a column's id (type metadata: lading_jobs.formats.types, docs/formats.md).
 FIELD_ID_KEY = b"PARQUET:field_id"
-FIELD_TYPE_KEY = b"lading.type"
-EXTENSION_NAME_KEY = b"ARROW:extension:name"
 
 ENVELOPES = ("append", "upsert", "diff")
 

@@ -29,9 +29,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from lading_jobs import storage as st
+from lading_jobs.formats import spark as spark_formats
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
@@ -75,18 +77,40 @@ def plan_scan(snapshot: Snapshot, predicate: ex.Expr | None = None) -> list[Part
 
 
 # -- reading one part -----------------------------------------------------------------------
-def _row_group_stats(md: pq.FileMetaData, rg_index: int, ids: list[int | None]) -> tuple[PartStats, int | None]:
+def _leaf_fields(arrow_schema: pa.Schema) -> list[tuple[int | None, bool]]:
+    """Per Parquet leaf column: (field id of its top-level column, naive timestamp?), or
+    (None, False) for leaves inside nested columns, whose statistics say nothing about it."""
+    def leaves(t: pa.DataType) -> int:
+        if pa.types.is_struct(t):
+            return sum(leaves(t.field(i).type) for i in range(t.num_fields))
+        if pa.types.is_map(t):
+            return leaves(t.key_type) + leaves(t.item_type)
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            return leaves(t.value_type)
+        return 1
+
+    out: list[tuple[int | None, bool]] = []
+    for fld in arrow_schema:
+        if pa.types.is_nested(fld.type):
+            out += [(None, False)] * leaves(fld.type)
+        else:
+            out.append((field_id(fld), pa.types.is_timestamp(fld.type) and fld.type.tz is None))
+    return out
+
+
+def _row_group_stats(md: pq.FileMetaData, rg_index: int,
+                     leaves: list[tuple[int | None, bool]]) -> tuple[PartStats, int | None]:
     rg = md.row_group(rg_index)
     cols: dict[int, ColumnStats] = {}
     min_time = None
     for j in range(rg.num_columns):
-        fid = ids[j] if j < len(ids) else None
+        fid, naive = leaves[j] if j < len(leaves) else (None, False)
         s = rg.column(j).statistics
         if fid is None or s is None:
             continue
         nulls = s.null_count if s.has_null_count else None
-        lo = to_stats_domain(s.min) if s.has_min_max else None
-        hi = to_stats_domain(s.max) if s.has_min_max else None
+        lo = to_stats_domain(s.min, naive_utc=naive) if s.has_min_max else None
+        hi = to_stats_domain(s.max, naive_utc=naive) if s.has_min_max else None
         if fid == fmt.TIME_FIELD_ID:
             min_time = lo
         cols[fid] = ColumnStats(nulls, lo, hi)
@@ -103,9 +127,10 @@ def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex
         keep_ids = {c.id for c in snapshot.schema.columns} | {fmt.TIME_FIELD_ID, fmt.DIFF_FIELD_ID}
         columns = [fld.name for fld, fid in zip(arrow_schema, ids, strict=True) if fid in keep_ids]
         md = pf.metadata
+        leaves = _leaf_fields(arrow_schema)
         wanted, starts, offset = [], [], 0
         for i in range(md.num_row_groups):
-            rg_stats, rg_min_time = _row_group_stats(md, i, ids)
+            rg_stats, rg_min_time = _row_group_stats(md, i, leaves)
             if not (snapshot.as_of is not None and rg_min_time is not None and rg_min_time > snapshot.as_of) \
                     and ex.might_match(skip, rg_stats):
                 wanted.append(i)
@@ -204,9 +229,9 @@ class LadingDataSource(DataSource):
     def name(cls) -> str:
         return "lading"
 
-    def schema(self) -> str:
+    def schema(self) -> T.StructType:
         snapshot, _ = _open_snapshot(dict(self.options))
-        return snapshot.schema.spark_ddl()
+        return spark_formats.transfer_schema(snapshot.schema.spark_schema())
 
     def reader(self, schema: Any) -> DataSourceReader:
         return LadingReader(dict(self.options))
@@ -226,7 +251,7 @@ class LadingReader(DataSourceReader):
                 continue
             try:
                 bound = ex.bind(e, self.snapshot.schema)
-            except ex.UnboundColumn:
+            except ex.NotPushable:
                 yield f
                 continue
             self.predicates.append(bound)
@@ -260,8 +285,14 @@ class LadingReader(DataSourceReader):
         predicate = self.predicate()
         out = read_parts(storage, self.snapshot, task.parts, predicate, bucket=task.bucket, buckets=task.buckets,
                          row_filter=predicate)
-        plain = pa.schema([pa.field(f.name, f.type) for f in out.schema])
-        yield from out.cast(plain).to_batches()
+        yield from out.cast(wire_schema(self.snapshot)).to_batches()
+
+
+def wire_schema(snapshot: Snapshot) -> pa.Schema:
+    """The Arrow schema Spark expects from this source: the transfer form of the table's types."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(spark_formats.transfer_schema(snapshot.schema.spark_schema()), timezone="UTC")
 
 
 _REGISTERED: set[int] = set()
@@ -276,16 +307,21 @@ def register(spark: Any) -> None:
 
 def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int | None = None,
                endpoint: str | None = None) -> Any:
-    """The table as a DataFrame, consolidated as of logical time ``as_of``."""
+    """The table as a DataFrame, consolidated as of logical time ``as_of``, in the table's own types.
+
+    (``format("lading")`` alone shows year-month intervals as int months: a Python
+    data source cannot return them; this restores them in Spark SQL.)"""
     register(spark)
-    reader = spark.read.format("lading")
+    options = {"path": fmt.table_root(uri)}
     if as_of is not None:
-        reader = reader.option("asOf", str(as_of))
+        options["asOf"] = str(as_of)
     if version is not None:
-        reader = reader.option("version", str(version))
+        options["version"] = str(version)
     if endpoint:
-        reader = reader.option("endpoint", endpoint)
-    return reader.load(fmt.table_root(uri))
+        options["endpoint"] = endpoint
+    snapshot, _ = _open_snapshot(options)
+    df = spark.read.format("lading").options(**options).load()
+    return spark_formats.from_transfer(df, snapshot.schema.spark_schema())
 
 
 def register_table_view(spark: Any, name: str, uri: str, as_of: int | None = None) -> Any:

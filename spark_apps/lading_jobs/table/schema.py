@@ -4,9 +4,10 @@ Columns are identified by an integer id that is never reused. Parts store each
 column with its id as the Parquet field id; a reader maps a part's columns to
 the current schema by id, never by name: a column dropped and re-added under
 the same name is a different column, and rows written before it existed read
-its default. Types are Spark SQL type names (``bigint``, ``decimal(12,2)``,
-``string``, ``timestamp``...) plus ``json`` and ``uuid``, which Arrow lacks and
-parts carry as extension types named ``lading.json.v1`` / ``lading.uuid.v1``.
+its default. Types are type names of lading's one type mapping
+(``lading_jobs.formats.types``, docs/formats.md): any Spark SQL DDL type it maps
+(``bigint``, ``decimal(12,2)``, ``array<struct<a:int>>``, ``interval day to
+second``, ``varchar(10)``, ...) plus the logical types ``json`` and ``uuid``.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import types as T
 
+from lading_jobs.formats import types as ftypes
 from lading_jobs.table import format as fmt
 
 
@@ -28,91 +30,43 @@ class SchemaError(ValueError):
     """A schema operation or type is invalid; the message names the column and the fix."""
 
 
-# Logical types Arrow has no native type for: (extension name, Arrow storage type, Spark type).
-EXTENSION_TYPES: dict[str, tuple[str, pa.DataType, str]] = {
-    "json": ("lading.json.v1", pa.string(), "string"),
-    "uuid": ("lading.uuid.v1", pa.string(), "string"),
-}
-
-_SIMPLE: dict[str, pa.DataType] = {
-    "boolean": pa.bool_(),
-    "tinyint": pa.int8(), "byte": pa.int8(),
-    "smallint": pa.int16(), "short": pa.int16(),
-    "int": pa.int32(), "integer": pa.int32(),
-    "bigint": pa.int64(), "long": pa.int64(),
-    "float": pa.float32(), "real": pa.float32(),
-    "double": pa.float64(),
-    "string": pa.string(), "text": pa.string(),
-    "binary": pa.binary(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ltz": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us"),
-}
-_DECIMAL = re.compile(r"decimal\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
-_CHAR = re.compile(r"(var)?char\s*\(\s*\d+\s*\)")
-
-
-def normalize_type(type_name: str) -> str:
-    """Canonical spelling of a type name; raises SchemaError for unknown ones."""
-    t = type_name.strip().lower()
-    if t in ("decimal", "numeric"):
-        return "decimal(10,0)"
-    m = _DECIMAL.fullmatch(t.replace("numeric", "decimal"))
-    if m:
-        precision, scale = int(m.group(1)), int(m.group(2) or 0)
-        if not 1 <= precision <= 38 or not 0 <= scale <= precision:
-            raise SchemaError(f"type {type_name!r}: decimal precision must be 1..38 and scale 0..precision")
-        return f"decimal({precision},{scale})"
-    if _CHAR.fullmatch(t):
-        return "string"
-    aliases = {"byte": "tinyint", "short": "smallint", "integer": "int", "long": "bigint",
-               "real": "float", "text": "string", "timestamp_ltz": "timestamp"}
-    t = aliases.get(t, t)
-    if t in _SIMPLE or t in EXTENSION_TYPES:
-        return t
-    accepted = sorted({*_SIMPLE, *EXTENSION_TYPES, "decimal(p,s)"})
-    raise SchemaError(f"unknown type {type_name!r}; accepted: {', '.join(accepted)}")
+def normalize_type(type_name: str, column: str = "type") -> str:
+    """Canonical spelling of a type name; raises SchemaError (naming ``column``) for unknown ones."""
+    try:
+        return ftypes.canonical_type_name(type_name, column)
+    except ftypes.TypeMappingError as e:
+        raise SchemaError(str(e)) from e
 
 
 def arrow_type(type_name: str) -> pa.DataType:
-    """The Arrow type parts store for a logical type (extension types: their storage type)."""
-    t = normalize_type(type_name)
-    if t in EXTENSION_TYPES:
-        return EXTENSION_TYPES[t][1]
-    if t.startswith("decimal("):
-        p, s = t[len("decimal("):-1].split(",")
-        return pa.decimal128(int(p), int(s))
-    return _SIMPLE[t]
+    """The Arrow type parts store for a column type (extension types: their storage type)."""
+    return ftypes.arrow_type_of(normalize_type(type_name))
 
 
 def spark_type(type_name: str) -> str:
-    """The Spark SQL type readers expose for a logical type."""
-    t = normalize_type(type_name)
-    return EXTENSION_TYPES[t][2] if t in EXTENSION_TYPES else t
+    """The Spark SQL type (DDL) readers expose for a column type."""
+    return ftypes.type_name(ftypes.spark_type_of(normalize_type(type_name)))
 
 
-def type_from_arrow(t: pa.DataType) -> str:
-    """The logical type for an Arrow type (used when inferring a schema from data)."""
-    if pa.types.is_decimal(t):
-        return f"decimal({t.precision},{t.scale})"
-    if pa.types.is_timestamp(t):
-        return "timestamp" if t.tz else "timestamp_ntz"
-    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_large_binary(t):
-        return "binary"
-    if pa.types.is_date64(t):
-        return "date"
-    for name, candidate in _SIMPLE.items():
-        if candidate == t:
-            return normalize_type(name)
-    raise SchemaError(f"Arrow type {t} has no lading column type; cast it to one of: "
-                      f"{', '.join(sorted(set(map(normalize_type, _SIMPLE))))}")
+def type_from_arrow(f: pa.Field | pa.DataType) -> str:
+    """The column type for an Arrow field or type (used when inferring a schema from data)."""
+    field_ = f if isinstance(f, pa.Field) else pa.field("column", f)
+    try:
+        return normalize_type(ftypes.type_name_from_arrow(field_), field_.name)
+    except ftypes.TypeMappingError as e:
+        raise SchemaError(str(e)) from e
+
+
+def type_from_spark(f: T.StructField) -> str:
+    """The column type for a Spark field (Spark's char/varchar marker on strings honoured)."""
+    marker = (f.metadata or {}).get(ftypes.SPARK_CHAR_VARCHAR)
+    dt_ = f.dataType
+    name = marker if isinstance(dt_, T.StringType) and isinstance(marker, str) else ftypes.type_name(dt_)
+    return normalize_type(name, f.name)
 
 
 def default_scalar(value: Any, type_name: str) -> pa.Scalar:
-    """A column default as an Arrow scalar of the column's storage type."""
+    """A column default (a JSON value) as an Arrow scalar of the column's storage type."""
     target = arrow_type(type_name)
     if value is None:
         return pa.scalar(None, type=target)
@@ -125,6 +79,10 @@ def default_scalar(value: Any, type_name: str) -> pa.Scalar:
         if target.tz and parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=dt.UTC)
         return pa.scalar(parsed, type=target)
+    if pa.types.is_duration(target) and isinstance(value, int | float):
+        return pa.scalar(dt.timedelta(seconds=value), type=target)
+    if pa.types.is_nested(target):
+        return pa.scalar(value, type=target)
     return pa.scalar(value).cast(target)
 
 
@@ -147,11 +105,8 @@ class Column:
         return cls(int(d["id"]), d["name"], d["type"], bool(d.get("nullable", True)), d.get("default"))
 
     def arrow_field(self) -> pa.Field:
-        t = normalize_type(self.type)
-        meta = {fmt.FIELD_ID_KEY: str(self.id).encode(), fmt.FIELD_TYPE_KEY: t.encode()}
-        if t in EXTENSION_TYPES:
-            meta[fmt.EXTENSION_NAME_KEY] = EXTENSION_TYPES[t][0].encode()
-        return pa.field(self.name, arrow_type(t), nullable=True, metadata=meta)
+        """Stored nullable (a NOT NULL column is enforced on write), with its id as field id."""
+        return ftypes.arrow_field(self.name, self.type, True, {fmt.FIELD_ID_KEY: str(self.id).encode()})
 
 
 def _json_default(value: Any) -> Any:
@@ -159,6 +114,8 @@ def _json_default(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
         return str(value)
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
     return value
 
 
@@ -178,7 +135,7 @@ class TableSchema:
                 raise SchemaError(f"column {c.name!r} appears twice; column names must be unique")
             if c.name.startswith(fmt.RESERVED_PREFIX):
                 raise SchemaError(f"column {c.name!r}: names starting with {fmt.RESERVED_PREFIX} are reserved")
-            normalize_type(c.type)
+            normalize_type(c.type, c.name)
             seen.add(c.name.lower())
         self._by_name.update({c.name.lower(): c for c in self.columns})
         if self.columns and self.last_column_id < max(c.id for c in self.columns):
@@ -192,19 +149,28 @@ class TableSchema:
             if isinstance(c, Column):
                 out.append(replace(c, id=i))
             else:
-                out.append(Column(i, c[0], normalize_type(c[1]), bool(c[2]) if len(c) > 2 else True))
+                out.append(Column(i, c[0], normalize_type(c[1], c[0]), bool(c[2]) if len(c) > 2 else True))
         return cls(tuple(out), len(out))
 
     @classmethod
     def from_spec(cls, columns: Iterable[Any]) -> TableSchema:
         """From ``lading_spec.copyjob.Column`` objects (name, type, nullable, default)."""
-        return cls(tuple(Column(i, c.name, normalize_type(c.type), c.nullable, _json_default(c.default))
+        return cls(tuple(Column(i, c.name, normalize_type(c.type, f"to.schema[{i - 1}].type ({c.name})"),
+                                c.nullable, _json_default(c.default))
                          for i, c in enumerate(columns, start=1)), 0)
 
     @classmethod
     def from_arrow(cls, schema: pa.Schema) -> TableSchema:
+        """From an Arrow schema (``lading.type`` extension names honoured)."""
         cols = [f for f in schema if not f.name.startswith(fmt.RESERVED_PREFIX)]
-        return cls(tuple(Column(i, f.name, type_from_arrow(f.type), f.nullable)
+        return cls(tuple(Column(i, f.name, type_from_arrow(f), f.nullable)
+                         for i, f in enumerate(cols, start=1)), len(cols))
+
+    @classmethod
+    def from_spark(cls, schema: T.StructType) -> TableSchema:
+        """From a Spark schema (a DataFrame's): every type the mapping supports."""
+        cols = [f for f in schema.fields if not f.name.startswith(fmt.RESERVED_PREFIX)]
+        return cls(tuple(Column(i, f.name, type_from_spark(f), f.nullable)
                          for i, f in enumerate(cols, start=1)), len(cols))
 
     def column(self, name: str) -> Column:
@@ -228,7 +194,7 @@ class TableSchema:
         """A new column with a fresh id; existing rows read ``default``."""
         if self.find(name) is not None:
             raise SchemaError(f"column {name!r} already exists; drop or rename it first")
-        t = normalize_type(type_name)
+        t = normalize_type(type_name, name)
         if default is not None:
             default_scalar(_json_default(default), t)  # validates it casts
         new = Column(self.last_column_id + 1, name, t, nullable, _json_default(default))
@@ -275,6 +241,7 @@ class TableSchema:
                          metadata={fmt.FIELD_ID_KEY: str(fmt.DIFF_FIELD_ID).encode()}),
             ]
         meta = {fmt.META_FORMAT_VERSION: str(fmt.FORMAT_VERSION).encode(),
+                ftypes.SCHEMA_MAPPING_VERSION: ftypes.TYPE_MAPPING_VERSION.encode(),
                 fmt.META_SCHEMA_ID: str(self.schema_id).encode()}
         if table_id:
             meta[fmt.META_TABLE_ID] = table_id.encode()
@@ -283,12 +250,11 @@ class TableSchema:
         return pa.schema(fields, metadata=meta)
 
     def spark_ddl(self) -> str:
-        return ", ".join(f"`{c.name}` {spark_type(c.type)}" for c in self.columns)
+        return ", ".join(f"`{c.name.replace('`', '``')}` {spark_type(c.type)}" for c in self.columns)
 
-    def spark_schema(self) -> Any:
-        from pyspark.sql.types import _parse_datatype_string
-
-        return _parse_datatype_string(self.spark_ddl()) if self.columns else None
+    def spark_schema(self) -> T.StructType:
+        """The Spark schema readers expose (every field nullable, as parts store them)."""
+        return T.StructType([T.StructField(c.name, ftypes.spark_type_of(c.type), True) for c in self.columns])
 
 
 def field_id(f: pa.Field) -> int | None:

@@ -7,8 +7,9 @@ when a NaN is present), strings truncated to ``STRING_STATS_LENGTH`` characters
 (the lower bound is a prefix, still ≤ every value; the upper bound is a prefix
 with its last character incremented, still ≥ every value, and flagged
 ``maxTruncated`` / ``minTruncated`` so no one mistakes it for a value), decimals
-as strings, dates as epoch days, timestamps as epoch microseconds. Any column's
-statistics may be missing; readers then assume any value.
+as strings, dates as epoch days, timestamps as epoch microseconds. Other types
+(nested, intervals, binary, time, variant) keep only their null count. Any
+column's statistics may be missing; readers then assume any value.
 """
 
 from __future__ import annotations
@@ -77,8 +78,12 @@ class PartStats:
                    {int(k): ColumnStats.from_dict(v) for k, v in (d.get("columns") or {}).items()})
 
 
-def to_stats_domain(value: Any) -> Any:
-    """A Python value (a Spark filter literal, an Arrow scalar's ``as_py()``) in the stats domain."""
+def to_stats_domain(value: Any, naive_utc: bool = False) -> Any:
+    """A Python value (a Spark filter literal, an Arrow scalar's ``as_py()``) in the stats domain.
+
+    ``naive_utc``: a naive datetime is a wall-clock value (``timestamp_ntz``), counted as UTC,
+    as the writer's statistics count them; otherwise it is in the local zone (as Spark hands
+    ``timestamp`` literals)."""
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
@@ -86,8 +91,8 @@ def to_stats_domain(value: Any) -> Any:
     if isinstance(value, decimal.Decimal):
         return str(value)
     if isinstance(value, dt.datetime):
-        if value.tzinfo is None:  # Spark hands naive datetimes in the local zone
-            value = value.astimezone()
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC) if naive_utc else value.astimezone()
         delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
         return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     if isinstance(value, dt.date):

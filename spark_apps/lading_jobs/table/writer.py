@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lading_jobs import storage as st
+from lading_jobs.formats import spark as spark_formats
 from lading_jobs.table import format as fmt
 from lading_jobs.table import stats as stx
 from lading_jobs.table.log import Change, LedgerEntry, Part, Snapshot, TableError, TableLog
@@ -294,10 +295,7 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
     if log is None:
         if not create:
             raise TableError(f"no lading table at {uri}; create it first")
-        import pyspark.sql.pandas.types as ptypes
-
-        arrow = ptypes.to_arrow_schema(df.schema)
-        schema = TableSchema.from_arrow(arrow)
+        schema = TableSchema.from_spark(df.schema)
         log = TableLog.create(uri, schema, envelope, key_columns, sort_by, exist_ok=True)
     snapshot = log.snapshot()
     time_ = default_time(snapshot) if logical_time is None else logical_time
@@ -306,6 +304,7 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
     settings = st.S3Settings.from_env()
     if snapshot.sort_by:
         df = df.sortWithinPartitions(*snapshot.sort_by)
+    df = spark_formats.to_transfer(df)  # year-month intervals cross to Python as int months
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
