@@ -49,7 +49,14 @@ def observe(resource: dict[str, Any], now: dt.datetime | None = None) -> rc.Obse
         if app is not None and sparkapp_state.needs_driver_pod(sparkapp_state.app_state(app)):
             pod = k8s.get_pod(namespace, results.driver_pod_name(app))
             checked = True
-    return rc.Observed(resource, app, pod, checked, now or dt.datetime.now(dt.UTC))
+    others: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {}
+    for other in rc.active_other_runs(status):
+        other_app = k8s.get_app(namespace, other)
+        other_pod = None
+        if other_app is not None and sparkapp_state.needs_driver_pod(sparkapp_state.app_state(other_app)):
+            other_pod = k8s.get_pod(namespace, results.driver_pod_name(other_app))
+        others[other] = (other_app, other_pod)
+    return rc.Observed(resource, app, pod, checked, now or dt.datetime.now(dt.UTC), others)
 
 
 def _apply_status(resource: dict[str, Any], plan: rc.Plan) -> bool:

@@ -66,6 +66,7 @@ TRANSITIONS: dict[Phase, dict[Trigger, Phase]] = {
         Trigger.SUSPEND: Phase.SUSPENDED,
     },
     Phase.SUBMITTED: {
+        Trigger.SUBMIT: Phase.SUBMITTED,       # the next scheduled run starts alongside (Allow)
         Trigger.APP_RUNNING: Phase.RUNNING,
         Trigger.COMPLETED: Phase.SUCCEEDED,
         Trigger.FAILED: Phase.FAILED,
@@ -78,6 +79,7 @@ TRANSITIONS: dict[Phase, dict[Trigger, Phase]] = {
         Trigger.RUN_ENDED: Phase.SCHEDULED,
     },
     Phase.RUNNING: {
+        Trigger.SUBMIT: Phase.SUBMITTED,       # the next scheduled run starts alongside (Allow)
         Trigger.COMPLETED: Phase.SUCCEEDED,
         Trigger.FAILED: Phase.FAILED,
         Trigger.RETRY: Phase.SUBMITTED,

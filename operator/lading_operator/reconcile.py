@@ -49,6 +49,8 @@ class Observed:
     driver_pod: Mapping[str, Any] | None = None   # its driver pod, when looked at
     driver_pod_checked: bool = False              # whether driver_pod was looked up
     now: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    # Earlier runs still under way (concurrencyPolicy Allow): app name → (app, driver pod).
+    others: Mapping[str, tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -398,10 +400,57 @@ def _active(obs: Observed) -> Plan:
     return _failed_or_retry(obs, error, "SubmissionFailed" if state == "SUBMISSION_FAILED" else "JobFailed")
 
 
+ACTIVE_RUN_PHASES = (str(Phase.SUBMITTED), str(Phase.RUNNING))
+
+
+def active_other_runs(status: Mapping[str, Any]) -> list[str]:
+    """SparkApplications of earlier runs still under way (kept in ``lastRuns``)."""
+    return [str(r["sparkApplication"]) for r in status.get("lastRuns") or []
+            if r.get("phase") in ACTIVE_RUN_PHASES and r.get("sparkApplication")]
+
+
+def _follow_others(obs: Observed) -> tuple[Observed, bool]:
+    """Update ``lastRuns`` entries of runs still under way from their SparkApplications."""
+    status = _status(obs)
+    runs = [dict(r) for r in status.get("lastRuns") or []]
+    changed = False
+    for entry in runs:
+        name = str(entry.get("sparkApplication") or "")
+        if entry.get("phase") not in ACTIVE_RUN_PHASES or name not in obs.others:
+            continue
+        app, pod = obs.others[name]
+        outcome = sparkapp_state.classify(app, (pod is not None) if app is not None
+                                          and sparkapp_state.needs_driver_pod(sparkapp_state.app_state(app))
+                                          else None)
+        result = results.read_result(pod)
+        if outcome == Outcome.COMPLETED and result is not None and result.get("rows") is not None:
+            entry.update(phase=str(Phase.SUCCEEDED), rows=int(result["rows"]))
+            if isinstance(result.get("destination"), str):
+                entry["destination"] = result["destination"]
+        elif outcome in (Outcome.COMPLETED, Outcome.FAILED, Outcome.LOST, Outcome.GONE):
+            cancelled = outcome == Outcome.GONE and bool(_spec(obs).get("cancel"))
+            entry["phase"] = str(Phase.CANCELLED if cancelled else Phase.FAILED)
+            if not cancelled:
+                entry["error"] = str((result or {}).get("error") or sparkapp_state.app_error(app)
+                                     or f"SparkApplication {name} ended {outcome.value.lower()}")[:1000]
+        elif outcome == Outcome.RUNNING and entry["phase"] != str(Phase.RUNNING):
+            entry["phase"] = str(Phase.RUNNING)
+        else:
+            continue
+        if entry["phase"] not in ACTIVE_RUN_PHASES:
+            entry["completionTime"] = st.timestamp(obs.now)
+        changed = True
+    if not changed:
+        return obs, False
+    return Observed({**obs.resource, "status": {**status, "lastRuns": runs}}, obs.app, obs.driver_pod,
+                    obs.driver_pod_checked, obs.now, obs.others), True
+
+
 def _replace_or_wait(obs: Observed) -> Plan | None:
     """A scheduled job with a run under way and the next slot due (concurrencyPolicy)."""
     spec, status = _spec(obs), _status(obs)
-    if not spec.get("schedule") or spec.get("suspend") or spec.get("concurrencyPolicy") != "Replace":
+    policy = spec.get("concurrencyPolicy", "Allow")
+    if not spec.get("schedule") or spec.get("suspend") or policy == "Forbid":
         return None
     cron = schedule.parse_schedule(spec["schedule"], _created(obs))
     d = schedule.due(cron, st.parse_time(status.get("lastScheduleTime")), _created(obs), obs.now,
@@ -409,6 +458,15 @@ def _replace_or_wait(obs: Observed) -> Plan | None:
     if d.slot is None:
         return None
     plan = Plan()
+    if policy == "Allow":
+        # The run under way carries on, followed through its lastRuns entry; the due one starts.
+        entry = {k: v for k, v in {"runId": status.get("runId"), "phase": status.get("phase"),
+                                   "sparkApplication": status.get("sparkApplication"),
+                                   "startTime": status.get("startTime")}.items() if v is not None}
+        runs = [entry] + [r for r in status.get("lastRuns") or [] if r.get("runId") != entry.get("runId")]
+        return _submit(obs, plan, schedule.slot_run_id(d.slot), d.slot, 1, Trigger.SUBMIT, "Submitted",
+                       extra={"lastScheduleTime": st.timestamp(d.slot),
+                              "nextScheduleTime": st.timestamp(d.next_time), "lastRuns": runs})
     if status.get("sparkApplication"):
         plan.delete_apps.append(status["sparkApplication"])
     ended = _end_run(obs, plan, Trigger.RUN_ENDED, Phase.CANCELLED, "Replaced",
@@ -469,6 +527,21 @@ def _oneshot_idle(obs: Observed) -> Plan:
 
 def plan(obs: Observed, check_uris: UriCheck | None = None) -> Plan:
     """The single reconcile decision for a CopyJob (see the module docstring)."""
+    obs, others_changed = _follow_others(obs)
+    out = _plan(obs, check_uris)
+    if others_changed and "lastRuns" not in out.status:
+        out.status["lastRuns"] = _status(obs)["lastRuns"]
+    if active_other_runs(_status(obs)):
+        if _spec(obs).get("cancel"):
+            out.delete_apps.extend(n for n, (app, _) in obs.others.items()
+                                   if app is not None and n in active_other_runs(_status(obs))
+                                   and not (app.get("metadata") or {}).get("deletionTimestamp")
+                                   and n not in out.delete_apps)
+        out.requeue_after = min(out.requeue_after or FOLLOW_INTERVAL, FOLLOW_INTERVAL)
+    return out
+
+
+def _plan(obs: Observed, check_uris: UriCheck | None = None) -> Plan:
     spec = _spec(obs)
     phase = _phase(obs)
     namespace = str(_meta(obs).get("namespace") or "")
@@ -481,7 +554,7 @@ def plan(obs: Observed, check_uris: UriCheck | None = None) -> Plan:
         plan_ = Plan()
         _transition(obs, plan_, Trigger.RESUME, "SpecFixed", "the spec is valid now; starting")
         fresh = Observed({**obs.resource, "status": {**_status(obs), **plan_.status}}, None, None, False, obs.now)
-        follow = plan(fresh, check_uris)
+        follow = _plan(fresh, check_uris)
         plan_.status.update(follow.status)
         plan_.create, plan_.requeue_after = follow.create, follow.requeue_after
         plan_.events.extend(follow.events)

@@ -133,7 +133,7 @@ def last_run_entry(status: Mapping[str, Any], phase: Phase, result: Mapping[str,
 
 def trim_history(runs: Sequence[Mapping[str, Any]], successful_limit: int,
                  failed_limit: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Keep the newest ``successful_limit`` succeeded and ``failed_limit`` other runs.
+    """Keep the newest ``successful_limit`` succeeded and ``failed_limit`` other finished runs.
 
     Returns (kept, dropped), newest first, so the caller can delete the dropped
     runs' SparkApplications as CronJob deletes old Jobs.
@@ -142,6 +142,9 @@ def trim_history(runs: Sequence[Mapping[str, Any]], successful_limit: int,
     dropped: list[dict[str, Any]] = []
     counts = {"ok": 0, "bad": 0}
     for run in runs:
+        if run.get("phase") in (Phase.SUBMITTED, Phase.RUNNING):
+            kept.append(dict(run))  # a run still under way (concurrencyPolicy Allow) is never dropped
+            continue
         bucket = "ok" if run.get("phase") == Phase.SUCCEEDED else "bad"
         limit = successful_limit if bucket == "ok" else failed_limit
         if counts[bucket] < limit:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 from typing import Any
 
 import pyarrow as pa
@@ -86,6 +87,15 @@ def test_copyjob_succeeds_with_rows_and_manifest(
     assert "Submitted" in reasons and "Succeeded" in reasons
     # No credentials leak into the resource, its status or events.
     assert "testing" not in json.dumps(done) + json.dumps(events)
+    # What users run: kubectl wait on the condition, kubectl get with the printer columns.
+    kubectl = ["kubectl", "--kubeconfig", kube.kubeconfig, "-n", kube_namespace]
+    waited = subprocess.run([*kubectl, "wait", "--for=condition=Succeeded", "copyjob/export", "--timeout=60s"],
+                            capture_output=True, text=True, timeout=90)
+    assert waited.returncode == 0, waited.stderr
+    table = subprocess.run([*kubectl, "get", "copyjobs"], capture_output=True, text=True, timeout=60)
+    assert table.returncode == 0, table.stderr
+    row = next(line.split() for line in table.stdout.splitlines() if line.startswith("export"))
+    assert row[1:3] == ["Succeeded", str(SOURCE_ROWS)]
 
 
 SLOW_QUERY = ("SELECT id, java_method('java.lang.Thread', 'sleep', CAST(40 AS BIGINT)) AS pause "

@@ -266,3 +266,42 @@ def test_submission_refused_by_the_api() -> None:
 def test_timestamps() -> None:
     assert st.parse_time("2026-01-01T12:00:00Z") == NOW
     assert st.parse_time("garbage") is None
+
+
+def test_allow_policy_runs_the_due_slot_alongside_and_follows_both() -> None:
+    spec = {**SPEC, "schedule": "*/5 * * * *"}  # concurrencyPolicy defaults to Allow
+    status = {**running(), "lastScheduleTime": "2026-01-01T11:55:00Z"}
+    started = rc.plan(rc.Observed(job(spec, status), app("RUNNING"), pod(None), True, NOW))
+    assert started.phase == "Submitted" and started.create is not None
+    assert started.status["runId"] == "20260101120000" and not started.delete_apps
+    assert started.status["lastRuns"][0] == {"runId": "r1", "phase": "Running", "sparkApplication": "exp-r1-1",
+                                             "startTime": "2026-01-01T11:59:00Z"}
+    # The earlier run finishes while the new one runs: its lastRuns entry is updated.
+    now = NOW + dt.timedelta(seconds=30)
+    current = {**status, **started.status}
+    new_app = app("RUNNING", started.status["sparkApplication"])
+    done = rc.plan(rc.Observed(job(spec, current), new_app, pod(None), True, now,
+                               others={"exp-r1-1": (app("COMPLETED"), pod('{"rows": 3, "destination": "s3://o/a/"}'))}))
+    entry = done.status["lastRuns"][0]
+    assert entry["phase"] == "Succeeded" and entry["rows"] == 3 and entry["destination"] == "s3://o/a/"
+    assert entry["completionTime"] == st.timestamp(now)
+    assert done.phase == "Running"  # the current run moved on as well
+    # A failed earlier run keeps its error.
+    failed = rc.plan(rc.Observed(job(spec, current), new_app, pod(None), True, now,
+                                 others={"exp-r1-1": (app("FAILED"), pod('{"error": "boom"}'))}))
+    assert failed.status["lastRuns"][0]["phase"] == "Failed" and failed.status["lastRuns"][0]["error"] == "boom"
+
+
+def test_cancel_stops_every_run_under_way() -> None:
+    spec = {**SPEC, "schedule": "*/5 * * * *", "cancel": True}
+    status = {**running(attempts=1), "lastScheduleTime": "2026-01-01T12:00:00Z",
+              "lastRuns": [{"runId": "r0", "phase": "Running", "sparkApplication": "exp-r0-1"}]}
+    plan = rc.plan(rc.Observed(job(spec, status), app("RUNNING"), pod(None), True, NOW,
+                               others={"exp-r0-1": (app("RUNNING", "exp-r0-1"), pod(None))}))
+    assert plan.phase == "Cancelling" and set(plan.delete_apps) == {"exp-r1-1", "exp-r0-1"}
+
+
+def test_history_never_drops_a_run_under_way() -> None:
+    runs = [{"runId": "a", "phase": "Running", "sparkApplication": "x"}, {"runId": "b", "phase": "Failed"}]
+    kept, dropped = st.trim_history(runs, successful_limit=0, failed_limit=0)
+    assert [r["runId"] for r in kept] == ["a"] and [r["runId"] for r in dropped] == ["b"]
