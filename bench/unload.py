@@ -1,25 +1,40 @@
 """Unload benchmark: lading vs Spark's native writer vs DuckDB COPY TO, same data, same cores.
 
-  python bench/unload.py [--rows 5000000] [--dir /tmp/lading-bench]
+  python bench/unload.py [--rows 5000000] [--repeat 3] [--dir /tmp/lading-bench]
 
 Generates the dataset once (ints, decimals, timestamps, strings with nulls) as
 Parquet, then exports it to local files with: lading (run_job, Parquet and CSV),
 Spark ``df.write.parquet`` / ``df.write.csv`` on the same local[2] session, and
-DuckDB ``COPY ... TO`` (2 threads). Prints seconds, MB/s and ratios against
-Spark native, and the peak RSS of Spark's Python workers during lading's
-exports (from /proc VmHWM), with an export ≥ 20× bufferSize. A script, not a
-test: numbers depend on the machine; record them in docs/benchmarks.md.
+DuckDB ``COPY ... TO`` (2 threads). After one untimed warm-up per format, the
+three writers run ``--repeat`` times, interleaved (Spark, lading, DuckDB, Spark,
+...), so a burst of load from elsewhere hits all of them alike.
+
+Two measures, both as medians over the repeats, with ratios against Spark native:
+
+* wall-clock seconds (the target: lading ≥ 1.0× Spark native);
+* CPU seconds of this process tree (the JVM, Spark's Python workers, DuckDB
+  in-process), read from /proc: the work each writer does, which other jobs on a
+  shared machine disturb much less than they disturb wall-clock time.
+
+Then one more, untimed, lading export per format measures the peak RSS of Spark's
+Python workers (VmHWM, reset first through /proc/PID/clear_refs), with an export
+≥ 20× bufferSize. A script, not a test: numbers depend on the machine; record
+them in docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import functools
 import os
 import shutil
+import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +45,56 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 BUFFER = "8MB"
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def _descendants() -> list[int]:
+    """This process and every process below it (the JVM, its Python daemon and workers)."""
+    parent: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_text()
+            except OSError:
+                continue
+            parent[int(name)] = int(stat[stat.rfind(")") + 2:].split()[1])
+    me, out = os.getpid(), []
+    for pid in parent:
+        p = pid
+        while p and p != me:
+            p = parent.get(p, 0)
+        if p == me:
+            out.append(pid)
+    return out
+
+
+def tree_cpu_seconds() -> float:
+    """User + system CPU of the process tree, reaped children included."""
+    total = 0
+    for pid in _descendants():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        f = stat[stat.rfind(")") + 2:].split()
+        total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+    return total / CLK
+
+
+def _python_workers() -> list[int]:
+    out = []
+    for pid in _descendants():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"pyspark" in b" ".join(argv) and b"java" not in argv[0]:
+            out.append(pid)
+    return out
 
 
 class WorkerRss:
-    """Peak resident memory (VmHWM) of any pyspark Python worker seen while running."""
+    """Peak resident memory (VmHWM) of Spark's Python workers during the block."""
 
     def __init__(self) -> None:
         self.peak_kb = 0
@@ -41,28 +102,29 @@ class WorkerRss:
         self._t = threading.Thread(target=self._loop, daemon=True)
 
     def __enter__(self) -> WorkerRss:
+        for pid in _python_workers():  # workers are reused: forget the peaks of earlier runs
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{pid}/clear_refs").write_text("5")
         self._t.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._t.join()
+        self._sample()
+
+    def _sample(self) -> None:
+        for pid in _python_workers():
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+            except OSError:
+                continue
 
     def _loop(self) -> None:
-        me = os.getpid()
-        while not self._stop.wait(0.1):
-            for pid in os.listdir("/proc"):
-                if not pid.isdigit() or int(pid) == me:
-                    continue
-                try:
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-                    if b"pyspark" not in cmd or b"java" in cmd.split(b"\0")[0]:
-                        continue
-                    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                        if line.startswith("VmHWM:"):
-                            self.peak_kb = max(self.peak_kb, int(line.split()[1]))
-                except OSError:
-                    continue
+        while not self._stop.wait(0.5):
+            self._sample()
 
 
 def du(path: Path) -> int:
@@ -70,7 +132,7 @@ def du(path: Path) -> int:
 
 
 def generate(spark: Any, rows: int, src: Path) -> None:
-    if (src / "_SUCCESS").exists():
+    if (src / "_SUCCESS").exists() and (src / "_ROWS").exists() and (src / "_ROWS").read_text() == str(rows):
         return
     spark.range(0, rows, 1, 8).selectExpr(
         "id",
@@ -80,17 +142,20 @@ def generate(spark: Any, rows: int, src: Path) -> None:
         "CASE WHEN id % 10 = 0 THEN NULL ELSE concat('customer-', CAST(id % 50000 AS STRING)) END AS customer",
         "CASE WHEN id % 7 = 0 THEN NULL ELSE sha2(CAST(id AS STRING), 224) END AS note",
     ).write.mode("overwrite").parquet(str(src))
+    (src / "_ROWS").write_text(str(rows))
 
 
-def timed(fn: Any) -> float:
-    t = time.perf_counter()
+def measured(fn: Callable[[], Any]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process tree) of one call."""
+    cpu, t = tree_cpu_seconds(), time.perf_counter()
     fn()
-    return time.perf_counter() - t
+    return time.perf_counter() - t, tree_cpu_seconds() - cpu
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--rows", type=int, default=5_000_000)
+    p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--dir", default="/tmp/lading-bench")
     args = p.parse_args()
     base = Path(args.dir)
@@ -110,56 +175,75 @@ def main() -> None:
     df.createOrReplaceTempView("bench_source")
     df.count()  # warm the file listing and the JVM
     src_bytes = du(src)
-    print(f"source: {args.rows:,} rows, {src_bytes / 1e6:.0f} MB Parquet, {df.rdd.getNumPartitions()} partitions")
+    print(f"source: {args.rows:,} rows, {src_bytes / 1e6:.0f} MB Parquet, {df.rdd.getNumPartitions()} partitions; "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
 
-    def lading(fmt: str, out: Path) -> tuple[float, int]:
+    def lading(fmt: str, out: Path) -> None:
         shutil.rmtree(out, ignore_errors=True)
         doc = JobDocument(kind="CopyJob", namespace="bench", name="bench", uid="", generation=1,
                           run_id=f"bench-{fmt}-{time.time_ns()}", run_time=dt.datetime.now(dt.UTC),
                           spec={"from": {"query": "SELECT * FROM bench_source"},
                                 "to": {"files": f"file://{out}/", "format": fmt, "bufferSize": BUFFER}})
-        with WorkerRss() as rss:
-            seconds = timed(lambda: run_job(spark, doc))
-        return seconds, rss.peak_kb
+        result = run_job(spark, doc)
+        if result.get("rows") != args.rows:
+            raise SystemExit(f"lading {fmt} export failed: {result}")
 
-    def spark_native(fmt: str, out: Path) -> float:
+    def spark_native(fmt: str, out: Path) -> None:
         shutil.rmtree(out, ignore_errors=True)
         writer = df.write.mode("overwrite")
-        return timed(lambda: writer.parquet(str(out)) if fmt == "parquet" else writer.csv(str(out)))
+        writer.parquet(str(out)) if fmt == "parquet" else writer.csv(str(out))
 
-    def duck(fmt: str, out: Path) -> float:
+    def duck(fmt: str, out: Path) -> None:
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
         con = duckdb.connect()
         con.execute("SET threads TO 2")
         target = out / ("out.parquet" if fmt == "parquet" else "out.csv")
         opts = "(FORMAT parquet, COMPRESSION snappy)" if fmt == "parquet" else "(FORMAT csv, HEADER false)"
-        return timed(lambda: con.execute(f"COPY (SELECT * FROM read_parquet('{src}/*.parquet')) TO '{target}' {opts}"))
+        con.execute(f"COPY (SELECT * FROM read_parquet('{src}/*.parquet')) TO '{target}' {opts}")
+        con.close()
 
-    rows = []
+    writers: list[tuple[str, Callable[[str, Path], None]]] = [
+        ("Spark native", spark_native), ("lading", lading), ("DuckDB COPY TO", duck)]
+    table: list[tuple[str, str, float, float, int, list[float]]] = []
+    peaks: dict[str, tuple[int, int]] = {}
     for fmt in ("parquet", "csv"):
-        spark_native(fmt, base / f"warm-{fmt}")  # one warm-up per format, not timed
-        lading(fmt, base / f"warm-lading-{fmt}")
-        s = spark_native(fmt, base / f"spark-{fmt}")
-        s_bytes = du(base / f"spark-{fmt}")
-        lt, peak = lading(fmt, base / f"lading-{fmt}")
-        l_bytes = du(base / f"lading-{fmt}")
-        d = duck(fmt, base / f"duckdb-{fmt}")
-        d_bytes = du(base / f"duckdb-{fmt}")
-        rows.append((fmt, s, s_bytes, lt, l_bytes, d, d_bytes, peak))
-        for p_ in ("warm-" + fmt, "warm-lading-" + fmt):
-            shutil.rmtree(base / p_, ignore_errors=True)
+        for _name, fn in writers[:2]:  # one untimed warm-up each
+            fn(fmt, base / f"warm-{fmt}")
+        shutil.rmtree(base / f"warm-{fmt}", ignore_errors=True)
+        walls: dict[str, list[float]] = {n: [] for n, _ in writers}
+        cpus: dict[str, list[float]] = {n: [] for n, _ in writers}
+        for rep in range(args.repeat):
+            for name, fn in writers:
+                out = base / f"{name.split()[0].lower()}-{fmt}"
+                wall, cpu = measured(functools.partial(fn, fmt, out))
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+                print(f"  {fmt} {name} run {rep + 1}: {wall:.1f} s wall, {cpu:.1f} s CPU, "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+        for name, _ in writers:
+            out = base / f"{name.split()[0].lower()}-{fmt}"
+            table.append((fmt, name, statistics.median(walls[name]), statistics.median(cpus[name]), du(out),
+                          walls[name]))
+        with WorkerRss() as rss:
+            lading(fmt, base / f"rss-{fmt}")
+        peaks[fmt] = (rss.peak_kb, du(base / f"rss-{fmt}"))
+        shutil.rmtree(base / f"rss-{fmt}", ignore_errors=True)
 
     print()
-    print("| format | writer | seconds | output MB | rows/s | × Spark native |")
-    print("|---|---|---|---|---|---|")
-    for fmt, s, sb, lt, lb, d, db, _ in rows:
-        for name, t, b in (("Spark native", s, sb), ("lading", lt, lb), ("DuckDB COPY TO", d, db)):
-            print(f"| {fmt} | {name} | {t:.1f} | {b / 1e6:.0f} | {args.rows / t / 1e3:.0f} k | {s / t:.2f} |")
+    print(f"medians of {args.repeat} interleaved runs; load average at the end {os.getloadavg()[0]:.1f}")
+    print("| format | writer | wall s | CPU s | output MB | rows/s (wall) | × Spark native (wall) "
+          "| × Spark native (CPU) | wall s of each run |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    anchors = {fmt: (w, c) for fmt, name, w, c, _, _ in table if name == "Spark native"}
+    for fmt, name, w, c, b, runs in table:
+        sw, sc = anchors[fmt]
+        print(f"| {fmt} | {name} | {w:.1f} | {c:.1f} | {b / 1e6:.0f} | {args.rows / w / 1e3:.0f} k "
+              f"| {sw / w:.2f} | {sc / c:.2f} | {', '.join(f'{r:.1f}' for r in runs)} |")
     print()
-    for fmt, _, _, _, lb, _, _, peak in rows:
+    for fmt, (peak, out_bytes) in peaks.items():
         print(f"peak Python worker RSS, lading {fmt}: {peak / 1024:.0f} MiB "
-              f"(bufferSize {BUFFER}; output {lb / 1e6:.0f} MB = {lb / (8 * 1024 * 1024):.0f}× bufferSize)")
+              f"(bufferSize {BUFFER}; output {out_bytes / 1e6:.0f} MB = {out_bytes / (8 * 1024 * 1024):.0f}× bufferSize)")
     spark.stop()
 
 
