@@ -11,6 +11,8 @@ plain Spark SQL projections: no rows pass through Python here.
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
@@ -96,3 +98,35 @@ def from_transfer(df: DataFrame, schema: T.StructType) -> DataFrame:
         return df
     return df.selectExpr(*[f"{_rewrite(quote(f.name), f.dataType, 0, 'from')} AS {quote(f.name)}"
                            for f in schema.fields])
+
+
+def _filler(t: pa.DataType) -> pa.Scalar:
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return pa.scalar(b"", t)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return pa.scalar("", t)
+    return pa.scalar(0).cast(t)
+
+
+def _wire_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """``arr`` cast to ``target``; struct children Spark declares non-null (a variant's
+    value and metadata) get a filler under NULL parents, where Arrow has nulls."""
+    if pa.types.is_struct(target) and pa.types.is_struct(arr.type) and arr.type.num_fields == target.num_fields:
+        children = []
+        for child, field in zip(arr.flatten(), target, strict=True):
+            child = _wire_array(child, field.type)
+            if not field.nullable and child.null_count:
+                child = pc.fill_null(child, _filler(field.type))
+            children.append(child)
+        mask = arr.is_null() if arr.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    return arr.cast(target)
+
+
+def to_wire(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` (lading's Arrow types) in the Arrow schema a Python data source must yield
+    for ``schema`` = ``to_arrow_schema(transfer_schema(...))``; columns by position."""
+    columns = []
+    for column, field in zip(table.columns, schema, strict=True):
+        columns.append(pa.chunked_array([_wire_array(c, field.type) for c in column.chunks], field.type))
+    return pa.Table.from_arrays(columns, schema=schema)

@@ -350,6 +350,13 @@ def _to_arrow(e: Expr) -> pc.Expression:
     if isinstance(e, Or):
         return _to_arrow(e.left) | _to_arrow(e.right)
     assert isinstance(e, Pred)
+    out = _pred_to_arrow(e)
+    if storage_kind(e.type) == "float" and e.op not in ("isnull", "notnull"):
+        out = out | pc.field(e.name).is_nan()  # Spark orders NaN above every number: Spark decides
+    return out
+
+
+def _pred_to_arrow(e: Pred) -> pc.Expression:
     f = pc.field(e.name)
     op = e.op
     if op == "isnull":

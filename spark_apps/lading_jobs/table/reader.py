@@ -79,7 +79,8 @@ def plan_scan(snapshot: Snapshot, predicate: ex.Expr | None = None) -> list[Part
 # -- reading one part -----------------------------------------------------------------------
 def _leaf_fields(arrow_schema: pa.Schema) -> list[tuple[int | None, bool]]:
     """Per Parquet leaf column: (field id of its top-level column, naive timestamp?), or
-    (None, False) for leaves inside nested columns, whose statistics say nothing about it."""
+    (None, False) for leaves inside nested columns, whose statistics say nothing about it,
+    and for floats, whose Parquet bounds ignore NaN."""
     def leaves(t: pa.DataType) -> int:
         if pa.types.is_struct(t):
             return sum(leaves(t.field(i).type) for i in range(t.num_fields))
@@ -93,6 +94,8 @@ def _leaf_fields(arrow_schema: pa.Schema) -> list[tuple[int | None, bool]]:
     for fld in arrow_schema:
         if pa.types.is_nested(fld.type):
             out += [(None, False)] * leaves(fld.type)
+        elif pa.types.is_floating(fld.type):
+            out.append((None, False))  # Parquet leaves NaN out of float bounds; Spark orders it highest
         else:
             out.append((field_id(fld), pa.types.is_timestamp(fld.type) and fld.type.tz is None))
     return out
@@ -285,7 +288,7 @@ class LadingReader(DataSourceReader):
         predicate = self.predicate()
         out = read_parts(storage, self.snapshot, task.parts, predicate, bucket=task.bucket, buckets=task.buckets,
                          row_filter=predicate)
-        yield from out.cast(wire_schema(self.snapshot)).to_batches()
+        yield from spark_formats.to_wire(out, wire_schema(self.snapshot)).to_batches()
 
 
 def wire_schema(snapshot: Snapshot) -> pa.Schema:
