@@ -39,15 +39,23 @@ def parse_time(text: Any) -> dt.datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
-def _condition_states(phase: Phase, reason: str, scheduled: bool) -> dict[str, str]:
-    """Condition type → "True"/"False"/"Unknown" for a phase."""
+def _condition_states(phase: Phase, reason: str, scheduled: bool, continuous: bool = False) -> dict[str, str]:
+    """Condition type → "True"/"False"/"Unknown" for a phase.
+
+    Every phase that will not change by itself reads as done for kstatus
+    (Ready=True, or Stalled=True for a failure), so GitOps health checks finish:
+    ``Cancelled`` is what ``spec.cancel`` asked for, and a continuous kind's
+    steady state (a StreamCopy that is ``Running``) is Ready, not Reconciling.
+    """
     active = phase in (Phase.PENDING, Phase.SUBMITTED, Phase.RUNNING, Phase.CANCELLING)
+    if continuous and phase == Phase.RUNNING:
+        return {"Ready": "True", "Succeeded": "Unknown", "Failed": "False", "Reconciling": "False", "Stalled": "False"}
     if phase == Phase.SUCCEEDED:
         return {"Ready": "True", "Succeeded": "True", "Failed": "False", "Reconciling": "False", "Stalled": "False"}
     if phase == Phase.FAILED:
         return {"Ready": "False", "Succeeded": "False", "Failed": "True", "Reconciling": "False", "Stalled": "True"}
     if phase == Phase.CANCELLED:
-        return {"Ready": "False", "Succeeded": "False", "Failed": "False", "Reconciling": "False", "Stalled": "False"}
+        return {"Ready": "True", "Succeeded": "False", "Failed": "False", "Reconciling": "False", "Stalled": "False"}
     if phase in (Phase.SCHEDULED, Phase.SUSPENDED):
         return {"Ready": "True", "Succeeded": "Unknown", "Failed": "False", "Reconciling": "False", "Stalled": "False"}
     if scheduled and active:
@@ -64,11 +72,15 @@ def conditions(
     generation: int,
     now: dt.datetime,
     scheduled: bool = False,
+    continuous: bool = False,
 ) -> list[dict[str, Any]]:
-    """The full conditions list for ``phase``, keeping transition times that did not change."""
+    """The full conditions list for ``phase``, keeping transition times that did not change.
+
+    ``continuous`` is for kinds whose goal is to keep running (StreamCopy).
+    """
     before = {c.get("type"): c for c in previous or () if isinstance(c, Mapping)}
     out = []
-    for type_, state in _condition_states(phase, reason, scheduled).items():
+    for type_, state in _condition_states(phase, reason, scheduled, continuous).items():
         old = before.get(type_) or {}
         changed = old.get("status") != state
         out.append({

@@ -78,7 +78,7 @@ def resource(kind: str, phase: Phase, *, generation: int = 2, observed: int = 2,
             "phase": str(phase),
             "observedGeneration": observed,
             "conditions": status_builder.conditions(None, phase, str(phase), "m", observed, NOW,
-                                                    scheduled=scheduled),
+                                                    scheduled=scheduled, continuous=kind == "StreamCopy"),
         },
     }
 
@@ -106,17 +106,10 @@ def test_phase_reads_right(kind: str, phase: Phase, want: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["CopyJob", "Compaction"])
-@pytest.mark.xfail(strict=True, reason=(
-    "lading_operator.status gives Cancelled Ready=False with Reconciling and Stalled False, which "
-    "kstatus reads as InProgress forever; Cancelled is final, so it should read Current "
-    "(spec.cancel reached: Ready=True) or Failed (Stalled=True)"))
 def test_cancelled_is_final_for_flux(kind: str) -> None:
     assert kstatus(resource(kind, Phase.CANCELLED)) in ("Current", "Failed")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "lading_operator.status gives Running Reconciling=True whatever the kind; a StreamCopy's "
-    "steady state is Running, which kstatus must read as Current (Ready=True, Reconciling=False)"))
 def test_running_stream_is_current() -> None:
     assert kstatus(resource("StreamCopy", Phase.RUNNING)) == "Current"
 

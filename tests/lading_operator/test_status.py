@@ -21,7 +21,7 @@ def test_condition_values_per_phase() -> None:
         Phase.RUNNING: {"Ready": "False", "Succeeded": "Unknown", "Failed": "False", "Reconciling": "True", "Stalled": "False"},
         Phase.SUCCEEDED: {"Ready": "True", "Succeeded": "True", "Failed": "False", "Reconciling": "False", "Stalled": "False"},
         Phase.FAILED: {"Ready": "False", "Succeeded": "False", "Failed": "True", "Reconciling": "False", "Stalled": "True"},
-        Phase.CANCELLED: {"Ready": "False", "Succeeded": "False", "Failed": "False", "Reconciling": "False", "Stalled": "False"},
+        Phase.CANCELLED: {"Ready": "True", "Succeeded": "False", "Failed": "False", "Reconciling": "False", "Stalled": "False"},
         Phase.SCHEDULED: {"Ready": "True", "Succeeded": "Unknown", "Failed": "False", "Reconciling": "False", "Stalled": "False"},
     }
     for phase, want in expected.items():
