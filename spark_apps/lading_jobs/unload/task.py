@@ -24,7 +24,12 @@ import pyarrow.compute as pc
 from lading_jobs.storage import S3Settings, Storage, join, open_storage
 from lading_jobs.unload import naming
 from lading_jobs.unload.compress import compressor
-from lading_jobs.unload.parquetfile import FooterModel, ParquetFile, writer_options
+from lading_jobs.unload.parquetfile import (
+    FooterModel,
+    ParquetFile,
+    dictionary_columns,
+    writer_options,
+)
 from lading_jobs.unload.sink import PartSink
 from lading_jobs.unload.textfile import TextFile
 from lading_spec.formats import CsvOptions, FormatOptions, JsonOptions, ParquetOptions
@@ -105,17 +110,20 @@ class TaskWriter:
         self.done: list[dict[str, Any]] = []
         self.begun: list[PartSink] = []
         self.ratio = [1.0]
-        self.footer: FooterModel | None = None
-        if plan.format == "parquet":
-            assert isinstance(plan.options, ParquetOptions)
-            self.pq_options = writer_options(plan.options.compression)
-            self.footer = FooterModel(self.file_schema, self.pq_options)
-        else:
+        self.footer: FooterModel | None = None  # Parquet: set from the task's first rows (_parquet_setup)
+        self.pq_options: dict[str, Any] = {}
+        if plan.format != "parquet":
             self.encoder = encoder_factory(self.file_schema)
             opts = plan.options
             assert isinstance(opts, CsvOptions | JsonOptions)
             self.compress = compressor(opts.compression)
             self.header = self.encoder.header() if isinstance(opts, CsvOptions) and opts.header else b""
+
+    def _parquet_setup(self, sample: pa.RecordBatch) -> None:
+        """Writer options (which columns get a dictionary) and the footer model, once per task."""
+        assert isinstance(self.plan.options, ParquetOptions)
+        self.pq_options = writer_options(self.plan.options.compression, dictionary_columns(sample))
+        self.footer = FooterModel(self.file_schema, self.pq_options)
 
     def _open(self, key: tuple[str | None, ...]) -> _Open:
         rel_dir = naming.partition_dir(self.plan.partition_by, key) if self.plan.partition_by else ""
@@ -163,6 +171,8 @@ class TaskWriter:
         rest: pa.RecordBatch | None = batch
         while rest is not None and rest.num_rows:
             if self.current is None:
+                if self.plan.format == "parquet" and self.footer is None:
+                    self._parquet_setup(rest)
                 self.current = self._open(key)
             rest = self.current.file.write(rest)
             if rest is not None or self.current.file.full:

@@ -14,6 +14,7 @@ import pytest
 
 from lading_jobs.storage import LocalStorage, PendingUpload, join
 from lading_jobs.unload import formatting
+from lading_jobs.unload.parquetfile import dictionary_columns
 from lading_jobs.unload.task import TaskPlan, TaskWriter
 from lading_spec.formats import CsvOptions, FormatOptions, JsonOptions, ParquetOptions
 
@@ -114,3 +115,30 @@ def test_manifest_statistics_are_json(file_uri: Callable[[str], str]) -> None:
     json.dumps(f)
     assert f["columns"]["note"]["nullCount"] == sum(1 for i in range(1000) if i % 17 == 0)
     assert f["columns"]["id"] == {"nullCount": 0, "min": 0, "max": 999}
+
+
+def test_parquet_dictionary_only_where_the_first_rows_repeat(file_uri: Callable[[str], str]) -> None:
+    n = 20_000
+    ids = np.arange(n, dtype=np.int64)
+    batch = pa.RecordBatch.from_pydict({
+        "id": pa.array(ids),  # distinct: plain
+        "qty": pa.array((ids % 100).astype(np.int32)),  # repeats: dictionary
+        "at": pa.array(ids * 1_000_000, pa.timestamp("us", tz="UTC")),  # distinct: plain
+        "code": pa.array([f"c{i}" for i in ids]),  # strings keep the dictionary whatever the sample says
+        "late": pa.array([None] * 9000 + list(range(n - 9000)), pa.int64()),  # first rows all NULL: no evidence
+    })
+    assert dictionary_columns(batch) == ["qty", "code", "late"]
+    assert dictionary_columns(batch.slice(0, 500)) is True  # too few values to judge
+    assert dictionary_columns(pa.RecordBatch.from_pydict({"l": pa.array([[1]] * 2000)})) is True  # nested
+    dest = file_uri("dict/")
+    w = _writer(dest, "parquet", ParquetOptions(), 10 * MB, batch.schema)
+    w.write(batch)
+    [f] = w.finish()
+    storage = LocalStorage()
+    storage.complete_upload(PendingUpload.from_dict(f["upload"]))
+    data = storage.read(join(dest, f["path"]))
+    meta = pq.read_metadata(io.BytesIO(data))
+    has_dict = {meta.schema.column(i).name: meta.row_group(0).column(i).has_dictionary_page
+                for i in range(meta.num_columns)}
+    assert has_dict == {"id": False, "qty": True, "at": False, "code": True, "late": True}
+    assert pq.read_table(io.BytesIO(data)).equals(pa.Table.from_batches([batch]))
