@@ -24,9 +24,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pyarrow as pa
+
 from lading_jobs import storage as st
 from lading_jobs.table import format as fmt
-from lading_jobs.table.schema import SchemaError, TableSchema
+from lading_jobs.table.schema import SchemaError, TableSchema, arrow_type
 from lading_jobs.table.stats import PartStats
 
 
@@ -354,6 +356,19 @@ def _validate_meta(schema: TableSchema, envelope: str, keys: tuple[str, ...], so
         for name in names:
             if schema.find(name) is None:
                 raise SchemaError(f"{what}: no column {name!r}; columns: {', '.join(schema.names)}")
+    validate_identity_types(schema, envelope, keys)
+
+
+def validate_identity_types(schema: TableSchema, envelope: str, keys: tuple[str, ...]) -> None:
+    """Columns that identify rows (upsert keys; every column of a diff table) are grouped on
+    read, which nested types (arrays, structs, maps, variant) do not support: refuse them."""
+    names = keys if envelope == "upsert" else tuple(schema.names) if envelope == "diff" else ()
+    for name in names:
+        c = schema.find(name)
+        if c is not None and pa.types.is_nested(arrow_type(c.type)):
+            what = "key column" if envelope == "upsert" else "column of a diff table"
+            raise SchemaError(f"{what} {c.name!r} has the nested type {c.type}, which cannot identify rows; "
+                              "use scalar key columns" + (" or envelope append" if envelope == "diff" else ""))
 
 
 def _assign_version(entry: dict[str, Any]) -> None:
@@ -408,6 +423,7 @@ def _validate(change: Change, state: _State, base: _State) -> dict[str, Any]:
     if change.remove:
         entry["remove"] = list(change.remove)
     if change.schema is not None:
+        validate_identity_types(change.schema, state.meta.envelope, tuple(state.meta.key_columns))
         entry["schema"] = replace(change.schema, schema_id=state.schema.schema_id + 1).to_dict()
     if change.ledger:
         entry["ledger"] = {k: v.to_dict() for k, v in change.ledger.items()}

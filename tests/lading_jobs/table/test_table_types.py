@@ -169,3 +169,19 @@ def test_append_creates_a_table_of_every_type_from_the_dataframe(spark: Any, fil
     expected.update(ymarr="array<interval month>", mst="map<int,struct<d:decimal(10,2),i:interval second>>")
     assert {c.name: c.type for c in schema.columns} == expected
     assert every_type.rows(reader.read_table(spark, uri)) == every_type.rows(src)
+
+
+def test_nested_types_cannot_identify_rows(tmp_path: Any) -> None:
+    from lading_jobs.table.log import Change
+
+    base = tmp_path.as_uri()
+    with pytest.raises(SchemaError, match="key column 'k' has the nested type array<int>"):
+        TableLog.create(base + "/u/", TableSchema.of([("k", "array<int>"), ("v", "int")]), "upsert", ["k"])
+    with pytest.raises(SchemaError, match="column of a diff table 's' has the nested type struct<a:int>"):
+        TableLog.create(base + "/d/", TableSchema.of([("s", "struct<a:int>")]), "diff")
+    log = TableLog.create(base + "/d2/", TableSchema.of([("x", "int")]), "diff")
+    with pytest.raises(SchemaError, match="envelope append"):
+        log.commit(Change(operation="schema", schema=log.snapshot().schema.add_column("m", "map<string,int>")))
+    upsert = TableLog.create(base + "/u2/", TableSchema.of([("k", "int"), ("v", "array<int>")]), "upsert", ["k"])
+    upsert.commit(Change(operation="schema", schema=upsert.snapshot().schema.add_column("w", "struct<a:int>")))
+    assert upsert.snapshot().schema.column("w").type == "struct<a:int>"
