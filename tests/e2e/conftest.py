@@ -91,13 +91,15 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace")[-6000:] if self.log_path.exists() else ""
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: the emulator is shared by the whole test session, and a
+# cluster-wide operator or stand-in left running would act on other tests' objects.
+@pytest.fixture(scope="module")
 def standin(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkOperatorStandIn]:
     with SparkOperatorStandIn(kube.url, mode="spark", log_dir=tmp_path_factory.mktemp("drivers")) as s:
         yield s
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def operator_process(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     op = OperatorProcess(kube.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log").start()
     yield op
