@@ -44,7 +44,7 @@ def run_job(spark: Any, doc: JobDocument, cancellation: results.Cancellation | N
             load = _optional("lading_jobs.load.job")
             if load is None:
                 return {"error": "loading into a table (to.table) is not implemented in this version"}
-            return load.run_load(spark, doc)  # type: ignore[no-any-return]
+            return load.run_load(spark, doc, spec, cancel=cancel)  # type: ignore[no-any-return]
         from lading_jobs.unload import job as unload
 
         return unload.run_unload(spark, doc, spec, cancel=cancel, progress=progress)
