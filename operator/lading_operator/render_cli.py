@@ -22,6 +22,13 @@ from lading_spec.errors import SpecError
 from lading_spec.job import API_VERSION
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes every value out in full: no ``&id001`` anchors, which GitOps diffs would show."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def _run_time(text: str | None) -> dt.datetime:
     if not text:
         return dt.datetime.now(dt.UTC).replace(microsecond=0)
@@ -88,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   if not e.field.startswith(("-", "metadata")) else f"lading render: {where}: {e}", file=sys.stderr)
             status = 2
     if out:
-        sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=120))
+        sys.stdout.write(yaml.dump_all(out, Dumper=_PlainDumper, sort_keys=False, width=120))
     elif status == 0 and not others:
         print(f"lading render: {args.file} holds no lading.io/v1alpha1 CopyJob", file=sys.stderr)
         return 1

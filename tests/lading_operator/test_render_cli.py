@@ -32,7 +32,9 @@ def test_renders_every_copyjob(tmp_path: Path, capsys: pytest.CaptureFixture[str
     path = tmp_path / "jobs.yaml"
     path.write_text(MANIFEST)
     assert render_cli.main([str(path), "--run-time", "2026-01-01T00:00:00Z"]) == 0
-    apps = list(yaml.safe_load_all(capsys.readouterr().out))
+    out = capsys.readouterr().out
+    assert "&id" not in out and "*id" not in out  # no YAML anchors: diffable as plain YAML
+    apps = list(yaml.safe_load_all(out))
     assert [a["metadata"]["name"] for a in apps] == ["nightly-20260101020000-1", apps[1]["metadata"]["name"]]
     assert apps[0]["metadata"]["namespace"] == "data" and apps[1]["metadata"]["namespace"] == "default"
     assert apps[0]["spec"]["driver"]["envFrom"] == [{"secretRef": {"name": "s3"}}]
