@@ -11,12 +11,15 @@ Pure checks over the Markdown (no network, no Spark):
   ``examples/unload-*.yaml``, ...) exists (globs must match something);
 - every ``--flag`` written after ``lading run`` / ``lading render`` /
   ``lading sample-data`` is one that subcommand accepts;
+- every ``lading_spec`` / ``lading_jobs`` / ``lading_operator`` name in a code span
+  imports;
 - every Helm value the docs name (``watch.namespaces``, ``metrics.podMonitor.enabled``)
   is a key of charts/lading/values.yaml.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -170,6 +173,38 @@ def test_mentioned_repository_paths_exist(path: Path) -> None:
         if not (REPO / token).exists() and not hits:
             missing.append(token)
     assert missing == [], f"{rel(path)} mentions paths that do not exist: {sorted(set(missing))}"
+
+
+_PY_NAME = re.compile(r"`((?:lading_spec|lading_jobs|lading_operator)(?:\.\w+)+)`")
+
+
+def python_name_exists(dotted: str) -> bool:
+    """``pkg.module.attr`` names an importable module, or an attribute of the longest importable prefix."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("path", DOCS, ids=rel)
+def test_python_names_in_docs_exist(path: Path) -> None:
+    names = sorted(set(_PY_NAME.findall(path.read_text())))
+    missing = [n for n in names if not python_name_exists(n)]
+    assert missing == [], f"{rel(path)} names Python objects that do not exist: {missing}"
+
+
+def test_python_name_check_is_not_vacuous() -> None:
+    assert python_name_exists("lading_spec.streamcopy.parse_streamcopy")
+    assert not python_name_exists("lading_spec.streamcopy.parse_stream")
+    assert not python_name_exists("lading_spec.no_such_module")
 
 
 @cache
