@@ -300,3 +300,33 @@ def test_value_check_sees_the_install_guide_values() -> None:
     found = set(value_mentions(REPO / "docs" / "install.md"))
     assert {"watch.namespaces", "spark.jobNamespaces", "metrics.podMonitor.enabled"} <= found
     assert not has_value("metrics.podmonitor.enabled")
+
+
+# The user guides written for these kinds name every field of their CRD (spec and status).
+GUIDES = [("streamcopies.lading.io.yaml", "streamcopy.md"), ("compactions.lading.io.yaml", "compaction.md")]
+
+
+def crd_fields(node: dict, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:  # type: ignore[type-arg]
+    out = [path]
+    for key, sub in (node.get("properties") or {}).items():
+        out += crd_fields(sub, (*path, key))
+    if isinstance(node.get("items"), dict):
+        out += crd_fields(node["items"], path)
+    return out
+
+
+def code_words(text: str) -> set[str]:
+    spans = [m.group(2) for m in _CODE_SPAN.finditer(_FENCE.sub("", text))]
+    spans += [m.group(0) for m in _FENCE.finditer(text)]
+    return {w for span in spans for w in re.findall(r"[A-Za-z_][\w]*", span)}
+
+
+@pytest.mark.parametrize(("crd_file", "guide"), GUIDES)
+def test_user_guide_names_every_field(crd_file: str, guide: str) -> None:
+    crd = yaml.safe_load((REPO / "crds" / crd_file).read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    words = code_words((REPO / "docs" / guide).read_text())
+    fields = [p for p in crd_fields(schema) if len(p) >= 2 and p[0] in ("spec", "status")]
+    assert len(fields) > 40
+    missing = sorted(".".join(p) for p in fields if p[-1] not in words)
+    assert missing == [], f"docs/{guide} does not name these fields: {missing}"
