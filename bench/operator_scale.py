@@ -113,7 +113,7 @@ def serve_emulator(conn: Any, kubeconfig: str) -> None:
     server.write_kubeconfig(Path(kubeconfig))
     conn.send(server.url)
     conn.recv()  # anything: stop
-    conn.send(server.requests)
+    conn.send((server.requests, dict(server.request_counts)))
     server.stop()
 
 
@@ -225,7 +225,7 @@ def main() -> int:
     emulator_cpu = cpu_seconds(emulator.pid or 0)
     client_cpu = time.process_time()
     parent.send("stop")
-    requests_served = parent.recv()
+    requests_served, request_counts = parent.recv()
     operator.terminate()
     operator.wait(30)
     standin_cpu = cpu_seconds(standin.pid)
@@ -247,6 +247,11 @@ def main() -> int:
     print(f"CPU: operator {operator_cpu:.1f} s; stand-in {standin_cpu:.1f} s; "
           f"API emulator {emulator_cpu:.1f} s; this client {client_cpu:.1f} s; "
           f"API requests served: {requests_served}; load average at the end: {os.getloadavg()[0]:.1f}")
+    print(f"API requests per CopyJob ({requests_served / max(args.jobs, 1):.1f} in all; the benchmark's "
+          "own creates and watches included):")
+    for key, count in sorted(request_counts.items(), key=lambda kv: -kv[1]):
+        if count >= args.jobs / 20:
+            print(f"  {key}: {count / args.jobs:.2f}")
     if failed:
         print(f"unexpected names: {failed[:5]}")
     ok = len(to_app) == args.jobs and len(to_done) == args.jobs and pct(to_app, 0.99) < 5 and peak[0] < 300

@@ -31,9 +31,11 @@ streams fed from a bus) and implements the semantics the real API server has:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import copy
 import datetime
+import functools
 import hashlib
 import json
 import re
@@ -263,7 +265,10 @@ def json_patch(doc: Any, ops: list[Obj]) -> Any:
 # selectors
 
 
+@functools.lru_cache(maxsize=256)
 def _label_requirements(selector: str) -> list[tuple[str, str, list[str]]]:
+    """The parsed selector (cached: a watch matches every event against its selector;
+    callers only read the list)."""
     reqs: list[tuple[str, str, list[str]]] = []
     for part in re.findall(r"(?:[^,(]|\([^)]*\))+", selector or ""):
         part = part.strip()
@@ -321,6 +326,11 @@ def fields_match(obj: Obj, selector: str) -> bool:
 # the store
 
 
+def watch_line(kind: str, obj: Obj) -> bytes:
+    """One watch event as the line the API server streams."""
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
 @dataclass
 class Watcher:
     rid: str
@@ -328,7 +338,7 @@ class Watcher:
     name: str | None
     label_selector: str
     field_selector: str
-    queue: asyncio.Queue[Obj | None]
+    queue: asyncio.Queue[bytes | None]  # encoded watch events (one JSON line each)
 
     def wants(self, obj: Obj) -> bool:
         meta = obj.get("metadata", {})
@@ -378,9 +388,12 @@ class Store:
             drop = len(self.log) - LOG_LIMIT // 2
             self.log_floor = self.log[drop - 1][0]
             del self.log[:drop]
+        line = None  # encoded once, however many watchers want it
         for w in self.watchers:
             if w.rid == rt.rid and w.wants(snapshot):
-                w.queue.put_nowait({"type": kind, "object": snapshot})
+                if line is None:
+                    line = watch_line(kind, snapshot)
+                w.queue.put_nowait(line)
 
     def _bump(self, obj: Obj) -> None:
         self.rv += 1
@@ -717,6 +730,9 @@ class KubeServer:
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.requests = 0
+        # Requests by verb and resource ("PATCH copyjobs/status", "GET pods", "WATCH
+        # sparkapplications", ...), for benchmarks that count calls per object.
+        self.request_counts: collections.Counter[str] = collections.Counter()
 
     # -- lifecycle --------------------------------------------------------------------
     @property
@@ -848,6 +864,10 @@ class KubeServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         q = request.query
         method = request.method
+        verb = {"GET": "LIST" if name is None else "GET", "POST": "CREATE"}.get(method, method)
+        if method == "GET" and q.get("watch") in ("true", "1"):
+            verb = "WATCH"
+        self.request_counts[f"{verb} {rt.plural}{'/' + sub if sub else ''}"] += 1
         if method == "GET" and q.get("watch") in ("true", "1"):
             return await self._watch(request, rt, namespace, name)
         if method == "GET" and name is None:
@@ -984,7 +1004,7 @@ class KubeServer:
         field_selector = q.get("fieldSelector", "")
         if name is None and (m := re.match(r"^metadata\.name=([^,]+)$", field_selector)):
             name, field_selector = m[1], ""
-        queue: asyncio.Queue[Obj | None] = asyncio.Queue()
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         watcher = Watcher(rt.rid, namespace, name, q.get("labelSelector", ""), field_selector,
                           queue)
         since = q.get("resourceVersion", "")
@@ -994,17 +1014,17 @@ class KubeServer:
             except ValueError as exc:
                 raise ApiError(400, "BadRequest", f"invalid resourceVersion {since!r}") from exc
             if since_rv < self.store.log_floor:
-                queue.put_nowait({"type": "ERROR", "object": ApiError(
+                queue.put_nowait(watch_line("ERROR", ApiError(
                     410, "Expired", f"too old resource version: {since_rv} "
-                    f"({self.store.log_floor})").status()})
+                    f"({self.store.log_floor})").status()))
                 queue.put_nowait(None)
             for rv, rid, kind, obj in self.store.log:
                 if rv > since_rv and rid == rt.rid and watcher.wants(obj):
-                    queue.put_nowait({"type": kind, "object": obj})
+                    queue.put_nowait(watch_line(kind, obj))
         else:
             for obj in self.store.select(rt, namespace):
                 if watcher.wants(obj):
-                    queue.put_nowait({"type": "ADDED", "object": copy.deepcopy(obj)})
+                    queue.put_nowait(watch_line("ADDED", obj))
         self.store.watchers.append(watcher)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
@@ -1022,7 +1042,7 @@ class KubeServer:
                     break
                 if event is None:
                     break
-                await response.write(json.dumps(event).encode() + b"\n")
+                await response.write(event)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
