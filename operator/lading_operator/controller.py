@@ -5,18 +5,28 @@ SparkApplication, the driver pod), asks the pure planner what to do, and does
 it in a safe order: the status first (so the intended SparkApplication name is
 recorded before it exists), then the create (409 = already there: adopt), the
 deletions, the Events and the metrics. It returns when to look again.
+
+Reads the watches already carry are not repeated: a pass starts from kopf's
+copy of the CopyJob when that copy is the very object our last status write
+returned (same resourceVersion), and from the SparkApplication its latest
+watch event carried (taken once); otherwise it reads them from the API. That
+is the view an informer-based controller has, and the one our own writes
+cannot make stale.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from lading_operator import k8s, metrics, policy, progress, sparkapp_state
+from lading_operator import k8s, metrics, policy, progress, sparkapp_state, wakeups
 from lading_operator import reconcile as rc
 from lading_operator import result as results
 from lading_operator import status as st
@@ -25,6 +35,13 @@ from lading_operator.phases import ACTIVE, Phase
 log = logging.getLogger(__name__)
 KIND = "CopyJob"
 _policy: policy.Policy = policy.Policy()
+APPS_KEPT = 10_000  # SparkApplications from watch events not yet taken by a pass
+
+# resourceVersion of each CopyJob as our last status write left it: (namespace, name) → rv.
+_written: dict[tuple[str, str], str] = {}
+# The latest watch event's body of each SparkApplication: (namespace, name) → app.
+_apps: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+_apps_lock = threading.Lock()
 
 
 def set_policy(value: policy.Policy) -> None:
@@ -36,6 +53,43 @@ def check_uris(namespace: str, uris: list[tuple[str, str]]) -> str | None:
     return policy.check_uris(_policy, namespace, uris)
 
 
+def app_event(namespace: str, name: str, app: Mapping[str, Any] | None) -> None:
+    """Keep the SparkApplication a watch event carried (``None``: it was deleted)."""
+    with _apps_lock:
+        _apps.pop((namespace, name), None)
+        if app is not None:
+            _apps[(namespace, name)] = copy.deepcopy(dict(app))
+            while len(_apps) > APPS_KEPT:
+                _apps.popitem(last=False)
+
+
+def _get_app(namespace: str, name: str) -> dict[str, Any] | None:
+    """The SparkApplication from its latest watch event (once), else from the API."""
+    with _apps_lock:
+        app = _apps.pop((namespace, name), None)
+    return app if app is not None else k8s.get_app(namespace, name)
+
+
+def known_resource(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A copy of kopf's live ``body`` if it is the object our last status write returned."""
+    meta = body.get("metadata") or {}
+    key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    rv = meta.get("resourceVersion")
+    if rv is None or _written.get(key) != rv:
+        return None
+    return copy.deepcopy(dict(body))
+
+
+def forget(namespace: str, name: str) -> None:
+    _written.pop((namespace, name), None)
+
+
+def _wrote(updated: Mapping[str, Any]) -> None:
+    meta = updated.get("metadata") or {}
+    if meta.get("resourceVersion"):
+        _written[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = str(meta["resourceVersion"])
+
+
 def observe(resource: dict[str, Any], now: dt.datetime | None = None) -> rc.Observed:
     """Read the current run's SparkApplication and (when it matters) its driver pod."""
     meta = resource.get("metadata") or {}
@@ -45,13 +99,13 @@ def observe(resource: dict[str, Any], now: dt.datetime | None = None) -> rc.Obse
     checked = False
     app_name = status.get("sparkApplication")
     if app_name and status.get("phase") in {str(p) for p in ACTIVE}:
-        app = k8s.get_app(namespace, str(app_name))
+        app = _get_app(namespace, str(app_name))
         if app is not None and sparkapp_state.needs_driver_pod(sparkapp_state.app_state(app)):
             pod = k8s.get_pod(namespace, results.driver_pod_name(app))
             checked = True
     others: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {}
     for other in rc.active_other_runs(status):
-        other_app = k8s.get_app(namespace, other)
+        other_app = _get_app(namespace, other)
         other_pod = None
         if other_app is not None and sparkapp_state.needs_driver_pod(sparkapp_state.app_state(other_app)):
             other_pod = k8s.get_pod(namespace, results.driver_pod_name(other_app))
@@ -66,6 +120,7 @@ def _apply_status(resource: dict[str, Any], plan: rc.Plan) -> bool:
     updated = k8s.patch_status(KIND, meta["namespace"], meta["name"], plan.status)
     if updated is None:
         return False
+    _wrote(updated)
     if plan.phase:
         metrics.observe_phase(KIND, meta["namespace"], meta["name"], plan.phase)
     return True
@@ -130,8 +185,10 @@ def _progress(resource: dict[str, Any], app: Mapping[str, Any], now: dt.datetime
     if before == current:
         return
     meta = resource["metadata"]
-    k8s.patch_status(KIND, meta["namespace"], meta["name"],
-                     {"progress": {**current, "updatedAt": st.timestamp(now)}})
+    updated = k8s.patch_status(KIND, meta["namespace"], meta["name"],
+                               {"progress": {**current, "updatedAt": st.timestamp(now)}})
+    if updated is not None:
+        _wrote(updated)
 
 
 def _api_message(e: ApiException) -> str:
@@ -144,11 +201,15 @@ def _api_message(e: ApiException) -> str:
         return str(e.reason)
 
 
-def reconcile_copyjob(namespace: str, name: str) -> float | None:
-    """One level-triggered pass over a CopyJob; returns when to look again (``None``: on change only)."""
-    resource = k8s.get_resource(KIND, namespace, name)
+def reconcile_copyjob(namespace: str, name: str, known: dict[str, Any] | None = None) -> float | None:
+    """One level-triggered pass over a CopyJob; returns when to look again (``None``: on change only).
+
+    ``known``: the resource as :func:`known_resource` found it, instead of reading it.
+    """
+    resource = known if known is not None else k8s.get_resource(KIND, namespace, name)
     if resource is None or (resource.get("metadata") or {}).get("deletionTimestamp"):
         return None
+    wakeups.saw(KIND, namespace, name, (resource.get("metadata") or {}).get("generation"))
     resource.setdefault("apiVersion", k8s.GROUP + "/" + k8s.VERSION)
     resource.setdefault("kind", KIND)
     obs = observe(resource)

@@ -173,4 +173,6 @@ def post_event(resource: dict[str, Any], type_: str, reason: str, message: str) 
         "count": 1,
     }
     with contextlib.suppress(ApiException):
-        _core().create_namespaced_event(str(meta.get("namespace")), body)  # type: ignore[arg-type]
+        # The reply is not needed: left unparsed (no V1Event model to build).
+        _core().create_namespaced_event(str(meta.get("namespace")), body,  # type: ignore[arg-type]
+                                        _preload_content=False)

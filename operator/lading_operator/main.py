@@ -15,7 +15,7 @@ from typing import Any
 
 import kopf
 
-from lading_operator import controller, metrics, policy
+from lading_operator import controller, metrics, persistence, policy
 from lading_operator.handlers import copyjob, others  # noqa: F401  (registers the handlers)
 
 FINALIZER = "lading.io/finalizer"
@@ -30,7 +30,7 @@ def namespaces_from_env() -> list[str]:
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="lading.io")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = persistence.DiffBaseStorage(
         prefix="lading.io", key="last-handled-configuration")
     settings.posting.level = logging.WARNING
     settings.peering.standalone = True

@@ -4,6 +4,11 @@ Each CopyJob has one loop (a kopf daemon) that reconciles and then sleeps until
 its requeue time or until something it depends on changes: its own spec, or a
 SparkApplication it owns (watched by kopf). Only the loop reconciles, so two
 passes over one resource never race.
+
+A spec change wakes the loop only if the loop has not read that generation yet
+(:func:`saw` records what it read): kopf's own writes (the finalizer) and our
+status writes arrive as MODIFIED events too, and each spurious wake-up would cost
+a pass of API reads.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 _events: dict[tuple[str, str, str], asyncio.Event] = {}
+_seen: dict[tuple[str, str, str], int] = {}  # the newest generation a pass has read (or will)
 
 
 def register(kind: str, namespace: str, name: str) -> asyncio.Event:
@@ -25,6 +31,21 @@ def register(kind: str, namespace: str, name: str) -> asyncio.Event:
 
 def forget(kind: str, namespace: str, name: str) -> None:
     _events.pop((kind, namespace, name), None)
+    _seen.pop((kind, namespace, name), None)
+
+
+def saw(kind: str, namespace: str, name: str, generation: int | None) -> None:
+    """A pass read (or is about to read, fresh) the resource at ``generation``."""
+    if generation is None:
+        return
+    key = (kind, namespace, name)
+    if generation > _seen.get(key, 0):
+        _seen[key] = generation
+
+
+def unseen(kind: str, namespace: str, name: str, generation: int | None) -> bool:
+    """Whether no pass has read ``generation`` yet (unknown generations count as unseen)."""
+    return generation is None or generation > _seen.get((kind, namespace, name), 0)
 
 
 def wake(kind: str, namespace: str, name: str) -> bool:

@@ -30,3 +30,16 @@ def test_sleep_ends_on_wake_timeout_or_stop() -> None:
     woken, stopped, timed = asyncio.run(scenario())
     assert woken < 10 and stopped < 10 and timed >= 0.05
     assert not wakeups.wake("CopyJob", "ns", "a")  # forgotten: nothing to wake
+
+
+def test_only_an_unread_generation_needs_a_wake_up() -> None:
+    assert wakeups.unseen("CopyJob", "ns", "g", 1)  # nothing read yet
+    wakeups.saw("CopyJob", "ns", "g", 2)
+    assert not wakeups.unseen("CopyJob", "ns", "g", 1)
+    assert not wakeups.unseen("CopyJob", "ns", "g", 2)  # kopf's finalizer, our status writes
+    assert wakeups.unseen("CopyJob", "ns", "g", 3)  # a spec change
+    assert wakeups.unseen("CopyJob", "ns", "g", None)
+    wakeups.saw("CopyJob", "ns", "g", 1)  # an older read never lowers it
+    assert not wakeups.unseen("CopyJob", "ns", "g", 2)
+    wakeups.forget("CopyJob", "ns", "g")
+    assert wakeups.unseen("CopyJob", "ns", "g", 2)

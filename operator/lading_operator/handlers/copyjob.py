@@ -38,15 +38,22 @@ def executor() -> concurrent.futures.ThreadPoolExecutor:
 
 
 @kopf.daemon(k8s.GROUP, k8s.VERSION, "copyjobs", cancellation_backoff=5.0, cancellation_timeout=10.0)
-async def reconcile_loop(name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any) -> None:
+async def reconcile_loop(name: str, namespace: str | None, stopped: kopf.DaemonStopped, body: kopf.Body,
+                         **_: Any) -> None:
     namespace = namespace or ""
     event = wakeups.register(KIND, namespace, name)
+    # The first pass reads the resource afresh: events up to this generation need no wake-up.
+    wakeups.saw(KIND, namespace, name, body.get("metadata", {}).get("generation"))
     loop = asyncio.get_running_loop()
     errors = 0
     try:
         while not stopped:
             try:
-                delay = await loop.run_in_executor(executor(), controller.reconcile_copyjob, namespace, name)
+                # kopf keeps ``body`` current from the watch; it is used only when it is
+                # exactly what our last status write returned (else the pass reads it).
+                known = controller.known_resource(body)
+                delay = await loop.run_in_executor(executor(), controller.reconcile_copyjob, namespace, name,
+                                                   known)
                 errors = 0
             except Exception as e:  # noqa: BLE001 - the loop must survive any API hiccup
                 metrics.record_reconcile_error(KIND)
@@ -56,21 +63,27 @@ async def reconcile_loop(name: str, namespace: str | None, stopped: kopf.DaemonS
             await wakeups.sleep(event, IDLE_SECONDS if delay is None else delay, stopped.wait())
     finally:
         wakeups.forget(KIND, namespace, name)
+        controller.forget(namespace, name)
 
 
 @kopf.on.event(k8s.GROUP, k8s.VERSION, "copyjobs")
 def copyjob_changed(name: str, namespace: str | None, type: str, body: kopf.Body, **_: Any) -> None:
     # A spec change (cancel, suspend, schedule...) wakes the loop. Watching events rather
     # than kopf's on.update keeps kopf from writing a diff-base annotation on every CopyJob.
+    # Only a generation no pass has read yet: kopf's finalizer and our own status writes
+    # arrive as MODIFIED events too.
     generation = body.get("metadata", {}).get("generation")
     observed = (body.get("status") or {}).get("observedGeneration")
-    if type == "MODIFIED" and generation != observed:
+    if type == "MODIFIED" and generation != observed and wakeups.unseen(KIND, namespace or "", name, generation):
         wakeups.wake(KIND, namespace or "", name)
 
 
 @kopf.on.event(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL,
                labels={render.LABEL_KIND: KIND})
-def sparkapplication_changed(body: kopf.Body, namespace: str | None, type: str, **_: Any) -> None:
+def sparkapplication_changed(body: kopf.Body, name: str, namespace: str | None, type: str | None,
+                             **_: Any) -> None:
+    # The next pass over the owner uses this body instead of reading the application again.
+    controller.app_event(namespace or "", name, None if type == "DELETED" else body)
     if type == "ADDED" and not body.get("status"):
         return  # our own create (or a listing of one not started yet): nothing new to follow
     for ref in body.get("metadata", {}).get("ownerReferences") or []:
