@@ -147,54 +147,119 @@ def _quote(value: Any) -> str:
         "object" if isinstance(value, dict) else "array")
 
 
+# Errors of a top-level property's value, by (schema id, path, key, JSON of the value).
+# Every write is validated in full; a subtree equal to one validated before (the spec,
+# on a status write) gets the errors computed then. Sorting by path makes the union of
+# the per-property lists the same list one validation of the whole object gives.
+# Each entry keeps its schema, so a hit is checked by identity (an id is never reused
+# while its schema lives).
+_PROPERTY_ERRORS: OrderedDict[tuple[int, str, str, str],
+                              tuple[Schema, list[tuple[list[str], FieldError]]]] = OrderedDict()
+_PROPERTY_ERRORS_LIMIT = 50_000
+_COMBINATORS = ("allOf", "anyOf", "oneOf", "not")
+_ROOTS: dict[int, tuple[Schema, Schema]] = {}
+
+
 def schema_errors(value: Any, schema: Schema, path: str = "") -> list[FieldError]:
     """Every violation of the schema's types, enums, patterns, bounds and required lists."""
-    validator = _validator(schema)
-    errors: list[FieldError] = []
-    for err in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path))):
+    props = schema.get("properties")
+    if not isinstance(value, dict) or not isinstance(props, dict) or \
+            any(k in schema for k in _COMBINATORS):
+        found = _errors_of(value, schema, path, [])
+    else:
+        found = _errors_of(value, _root_only(schema), path, [])
+        for key, item in value.items():
+            if key in props:
+                found += _property_errors(props[key], path, key, item)
+    found.sort(key=lambda pair: pair[0])  # stable: equal paths keep the validator's order
+    return list(dict.fromkeys(error for _, error in found))  # one error per field and message
+
+
+def _root_only(schema: Schema) -> Schema:
+    """``schema`` with every property's own schema emptied (checked on its own)."""
+    hit = _ROOTS.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    root = {**schema, "properties": {k: {} for k in schema["properties"]}}
+    if len(_ROOTS) >= _VALIDATORS_LIMIT:
+        _ROOTS.pop(next(iter(_ROOTS)))
+    _ROOTS[id(schema)] = (schema, root)
+    return root
+
+
+def _property_errors(schema: Schema, path: str, key: str, value: Any
+                     ) -> list[tuple[list[str], FieldError]]:
+    try:
+        memo_key = (id(schema), path, key, json.dumps(value))
+    except (TypeError, ValueError):  # not JSON (e.g. a YAML timestamp): no memo
+        return _errors_of(value, schema, join(path, key), [key])
+    hit = _PROPERTY_ERRORS.get(memo_key)
+    if hit is not None and hit[0] is schema:
+        _PROPERTY_ERRORS.move_to_end(memo_key)
+        return list(hit[1])
+    found = _errors_of(value, schema, join(path, key), [key])
+    _PROPERTY_ERRORS[memo_key] = (schema, found)
+    if len(_PROPERTY_ERRORS) > _PROPERTY_ERRORS_LIMIT:
+        _PROPERTY_ERRORS.popitem(last=False)
+    return list(found)
+
+
+def _errors_of(value: Any, schema: Schema, path: str, prefix: list[str]
+               ) -> list[tuple[list[str], FieldError]]:
+    """(sort key, error) for every violation, in the validator's order."""
+    out: list[tuple[list[str], FieldError]] = []
+    for err in _validator(schema).iter_errors(value):
         where = path
         for part in err.absolute_path:
             where = join(where, part)
-        kw, inst = err.validator, err.instance
-        if kw == "required":
-            missing = [f for f in err.validator_value if not isinstance(inst, dict) or f not in inst]
-            for f in missing:
-                errors.append(FieldError(join(where, f), "FieldValueRequired",
-                                         f"{join(where, f)}: Required value"))
-            continue
-        if kw == "enum":
-            allowed = ", ".join(json.dumps(v) for v in err.validator_value)
-            msg = f"{where}: Unsupported value: {_quote(inst)}: supported values: {allowed}"
-            errors.append(FieldError(where, "FieldValueNotSupported", msg))
-            continue
-        if kw == "type":
-            actual = {dict: "object", list: "array", str: "string", bool: "boolean",
-                      int: "integer", float: "number", type(None): "null"}.get(type(inst), "?")
-            msg = (f"{where}: Invalid value: {json.dumps(actual)}: {where} in body must be of type "
-                   f"{err.validator_value}: {json.dumps(actual)}")
-        elif kw == "pattern":
-            msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body should match "
-                   f"'{err.validator_value}'")
-        elif kw == "minimum":
-            msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body should be greater "
-                   f"than or equal to {err.validator_value}")
-        elif kw == "maximum":
-            msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body should be less "
-                   f"than or equal to {err.validator_value}")
-        elif kw in ("minLength", "minItems", "minProperties"):
-            unit = {"minLength": "chars long", "minItems": "items", "minProperties": "properties"}[kw]
-            msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body should have at least "
-                   f"{err.validator_value} {unit}")
-        elif kw in ("maxLength", "maxItems", "maxProperties"):
-            unit = {"maxLength": "chars long", "maxItems": "items", "maxProperties": "properties"}[kw]
-            msg = (f"{where}: Too long: {where} may not have more than {err.validator_value} {unit}")
-        elif kw == "anyOf" and isinstance(inst, bool | float | dict | list | type(None)):
-            msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body must be of type "
-                   "integer or string")
-        else:
-            msg = f"{where}: Invalid value: {_quote(inst)}: {err.message}"
-        errors.append(FieldError(where, "FieldValueInvalid", msg))
-    return list(dict.fromkeys(errors))  # one error per field and message
+        sort_key = prefix + list(map(str, err.absolute_path))
+        out += [(sort_key, e) for e in _field_errors(err, where)]
+    return out
+
+
+def _field_errors(err: jsonschema.ValidationError, where: str) -> list[FieldError]:
+    """One jsonschema error in the API server's words."""
+    errors: list[FieldError] = []
+    kw, inst = err.validator, err.instance
+    if kw == "required":
+        missing = [f for f in err.validator_value if not isinstance(inst, dict) or f not in inst]
+        for f in missing:
+            errors.append(FieldError(join(where, f), "FieldValueRequired",
+                                     f"{join(where, f)}: Required value"))
+        return errors
+    if kw == "enum":
+        allowed = ", ".join(json.dumps(v) for v in err.validator_value)
+        msg = f"{where}: Unsupported value: {_quote(inst)}: supported values: {allowed}"
+        errors.append(FieldError(where, "FieldValueNotSupported", msg))
+        return errors
+    if kw == "type":
+        actual = {dict: "object", list: "array", str: "string", bool: "boolean",
+                  int: "integer", float: "number", type(None): "null"}.get(type(inst), "?")
+        msg = (f"{where}: Invalid value: {json.dumps(actual)}: {where} in body must be of type "
+               f"{err.validator_value}: {json.dumps(actual)}")
+    elif kw == "pattern":
+        msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body should match "
+               f"'{err.validator_value}'")
+    elif kw == "minimum":
+        msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body should be greater "
+               f"than or equal to {err.validator_value}")
+    elif kw == "maximum":
+        msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body should be less "
+               f"than or equal to {err.validator_value}")
+    elif kw in ("minLength", "minItems", "minProperties"):
+        unit = {"minLength": "chars long", "minItems": "items", "minProperties": "properties"}[kw]
+        msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body should have at least "
+               f"{err.validator_value} {unit}")
+    elif kw in ("maxLength", "maxItems", "maxProperties"):
+        unit = {"maxLength": "chars long", "maxItems": "items", "maxProperties": "properties"}[kw]
+        msg = (f"{where}: Too long: {where} may not have more than {err.validator_value} {unit}")
+    elif kw == "anyOf" and isinstance(inst, bool | float | dict | list | type(None)):
+        msg = (f"{where}: Invalid value: {_quote(inst)}: {where} in body must be of type "
+               "integer or string")
+    else:
+        msg = f"{where}: Invalid value: {_quote(inst)}: {err.message}"
+    errors.append(FieldError(where, "FieldValueInvalid", msg))
+    return errors
 
 
 # ---------------------------------------------------------------------------------------

@@ -62,3 +62,18 @@ def test_each_schema_validates_with_its_own_validator():
             'spec.a: Invalid value: "integer": spec.a in body must be of type string: "integer"']
     # An equal copy is a different schema object: answered alike, never confused.
     assert _errors(obj, copy.deepcopy(string)) == _errors(obj, string)
+
+
+def test_unchanged_spec_errors_are_reported_on_every_write():
+    schema = {"type": "object", "required": ["spec"], "properties": {
+        "spec": {"type": "object", "properties": {"a": {"type": "integer"}}},
+        "status": {"type": "object", "properties": {"b": {"type": "string"}}}}}
+    bad_spec = 'spec.a: Invalid value: "string": spec.a in body must be of type integer: "string"'
+    bad_status = 'status.b: Invalid value: "integer": status.b in body must be of type string: "integer"'
+    assert [e.message for e in schemas.schema_errors({"spec": {"a": "x"}, "status": {"b": 1}}, schema)] == [
+        bad_spec, bad_status]
+    assert [e.message for e in schemas.schema_errors({"spec": {"a": "x"}, "status": {"b": "ok"}}, schema)] == [
+        bad_spec]
+    assert [e.message for e in schemas.schema_errors({"status": {"b": 1}}, schema)] == [
+        "spec: Required value", bad_status]
+    assert schemas.schema_errors({"spec": {"a": 1}, "status": {"b": "ok"}}, schema) == []

@@ -1,11 +1,12 @@
 """CopyJob handlers: thin; every decision is in :mod:`lading_operator.reconcile`.
 
-- a daemon per CopyJob runs the reconcile loop (level-triggered: it re-reads the
-  resource and its SparkApplication every pass) and sleeps until its requeue
-  time or a wake-up;
-- spec changes (``cancel``, ``suspend``, ``schedule``...) and SparkApplication
-  changes wake the loop; reconciles run on a dedicated thread pool (blocking API
+- a daemon per CopyJob runs the reconcile loop (level-triggered: every pass
+  looks at the resource and its SparkApplication) and sleeps until its requeue
+  time or a wake-up; reconciles run on a dedicated thread pool (blocking API
   calls), sized by ``LADING_WORKERS``;
+- spec changes (``cancel``, ``suspend``, ``schedule``...) and SparkApplication
+  changes wake the loop: coroutines, as they only touch in-memory state, on the
+  event loop that owns the wake-up events (no thread-pool hop per watch event);
 - deletion (finalizer ``lading.io/finalizer``) deletes the SparkApplications and
   waits, with ``TemporaryError``, until they are gone.
 """
@@ -67,7 +68,7 @@ async def reconcile_loop(name: str, namespace: str | None, stopped: kopf.DaemonS
 
 
 @kopf.on.event(k8s.GROUP, k8s.VERSION, "copyjobs")
-def copyjob_changed(name: str, namespace: str | None, type: str, body: kopf.Body, **_: Any) -> None:
+async def copyjob_changed(name: str, namespace: str | None, type: str, body: kopf.Body, **_: Any) -> None:
     # A spec change (cancel, suspend, schedule...) wakes the loop. Watching events rather
     # than kopf's on.update keeps kopf from writing a diff-base annotation on every CopyJob.
     # Only a generation no pass has read yet: kopf's finalizer and our own status writes
@@ -80,7 +81,7 @@ def copyjob_changed(name: str, namespace: str | None, type: str, body: kopf.Body
 
 @kopf.on.event(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL,
                labels={render.LABEL_KIND: KIND})
-def sparkapplication_changed(body: kopf.Body, name: str, namespace: str | None, type: str | None,
+async def sparkapplication_changed(body: kopf.Body, name: str, namespace: str | None, type: str | None,
                              **_: Any) -> None:
     # The next pass over the owner uses this body instead of reading the application again.
     controller.app_event(namespace or "", name, None if type == "DELETED" else body)
