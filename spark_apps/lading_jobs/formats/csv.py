@@ -11,9 +11,13 @@ booleans ``true``/``false``, exact decimals, ``YYYY-MM-DD HH:MM:SS.ffffff`` with
 ``N months``, arrays/structs/maps as JSON text.
 
 Encoding is column-at-a-time with pyarrow.compute: each column becomes a string
-array of field texts, quoted where needed, and one element-wise join makes the
-lines. Timestamps are formatted as naive UTC plus a literal offset (pyarrow's
+array of field texts, quoted where needed, and one element-wise join (the
+delimiter as separator) makes the lines, whose Arrow buffer is the output.
+Whether a column needs any per-value quoting test is first decided by scanning
+its bytes for the characters that would call for it (most columns hold none).
+Timestamps are formatted as naive UTC plus a literal offset (pyarrow's
 time-zone-aware formatting is the slow path DESIGN.md measured).
+docs/benchmarks.md ("Unload") has the profile these choices come from.
 """
 
 from __future__ import annotations
