@@ -41,6 +41,7 @@ import json
 import re
 import secrets
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -363,6 +364,8 @@ class Store:
         self.log: list[tuple[int, str, str, Obj]] = []  # (rv, rid, type, object)
         self.log_floor = 0  # watches from before this resourceVersion get 410 Gone
         self.watchers: list[Watcher] = []
+        # When set (benchmarks): time.monotonic() of each create, by key.
+        self.create_times: dict[Key, float] | None = None
         for rt in BUILTINS:
             self.register(rt)
 
@@ -500,6 +503,8 @@ class Store:
         warnings = self._admit(rt, obj, None, field_validation)
         self._bump(obj)
         self.objects[key] = obj
+        if self.create_times is not None:
+            self.create_times[key] = time.monotonic()
         if rt.kind == "CustomResourceDefinition":
             self.register_crd(obj)
         self._emit(rt, "ADDED", obj)
