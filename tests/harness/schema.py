@@ -23,6 +23,7 @@ from typing import Any
 
 import celpy
 import jsonschema
+import lark
 
 Schema = dict[str, Any]
 
@@ -137,7 +138,9 @@ def _validator(schema: Schema) -> jsonschema.Draft4Validator:
         return hit[1]
     if len(_VALIDATORS) >= _VALIDATORS_LIMIT:
         _VALIDATORS.pop(next(iter(_VALIDATORS)))
-    validator = jsonschema.Draft4Validator(to_jsonschema(schema))
+    # Keys sorted, as before this cache existed: the validator reports the errors of one
+    # field in keyword order (a value both of the wrong type and not in the enum).
+    validator = jsonschema.Draft4Validator(to_jsonschema(json.loads(json.dumps(schema, sort_keys=True))))
     _VALIDATORS[id(schema)] = (schema, validator)
     return validator
 
@@ -275,7 +278,8 @@ def _program(rule: str) -> celpy.Runner:
 
 _ABSENT = object()
 
-# Outcomes of rule evaluations, by (rule, messageExpression, JSON of self, JSON of oldSelf).
+# Outcomes of rule evaluations, by (rule, messageExpression, JSON of what the rule reads of
+# self, JSON of oldSelf).
 # A CEL rule is a pure function of its inputs, so a write that leaves a node unchanged
 # (every status update leaves the spec as it was) gets the outcome computed before, and
 # every rule still answers for every write. celpy's tree-walking interpreter costs 0.1 to
@@ -284,13 +288,109 @@ _OUTCOMES: OrderedDict[tuple[str, str | None, str, str | None], tuple[str, str |
 _OUTCOMES_LIMIT = 50_000
 
 
+# What of ``self`` a rule reads: (field path, only its presence) pairs, or None for all of
+# it. A rule that reads only ``has(self.a)`` and ``self.b`` gets one outcome for every
+# ``self`` with the same presence of ``a`` and the same ``b``: creates of objects that
+# differ only in fields no rule reads (a query, a destination) share their outcomes.
+Reads = tuple[tuple[tuple[str, ...], bool], ...]
+_WRAPPERS = frozenset({"expr", "conditionalor", "conditionaland", "relation", "addition",
+                       "multiplication", "unary"})
+
+
+def _self_path(tree: Any) -> tuple[str, ...] | None:
+    """``self.a.b`` → ("a", "b"); ``self`` → (); anything else → None."""
+    if not isinstance(tree, lark.Tree):
+        return None
+    if tree.data in ("member", "primary") and len(tree.children) == 1:
+        return _self_path(tree.children[0])
+    if tree.data == "ident" and len(tree.children) == 1:
+        return () if str(tree.children[0]) == "self" else None
+    if tree.data == "member_dot" and len(tree.children) == 2:
+        base = _self_path(tree.children[0])
+        return None if base is None else (*base, str(tree.children[1]))
+    return None
+
+
+def _collect_reads(tree: Any, found: list[tuple[tuple[str, ...], bool]]) -> None:
+    if not isinstance(tree, lark.Tree):
+        return
+    children = tree.children
+    if tree.data == "ident_arg" and len(children) == 2 and str(children[0]) == "has" \
+            and isinstance(children[1], lark.Tree) and len(children[1].children) == 1:
+        arg = children[1].children[0]
+        while isinstance(arg, lark.Tree) and arg.data in _WRAPPERS and len(arg.children) == 1:
+            arg = arg.children[0]
+        path = _self_path(arg)
+        if path:
+            found.append((path, True))
+            return
+    path = _self_path(tree)
+    if path is not None:
+        found.append((path, False))
+        return
+    for child in children:
+        _collect_reads(child, found)
+
+
+def _count_self(tree: Any) -> int:
+    if not isinstance(tree, lark.Tree):
+        return 0
+    if tree.data == "ident" and len(tree.children) == 1 and str(tree.children[0]) == "self":
+        return 1
+    return sum(_count_self(c) for c in tree.children)
+
+
+@lru_cache(maxsize=1024)
+def _reads(text: str) -> Reads | None:
+    """The parts of ``self`` ``text`` reads (None: all of it, or not sure)."""
+    if "oldSelf" in text:
+        return None
+    try:
+        tree = _ENV.compile(text)
+    except Exception:  # noqa: BLE001 - compiled again (and reported) at evaluation
+        return None
+    found: list[tuple[tuple[str, ...], bool]] = []
+    _collect_reads(tree, found)
+    if len(found) != _count_self(tree) or any(not path for path, _ in found):
+        return None  # a bare self (type(self), size(self), a shadowing variable...): all of it
+    return tuple(sorted(set(found)))
+
+
+def _projection(node: Any, reads: Reads) -> list[Any]:
+    """What the rule can see of ``node``: per read path, its presence or its value; where
+    the path breaks (a missing key, a non-object), the node it broke at, whole."""
+    out: list[Any] = []
+    for path, presence in reads:
+        current = node
+        seen: list[Any] = ["value"]
+        for i, key in enumerate(path):
+            if not isinstance(current, dict):
+                seen = ["broken", i, current]
+                break
+            if presence and i == len(path) - 1:
+                seen = ["present", key in current]
+                break
+            if key not in current:
+                seen = ["missing", i, current]
+                break
+            current = current[key]
+        else:
+            seen.append(current)
+        out.append(seen)
+    return out
+
+
 def _evaluate(text: str, message_expression: str | None, node: Any, old_node: Any, uses_old: bool
               ) -> tuple[str, str | None]:
     """``("pass", None)``, ``("fail", message from messageExpression or None)`` or
     ``("error", the evaluation error)``."""
+    reads = _reads(text)
+    if reads is not None and message_expression:
+        more = _reads(message_expression)
+        reads = None if more is None else tuple(sorted(set(reads) | set(more)))
     try:
-        key = (text, message_expression, json.dumps(node),
-               json.dumps(old_node) if uses_old else None)
+        seen = json.dumps(node) if reads is None or uses_old else json.dumps(_projection(node, reads))
+        key = (text, message_expression, seen, json.dumps(old_node) if uses_old else None)
     except (TypeError, ValueError):  # not JSON (e.g. a YAML timestamp): evaluate uncached
         return _evaluate_uncached(text, message_expression, node, old_node, uses_old)
     hit = _OUTCOMES.get(key)
