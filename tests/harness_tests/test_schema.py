@@ -77,3 +77,28 @@ def test_unchanged_spec_errors_are_reported_on_every_write():
     assert [e.message for e in schemas.schema_errors({"status": {"b": 1}}, schema)] == [
         "spec: Required value", bad_status]
     assert schemas.schema_errors({"spec": {"a": 1}, "status": {"b": "ok"}}, schema) == []
+
+
+def test_rules_are_keyed_by_what_they_read_of_self():
+    assert schemas._reads("has(self.a) || self.b == 'x'") == ((("a",), True), (("b",), False))
+    assert schemas._reads("has(self.a.b) && size(self.c) > 0") == ((("a", "b"), True), (("c",), False))
+    assert schemas._reads("type(self) == string") is None  # all of self
+    assert schemas._reads("self.all(k, k != 'x')") is None
+    assert schemas._reads("self.x == oldSelf.x") is None
+    reads = schemas._reads("has(self.a.b) || self.c == 1")
+    assert reads is not None
+    seen = [schemas._projection(node, reads) for node in (
+        {"a": {"b": 1, "z": 2}, "c": 1, "q": "one"}, {"a": {"b": 5}, "c": 1, "q": "two"},
+        {"a": {}, "c": 1}, {"a": "text", "c": 1}, {"c": 2})]
+    assert seen[0] == seen[1]  # same presence of a.b, same c: one outcome
+    assert len({repr(s) for s in seen[1:]}) == 4  # everything the rule can tell apart stays apart
+
+
+def test_shared_outcomes_still_answer_for_each_value():
+    schema = _schema({"rule": "has(self.a) ? self.b != 'bad' : true", "message": "b is bad"},
+                     {"type": "string"})
+    schema["properties"]["spec"]["properties"]["b"] = {"type": "string"}
+    assert _errors({"spec": {"a": "q1", "b": "ok"}}, schema) == []
+    assert _errors({"spec": {"a": "q2", "b": "bad"}}, schema) == ["spec: Invalid value: \"object\": b is bad"]
+    assert _errors({"spec": {"b": "bad"}}, schema) == []
+    assert _errors({"spec": {"a": "q3", "b": "bad"}}, schema) == ["spec: Invalid value: \"object\": b is bad"]
