@@ -12,7 +12,8 @@ Compaction use ``on.update(field="spec")`` and keep it.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
 import kopf
 
@@ -27,6 +28,12 @@ def diffless(body: Any) -> bool:
 
 class DiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
     """kopf's annotation storage, skipped for :data:`DIFFLESS_KINDS`."""
+
+    def build(self, *, body: kopf.Body,
+              extra_fields: Iterable[str | tuple[str, ...] | list[str] | None] | None = None) -> kopf.BodyEssence:
+        if diffless(body):
+            return cast(kopf.BodyEssence, {})  # nothing to compare: no copy of the body per event
+        return super().build(body=body, extra_fields=extra_fields)
 
     def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
         if diffless(body):

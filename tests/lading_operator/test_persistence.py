@@ -35,3 +35,9 @@ def test_other_kinds_keep_their_diff_base() -> None:
     storage.store(body=compaction, patch=patch, essence=storage.build(body=compaction))
     assert json.loads(patch["metadata"]["annotations"][KEY])["spec"] == {"x": 1}
     assert not persistence.diffless({"apiVersion": "example.com/v1", "kind": "CopyJob"})
+
+
+def test_copyjob_essence_is_not_built() -> None:
+    storage = persistence.DiffBaseStorage(prefix="lading.io", key="last-handled-configuration")
+    assert storage.build(body=_body("CopyJob")) == {}
+    assert storage.build(body=_body("StreamCopy"))["spec"] == {"x": 1}
