@@ -12,7 +12,10 @@ create call's return:
 
 - create → SparkApplication: when the SparkApplication appears on a watch;
 - create → terminal status: when the CopyJob's phase is Succeeded on a watch;
-- the operator process's peak RSS (sampled from /proc every 0.2 s).
+- the same create → SparkApplication from the API server's own clock (store time
+  of the CopyJob → store time of its SparkApplication), free of watch delays;
+- the operator process's peak RSS (sampled from /proc every 0.2 s);
+- CPU seconds per process and API requests per CopyJob by verb and resource.
 
 Targets (issue 4): p99 create → SparkApplication < 5 s, RSS < 300 MB (the
 anchor: spark-operator's ~20 minutes of queue latency at 1,200 applications,
