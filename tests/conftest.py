@@ -8,6 +8,7 @@ The S3 server starts before Spark so that Spark's Python workers inherit the
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import uuid
@@ -94,3 +95,12 @@ def file_uri(tmp_path: Path) -> Callable[[str], str]:
         return "file://" + str(path) + ("/" if relative.endswith("/") or not relative else "")
 
     return make
+
+
+@pytest.fixture
+def keep_signals() -> Iterator[None]:
+    """Restores SIGINT/SIGTERM handlers that an in-process ``lading run`` installs."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, h in saved.items():
+        signal.signal(s, h)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +23,6 @@ def demo_bucket(s3_client: Any) -> str:
         s3_client.create_bucket(Bucket="lading-demo")
     cli.write_sample_orders("s3://lading-demo/raw/orders/", rows=20_000, files=3)
     return "lading-demo"
-
-
-@pytest.fixture
-def keep_signals() -> Iterator[None]:
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for s, h in saved.items():
-        signal.signal(s, h)
 
 
 @pytest.mark.spark

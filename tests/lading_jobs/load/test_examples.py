@@ -6,8 +6,6 @@ loads nothing, because the table's ledger already holds the files.
 
 from __future__ import annotations
 
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +20,6 @@ from lading_spec.copyjob import parse_copyjob
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-
-
-@pytest.fixture
-def keep_signals() -> Iterator[None]:
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for s, h in saved.items():
-        signal.signal(s, h)
 
 
 def test_every_load_example_parses() -> None:
