@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
+from lading_jobs.sink import PartSink
 from lading_jobs.table import format as fmt
 from lading_jobs.table import stats as stx
 from lading_jobs.table.log import Change, LedgerEntry, Part, Snapshot, TableError, TableLog
@@ -33,7 +34,6 @@ from lading_jobs.table.schema import TableSchema, conform
 DEFAULT_MAX_FILE_SIZE = 128 * 1024**2
 DEFAULT_BUFFER_SIZE = 8 * 1024**2
 DEFAULT_ROW_GROUP_ROWS = 128 * 1024
-_MIN_UPLOAD_PART = 5 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -50,52 +50,6 @@ class WrittenPart:
     def from_json(cls, text: str) -> WrittenPart:
         d = json.loads(text)
         return cls(d["upload"], Part.from_dict(d["part"]))
-
-
-class _UploadSink:
-    """A write-only file that streams into a pending upload in chunks of ≥ ``buffer_size``."""
-
-    def __init__(self, storage: st.Storage, upload: st.PendingUpload, buffer_size: int) -> None:
-        self.storage, self.upload = storage, upload
-        self.buffer_size = max(buffer_size, _MIN_UPLOAD_PART)
-        self.chunks: list[bytes] = []
-        self.buffered = 0
-        self.position = 0
-        self.closed = False
-
-    def write(self, data: bytes | memoryview) -> int:
-        b = bytes(data)
-        self.chunks.append(b)
-        self.buffered += len(b)
-        self.position += len(b)
-        if self.buffered >= self.buffer_size:
-            self._flush_upload()
-        return len(b)
-
-    def _flush_upload(self) -> None:
-        if self.chunks:
-            self.storage.upload_part(self.upload, b"".join(self.chunks))
-            self.chunks, self.buffered = [], 0
-
-    def tell(self) -> int:
-        return self.position
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        if not self.closed:
-            self._flush_upload()
-            self.closed = True
-
-    def writable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return False
-
-    def seekable(self) -> bool:
-        return False
 
 
 def prepare(data: pa.Table | pa.RecordBatch, schema: TableSchema, logical_time: int, diff: int = 1) -> pa.Table:
@@ -135,7 +89,7 @@ class PartWriter:
         self.decimal_ids = frozenset(c.id for c in schema.columns if c.type.startswith("decimal"))
         self.done: list[WrittenPart] = []
         self._n = 0
-        self._open: tuple[str, st.PendingUpload, _UploadSink, pq.ParquetWriter] | None = None
+        self._open: tuple[str, st.PendingUpload, PartSink, pq.ParquetWriter] | None = None
         self._stats: stx.PartStats | None = None
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
@@ -156,8 +110,8 @@ class PartWriter:
         if self._open is None:
             path = fmt.part_path(self.write_id, self.task, self._n)
             self._n += 1
-            upload = self.storage.begin_upload(fmt.part_uri(self.uri, path))
-            sink = _UploadSink(self.storage, upload, self.buffer_size)
+            sink = PartSink(self.storage, fmt.part_uri(self.uri, path), self.buffer_size)
+            upload = sink.upload
             writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), self.arrow_schema,
                                       compression=self.compression, store_schema=True)
             self._open = (path, upload, sink, writer)
@@ -175,7 +129,7 @@ class PartWriter:
             return
         path, upload, sink, writer = self._open
         writer.close()
-        sink.close()
+        sink.finish()  # the tail as the last part; the upload stays pending until commit
         assert self._stats is not None
         stats = stx.PartStats(self._stats.rows, sink.tell(), self._stats.min_time, self._stats.max_time,
                               self._stats.min_diff, self._stats.max_diff, self._stats.columns)

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lading_jobs.unload.sink import PartSink
+from lading_jobs.sink import PartSink
 from lading_jobs.unload.stats import FileStats
 
 FULL_SLACK = 0.05

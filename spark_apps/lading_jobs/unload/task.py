@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lading_jobs.sink import PartSink
 from lading_jobs.storage import S3Settings, Storage, join, open_storage
 from lading_jobs.unload import naming
 from lading_jobs.unload.compress import compressor
@@ -30,7 +31,6 @@ from lading_jobs.unload.parquetfile import (
     dictionary_columns,
     writer_options,
 )
-from lading_jobs.unload.sink import PartSink
 from lading_jobs.unload.textfile import TextFile
 from lading_spec.formats import CsvOptions, FormatOptions, JsonOptions, ParquetOptions
 

@@ -1,4 +1,4 @@
-"""A byte sink over one pending upload, with bounded memory and a running checksum.
+"""A byte sink over one pending upload, with bounded memory and a running checksum (unload files and table parts).
 
 Encoders write bytes; the sink keeps at most ``buffer_size`` of them before
 sending a multipart part (every part but the last is ≥ 5 MiB, as S3 requires),
