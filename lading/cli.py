@@ -70,7 +70,7 @@ class ProgressBar:
     """Tasks done / total from Spark's status tracker; rows, bytes, files from task accumulators."""
 
     def __init__(self, spark: Any, stream: Any = None) -> None:
-        from lading_jobs.unload.job import Progress
+        from lading_jobs.engine import Progress
 
         self.spark, self.stream = spark, stream or sys.stderr
         self.counters = Progress(spark)

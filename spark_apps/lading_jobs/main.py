@@ -3,8 +3,8 @@
 Reads the job document (lading_spec.job), validates the spec, runs the kind's
 engine on the Spark session spark-submit gave it (``--master`` for local runs),
 and reports one result (lading_jobs.result). Exit code 0 only for ``rows``.
-Engines other than the unload are imported lazily, so this file works whichever
-of them are installed.
+Engines (lading_jobs.engine: one interface, one ``Cancelled``) are imported
+lazily by kind, so this file works whichever of them are installed.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import argparse
 import importlib
 import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -20,14 +21,18 @@ if __package__ in (None, ""):  # run as a file: make lading_jobs / lading_spec i
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lading_jobs import result as results  # noqa: E402
-from lading_spec.copyjob import parse_copyjob  # noqa: E402
+from lading_jobs.engine import ENGINES, Cancelled, Engine, ProgressListener, RunContext  # noqa: E402
 from lading_spec.errors import SpecError  # noqa: E402
 from lading_spec.job import JobDocument, parse_job_document  # noqa: E402
 
 
-def _optional(module: str) -> Any:
+def engine_for(kind: str) -> Engine | None:
+    """The engine of ``kind`` (``engine.ENGINES``), or None when this image does not ship it."""
+    module = ENGINES.get(kind)
+    if module is None:
+        return None
     try:
-        return importlib.import_module(module)
+        return importlib.import_module(module).ENGINE  # type: ignore[no-any-return]
     except ModuleNotFoundError as e:
         if e.name and module.startswith(e.name):
             return None
@@ -35,45 +40,35 @@ def _optional(module: str) -> Any:
 
 
 def run_job(spark: Any, doc: JobDocument, cancellation: results.Cancellation | None = None,
-            progress: Any = None) -> dict[str, Any]:
-    """Dispatch ``doc`` to its engine; return the result (without timing)."""
-    cancel = cancellation.event if cancellation is not None else None
-    if doc.kind == "CopyJob":
-        spec = parse_copyjob(doc.spec)
-        if spec.target.kind == "table":
-            load = _optional("lading_jobs.load.job")
-            if load is None:
-                return {"error": "loading into a table (to.table) is not implemented in this version"}
-            return load.run_load(spark, doc, spec, cancel=cancel)  # type: ignore[no-any-return]
-        from lading_jobs.unload import job as unload
-
-        return unload.run_unload(spark, doc, spec, cancel=cancel, progress=progress)
-    module, fn = {"StreamCopy": ("lading_jobs.stream.job", "run_stream"),
-                  "Compaction": ("lading_jobs.compaction.job", "run_compaction")}[doc.kind]
-    engine = _optional(module)
+            progress: Any = None, listener: ProgressListener | None = None) -> dict[str, Any]:
+    """Dispatch ``doc`` to its kind's engine; return the result (without timing)."""
+    engine = engine_for(doc.kind)
     if engine is None:
         return {"error": f"{doc.kind} is not implemented in this version of the lading image"}
-    return getattr(engine, fn)(spark, doc)  # type: ignore[no-any-return]
+    ctx = RunContext(cancel=cancellation.event if cancellation is not None else threading.Event(),
+                     progress=progress, listener=listener)
+    return engine.run(spark, doc, ctx).to_dict()
 
 
 def execute(doc: JobDocument, spark_factory: Any, cancellation: results.Cancellation,
-            progress_factory: Any = None) -> dict[str, Any]:
+            progress_factory: Any = None, listener: ProgressListener | None = None) -> dict[str, Any]:
     """Run ``doc`` and always return a result dict (errors and cancellation included)."""
     started = time.monotonic()
     extra = {"runId": doc.run_id}
     cancellation.extra = extra
     try:
-        if doc.kind == "CopyJob":
-            parse_copyjob(doc.spec)  # fail fast on a bad spec, before Spark starts
+        engine = engine_for(doc.kind)
+        if engine is not None:
+            engine.validate(doc)  # fail fast on a bad spec, before Spark starts
         spark = spark_factory()
         sc = spark.sparkContext
         cancellation.add_hook(sc.cancelAllJobs)
         progress = progress_factory(spark) if progress_factory is not None else None
-        out = run_job(spark, doc, cancellation, progress)
+        out = run_job(spark, doc, cancellation, progress, listener)
     except SpecError as e:
         out = {"error": str(e)}
     except BaseException as e:  # noqa: BLE001 - every failure becomes a result
-        if cancellation.event.is_set() or type(e).__name__ == "Cancelled" or isinstance(e, KeyboardInterrupt):
+        if cancellation.event.is_set() or isinstance(e, Cancelled | KeyboardInterrupt):
             out = {"cancelled": True}
         else:
             out = {"error": results.describe_error(e)}

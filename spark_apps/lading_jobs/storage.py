@@ -53,6 +53,8 @@ class ObjectInfo:
     uri: str
     size: int
     etag: str
+    modified: float | None = field(default=None, compare=False)
+    """Last modification, epoch seconds, where the listing says (retention ages objects by it)."""
 
 
 @dataclass
@@ -62,6 +64,7 @@ class PendingUpload:
     uri: str
     upload_id: str
     parts: list[dict[str, Any]] = field(default_factory=list)  # [{"PartNumber": n, "ETag": e}]
+    initiated: float | None = None  # epoch seconds, from list_pending_uploads (not shipped in to_dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"uri": self.uri, "upload_id": self.upload_id, "parts": list(self.parts)}
@@ -238,7 +241,8 @@ class S3Storage(Storage):
         try:
             for page in paginator.paginate(Bucket=bucket, Prefix=key):
                 for obj in page.get("Contents", []):
-                    yield ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'))
+                    yield ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'),
+                                     _epoch(obj.get("LastModified")))
         except botocore.exceptions.ClientError as e:
             self._call("listing", prefix, _raise, error=e)
 
@@ -324,12 +328,25 @@ class S3Storage(Storage):
         paginator = self.client.get_paginator("list_multipart_uploads")
         for page in paginator.paginate(Bucket=bucket, Prefix=key):
             for u in page.get("Uploads", []):
-                out.append(PendingUpload(uri=f"s3://{bucket}/{u['Key']}", upload_id=u["UploadId"]))
+                out.append(PendingUpload(uri=f"s3://{bucket}/{u['Key']}", upload_id=u["UploadId"],
+                                         initiated=_epoch(u.get("Initiated"))))
         return out
 
 
 def _raise(error: Exception) -> None:
     raise error
+
+
+def _epoch(when: Any) -> float | None:
+    """A listing's datetime as epoch seconds (None when absent)."""
+    return when.timestamp() if when is not None and hasattr(when, "timestamp") else None
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
 
 
 def _path(uri: str) -> Path:
@@ -356,7 +373,7 @@ class LocalStorage(Storage):
                 uri = _uri(p)
                 if uri.startswith(prefix) or str(p).startswith(str(base)):
                     st = p.stat()
-                    found.append(ObjectInfo(uri, st.st_size, f"{st.st_size:x}-{st.st_mtime_ns:x}"))
+                    found.append(ObjectInfo(uri, st.st_size, f"{st.st_size:x}-{st.st_mtime_ns:x}", st.st_mtime))
         yield from sorted(found, key=lambda o: o.uri)
 
     def head(self, uri: str) -> ObjectInfo | None:
@@ -438,7 +455,7 @@ class LocalStorage(Storage):
         out = []
         for staging in [root / STAGING_DIR, *root.rglob(STAGING_DIR)] if root.exists() else []:
             for f in staging.glob("*.part") if staging.is_dir() else []:
-                out.append(PendingUpload(uri=_uri(staging.parent), upload_id=str(f)))
+                out.append(PendingUpload(uri=_uri(staging.parent), upload_id=str(f), initiated=_mtime(f)))
         return out
 
 

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from lading_jobs import storage as st
+from lading_jobs.engine import Cancelled
 from lading_jobs.load import manifest as mf
 from lading_jobs.load.infer import infer_schema
 from lading_jobs.load.policy import Decision, FileOutcome, decide, merge_outcomes
@@ -43,10 +44,6 @@ from lading_spec.job import JobDocument
 
 CHUNK_BYTES = 256 * 1024**2
 """A Parquet file bigger than this is read by several tasks, each a range of its row groups."""
-
-
-class Cancelled(Exception):
-    """The run was cancelled while it ran."""
 
 
 def list_files(fileset: FileSet, settings: st.S3Settings) -> list[st.ObjectInfo]:

@@ -20,6 +20,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lading_jobs.engine import Cancelled, Progress
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.storage import S3Settings, open_storage
 from lading_jobs.unload import commit, formatting, naming
@@ -29,10 +30,6 @@ from lading_spec.copyjob import CopyJobSpec
 from lading_spec.errors import SpecError
 from lading_spec.job import JobDocument
 from lading_spec.templates import resolve_destination
-
-
-class Cancelled(Exception):
-    """The run was cancelled (SIGTERM or ``lading run`` interrupted)."""
 
 
 def source_frame(spark: SparkSession, spec: CopyJobSpec) -> DataFrame:
@@ -80,14 +77,6 @@ def _prepare_partitioning(df: DataFrame, spec: CopyJobSpec) -> DataFrame:
                         "(set to.keepPartitionColumns: true or partition by fewer columns)")
     # Sort each task's rows by partition values, keeping the query's order within each value.
     return df.withColumn(SEQ_COLUMN, F.monotonically_increasing_id()).sortWithinPartitions(*cols, SEQ_COLUMN)
-
-
-class Progress:
-    """Counters the tasks add to (Spark accumulators), read by ``lading run``'s progress bar."""
-
-    def __init__(self, spark: SparkSession) -> None:
-        sc = spark.sparkContext
-        self.rows, self.bytes, self.files = sc.accumulator(0), sc.accumulator(0), sc.accumulator(0)
 
 
 def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
