@@ -1,24 +1,36 @@
-"""The imperative shell around :func:`lading_operator.reconcile.plan`.
+"""The imperative shell around :func:`lading_operator.reconcile.plan`, for every kind.
 
-``reconcile_copyjob`` reads what the plan needs (the resource, its current
-SparkApplication, the driver pod), asks the pure planner what to do, and does
-it in a safe order: the status first (so the intended SparkApplication name is
-recorded before it exists), then the create (409 = already there: adopt), the
-deletions, the Events and the metrics. It returns when to look again.
+``reconcile(kind, namespace, name)`` reads what the plan needs (the resource, its
+current SparkApplication, the driver pod when it matters, the latest progress the
+poller holds), asks the pure planner what to do, and does it in a safe order:
+the status first (so the intended SparkApplication name is recorded before it
+exists), then the create, the deletions, the Events and the metrics. It returns
+when to look again.
 
-Reads the watches already carry are not repeated: a pass starts from kopf's
-copy of the CopyJob when that copy is the very object our last status write
-returned (same resourceVersion), and from the SparkApplication its latest
-watch event carried (taken once); otherwise it reads them from the API. That
-is the view an informer-based controller has, and the one our own writes
-cannot make stale.
+The create's answers:
+
+- 409: a SparkApplication of that name exists. It is adopted only if its
+  ownerReference carries this resource's uid (ours, from before a restart); a
+  namesake's (a deleted resource of the same name, still being cleaned up) is
+  never followed: the run waits, saying so (``NameTaken``);
+- 404 (no SparkApplication CRD) and 403 (RBAC missing or still propagating):
+  retried with backoff, the condition naming the cause;
+- any other 4xx but 429: the run fails (``SubmissionFailed``) with the API's message.
+
+Reads the watches already carry are not repeated: a pass starts from the
+resource's latest watch event when that is the very object our last status write
+returned (same resourceVersion), and from the SparkApplication its latest watch
+event carried (taken once); otherwise it reads them from the API. That is the
+view an informer-based controller has, and one our own writes cannot make stale.
 """
 
 from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -26,22 +38,35 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from lading_operator import k8s, metrics, policy, progress, sparkapp_state, wakeups
+from lading_operator import k8s, lifecycle, metrics, policy, progress, sparkapp_state, wakeups
 from lading_operator import reconcile as rc
 from lading_operator import result as results
 from lading_operator import status as st
-from lading_operator.phases import ACTIVE, Phase
+from lading_operator.kinds import Kind
+from lading_operator.observed import START_TIMEOUT
+from lading_operator.phases import ACTIVE
+from lading_operator.triggers import scheduled
 
 log = logging.getLogger(__name__)
-KIND = "CopyJob"
 _policy: policy.Policy = policy.Policy()
 APPS_KEPT = 10_000  # SparkApplications from watch events not yet taken by a pass
+CREATE_BACKOFF = (2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)  # after a create refused with 403/404
+GONE = "gone"  # reconcile's answer when the resource no longer exists
 
-# resourceVersion of each CopyJob as our last status write left it: (namespace, name) → rv.
-_written: dict[tuple[str, str], str] = {}
+
+def start_timeout() -> float:
+    """``LADING_START_TIMEOUT``: seconds a SparkApplication may take to start before a condition says why."""
+    return float(os.environ.get("LADING_START_TIMEOUT") or START_TIMEOUT)
+
+
+ResourceKey = tuple[str, str, str]  # (kind, namespace, name)
+# resourceVersion of each resource as our last status write left it.
+_written: dict[ResourceKey, str] = {}
 # The latest watch event's body of each SparkApplication: (namespace, name) → app.
 _apps: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
 _apps_lock = threading.Lock()
+# Creates refused in a row (403/404), for the backoff.
+_refusals: dict[ResourceKey, int] = {}
 
 
 def set_policy(value: policy.Policy) -> None:
@@ -70,98 +95,146 @@ def _get_app(namespace: str, name: str) -> dict[str, Any] | None:
     return app if app is not None else k8s.get_app(namespace, name)
 
 
-def known_resource(body: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A copy of kopf's live ``body`` if it is the object our last status write returned."""
+def _key(kind: Kind, meta: Mapping[str, Any]) -> ResourceKey:
+    return (kind.name, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def known_resource(kind: Kind, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A copy of ``body`` (a watch event's) if it is the object our last status write returned."""
     meta = body.get("metadata") or {}
-    key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
     rv = meta.get("resourceVersion")
-    if rv is None or _written.get(key) != rv:
+    if rv is None or _written.get(_key(kind, meta)) != rv:
         return None
     return copy.deepcopy(dict(body))
 
 
-def forget(namespace: str, name: str) -> None:
-    _written.pop((namespace, name), None)
+def forget(kind: Kind, namespace: str, name: str) -> None:
+    _written.pop((kind.name, namespace, name), None)
+    _refusals.pop((kind.name, namespace, name), None)
 
 
-def _wrote(updated: Mapping[str, Any]) -> None:
+def _wrote(kind: Kind, updated: Mapping[str, Any]) -> None:
     meta = updated.get("metadata") or {}
     if meta.get("resourceVersion"):
-        _written[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = str(meta["resourceVersion"])
+        _written[_key(kind, meta)] = str(meta["resourceVersion"])
 
 
-def observe(resource: dict[str, Any], now: dt.datetime | None = None) -> rc.Observed:
-    """Read the current run's SparkApplication and (when it matters) its driver pod."""
+def _pod_of(namespace: str, app: Mapping[str, Any]) -> dict[str, Any] | None:
+    return k8s.get_pod(namespace, results.driver_pod_name(app))
+
+
+def _may_be_stuck(app: Mapping[str, Any], now: dt.datetime, timeout: float) -> bool:
+    """A submitted app older than the start timeout: its driver pod tells why it has not started."""
+    state = sparkapp_state.app_state(app)
+    created = st.parse_time((app.get("metadata") or {}).get("creationTimestamp"))
+    return (state in sparkapp_state.WAITING_STATES and state != "" and created is not None
+            and (now - created).total_seconds() >= timeout)
+
+
+def observe(kind: Kind, resource: dict[str, Any], now: dt.datetime | None = None,
+            timeout: float | None = None) -> rc.Observed:
+    """Read the current run's SparkApplication (ours only), its driver pod when it matters, and progress."""
+    now = now or dt.datetime.now(dt.UTC)
+    timeout = start_timeout() if timeout is None else timeout
     meta = resource.get("metadata") or {}
-    namespace = str(meta.get("namespace") or "")
+    namespace, uid = str(meta.get("namespace") or ""), str(meta.get("uid") or "")
     status = resource.get("status") or {}
-    app = pod = None
+    app = pod = foreign = None
     checked = False
     app_name = status.get("sparkApplication")
     if app_name and status.get("phase") in {str(p) for p in ACTIVE}:
         app = _get_app(namespace, str(app_name))
-        if app is not None and sparkapp_state.needs_driver_pod(sparkapp_state.app_state(app)):
-            pod = k8s.get_pod(namespace, results.driver_pod_name(app))
+        if app is not None and not lifecycle.owned_by(app, uid):
+            foreign, app = app, None
+        if app is not None and (sparkapp_state.needs_driver_pod(sparkapp_state.app_state(app))
+                                or _may_be_stuck(app, now, timeout)):
+            pod = _pod_of(namespace, app)
             checked = True
     others: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {}
-    for other in rc.active_other_runs(status):
+    for other in scheduled.active_other_runs(status):
         other_app = _get_app(namespace, other)
         other_pod = None
         if other_app is not None and sparkapp_state.needs_driver_pod(sparkapp_state.app_state(other_app)):
-            other_pod = k8s.get_pod(namespace, results.driver_pod_name(other_app))
+            other_pod = _pod_of(namespace, other_app)
         others[other] = (other_app, other_pod)
-    return rc.Observed(resource, app, pod, checked, now or dt.datetime.now(dt.UTC), others)
+    latest = progress.POLLER.latest((namespace, str(app_name))) if app is not None else None
+    return rc.Observed(resource, app, pod, checked, now, others, foreign, latest)
 
 
-def _apply_status(resource: dict[str, Any], plan: rc.Plan) -> bool:
+def _apply_status(kind: Kind, resource: dict[str, Any], plan: rc.Plan) -> bool:
     meta = resource["metadata"]
     if not plan.status:
         return True
-    updated = k8s.patch_status(KIND, meta["namespace"], meta["name"], plan.status)
+    updated = k8s.patch_status(kind.plural, meta["namespace"], meta["name"], plan.status)
     if updated is None:
         return False
-    _wrote(updated)
+    _wrote(kind, updated)
     if plan.phase:
-        metrics.observe_phase(KIND, meta["namespace"], meta["name"], plan.phase)
+        metrics.observe_phase(kind.name, meta["namespace"], meta["name"], plan.phase)
     return True
 
 
-def _with_status(obs: rc.Observed, patch: dict[str, Any]) -> rc.Observed:
-    status = {**(obs.resource.get("status") or {}), **patch}
-    return rc.Observed({**obs.resource, "status": status}, obs.app, obs.driver_pod,
-                       obs.driver_pod_checked, obs.now)
+def _create(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float) -> rc.Plan | None:
+    """Create ``plan.create``; a follow-up plan when the API refused it or the name is a namesake's."""
+    assert plan.create is not None
+    meta = obs.resource["metadata"]
+    key = _key(kind, meta)
+    after = rc.context(obs.with_status(plan.status), kind, timeout)
+    app_name = plan.create["metadata"]["name"]
+    try:
+        created = k8s.create_app(plan.create)
+    except ApiException as e:
+        if e.status in (403, 404):
+            refusals = _refusals.get(key, 0)
+            _refusals[key] = refusals + 1
+            delay = CREATE_BACKOFF[min(refusals, len(CREATE_BACKOFF) - 1)]
+            log.warning("creating SparkApplication %s/%s: %s %s (retrying in %ss)", meta["namespace"], app_name,
+                        e.status, _api_message(e), delay)
+            return lifecycle.create_refused(after, int(e.status), _api_message(e), delay)
+        if e.status is not None and 400 <= e.status < 500 and e.status != 429:
+            return lifecycle.submission_failed(after, _api_message(e))
+        raise
+    _refusals.pop(key, None)
+    if created:
+        return None
+    existing = k8s.get_app(meta["namespace"], app_name)
+    if existing is not None and not lifecycle.owned_by(existing, str(meta.get("uid") or "")):
+        return lifecycle.name_taken(after, existing)
+    log.info("adopted existing SparkApplication %s/%s", meta["namespace"], app_name)
+    return None
 
 
-def execute(obs: rc.Observed, plan: rc.Plan) -> float | None:
+def execute(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float | None = None) -> float | None:
     """Carry out ``plan``; returns the requeue delay."""
+    timeout = start_timeout() if timeout is None else timeout
     resource = dict(obs.resource)
     meta = resource["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    if not _apply_status(resource, plan):
+    if not _apply_status(kind, resource, plan):
         return None
-    if plan.create is not None:
-        try:
-            created = k8s.create_app(plan.create)
-            if not created:
-                log.info("adopted existing SparkApplication %s", plan.create["metadata"]["name"])
-        except ApiException as e:
-            if e.status is not None and 400 <= e.status < 500 and e.status != 429:
-                failed = rc.submission_failed(_with_status(obs, plan.status), _api_message(e))
-                _apply_status(resource, failed)
-                _events(resource, failed)
-                _record(failed)
-                return failed.requeue_after
-            raise
+    requeue = plan.requeue_after
+    follow = _create(kind, obs, plan, timeout) if plan.create is not None else None
     for app_name in plan.delete_apps:
         k8s.delete_app(namespace, app_name)
+    for run_id in plan.delete_runs:
+        k8s.delete_run(namespace, kind.name, name, str(meta.get("uid") or ""), run_id)
     _events(resource, plan)
-    _record(plan)
+    _record(kind, plan)
+    if follow is not None:
+        _apply_status(kind, resource, follow)
+        _events(resource, follow)
+        _record(kind, follow)
+        requeue = follow.requeue_after
+    app_name = str((obs.resource.get("status") or {}).get("sparkApplication") or "")
     if plan.follow_progress and obs.app is not None:
-        _progress(resource, obs.app, obs.now)
+        address = ((obs.app.get("status") or {}).get("driverInfo") or {}).get("webUIAddress")
+        progress.POLLER.want((namespace, app_name), address)
+    elif app_name:
+        progress.POLLER.forget((namespace, app_name))
     if plan.delete_resource:
-        k8s.delete_resource(KIND, namespace, name)
+        k8s.delete_resource(kind.plural, namespace, name)
         return None
-    return plan.requeue_after
+    return requeue
 
 
 def _events(resource: dict[str, Any], plan: rc.Plan) -> None:
@@ -169,31 +242,14 @@ def _events(resource: dict[str, Any], plan: rc.Plan) -> None:
         k8s.post_event(resource, type_, reason, message)
 
 
-def _record(plan: rc.Plan) -> None:
+def _record(kind: Kind, plan: rc.Plan) -> None:
     if plan.finished_run:
         run = plan.finished_run
-        metrics.record_run(KIND, str(run["outcome"]).lower(), float(run["seconds"]),
+        metrics.record_run(kind.name, str(run["outcome"]).lower(), float(run["seconds"]),
                            int(run["rows"]), int(run["bytes"]))
 
 
-def _progress(resource: dict[str, Any], app: Mapping[str, Any], now: dt.datetime) -> None:
-    address = ((app.get("status") or {}).get("driverInfo") or {}).get("webUIAddress")
-    current = progress.fetch(address)
-    if current is None:
-        return
-    before = {k: v for k, v in ((resource.get("status") or {}).get("progress") or {}).items() if k != "updatedAt"}
-    if before == current:
-        return
-    meta = resource["metadata"]
-    updated = k8s.patch_status(KIND, meta["namespace"], meta["name"],
-                               {"progress": {**current, "updatedAt": st.timestamp(now)}})
-    if updated is not None:
-        _wrote(updated)
-
-
 def _api_message(e: ApiException) -> str:
-    import json
-
     try:
         body = json.loads(e.body or "{}")
         return str(body.get("message") or e.reason)
@@ -201,32 +257,25 @@ def _api_message(e: ApiException) -> str:
         return str(e.reason)
 
 
-def reconcile_copyjob(namespace: str, name: str, known: dict[str, Any] | None = None) -> float | None:
-    """One level-triggered pass over a CopyJob; returns when to look again (``None``: on change only).
+def reconcile(kind: Kind, namespace: str, name: str, known: dict[str, Any] | None = None,
+              uid: str | None = None) -> float | str | None:
+    """One level-triggered pass over a resource; returns when to look again.
 
-    ``known``: the resource as :func:`known_resource` found it, instead of reading it.
+    ``None``: on change only; :data:`GONE`: the resource (with ``uid``, when given)
+    no longer exists. ``known``: the resource as :func:`known_resource` found it,
+    instead of reading it.
     """
-    resource = known if known is not None else k8s.get_resource(KIND, namespace, name)
-    if resource is None or (resource.get("metadata") or {}).get("deletionTimestamp"):
+    resource = known if known is not None else k8s.get_resource(kind.plural, namespace, name)
+    if resource is None or (uid and (resource.get("metadata") or {}).get("uid") != uid):
+        return GONE
+    if (resource.get("metadata") or {}).get("deletionTimestamp"):
         return None
-    wakeups.saw(KIND, namespace, name, (resource.get("metadata") or {}).get("generation"))
+    wakeups.saw(kind.name, namespace, name, (resource.get("metadata") or {}).get("generation"))
     resource.setdefault("apiVersion", k8s.GROUP + "/" + k8s.VERSION)
-    resource.setdefault("kind", KIND)
-    obs = observe(resource)
-    plan = rc.plan(obs, check_uris)
+    resource.setdefault("kind", kind.name)
+    timeout = start_timeout()
+    obs = observe(kind, resource, timeout=timeout)
+    plan = rc.plan(obs, check_uris, kind=kind, start_timeout=timeout)
     if not plan.status and not plan.create and not plan.delete_apps and (resource.get("status") or {}).get("phase"):
-        metrics.observe_phase(KIND, namespace, name, str(resource["status"]["phase"]))
-    return execute(obs, plan)
-
-
-def delete_children(namespace: str, name: str) -> int:
-    """Delete every SparkApplication of a CopyJob; the number still present (being stopped)."""
-    remaining = 0
-    for app in k8s.list_apps(namespace, KIND, name):
-        remaining += 1
-        if not (app.get("metadata") or {}).get("deletionTimestamp"):
-            k8s.delete_app(namespace, app["metadata"]["name"])
-    return remaining
-
-
-__all__ = ["Phase", "delete_children", "execute", "observe", "reconcile_copyjob", "set_policy"]
+        metrics.observe_phase(kind.name, namespace, name, str(resource["status"]["phase"]))
+    return execute(kind, obs, plan, timeout)

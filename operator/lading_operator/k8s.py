@@ -1,8 +1,10 @@
 """Thin Kubernetes API calls (the kubernetes client, synchronous; run in kopf's executor).
 
 Every function is one call with the error handling that makes the reconciler
-idempotent: 404 on read → ``None``, 409 on create → "already there" (adopt),
-404 on delete → already gone. Objects are plain dicts in API field names.
+idempotent: 404 on read → ``None``, 409 on create → "already there" (the caller
+adopts it only if it owns it), 404 on delete → already gone. Our resources are
+addressed by their plural (:mod:`lading_operator.kinds`). Objects are plain dicts
+in API field names.
 """
 
 from __future__ import annotations
@@ -18,11 +20,10 @@ from typing import Any
 import kubernetes
 from kubernetes.client.rest import ApiException
 
-from lading_operator import render
+from lading_operator import names, render
 
 GROUP = "lading.io"
 VERSION = "v1alpha1"
-PLURALS = {"CopyJob": "copyjobs", "StreamCopy": "streamcopies", "Compaction": "compactions"}
 COMPONENT = "lading-operator"
 
 _lock = threading.Lock()
@@ -67,29 +68,29 @@ def _missing(e: ApiException) -> bool:
     return e.status == 404
 
 
-def get_resource(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+def get_resource(plural: str, namespace: str, name: str) -> dict[str, Any] | None:
     try:
-        return _obj(_custom().get_namespaced_custom_object(GROUP, VERSION, namespace, PLURALS[kind], name))
+        return _obj(_custom().get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name))
     except ApiException as e:
         if _missing(e):
             return None
         raise
 
 
-def patch_status(kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
+def patch_status(plural: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
     """Merge-patch ``status`` through the /status subresource; ``None`` if the resource is gone."""
     try:
         return _obj(_custom().patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, PLURALS[kind], name, {"status": patch}))
+            GROUP, VERSION, namespace, plural, name, {"status": patch}))
     except ApiException as e:
         if _missing(e):
             return None
         raise
 
 
-def delete_resource(kind: str, namespace: str, name: str) -> None:
+def delete_resource(plural: str, namespace: str, name: str) -> None:
     try:
-        _custom().delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURALS[kind], name)
+        _custom().delete_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
     except ApiException as e:
         if not _missing(e):
             raise
@@ -106,7 +107,7 @@ def get_app(namespace: str, name: str) -> dict[str, Any] | None:
 
 
 def create_app(app: dict[str, Any]) -> bool:
-    """Create a SparkApplication; ``False`` if one of that name exists already (adopted)."""
+    """Create a SparkApplication; ``False`` if one of that name exists already (409)."""
     try:
         _custom().create_namespaced_custom_object(
             render.SPARK_GROUP, render.SPARK_VERSION_API, app["metadata"]["namespace"],
@@ -131,14 +132,26 @@ def delete_app(namespace: str, name: str) -> bool:
         raise
 
 
-def list_apps(namespace: str, kind: str, name: str) -> list[dict[str, Any]]:
-    """The SparkApplications a resource owns (by label; filtered again by owner name)."""
-    selector = f"{render.LABEL_KIND}={kind}"
+def list_apps(namespace: str, kind: str, name: str, uid: str, run_id: str | None = None) -> list[dict[str, Any]]:
+    """The SparkApplications the resource ``uid`` owns (of one run, if given), by label then by owner."""
+    selector = f"{render.LABEL_KIND}={kind},{render.LABEL_NAME}={names.label_value(name)}"
+    if run_id is not None:
+        selector += f",{render.LABEL_RUN_ID}={names.label_value(run_id)}"
     listing = _custom().list_namespaced_custom_object(
         render.SPARK_GROUP, render.SPARK_VERSION_API, namespace, render.SPARK_PLURAL, label_selector=selector)
     items = [dict(i) for i in _obj(listing).get("items") or []]
-    return [i for i in items if any(ref.get("kind") == kind and ref.get("name") == name
+    return [i for i in items if any(ref.get("uid") == uid
                                     for ref in (i.get("metadata") or {}).get("ownerReferences") or [])]
+
+
+def delete_run(namespace: str, kind: str, name: str, uid: str, run_id: str) -> list[str]:
+    """Delete every attempt's SparkApplication of one run; the names asked to go."""
+    deleted = []
+    for app in list_apps(namespace, kind, name, uid, run_id):
+        if not (app.get("metadata") or {}).get("deletionTimestamp"):
+            delete_app(namespace, app["metadata"]["name"])
+            deleted.append(str(app["metadata"]["name"]))
+    return deleted
 
 
 def get_pod(namespace: str, name: str) -> dict[str, Any] | None:

@@ -16,8 +16,10 @@ from typing import Any
 import kopf
 
 from lading_operator import controller, metrics, persistence, policy
-from lading_operator.handlers import copyjob, others  # noqa: F401  (registers the handlers)
+from lading_operator.handlers import resources  # noqa: F401  (registers the handlers)
 
+# No handler needs a finalizer (see handlers/resources.py); kopf removes this one,
+# left on resources by an older release, because it is named here.
 FINALIZER = "lading.io/finalizer"
 DEFAULT_LIVENESS = "http://0.0.0.0:8080/healthz"
 

@@ -34,18 +34,10 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-KINDS = ("CopyJob", "StreamCopy", "Compaction")
-PHASES: dict[str, tuple[str, ...]] = {
-    "CopyJob": (
-        "Pending", "Submitted", "Running", "Cancelling", "Succeeded", "Failed",
-        "Cancelled", "Scheduled", "Suspended",
-    ),
-    "StreamCopy": ("Pending", "Submitted", "Running", "Suspended", "Failed"),
-    "Compaction": (
-        "Pending", "Submitted", "Running", "Succeeded", "Failed", "Cancelled",
-        "Scheduled", "Suspended",
-    ),
-}
+from lading_operator import kinds
+
+KINDS = kinds.NAMES
+PHASES: dict[str, tuple[str, ...]] = {kind.name: kind.phases for kind in kinds.ALL}
 OUTCOMES = ("succeeded", "failed", "cancelled")
 # Copies run from seconds to hours: buckets from 1 s to 6 h.
 DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 21600)

@@ -1,8 +1,10 @@
 """Deterministic names for the objects the operator creates.
 
-A child's name is a pure function of its parent and run (``<name>-<run id>-<attempt>``),
-so an operator that restarts mid-run finds the SparkApplication it already made
-instead of making a second one. Names must be DNS-1035 labels (lowercase letters,
+A child's name is a pure function of its parent and run
+(``<name>-<kind>-<run id>-<attempt>``), so an operator that restarts mid-run finds
+the SparkApplication it already made instead of making a second one. The kind is
+part of it: a CopyJob and a Compaction of the same name in one namespace, scheduled
+at the same slot, get two SparkApplications, not one they would both adopt. Names must be DNS-1035 labels (lowercase letters,
 digits and ``-``, starting with a letter, at most 63 characters); long ones keep
 a readable prefix and end in a hash of the whole, so distinct inputs stay distinct.
 """
@@ -43,13 +45,19 @@ def label_value(text: str) -> str:
 
 
 def oneshot_run_id(uid: str, name: str) -> str:
-    """The run id of a one-shot CopyJob: stable for the resource's lifetime."""
+    """The run id of a one-shot run: stable for the resource's lifetime."""
     return short_hash(uid or name)
 
 
-def app_name(resource_name: str, run_id: str, attempt: int) -> str:
-    """The SparkApplication of one attempt of one run: ``<name>-<run id>-<attempt>``."""
-    return dns1035(f"{resource_name}-{run_id}-{attempt}", APP_NAME_MAX)
+def app_name(kind: str, resource_name: str, run_id: str, attempt: int) -> str:
+    """The SparkApplication of one attempt of one run: ``<name>-<kind>-<run id>-<attempt>``.
+
+    ``kind`` is the resource's kind (``CopyJob`` → ``copyjob``). Run ids and attempts
+    hold no ``-``, so the last three segments tell kind, run and attempt apart and
+    two resources of different kinds never share a name (long names end in a hash
+    of the whole text instead).
+    """
+    return dns1035(f"{resource_name}-{kind.lower()}-{run_id}-{attempt}", APP_NAME_MAX)
 
 
 def driver_pod_name(application: str) -> str:

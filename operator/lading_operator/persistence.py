@@ -1,13 +1,14 @@
 """Where kopf keeps its per-object state, and for which kinds it keeps none.
 
 kopf stores a "last handled configuration" annotation on every object of a kind
-that has change handlers, to compute diffs for ``on.create``/``on.update``. A
-CopyJob has none of those: its reconcile loop reads the resource on every pass,
-and its only change handler is ``on.delete`` (a finalizer, which kopf detects
-from ``deletionTimestamp``, not from a diff). For CopyJobs the annotation is
-therefore never read, yet writing it costs one more validated write and one more
-watch event per CopyJob (measured in bench/operator_scale.py). StreamCopy and
-Compaction use ``on.update(field="spec")`` and keep it.
+that has change handlers, to compute diffs for ``on.create``/``on.update``, and
+builds that essence (a copy of the body) on every watch event of every kind it
+watches. The operator has no change handlers at all: each resource's reconcile
+loop reads the resource on every pass and is started and stopped by plain watch
+events (:mod:`lading_operator.handlers.resources`), and SparkApplication events
+only feed a cache. For those kinds the annotation would never be read, yet
+writing it costs one more validated write and one more watch event per object
+(measured in bench/operator_scale.py), and building it a copy per event.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from typing import Any, cast
 
 import kopf
 
-DIFFLESS_KINDS = frozenset({("lading.io", "CopyJob")})
+from lading_operator import k8s, kinds, render
+
+DIFFLESS_KINDS = frozenset({(k8s.GROUP, kind.name) for kind in kinds.ALL}
+                           | {(render.SPARK_GROUP, render.SPARK_KIND)})
 
 
 def diffless(body: Any) -> bool:

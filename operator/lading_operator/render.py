@@ -1,4 +1,4 @@
-"""Rendering: a CopyJob spec and the identity of one run → the SparkApplication dict.
+"""Rendering: a resource's spec and the identity of one run → the SparkApplication dict.
 
 Pure: the same inputs give the same object, so ``lading render`` shows exactly
 what the operator would create, and a restarted operator re-derives the same
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +76,7 @@ class RunIdentity:
 
     @property
     def app_name(self) -> str:
-        return names.app_name(self.name, self.run_id, self.attempt)
+        return names.app_name(self.kind, self.name, self.run_id, self.attempt)
 
 
 def _positive_int(value: Any, path: str) -> int:
@@ -140,15 +140,17 @@ def parse_spark_options(raw: Any) -> SparkOptions:
     )
 
 
-def job_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of the spec the Spark app needs (operator-only fields dropped)."""
-    return {k: v for k, v in spec.items() if k not in OPERATOR_FIELDS}
+def job_spec(spec: Mapping[str, Any], operator_fields: Collection[str] = OPERATOR_FIELDS) -> dict[str, Any]:
+    """The part of the spec the Spark app needs (the kind's operator-only fields dropped)."""
+    return {k: v for k, v in spec.items() if k not in operator_fields}
 
 
-def job_document(spec: Mapping[str, Any], run: RunIdentity) -> JobDocument:
+def job_document(spec: Mapping[str, Any], run: RunIdentity,
+                 operator_fields: Collection[str] = OPERATOR_FIELDS) -> JobDocument:
+    """The job document of one run; ``run.kind`` tells the Spark app which engine runs it."""
     return JobDocument(kind=run.kind, namespace=run.namespace, name=run.name, uid=run.uid,
                        generation=run.generation, run_id=run.run_id, run_time=run.run_time,
-                       spec=job_spec(spec))
+                       spec=job_spec(spec, operator_fields))
 
 
 def labels(run: RunIdentity) -> dict[str, str]:
@@ -176,8 +178,13 @@ def _env_from(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
-                           options: SparkOptions | None = None) -> dict[str, Any]:
-    """The SparkApplication for one attempt of one run of a resource (pure)."""
+                           options: SparkOptions | None = None,
+                           operator_fields: Collection[str] = OPERATOR_FIELDS) -> dict[str, Any]:
+    """The SparkApplication for one attempt of one run of a resource (pure).
+
+    ``operator_fields``: the spec fields of ``run.kind`` that stay out of the job
+    document (CopyJob's by default; see :mod:`lading_operator.kinds`).
+    """
     options = options or parse_spark_options(spec.get("spark"))
     lbls = labels(run)
     env, env_from = _env(spec), _env_from(spec)
@@ -199,7 +206,7 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
         "mode": "cluster",
         "image": options.image,
         "mainApplicationFile": MAIN_APPLICATION_FILE,
-        "arguments": ["--job", job_document(spec, run).to_json()],
+        "arguments": ["--job", job_document(spec, run, operator_fields).to_json()],
         "sparkVersion": options.spark_version,
         # Retries are ours (spec.backoffLimit): each attempt is a new SparkApplication.
         "restartPolicy": {"type": "Never"},

@@ -1,9 +1,10 @@
 """``lading render FILE.yaml``: print the SparkApplication(s) the operator would create.
 
-A dry run users can diff in GitOps: each CopyJob in the file is validated exactly
-as the operator validates it and rendered by the same pure function. A scheduled
-CopyJob renders the run of its next slot (``--run-time`` picks another); the
-``uid`` is left empty because only the API server assigns it.
+A dry run users can diff in GitOps: each resource in the file whose kind has an
+engine in this release is validated exactly as the operator validates it and
+rendered by the same pure function. A scheduled resource renders the run of its
+next slot (``--run-time`` picks another); the ``uid`` is left empty because only
+the API server assigns it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from lading_operator import names, reconcile, render, schedule
+from lading_operator import kinds, names, reconcile, render, schedule
 from lading_operator import status as st
 from lading_spec.errors import SpecError
 from lading_spec.job import API_VERSION
@@ -38,15 +39,16 @@ def _run_time(text: str | None) -> dt.datetime:
     return value
 
 
-def render_document(doc: dict[str, Any], namespace: str, run_time: dt.datetime) -> dict[str, Any]:
-    """The SparkApplication for one CopyJob manifest (raises SpecError naming the field)."""
+def render_document(doc: dict[str, Any], namespace: str, run_time: dt.datetime,
+                    kind: kinds.Kind = kinds.COPYJOB) -> dict[str, Any]:
+    """The SparkApplication for one manifest of ``kind`` (raises SpecError naming the field)."""
     meta = doc.get("metadata") or {}
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise SpecError("metadata.name", "missing")
     spec = doc.get("spec") or {}
     ns = str(meta.get("namespace") or namespace)
-    invalid = reconcile.validate(spec, ns, None, run_time)
+    invalid = reconcile.validate(kind, spec, ns, None, run_time)
     if invalid is not None:
         raise SpecError(invalid[1].split(":", 1)[0], invalid[1].split(":", 1)[1].strip())
     uid = str(meta.get("uid") or "")
@@ -56,9 +58,9 @@ def render_document(doc: dict[str, Any], namespace: str, run_time: dt.datetime) 
         run_id, when = schedule.slot_run_id(slot), slot
     else:
         run_id, when = names.oneshot_run_id(f"{uid or name}/{generation}", name), run_time
-    run = render.RunIdentity(kind="CopyJob", namespace=ns, name=name, uid=uid, generation=generation,
+    run = render.RunIdentity(kind=kind.name, namespace=ns, name=name, uid=uid, generation=generation,
                              run_id=run_id, run_time=when)
-    return render.build_sparkapplication(spec, run)
+    return render.build_sparkapplication(spec, run, operator_fields=kind.operator_fields)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,16 +82,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{args.file}: document {i + 1}"
         if not isinstance(doc, dict) or doc.get("apiVersion") != API_VERSION:
             continue
-        kind = doc.get("kind")
-        if kind in ("StreamCopy", "Compaction"):
-            print(f"# {where}: {kind} {doc.get('metadata', {}).get('name')}: no SparkApplication yet "
+        kind = kinds.BY_NAME.get(str(doc.get("kind")))
+        if kind is None:
+            continue
+        if not kind.engine_available:
+            print(f"# {where}: {kind.name} {doc.get('metadata', {}).get('name')}: no SparkApplication yet "
                   "(its engine ships in a later release)", file=sys.stderr)
             others += 1
             continue
-        if kind != "CopyJob":
-            continue
         try:
-            out.append(render_document(doc, args.namespace, _run_time(args.run_time)))
+            out.append(render_document(doc, args.namespace, _run_time(args.run_time), kind))
         except SpecError as e:
             print(f"lading render: {where}: spec.{e.field}: {e.message}"
                   if not e.field.startswith(("-", "metadata")) else f"lading render: {where}: {e}", file=sys.stderr)
@@ -97,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if out:
         sys.stdout.write(yaml.dump_all(out, Dumper=_PlainDumper, sort_keys=False, width=120))
     elif status == 0 and not others:
-        print(f"lading render: {args.file} holds no lading.io/v1alpha1 CopyJob", file=sys.stderr)
+        print(f"lading render: {args.file} holds no lading.io/v1alpha1 resource to render", file=sys.stderr)
         return 1
     return status
 

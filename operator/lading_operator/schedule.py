@@ -51,7 +51,7 @@ class Cron:
     def next_after(self, after: dt.datetime) -> dt.datetime:
         """The first matching minute strictly after ``after`` (UTC)."""
         t = after.astimezone(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
-        limit = t + dt.timedelta(days=366 * 5)
+        limit = t + dt.timedelta(days=366 * 9)  # Feb 29 may be 8 years away (2096 → 2104)
         while t < limit:
             if t.month not in self.months:
                 t = (t.replace(day=1, hour=0, minute=0) + dt.timedelta(days=32)).replace(day=1)
@@ -113,8 +113,32 @@ def parse_cron(expression: str) -> Cron:
                         "(minute hour day-of-month month day-of-week) or one of " + ", ".join(MACROS))
     sets = [_parse_field(p, *spec[:3], spec[3], expression) for p, spec in zip(parts, _FIELDS, strict=True)]
     weekdays = frozenset(d % 7 for d in sets[4])
-    return Cron(expression, sets[0], sets[1], sets[2], sets[3], weekdays,
+    cron = Cron(expression, sets[0], sets[1], sets[2], sets[3], weekdays,
                 days_restricted=parts[2] not in ("*", "?"), weekdays_restricted=parts[4] not in ("*", "?"))
+    _check_fires(cron)
+    return cron
+
+
+# The longest each month gets (February: 29, in leap years).
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_MONTH_NAMES = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+                "October", "November", "December")
+
+
+def _check_fires(cron: Cron) -> None:
+    """Refuse a cron whose days of month exist in none of its months (``0 0 30 2 *``).
+
+    Restricted days of week match by themselves (either day field matches), and
+    every other field always has a match, so this is the only way a cron never fires.
+    """
+    if cron.weekdays_restricted and cron.days_restricted:
+        return
+    if any(day <= _MONTH_DAYS[month - 1] for month in cron.months for day in cron.days):
+        return
+    months = ", ".join(_MONTH_NAMES[m - 1] for m in sorted(cron.months))
+    days = ", ".join(str(d) for d in sorted(cron.days))
+    raise SpecError("schedule", f"{cron.expression!r} never fires: day of month {days} does not exist in "
+                    f"{months}; choose days that exist in those months")
 
 
 @dataclass(frozen=True)

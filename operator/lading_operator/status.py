@@ -9,6 +9,8 @@ Kubernetes convention and what Flux's kstatus and Argo CD read:
 - ``Failed``      True when it ended in failure.
 - ``Reconciling`` True while the operator is still working towards the goal.
 - ``Stalled``     True when it cannot progress without a change to the spec.
+- ``SpecChangeIgnored`` True on a finished one-shot resource whose spec changed
+                  afterwards: the change is recorded, not run.
 
 Every condition carries ``observedGeneration``; ``lastTransitionTime`` only moves
 when the condition's status changes.
@@ -95,6 +97,22 @@ def conditions(
     return out
 
 
+def with_generation(previous: Sequence[Mapping[str, Any]], generation: int) -> list[dict[str, Any]]:
+    """The same conditions, observed at ``generation`` (nothing else changes)."""
+    return [{**c, "observedGeneration": generation} for c in previous if isinstance(c, Mapping)]
+
+
+def ignored_change(previous: Sequence[Mapping[str, Any]] | None, type_: str, message: str, generation: int,
+                   now: dt.datetime) -> list[dict[str, Any]]:
+    """The conditions at ``generation`` plus ``type_`` = True saying why the change is not acted on."""
+    out = [c for c in with_generation(previous or (), generation) if c.get("type") != type_]
+    old = next((c for c in previous or () if isinstance(c, Mapping) and c.get("type") == type_), {})
+    out.append({"type": type_, "status": "True", "reason": type_, "message": message,
+                "lastTransitionTime": old["lastTransitionTime"] if old.get("status") == "True"
+                and old.get("lastTransitionTime") else timestamp(now), "observedGeneration": generation})
+    return out
+
+
 def response_from_result(result: Mapping[str, Any] | None) -> dict[str, Any]:
     """``status.response`` (CopyResponse): rows, or error, or cancelled."""
     if not result:
@@ -123,23 +141,23 @@ def output_from_result(result: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def last_run_entry(status: Mapping[str, Any], phase: Phase, result: Mapping[str, Any] | None,
+def last_run_entry(status: Mapping[str, Any], phase: Phase, history: Mapping[str, Any],
                    error: str | None, now: dt.datetime) -> dict[str, Any]:
-    """One ``status.lastRuns`` entry for the run that just ended."""
+    """One ``status.lastRuns`` entry for the run that just ended.
+
+    ``history``: what the kind takes from the run's result for its entry (rows,
+    destination; see :class:`lading_operator.kinds.RunResult`).
+    """
     entry: dict[str, Any] = {
         "runId": status.get("runId"),
         "phase": str(phase),
         "sparkApplication": status.get("sparkApplication"),
         "startTime": status.get("startTime"),
         "completionTime": timestamp(now),
+        **history,
     }
-    if result and result.get("rows") is not None:
-        entry["rows"] = int(result["rows"])
     if error:
         entry["error"] = error[:1000]
-    destination = (result or {}).get("destination")
-    if isinstance(destination, str):
-        entry["destination"] = destination
     return {k: v for k, v in entry.items() if v is not None}
 
 

@@ -38,10 +38,12 @@ def _free_port() -> int:
 class OperatorProcess:
     """``python -m lading_operator`` against the emulator; start, kill, restart."""
 
-    def __init__(self, kubeconfig: str, log_path: Path, namespaces: str = "") -> None:
+    def __init__(self, kubeconfig: str, log_path: Path, namespaces: str = "",
+                 env: dict[str, str] | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.namespaces = namespaces
+        self.env = dict(env or {})
         self.process: subprocess.Popen[bytes] | None = None
         self.health_port = 0
         self.metrics_port = 0
@@ -56,6 +58,7 @@ class OperatorProcess:
             "LADING_LIVENESS": f"http://127.0.0.1:{self.health_port}/healthz",
             "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("operator", "spark_apps", ".")),
             "PYTHONUNBUFFERED": "1",
+            **self.env,
         })
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the process
         self.process = subprocess.Popen([sys.executable, "-m", "lading_operator"], env=env,

@@ -35,7 +35,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "Compaction": {
         "Pending": "Progressing", "Submitted": "Progressing", "Running": "Progressing",
-        "Succeeded": "Healthy", "Failed": "Degraded", "Cancelled": "Suspended",
+        "Cancelling": "Progressing", "Succeeded": "Healthy", "Failed": "Degraded", "Cancelled": "Suspended",
         "Scheduled": "Healthy", "Suspended": "Suspended",
     },
 }

@@ -1,10 +1,32 @@
-"""What a reconcile pass may take from the watches instead of reading it again."""
+"""The controller: what a pass may take from the watches instead of reading it again, and (against
+the API emulator) what it does with the API's answers: 409 from a namesake, 403, 404, trimmed runs,
+progress off the reconcile thread."""
 
 from __future__ import annotations
 
-import kopf
+import asyncio
+import copy
+import datetime as dt
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
 
-from lading_operator import controller
+import kopf
+import pytest
+from kubernetes.client.rest import ApiException
+
+from harness.client import KubeClient
+from harness.fixtures import Kube
+from harness.kube import KubeServer, load_crds
+from lading_operator import controller, k8s, lifecycle, progress, render
+from lading_operator import reconcile as rc
+from lading_operator import status as st
+from lading_operator.kinds import COMPACTION, COPYJOB
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _copyjob(rv: str) -> dict:
@@ -14,18 +36,18 @@ def _copyjob(rv: str) -> dict:
 
 
 def test_kopf_body_is_used_only_when_it_is_our_last_write() -> None:
-    controller.forget("ns", "a")
+    controller.forget(COPYJOB, "ns", "a")
     body = kopf.Body(_copyjob("7"))
-    assert controller.known_resource(body) is None  # nothing written yet: read it
-    controller._wrote(_copyjob("7"))
-    known = controller.known_resource(body)
+    assert controller.known_resource(COPYJOB, body) is None  # nothing written yet: read it
+    controller._wrote(COPYJOB, _copyjob("7"))
+    known = controller.known_resource(COPYJOB, body)
     assert known == _copyjob("7")
     known["status"]["phase"] = "Running"  # a copy: kopf's body is untouched
     assert body["status"]["phase"] == "Submitted"
-    assert controller.known_resource(kopf.Body(_copyjob("8"))) is None  # newer than our write
-    assert controller.known_resource(kopf.Body(_copyjob("6"))) is None  # older than our write
-    controller.forget("ns", "a")
-    assert controller.known_resource(body) is None
+    assert controller.known_resource(COPYJOB, kopf.Body(_copyjob("8"))) is None  # newer than our write
+    assert controller.known_resource(COPYJOB, kopf.Body(_copyjob("6"))) is None  # older than our write
+    controller.forget(COPYJOB, "ns", "a")
+    assert controller.known_resource(COPYJOB, body) is None
 
 
 def test_an_application_from_a_watch_event_is_taken_once() -> None:
@@ -38,3 +60,206 @@ def test_an_application_from_a_watch_event_is_taken_once() -> None:
     controller.app_event("ns", "app", app)
     controller.app_event("ns", "app", None)  # deleted: nothing kept, the pass reads the API
     assert ("ns", "app") not in controller._apps
+
+
+def test_cache_keys_hold_the_kind() -> None:
+    # A Compaction and a CopyJob of one name: our write of one does not make the other "known".
+    compaction = {**_copyjob("7"), "kind": "Compaction"}
+    controller._wrote(COMPACTION, compaction)
+    assert controller.known_resource(COMPACTION, kopf.Body(compaction)) is not None
+    assert controller.known_resource(COPYJOB, kopf.Body(_copyjob("7"))) is None
+    controller.forget(COMPACTION, "ns", "a")
+
+
+# --- against the API emulator: the shell's side of the plan ---------------------------------
+
+API = "lading.io/v1alpha1"
+SPARK = "sparkoperator.k8s.io/v1beta2"
+SPEC = {"from": {"query": "SELECT 1 AS x"}, "to": {"files": "s3://out/x/", "format": "csv"}}
+
+
+@pytest.fixture
+def api(kube: Kube, monkeypatch: pytest.MonkeyPatch) -> Iterator[Kube]:
+    """The operator's own API client (lading_operator.k8s) pointed at the emulator."""
+    monkeypatch.setenv("KUBECONFIG", kube.kubeconfig)
+    k8s.reset_client()
+    yield kube
+    k8s.reset_client()
+
+
+def _create_job(kube: Kube, namespace: str, name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    return kube.client.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": name, "namespace": namespace},
+                               "spec": dict(SPEC if spec is None else spec)}, "copyjobs")
+
+
+def _app_for(job: dict[str, Any], run_id: str, attempt: int = 1) -> dict[str, Any]:
+    meta = job["metadata"]
+    run = render.RunIdentity(kind="CopyJob", namespace=meta["namespace"], name=meta["name"], uid=meta["uid"],
+                             generation=1, run_id=run_id, run_time=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+                             attempt=attempt)
+    return render.build_sparkapplication(job["spec"], run)
+
+
+def _ready(obj: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
+
+
+def _reasons(kube: Kube, namespace: str, name: str) -> list[str]:
+    return [e["reason"] for e in kube.client.list("v1", "events", namespace) if e["involvedObject"]["name"] == name]
+
+
+@pytest.mark.k8s
+def test_a_namesakes_application_is_never_adopted(api: Kube, kube_namespace: str) -> None:
+    kube, ns = api, kube_namespace
+    job = _create_job(kube, ns, "nightly", {**SPEC, "schedule": "@every 10s"})
+    created = st.parse_time(job["metadata"]["creationTimestamp"])
+    assert created is not None
+    obs = controller.observe(COPYJOB, job, now=created + dt.timedelta(seconds=11))
+    plan = rc.plan(obs, kind=COPYJOB)
+    assert plan.create is not None
+    # A CopyJob of the same name, deleted a moment ago, left its run of this slot behind:
+    # the garbage collector is deleting it, spark-operator's finalizer still holds it.
+    namesake = copy.deepcopy(plan.create)
+    namesake["metadata"]["ownerReferences"][0]["uid"] = "uid-of-the-deleted-namesake"
+    namesake["metadata"]["finalizers"] = ["sparkoperator.k8s.io/finalizer"]
+    app_name = namesake["metadata"]["name"]
+    kube.client.create(namesake, "sparkapplications")
+    kube.client.delete(SPARK, "sparkapplications", ns, app_name)  # as the garbage collector does
+    controller.execute(COPYJOB, obs, plan)
+    waiting = kube.client.get(API, "copyjobs", ns, "nightly")
+    assert waiting["status"]["phase"] == "Submitted" and waiting["status"]["sparkApplication"] == app_name
+    ready = _ready(waiting)
+    assert ready["reason"] == "NameTaken" and "not adopting it" in ready["message"]
+    assert "uid-of-the-deleted-namesake" in ready["message"]
+    assert "NameTaken" in _reasons(kube, ns, "nightly")
+    # Later passes neither follow it nor write anything while it is there.
+    assert controller.reconcile(COPYJOB, ns, "nightly") == lifecycle.FOLLOW_INTERVAL
+    again = kube.client.get(API, "copyjobs", ns, "nightly")
+    assert again["metadata"]["resourceVersion"] == waiting["metadata"]["resourceVersion"]
+    owner = kube.client.get(SPARK, "sparkapplications", ns, app_name)["metadata"]["ownerReferences"][0]
+    assert owner["uid"] == "uid-of-the-deleted-namesake"
+    # Once it is gone, the run gets its own application, and the condition says so.
+    kube.client.patch(SPARK, "sparkapplications", ns, app_name, {"metadata": {"finalizers": None}})
+    kube.client.wait_gone(SPARK, "sparkapplications", ns, app_name)
+    controller.reconcile(COPYJOB, ns, "nightly")
+    ours = kube.client.get(SPARK, "sparkapplications", ns, app_name)
+    assert ours["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    controller.reconcile(COPYJOB, ns, "nightly")
+    assert _ready(kube.client.get(API, "copyjobs", ns, "nightly"))["reason"] == "Submitted"
+
+
+@pytest.mark.k8s
+def test_create_forbidden_is_retried_with_backoff_and_a_condition(api: Kube, kube_namespace: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    kube, ns = api, kube_namespace
+    _create_job(kube, ns, "rbac")
+    real_create = k8s.create_app
+
+    def forbidden(app: dict[str, Any]) -> bool:
+        raise ApiException(status=403, reason="Forbidden")  # RBAC not propagated yet
+
+    monkeypatch.setattr(k8s, "create_app", forbidden)
+    delays = [controller.reconcile(COPYJOB, ns, "rbac") for _ in range(3)]
+    assert delays == list(controller.CREATE_BACKOFF[:3])
+    job = kube.client.get(API, "copyjobs", ns, "rbac")
+    assert job["status"]["phase"] == "Submitted"  # not Failed: it may still work
+    ready = _ready(job)
+    assert ready["reason"] == "CreateForbidden" and "Retrying with backoff" in ready["message"]
+    assert f"sparkapplications in namespace {ns}" in ready["message"]
+    assert _reasons(kube, ns, "rbac").count("CreateForbidden") == 1  # one Event, not one per retry
+    monkeypatch.setattr(k8s, "create_app", real_create)
+    controller.reconcile(COPYJOB, ns, "rbac")
+    assert kube.client.get_or_none(SPARK, "sparkapplications", ns, job["status"]["sparkApplication"]) is not None
+    controller.reconcile(COPYJOB, ns, "rbac")
+    assert _ready(kube.client.get(API, "copyjobs", ns, "rbac"))["reason"] == "Submitted"
+
+
+@pytest.mark.k8s
+def test_missing_sparkapplication_crd_is_retried_with_a_condition(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An API server with lading's CRDs but no spark-operator: creates answer 404.
+    server = KubeServer(load_crds(sorted((REPO / "crds").glob("*.yaml")))).start()
+    try:
+        monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+        k8s.reset_client()
+        client = KubeClient(server.url)
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}, "namespaces")
+        client.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": "orphan", "namespace": "team"},
+                       "spec": SPEC}, "copyjobs")
+        assert controller.reconcile(COPYJOB, "team", "orphan") == controller.CREATE_BACKOFF[0]
+        assert controller.reconcile(COPYJOB, "team", "orphan") == controller.CREATE_BACKOFF[1]
+        job = client.get(API, "copyjobs", "team", "orphan")
+        assert job["status"]["phase"] == "Submitted"
+        ready = _ready(job)
+        assert ready["reason"] == "SparkApplicationCRDMissing"
+        assert "install spark-operator" in ready["message"] and "Retrying with backoff" in ready["message"]
+    finally:
+        k8s.reset_client()
+        controller.forget(COPYJOB, "team", "orphan")
+        server.stop()
+
+
+@pytest.mark.k8s
+def test_trimming_a_run_deletes_every_attempt_and_nothing_else(api: Kube, kube_namespace: str) -> None:
+    kube, ns = api, kube_namespace
+    job = _create_job(kube, ns, "hist", {**SPEC, "schedule": "@hourly"})
+    keeper = kube.client.create({"apiVersion": "v1", "kind": "ConfigMap",
+                                 "metadata": {"name": "keeper", "namespace": ns}}, "configmaps")
+    attempts = [_app_for(job, "a", i) for i in (1, 2, 3)]
+    other_run = _app_for(job, "b")
+    namesake = _app_for(job, "a", 4)  # same labels, another owner: not ours to delete
+    namesake["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "keeper",
+                                                "uid": keeper["metadata"]["uid"]}]
+    for app in [*attempts, other_run, namesake]:
+        kube.client.create(app, "sparkapplications")
+    controller.execute(COPYJOB, rc.Observed(job), rc.Plan(delete_runs=["a"]))
+    left = sorted(a["metadata"]["name"] for a in kube.client.list(SPARK, "sparkapplications", ns))
+    assert left == sorted([other_run["metadata"]["name"], namesake["metadata"]["name"]])
+
+
+@pytest.mark.k8s
+def test_progress_is_never_fetched_on_the_reconcile_thread(api: Kube, kube_namespace: str) -> None:
+    kube, ns = api, kube_namespace
+    job = _create_job(kube, ns, "busy")
+    app = _app_for(job, "r1")
+    name = app["metadata"]["name"]
+    kube.client.create(app, "sparkapplications")
+    kube.client.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-driver", "namespace": ns},
+                        "spec": {"containers": [{"name": "spark-kubernetes-driver", "image": "x"}]}}, "pods")
+    requests: list[str] = []
+
+    class Silent(BaseHTTPRequestHandler):  # a driver UI that answers well, and counts who asks
+        def do_GET(self) -> None:  # noqa: N802
+            requests.append(self.path)
+            body = json.dumps([{"id": "app-1"}] if self.path.endswith("applications")
+                              else [{"numCompletedTasks": 1, "numTasks": 2}]).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Silent)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        kube.client.patch_status(SPARK, "sparkapplications", ns, name, {
+            "applicationState": {"state": "RUNNING"}, "driverInfo": {"webUIAddress": address}})
+        kube.client.patch_status(API, "copyjobs", ns, "busy", {
+            "phase": "Running", "runId": "r1", "attempts": 1, "sparkApplication": name,
+            "startTime": st.timestamp(dt.datetime.now(dt.UTC))})
+        controller.reconcile(COPYJOB, ns, "busy")
+        assert requests == []  # the pass asked the poller to follow it; it did not call the driver
+        assert progress.POLLER.wanted()[(ns, name)] == address
+        asyncio.run(progress.POLLER.poll_once())  # what the poller task does on the event loop
+        asyncio.run(progress.POLLER.stop())
+        assert len(requests) == 3
+        controller.reconcile(COPYJOB, ns, "busy")
+        written = kube.client.get(API, "copyjobs", ns, "busy")["status"]["progress"]
+        assert (written["tasksDone"], written["tasksTotal"]) == (1, 2) and written["updatedAt"]
+    finally:
+        progress.POLLER.forget((ns, name))
+        server.shutdown()
+        server.server_close()

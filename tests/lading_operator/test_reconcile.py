@@ -21,20 +21,20 @@ def job(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None
             "spec": dict(SPEC if spec is None else spec), "status": dict(status or {})}
 
 
-def app(state: str, name: str = "exp-r1-1", **status: Any) -> dict[str, Any]:
+def app(state: str, name: str = "exp-copyjob-r1-1", **status: Any) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "ns"},
             "status": {"applicationState": {"state": state}, **status}}
 
 
 def pod(message: str | None) -> dict[str, Any]:
     terminated = {"exitCode": 0, **({"message": message} if message else {})}
-    return {"metadata": {"name": "exp-r1-1-driver"},
+    return {"metadata": {"name": "exp-copyjob-r1-1-driver"},
             "status": {"containerStatuses": [{"name": "spark-kubernetes-driver",
                                               "state": {"terminated": terminated}}]}}
 
 
 def running(phase: str = "Running", attempts: int = 1, **extra: Any) -> dict[str, Any]:
-    return {"phase": phase, "runId": "r1", "attempts": attempts, "sparkApplication": f"exp-r1-{attempts}",
+    return {"phase": phase, "runId": "r1", "attempts": attempts, "sparkApplication": f"exp-copyjob-r1-{attempts}",
             "startTime": "2026-01-01T11:59:00Z", **extra}
 
 
@@ -48,7 +48,7 @@ def test_new_job_is_submitted_with_a_deterministic_app() -> None:
     assert plan.create is not None
     name = plan.create["metadata"]["name"]
     assert plan.status["sparkApplication"] == name and plan.status["attempts"] == 1
-    assert name == f"exp-{plan.status['runId']}-1"
+    assert name == f"exp-copyjob-{plan.status['runId']}-1"
     assert plan.status["startTime"] == "2026-01-01T12:00:00Z"
     assert plan.status["observedGeneration"] == 1
     assert cond(plan, "Reconciling")["status"] == "True"
@@ -138,12 +138,12 @@ def test_backoff_limit_retries_as_a_new_application() -> None:
     spec = {**SPEC, "backoffLimit": 1}
     plan = rc.plan(rc.Observed(job(spec, running()), app("FAILED"), pod('{"error": "boom"}'), True, NOW))
     assert plan.phase == "Submitted" and plan.status["attempts"] == 2
-    assert plan.create is not None and plan.create["metadata"]["name"] == "exp-r1-2"
-    assert plan.status["sparkApplication"] == "exp-r1-2"
+    assert plan.create is not None and plan.create["metadata"]["name"] == "exp-copyjob-r1-2"
+    assert plan.status["sparkApplication"] == "exp-copyjob-r1-2"
     assert plan.events[-1][:2] == ("Warning", "Retrying")
     # The retry keeps the run's identity (same run id, same run time → same destination).
     assert plan.create["metadata"]["labels"]["lading.io/run-id"] == "r1"
-    second = rc.plan(rc.Observed(job(spec, running(attempts=2)), app("FAILED", "exp-r1-2"),
+    second = rc.plan(rc.Observed(job(spec, running(attempts=2)), app("FAILED", "exp-copyjob-r1-2"),
                                  pod('{"error": "boom again"}'), True, NOW))
     assert second.phase == "Failed" and cond(second, "Ready")["reason"] == "BackoffLimitExceeded"
     assert "boom again" in second.status["response"]["error"]
@@ -152,14 +152,14 @@ def test_backoff_limit_retries_as_a_new_application() -> None:
 def test_vanished_driver_pod_is_driver_lost() -> None:
     plan = rc.plan(rc.Observed(job(status=running()), app("RUNNING"), None, True, NOW))
     assert plan.phase == "Failed" and cond(plan, "Ready")["reason"] == "DriverLost"
-    assert "exp-r1-1-driver" in plan.status["response"]["error"]
+    assert "exp-copyjob-r1-1-driver" in plan.status["response"]["error"]
 
 
 def test_deadline_deletes_the_application() -> None:
     spec = {**SPEC, "activeDeadlineSeconds": 30}
     plan = rc.plan(rc.Observed(job(spec, running()), app("RUNNING"), pod(None), True, NOW))
     assert plan.phase == "Failed" and cond(plan, "Ready")["reason"] == "DeadlineExceeded"
-    assert plan.delete_apps == ["exp-r1-1"]
+    assert plan.delete_apps == ["exp-copyjob-r1-1"]
     within = rc.plan(rc.Observed(job({**SPEC, "activeDeadlineSeconds": 3600}, running()), app("RUNNING"),
                                  pod(None), True, NOW))
     assert within.phase is None and within.requeue_after is not None and within.requeue_after <= rc.FOLLOW_INTERVAL
@@ -168,9 +168,9 @@ def test_deadline_deletes_the_application() -> None:
 def test_cancel_deletes_then_reports_cancelled() -> None:
     spec = {**SPEC, "cancel": True}
     first = rc.plan(rc.Observed(job(spec, running()), app("RUNNING"), pod(None), True, NOW))
-    assert first.phase == "Cancelling" and first.delete_apps == ["exp-r1-1"]
+    assert first.phase == "Cancelling" and first.delete_apps == ["exp-copyjob-r1-1"]
     still = rc.plan(rc.Observed(job(spec, {**running(), **first.status}),
-                                {**app("RUNNING"), "metadata": {"name": "exp-r1-1", "deletionTimestamp": "x"}},
+                                {**app("RUNNING"), "metadata": {"name": "exp-copyjob-r1-1", "deletionTimestamp": "x"}},
                                 None, False, NOW))
     assert not still.status and not still.delete_apps and still.requeue_after
     done = rc.plan(rc.Observed(job(spec, {**running(), **first.status}), None, None, False, NOW))
@@ -185,7 +185,7 @@ def test_cancel_before_any_run() -> None:
 
 def test_recorded_but_missing_app_is_created_again_under_the_same_name() -> None:
     plan = rc.plan(rc.Observed(job(status=running("Submitted")), None, None, False, NOW))
-    assert plan.create is not None and plan.create["metadata"]["name"] == "exp-r1-1"
+    assert plan.create is not None and plan.create["metadata"]["name"] == "exp-copyjob-r1-1"
     assert not plan.status
 
 
@@ -242,14 +242,15 @@ def test_history_limit_deletes_old_run_applications() -> None:
     status = {**running(), "lastScheduleTime": "2026-01-01T12:00:00Z", "lastRuns": old}
     plan = rc.plan(rc.Observed(job(spec, status), app("COMPLETED"), pod('{"rows": 1}'), True, NOW))
     assert [r["runId"] for r in plan.status["lastRuns"]] == ["r1"]
-    assert plan.delete_apps == ["exp-a-1"]
+    # The whole trimmed run goes, every attempt of it (by its run-id label), not one name.
+    assert plan.delete_runs == ["a"] and plan.delete_apps == []
 
 
 def test_replace_policy_stops_the_running_run_when_the_next_is_due() -> None:
     spec = {**SPEC, "schedule": "*/5 * * * *", "concurrencyPolicy": "Replace"}
     status = {**running(), "lastScheduleTime": "2026-01-01T11:50:00Z"}
     plan = rc.plan(rc.Observed(job(spec, status), app("RUNNING"), pod(None), True, NOW))
-    assert plan.delete_apps == ["exp-r1-1"] and plan.phase == "Scheduled"
+    assert plan.delete_apps == ["exp-copyjob-r1-1"] and plan.phase == "Scheduled"
     assert plan.status["lastRuns"][0]["phase"] == "Cancelled"
     forbid = rc.plan(rc.Observed(job({**spec, "concurrencyPolicy": "Forbid"}, status), app("RUNNING"), pod(None),
                                  True, NOW))
@@ -274,31 +275,31 @@ def test_allow_policy_runs_the_due_slot_alongside_and_follows_both() -> None:
     started = rc.plan(rc.Observed(job(spec, status), app("RUNNING"), pod(None), True, NOW))
     assert started.phase == "Submitted" and started.create is not None
     assert started.status["runId"] == "20260101120000" and not started.delete_apps
-    assert started.status["lastRuns"][0] == {"runId": "r1", "phase": "Running", "sparkApplication": "exp-r1-1",
+    assert started.status["lastRuns"][0] == {"runId": "r1", "phase": "Running", "sparkApplication": "exp-copyjob-r1-1",
                                              "startTime": "2026-01-01T11:59:00Z"}
     # The earlier run finishes while the new one runs: its lastRuns entry is updated.
     now = NOW + dt.timedelta(seconds=30)
     current = {**status, **started.status}
     new_app = app("RUNNING", started.status["sparkApplication"])
     done = rc.plan(rc.Observed(job(spec, current), new_app, pod(None), True, now,
-                               others={"exp-r1-1": (app("COMPLETED"), pod('{"rows": 3, "destination": "s3://o/a/"}'))}))
+                               others={"exp-copyjob-r1-1": (app("COMPLETED"), pod('{"rows": 3, "destination": "s3://o/a/"}'))}))
     entry = done.status["lastRuns"][0]
     assert entry["phase"] == "Succeeded" and entry["rows"] == 3 and entry["destination"] == "s3://o/a/"
     assert entry["completionTime"] == st.timestamp(now)
     assert done.phase == "Running"  # the current run moved on as well
     # A failed earlier run keeps its error.
     failed = rc.plan(rc.Observed(job(spec, current), new_app, pod(None), True, now,
-                                 others={"exp-r1-1": (app("FAILED"), pod('{"error": "boom"}'))}))
+                                 others={"exp-copyjob-r1-1": (app("FAILED"), pod('{"error": "boom"}'))}))
     assert failed.status["lastRuns"][0]["phase"] == "Failed" and failed.status["lastRuns"][0]["error"] == "boom"
 
 
 def test_cancel_stops_every_run_under_way() -> None:
     spec = {**SPEC, "schedule": "*/5 * * * *", "cancel": True}
     status = {**running(attempts=1), "lastScheduleTime": "2026-01-01T12:00:00Z",
-              "lastRuns": [{"runId": "r0", "phase": "Running", "sparkApplication": "exp-r0-1"}]}
+              "lastRuns": [{"runId": "r0", "phase": "Running", "sparkApplication": "exp-copyjob-r0-1"}]}
     plan = rc.plan(rc.Observed(job(spec, status), app("RUNNING"), pod(None), True, NOW,
-                               others={"exp-r0-1": (app("RUNNING", "exp-r0-1"), pod(None))}))
-    assert plan.phase == "Cancelling" and set(plan.delete_apps) == {"exp-r1-1", "exp-r0-1"}
+                               others={"exp-copyjob-r0-1": (app("RUNNING", "exp-copyjob-r0-1"), pod(None))}))
+    assert plan.phase == "Cancelling" and set(plan.delete_apps) == {"exp-copyjob-r1-1", "exp-copyjob-r0-1"}
 
 
 def test_history_never_drops_a_run_under_way() -> None:

@@ -79,7 +79,7 @@ def test_schema_check_is_not_vacuous() -> None:
 def test_shape_identity_and_credentials_by_reference() -> None:
     app = render.build_sparkapplication(UNLOAD, run(attempt=2))
     meta, spec = app["metadata"], app["spec"]
-    assert meta["name"] == "orders-export-20260101020000-2"
+    assert meta["name"] == "orders-export-copyjob-20260101020000-2"
     assert meta["labels"] == {"lading.io/kind": "CopyJob", "lading.io/name": "orders-export",
                               "lading.io/run-id": "20260101020000", "lading.io/attempt": "2"}
     assert meta["ownerReferences"] == [{"apiVersion": "lading.io/v1alpha1", "kind": "CopyJob",

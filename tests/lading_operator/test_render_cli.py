@@ -35,7 +35,7 @@ def test_renders_every_copyjob(tmp_path: Path, capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     assert "&id" not in out and "*id" not in out  # no YAML anchors: diffable as plain YAML
     apps = list(yaml.safe_load_all(out))
-    assert [a["metadata"]["name"] for a in apps] == ["nightly-20260101020000-1", apps[1]["metadata"]["name"]]
+    assert [a["metadata"]["name"] for a in apps] == ["nightly-copyjob-20260101020000-1", apps[1]["metadata"]["name"]]
     assert apps[0]["metadata"]["namespace"] == "data" and apps[1]["metadata"]["namespace"] == "default"
     assert apps[0]["spec"]["driver"]["envFrom"] == [{"secretRef": {"name": "s3"}}]
     assert '"runTime":"2026-01-01T02:00:00.000000Z"' in apps[0]["spec"]["arguments"][1]

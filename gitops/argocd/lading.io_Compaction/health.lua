@@ -8,6 +8,7 @@
 --   Pending   -> Progressing
 --   Submitted -> Progressing
 --   Running   -> Progressing
+--   Cancelling -> Progressing
 --   Succeeded -> Healthy
 --   Failed    -> Degraded
 --   Cancelled -> Suspended
@@ -19,6 +20,7 @@ local PHASES = {
   Pending = "Progressing",
   Submitted = "Progressing",
   Running = "Progressing",
+  Cancelling = "Progressing",
   Succeeded = "Healthy",
   Failed = "Degraded",
   Cancelled = "Suspended",

@@ -1,0 +1,180 @@
+"""One description per lading kind: everything kind-specific the operator needs.
+
+The controller, the planner, the kopf registration, the metrics and
+``lading render`` are written once and parameterised by a :class:`Kind`; a kind
+registers by being listed in :data:`ALL`. A description says
+
+- who it is: ``name`` (``CopyJob``), ``plural`` (``copyjobs``), the
+  ``phases`` its CRD's ``status.phase`` accepts;
+- how to check a spec: ``parse`` (the ``lading_spec`` parser, raising
+  ``SpecError`` naming the field) and ``uris`` (every storage URI with its field
+  path, for the storage policy);
+- how to render a run: ``operator_fields``, the spec fields that stay out of the
+  job document (the rest goes to the Spark app, whose ``main.py`` picks the
+  engine by the document's ``kind``);
+- how to read a run's result: ``read_result`` (the driver's CopyResponse →
+  status.response, status.output, the kind's own status fields, the lastRuns
+  entry, the success message);
+- how it is triggered: ``trigger`` — ``"runs"`` (one-shot, or one run per slot
+  with ``spec.schedule``) or ``"continuous"`` (StreamCopy: kept running);
+- ``engine_available``: the one switch. ``False`` parks the kind: a valid spec
+  stays ``Pending`` (reason ``EngineNotAvailable``) and nothing runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lading_operator import status as st
+from lading_spec import compaction, copyjob, streamcopy
+
+ResultReader = Callable[[Mapping[str, Any] | None], "RunResult"]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What the operator takes from one run's result (the driver's termination message)."""
+
+    response: dict[str, Any] = field(default_factory=dict)  # status.response: rows | error | cancelled
+    output: dict[str, Any] = field(default_factory=dict)    # status.output
+    fields: dict[str, Any] = field(default_factory=dict)    # other status fields of the kind's CRD
+    history: dict[str, Any] = field(default_factory=dict)   # extra fields of its status.lastRuns entry
+    summary: str = ""                                       # the Event/condition message on success
+    bytes: int = 0                                          # bytes written (lading_bytes_total)
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    plural: str
+    phases: tuple[str, ...]
+    parse: Callable[[dict[str, Any]], object]
+    uris: Callable[[Mapping[str, Any]], list[tuple[str, str]]]
+    operator_fields: tuple[str, ...]
+    read_result: ResultReader
+    trigger: str = "runs"                 # "runs" | "continuous"
+    engine_available: bool = True
+    default_concurrency: str = "Allow"    # concurrencyPolicy when the spec has none
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _history(result: Mapping[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if result and result.get("rows") is not None:
+        out["rows"] = int(result["rows"])
+    if isinstance((result or {}).get("destination"), str):
+        out["destination"] = result["destination"]  # type: ignore[index]
+    return out
+
+
+def copy_result(result: Mapping[str, Any] | None) -> RunResult:
+    """A CopyJob's CopyResponse: rows, files, bytes, manifest, destination."""
+    rows = (result or {}).get("rows")
+    summary = f"copied {rows} rows" if rows is not None else "completed (the driver left no result)"
+    if result and result.get("destination"):
+        summary += f" to {result['destination']}"
+    return RunResult(response=st.response_from_result(result), output=st.output_from_result(result),
+                     history=_history(result), summary=summary, bytes=_int((result or {}).get("bytes")) or 0)
+
+
+COMPACTION_FIELDS = ("partsBefore", "partsAfter", "bytesBefore", "bytesAfter")
+
+
+def compaction_result(result: Mapping[str, Any] | None) -> RunResult:
+    """A Compaction's result: rows written, and parts/bytes before and after (status fields)."""
+    got = {k: _int((result or {}).get(k)) for k in COMPACTION_FIELDS}
+    fields: dict[str, Any] = {k: v for k, v in got.items() if v is not None}
+    if got["partsBefore"] is not None and got["partsAfter"] is not None:
+        fields["partsSummary"] = f"{got['partsBefore']} → {got['partsAfter']}"
+    rows = (result or {}).get("rows")
+    if "partsSummary" in fields:
+        summary = f"compacted {got['partsBefore']} parts into {got['partsAfter']}"
+    else:
+        summary = "completed" if rows is not None else "completed (the driver left no result)"
+    if rows is not None:
+        summary += f" ({rows} rows)"
+    return RunResult(response=st.response_from_result(result), output=st.output_from_result(result),
+                     fields=fields, history=_history(result), summary=summary,
+                     bytes=got["bytesAfter"] or _int((result or {}).get("bytes")) or 0)
+
+
+def copyjob_uris(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Every storage URI in a CopyJob spec, with its field path (for the policy check)."""
+    out: list[tuple[str, str]] = []
+    source = spec.get("from") or {}
+    target = spec.get("to") or {}
+    for key in ("files", "table"):
+        if isinstance(source.get(key), str):
+            out.append((f"spec.from.{key}", source[key]))
+        if isinstance(target.get(key), str):
+            out.append((f"spec.to.{key}", target[key]))
+    for i, uri in enumerate(source.get("fileList") or []):
+        out.append((f"spec.from.fileList[{i}]", str(uri)))
+    for i, item in enumerate(source.get("inputs") or []):
+        if not isinstance(item, dict):
+            continue
+        for key in ("files", "table"):
+            if isinstance(item.get(key), str):
+                out.append((f"spec.from.inputs[{i}].{key}", item[key]))
+        for j, uri in enumerate(item.get("fileList") or []):
+            out.append((f"spec.from.inputs[{i}].fileList[{j}]", str(uri)))
+    if isinstance(spec.get("rejectedRows"), str):
+        out.append(("spec.rejectedRows", spec["rejectedRows"]))
+    return out
+
+
+def compaction_uris(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return [("spec.table", spec["table"])] if isinstance(spec.get("table"), str) else []
+
+
+def streamcopy_uris(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    files = (spec.get("source") or {}).get("files") or {}
+    if isinstance(files.get("uri"), str):
+        out.append(("spec.source.files.uri", files["uri"]))
+    if isinstance((spec.get("target") or {}).get("table"), str):
+        out.append(("spec.target.table", spec["target"]["table"]))
+    if isinstance(spec.get("deadLetter"), str):
+        out.append(("spec.deadLetter", spec["deadLetter"]))
+    return out
+
+
+COPYJOB = Kind(
+    name="CopyJob", plural="copyjobs",
+    phases=("Pending", "Submitted", "Running", "Cancelling", "Succeeded", "Failed", "Cancelled",
+            "Scheduled", "Suspended"),
+    parse=copyjob.parse_copyjob, uris=copyjob_uris, operator_fields=copyjob.OPERATOR_FIELDS,
+    read_result=copy_result,
+)
+COMPACTION = Kind(
+    name="Compaction", plural="compactions",
+    phases=("Pending", "Submitted", "Running", "Cancelling", "Succeeded", "Failed", "Cancelled",
+            "Scheduled", "Suspended"),
+    parse=compaction.parse_compaction, uris=compaction_uris, operator_fields=compaction.OPERATOR_FIELDS,
+    read_result=compaction_result,
+    # Two compactions of one table only race each other: a slot due while one runs waits.
+    default_concurrency="Forbid",
+    engine_available=False,  # the switch: True once lading_jobs runs Compaction documents
+)
+STREAMCOPY = Kind(
+    name="StreamCopy", plural="streamcopies",
+    phases=("Pending", "Submitted", "Running", "Suspended", "Failed"),
+    parse=streamcopy.parse_streamcopy, uris=streamcopy_uris, operator_fields=("spark",),
+    read_result=copy_result,
+    trigger="continuous",
+    engine_available=False,  # needs its engine and the "continuous" trigger policy
+)
+
+ALL: tuple[Kind, ...] = (COPYJOB, STREAMCOPY, COMPACTION)
+BY_NAME: dict[str, Kind] = {k.name: k for k in ALL}
+NAMES: tuple[str, ...] = tuple(BY_NAME)
+
+
+def of(resource: Mapping[str, Any]) -> Kind:
+    """The description of ``resource``'s kind (``KeyError`` for a kind not ours)."""
+    return BY_NAME[str(resource.get("kind") or "")]
