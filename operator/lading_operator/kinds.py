@@ -144,17 +144,17 @@ def streamcopy_uris(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+# The phases of a kind run one-shot or scheduled (its CRD's status.phase enum).
+RUN_PHASES = ("Pending", "Submitted", "Running", "Cancelling", "Succeeded", "Failed", "Cancelled",
+              "Scheduled", "Suspended")
+
 COPYJOB = Kind(
-    name="CopyJob", plural="copyjobs",
-    phases=("Pending", "Submitted", "Running", "Cancelling", "Succeeded", "Failed", "Cancelled",
-            "Scheduled", "Suspended"),
+    name="CopyJob", plural="copyjobs", phases=RUN_PHASES,
     parse=copyjob.parse_copyjob, uris=copyjob_uris, operator_fields=copyjob.OPERATOR_FIELDS,
     read_result=copy_result,
 )
 COMPACTION = Kind(
-    name="Compaction", plural="compactions",
-    phases=("Pending", "Submitted", "Running", "Cancelling", "Succeeded", "Failed", "Cancelled",
-            "Scheduled", "Suspended"),
+    name="Compaction", plural="compactions", phases=RUN_PHASES,
     parse=compaction.parse_compaction, uris=compaction_uris, operator_fields=compaction.OPERATOR_FIELDS,
     read_result=compaction_result,
     # Two compactions of one table only race each other: a slot due while one runs waits.
