@@ -17,8 +17,11 @@ The driver's UI runs the tenant's code, so the poller treats it as hostile:
 - a short connect timeout and one total deadline for the three requests of a poll
   (a response dripping a byte at a time ends at the deadline);
 - at most ``max_bytes`` per response, counted as it is read (an endless body stops there);
-- after a failure the address is polled again only after a backoff (doubling up to
-  five minutes);
+- after a failure that cost time or bytes (a timeout, a drip, a redirect, an
+  oversized or malformed answer) the address is polled again only after a backoff
+  (doubling up to five minutes), so hostile or unreachable drivers cannot crowd
+  out the rest; a refused connection or an application not listed yet (a driver
+  still starting) costs nothing and is retried at the normal interval;
 - every error (refused, reset, truncated body, bad JSON, wrong shapes) is caught and
   means "no progress".
 """
@@ -60,6 +63,7 @@ class FetchError(Exception):
 class Fetched:
     progress: dict[str, int] | None
     error: str | None = None
+    cheap: bool = False   # a failure that cost nothing (refused, nothing listed yet): no backoff
 
 
 def base_url(web_ui_address: str) -> str:
@@ -118,13 +122,15 @@ async def fetch(web_ui_address: str, client: aiohttp.ClientSession | None = None
                 root = base_url(web_ui_address) + "/api/v1/applications"
                 apps = await _get(client, root, limits)
                 if not apps:
-                    return Fetched(None, "no application yet")
+                    return Fetched(None, "no application yet", cheap=True)
                 app_id = apps[0]["id"]
                 jobs = await _get(client, f"{root}/{app_id}/jobs", limits)
                 stages = await _get(client, f"{root}/{app_id}/stages", limits)
                 return Fetched(summarize(jobs, stages))
     except TimeoutError:
         return Fetched(None, f"no complete answer within {limits.deadline:g}s")
+    except aiohttp.ClientConnectorError as e:  # refused, unreachable: the UI is not up (yet)
+        return Fetched(None, f"{type(e).__name__}: {e}"[:300], cheap=True)
     except asyncio.CancelledError:
         raise
     except Exception as e:  # noqa: BLE001 - a hostile or broken UI must never break the operator
@@ -209,6 +215,8 @@ class Poller:
                     entry.next_at = now + self.limits.interval
                     if self._entries.get(key) is entry:
                         self._latest[key] = got.progress
+                elif got.cheap:
+                    entry.next_at = now + self.limits.interval
                 else:
                     entry.next_at = now + self.limits.backoff[min(entry.failures, len(self.limits.backoff) - 1)]
                     entry.failures += 1

@@ -99,7 +99,8 @@ def test_unreachable_or_odd_addresses_give_no_progress() -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    assert fetch(f"127.0.0.1:{port}").progress is None
+    refused = fetch(f"127.0.0.1:{port}")
+    assert refused.progress is None and refused.cheap  # a UI not up yet: retried without backoff
     assert "not an http(s) address" in str(fetch("file:///etc/passwd").error)
 
 
@@ -163,6 +164,7 @@ def test_a_dripping_answer_ends_at_the_deadline(where: str) -> None:
     with UI(drip) as ui:
         got = fetch(ui.address)
     assert got.progress is None and got.error == f"no complete answer within {LIMITS.deadline:g}s"
+    assert not got.cheap
 
 
 def test_a_truncated_body_is_caught() -> None:
@@ -199,33 +201,46 @@ class Clock:
         return self.now
 
 
-def test_poller_keeps_the_latest_and_backs_off_after_failures(good: UI) -> None:
+def test_poller_keeps_the_latest_and_backs_off_after_costly_failures(good: UI) -> None:
     clock = Clock()
-    poller = progress.Poller(progress.Limits(connect=1.0, deadline=5.0), clock=clock)
+    poller = progress.Poller(progress.Limits(connect=1.0, deadline=0.5), clock=clock)
 
-    async def scenario() -> None:
+    def drip(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", "1000")
+        handler.end_headers()
+        while True:
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+            time.sleep(0.05)
+
+    async def scenario(slow: UI) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
-            dead = f"127.0.0.1:{s.getsockname()[1]}"
-        poller.want(("ns", "dead"), dead)
+            refused = f"127.0.0.1:{s.getsockname()[1]}"  # a driver whose UI is not up yet
+        poller.want(("ns", "refused"), refused)
+        poller.want(("ns", "slow"), slow.address)
         poller.want(("ns", "good"), good.address)
-        assert await poller.poll_once() == 2
+        assert await poller.poll_once() == 3
         assert poller.latest(("ns", "good")) == {"tasksDone": 5, "tasksTotal": 6, "rows": 15, "bytes": 150}
-        assert poller.latest(("ns", "dead")) is None
-        # Nothing is due again before its time: the good one after the interval, the dead
-        # one after its backoff, which doubles.
+        assert poller.latest(("ns", "slow")) is None and poller.latest(("ns", "refused")) is None
+        # Nothing is due before its time. The good and the refused one come back after the
+        # interval; the slow one only after its backoff, which doubles.
         assert await poller.poll_once(clock.now + 1) == 0
-        assert await poller.poll_once(clock.now + poller.limits.backoff[0]) == 2
-        clock.now += poller.limits.backoff[0]
-        assert await poller.poll_once(clock.now + poller.limits.interval) == 1  # only the good one
-        assert await poller.poll_once(clock.now + poller.limits.backoff[1]) == 2
+        assert poller.limits.interval == poller.limits.backoff[0]
+        assert await poller.poll_once(clock.now + poller.limits.interval) == 3
+        clock.now += poller.limits.interval
+        assert await poller.poll_once(clock.now + poller.limits.interval) == 2  # not the slow one
+        assert await poller.poll_once(clock.now + poller.limits.backoff[1]) == 3
         # What no pass asks for any more is forgotten.
         clock.now += poller.limits.expire + 1
         assert await poller.poll_once() == 0
         assert poller.latest(("ns", "good")) is None and poller.wanted() == {}
         await poller.stop()
 
-    asyncio.run(asyncio.wait_for(scenario(), GUARD))
+    with UI(drip) as slow:
+        asyncio.run(asyncio.wait_for(scenario(slow), GUARD))
+        assert len(slow.requests) == 3
     assert len(good.requests) == 4 * 3  # four polls of three requests each
 
 
