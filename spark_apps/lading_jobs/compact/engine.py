@@ -1,0 +1,188 @@
+"""The Compaction engine: plan → rewrite groups in Spark tasks → one commit → retention.
+
+  open the table ─► new since (frontier) ─► plan (pure) ─► one Spark task per group:
+      read parts, consolidate, write pending parts ─► complete + ONE compact commit
+      (re-plan if another compaction took a group's parts) ─► retention (grace period)
+  any failure or cancellation before the commit ─► abort every pending upload of the run
+
+A run that finds nothing to rewrite still moves ``since`` forward (a commit
+with no parts) when the spec asks for a later frontier.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from lading_jobs import storage as st
+from lading_jobs.compact import commit as landing
+from lading_jobs.compact import frontier, retention
+from lading_jobs.compact import plan as planner
+from lading_jobs.compact.scope import bind_filter
+from lading_jobs.compact.task import GroupOutcome, RewritePlan, task_body
+from lading_jobs.engine import Cancelled, JobResult, RunContext
+from lading_jobs.table import format as fmt
+from lading_jobs.table import writer as table_writer
+from lading_jobs.table.log import Snapshot, TableLog
+from lading_jobs.table.schema import arrow_type
+from lading_spec.compaction import CompactionSpec, parse_compaction
+from lading_spec.errors import SpecError
+from lading_spec.job import JobDocument
+
+MAX_PLANS = 3
+"""Plans one run tries when another compaction takes its groups' parts."""
+
+
+@dataclass
+class Totals:
+    """What a run did, summed over its plans (the result's fields)."""
+
+    parts_before: int = 0
+    parts_after: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    rows_read: int = 0
+    rows_written: int = 0
+    groups: int = 0
+    groups_lost: int = 0
+    version: int | None = None
+    since_before: int = 0
+    since: int = 0
+    reason: str = ""
+    retention: dict[str, Any] = field(default_factory=dict)
+
+    def to_summary(self, table: str, run_id: str) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "destination": table, "runId": run_id,
+            "partsBefore": self.parts_before, "partsAfter": self.parts_after,
+            "bytesBefore": self.bytes_before, "bytesAfter": self.bytes_after,
+            "rowsRead": self.rows_read, "rowsWritten": self.rows_written,
+            "rowsConsolidated": self.rows_read - self.rows_written,
+            "files": self.parts_after, "bytes": self.bytes_after,
+            "groups": self.groups, "sinceBefore": self.since_before, "since": self.since,
+            "tableVersion": self.version,
+        }
+        if self.groups_lost:
+            out["groupsReplanned"] = self.groups_lost
+        if self.reason and not self.groups:
+            out["nothingToDo"] = self.reason
+        if self.retention:
+            out["retention"] = self.retention
+        return out
+
+
+def _check_sort_by(snapshot: Snapshot, sort_by: tuple[str, ...]) -> None:
+    import pyarrow as pa
+
+    for i, name in enumerate(sort_by):
+        column = snapshot.schema.find(name)
+        if column is None:
+            raise SpecError(f"sortBy[{i}]", f"no column {name!r} in the table; columns: "
+                                            f"{', '.join(snapshot.schema.names)}")
+        if pa.types.is_nested(arrow_type(column.type)):
+            raise SpecError(f"sortBy[{i}]", f"column {name!r} has the nested type {column.type}, which has no order; "
+                                            "sort by scalar columns")
+
+
+def _run_groups(spark: Any, plan: RewritePlan, ctx: RunContext) -> list[GroupOutcome]:
+    import pyarrow as pa  # noqa: F401 - the task body needs it on executors
+
+    counters = (ctx.progress.rows, ctx.progress.bytes, ctx.progress.files) if ctx.progress is not None else None
+    n = len(plan.groups)
+    sc = spark.sparkContext
+    sc.setJobGroup(plan.write_id, f"lading compaction of {plan.snapshot.uri} ({n} groups)", interruptOnCancel=True)
+    try:
+        df = spark.range(0, n, 1, numPartitions=n).mapInArrow(task_body(plan, counters), "outcome string")
+        rows = df.collect()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    outcomes = sorted((GroupOutcome.from_json(r.outcome) for r in rows), key=lambda o: o.group)
+    return outcomes
+
+
+def _sweep_run(uri: str, storage: st.Storage, write_id: str, outcomes: list[GroupOutcome],
+               spark: Any) -> None:
+    """Abort every pending upload of this run (tasks killed mid-write included)."""
+    with contextlib.suppress(Exception):
+        table_writer._wait_for_tasks(spark.sparkContext, write_id)
+    table_writer.abort_parts(uri, [w for o in outcomes for w in o.written], [write_id], storage=storage)
+
+
+def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = "",
+            storage: st.Storage | None = None, now_ms: int | None = None) -> Totals:
+    """One run over ``spec.table`` (``now_ms``: the clock for since and retention, for tests)."""
+    settings = st.S3Settings.from_env(endpoint=spec.connection.endpoint, region=spec.connection.region)
+    storage = storage or st.open_storage(spec.table, settings)
+    log = TableLog.open_existing(spec.table, storage)
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    totals = Totals()
+    first = True
+    for _ in range(MAX_PLANS):
+        ctx.check()
+        snap = log.snapshot()
+        if first:
+            totals.since_before = snap.since
+            first = False
+        _check_sort_by(snap, spec.sort_by)
+        since = frontier.advance(snap.since, snap.upper, frontier.requested(spec.since, now))
+        scope = bind_filter(spark, spec.scope_filter, snap.schema) if spec.scope_filter else None
+        options = planner.Options(spec.target_file_size, spec.min_input_files, since, spec.max_bytes_per_run, scope)
+        the_plan = planner.plan(snap, options)
+        totals.reason = the_plan.reason
+        ctx.report(phase="rewriting", groups=len(the_plan.groups), parts=len(the_plan.parts))
+        write_id = planner.WRITE_ID_PREFIX + uuid.uuid4().hex
+        outcomes: list[GroupOutcome] = []
+        rewrite = RewritePlan(replace(snap, parts=(), ledger={}, source_progress={}), the_plan.groups, since,
+                              spec.sort_by or snap.sort_by, write_id, spec.target_file_size, settings)
+        try:
+            if the_plan.groups:
+                outcomes = _run_groups(spark, rewrite, ctx)
+            ctx.check()
+        except BaseException as e:
+            _sweep_run(spec.table, storage, write_id, outcomes, spark)
+            if ctx.cancelled():
+                raise Cancelled() from e
+            raise
+        info = {"runId": run_id, "groups": len(the_plan.groups)}
+        landed = landing.land(log, snap, the_plan.groups, [o.written for o in outcomes], since, info)
+        for i in landed.kept:
+            group, outcome = the_plan.groups[i], outcomes[i]
+            totals.parts_before += len(group.parts)
+            totals.bytes_before += group.bytes
+            totals.parts_after += len(outcome.written)
+            totals.bytes_after += sum(w.part.size for w in outcome.written)
+            totals.rows_read += outcome.rows_in
+            totals.rows_written += outcome.rows_out
+            totals.groups += 1
+        totals.groups_lost += len(landed.lost)
+        final = landed.snapshot or log.snapshot()
+        totals.version, totals.since = final.version, final.since
+        if not landed.lost:
+            break
+    if spec.retention is not None:
+        ctx.check()
+        ctx.report(phase="retention")
+        grace_ms = int(spec.retention.grace_period * 1000)
+        sweep = retention.plan_sweep(log, now, grace_ms)
+        if not spec.retention.dry_run:
+            retention.apply(storage, sweep)
+        totals.retention = sweep.summary(spec.table, spec.retention.dry_run)
+    return totals
+
+
+class CompactionEngine:
+    kind = "Compaction"
+
+    def validate(self, doc: JobDocument) -> CompactionSpec:
+        return parse_compaction(doc.spec)
+
+    def run(self, spark: Any, doc: JobDocument, ctx: RunContext) -> JobResult:
+        spec = self.validate(doc)
+        totals = compact(spark, spec, ctx, run_id=doc.run_id)
+        return JobResult(rows=totals.rows_written, summary=totals.to_summary(fmt.table_root(spec.table), doc.run_id))
+
+
+ENGINE = CompactionEngine()

@@ -1,0 +1,129 @@
+"""Table parts with a hard size ceiling: a compaction's outputs, as pending uploads.
+
+The same Parquet file writer as unload files (``unload.parquetfile.ParquetFile``:
+compressed size, footer included, never above the ceiling; each file but a
+group's last at least 95 % of it) writing the table's part schema (column ids,
+time and diff columns, table metadata) into ``data/c-<write id>/``. Statistics
+are computed from the rows each part received (never by reading it back).
+Nothing is completed here: the driver's commit does that; on an exception the
+writer aborts its own uploads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+
+from lading_jobs import storage as st
+from lading_jobs.sink import PartSink
+from lading_jobs.table import format as fmt
+from lading_jobs.table import stats as stx
+from lading_jobs.table.log import Part
+from lading_jobs.table.schema import TableSchema
+from lading_jobs.table.writer import WrittenPart
+from lading_jobs.unload.parquetfile import (
+    FooterModel,
+    ParquetFile,
+    dictionary_columns,
+    writer_options,
+)
+
+DEFAULT_ROW_GROUP_ROWS = 1024 * 1024
+DEFAULT_BUFFER_SIZE = 16 * 1024**2
+
+
+@dataclass
+class _Open:
+    path: str
+    sink: PartSink
+    file: ParquetFile
+    handed: list[pa.Table] = field(default_factory=list)
+
+
+class CeilingPartWriter:
+    """Writes one group's consolidated rows into parts of at most ``max_size`` bytes."""
+
+    def __init__(self, uri: str, schema: TableSchema, write_id: str, task: int, *, table_id: str,
+                 envelope: str, storage: st.Storage, max_size: int, keep_order: tuple[int, int] | None = None,
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, buffer_size: int = DEFAULT_BUFFER_SIZE,
+                 compression: str = "zstd") -> None:
+        self.uri, self.schema, self.write_id, self.task = fmt.table_root(uri), schema, write_id, task
+        self.storage, self.max_size, self.keep_order = storage, max_size, keep_order
+        self.arrow_schema = schema.arrow_schema(table_id=table_id, envelope=envelope)
+        self.row_group_rows, self.buffer_size, self.compression = row_group_rows, buffer_size, compression
+        self.ids = {c.name: c.id for c in schema.columns}
+        self.decimal_ids = frozenset(c.id for c in schema.columns if c.type.startswith("decimal"))
+        self.done: list[WrittenPart] = []
+        self.begun: list[PartSink] = []
+        self._n = 0
+        self._open: _Open | None = None
+        self._options: dict[str, object] | None = None
+        self._footer: FooterModel | None = None
+        self._ratio = [1.0]
+
+    def _start(self, sample: pa.Table) -> _Open:
+        if self._options is None:
+            self._options = writer_options(self.compression, dictionary_columns(sample))
+            self._footer = FooterModel(self.arrow_schema, self._options)
+        assert self._footer is not None
+        path = fmt.part_path(self.write_id, self.task, self._n)
+        self._n += 1
+        sink = PartSink(self.storage, fmt.part_uri(self.uri, path), self.buffer_size)
+        self.begun.append(sink)
+        f = ParquetFile(sink, self.arrow_schema, dict(self._options), self._footer, self.max_size,
+                        self.row_group_rows, self._ratio)
+        return _Open(path, sink, f)
+
+    def write(self, rows: pa.Table) -> None:
+        """Part rows (user columns, time, diff), in the order they should be stored."""
+        if rows.num_rows == 0:
+            return
+        if not rows.schema.equals(self.arrow_schema, check_metadata=False):
+            rows = rows.select(self.arrow_schema.names).cast(self.arrow_schema)
+        rest: pa.RecordBatch | None = None
+        for batch in rows.to_batches(max_chunksize=self.row_group_rows):
+            rest = batch
+            while rest is not None and rest.num_rows:
+                if self._open is None:
+                    self._open = self._start(pa.Table.from_batches([rest]))
+                self._open.handed.append(pa.Table.from_batches([rest]))
+                rest = self._open.file.write(rest)
+                if rest is not None or self._open.file.full:
+                    leftover = self._close()
+                    if leftover is not None:
+                        rest = leftover if rest is None else rest
+
+    def _close(self) -> pa.RecordBatch | None:
+        """Close the open part; return rows handed to it that did not fit (written to the next)."""
+        cur = self._open
+        if cur is None:
+            return None
+        self._open = None
+        rest = cur.file._flush()
+        cur.file.close()
+        upload = cur.sink.finish()
+        handed = pa.concat_tables(cur.handed)
+        kept = cur.file.stats.rows
+        stats = stx.table_stats(handed.slice(0, kept), self.ids)
+        stats = replace(stats, bytes=cur.sink.size)
+        seq, index = self.keep_order if self.keep_order is not None else (-1, 0)
+        self.done.append(WrittenPart(upload.to_dict(), Part(cur.path, cur.sink.size, stats, seq=seq,
+                                                            schema_id=self.schema.schema_id, index=index)))
+        if rest is not None and rest.num_rows:
+            return rest.combine_chunks().to_batches()[0]
+        return None
+
+    def finish(self) -> list[WrittenPart]:
+        leftover = self._close()
+        while leftover is not None and leftover.num_rows:
+            self.write(pa.Table.from_batches([leftover]))
+            leftover = self._close()
+        return self.done
+
+    def abort(self) -> None:
+        for sink in self.begun:
+            with contextlib.suppress(Exception):  # best effort; retention sweeps stale uploads
+                sink.abort()
+        self.done = []

@@ -1,0 +1,161 @@
+"""The compaction planner: which parts to rewrite, in which groups. A pure function of a snapshot.
+
+Candidates are parts *smaller than half of* ``targetFileSize`` whose statistics
+say they may hold rows of ``scope.filter``. A run happens only when at least
+``minInputFiles`` of them are *fresh* (not written by a compaction: parts under
+``data/c-<id>/``); parts a compaction wrote never trigger a run on their own, but
+ride along in a triggered run so they keep growing towards the target. When a
+run triggers, every candidate is packed (next-fit, in part order) into groups
+of at most ``targetFileSize`` input bytes; a last group of one part joins the
+group before it; groups of one part are never rewritten. So a triggered run
+consumes every fresh candidate it can pair, and the run after it, on an
+unchanged table, finds no fresh candidate left: no re-compaction loop
+(apache/iceberg#1661).
+
+Upsert tables break ties between versions of a key with the same time by part
+order, so a group there is a *run of consecutive parts* in part order (a part
+that is not a candidate ends the run), and its outputs take the order of the
+group's last part: relative to every other part they sort where the group's
+parts did. Outputs of one group share that order; the rewrite keeps one row per
+(key, time) inside a group so no tie between them can arise.
+
+``maxBytesPerRun`` takes whole groups, in order, while their input bytes fit.
+A group may *drop deleted keys* (upsert) only when no part outside it may hold
+rows older than ``since``: otherwise a delete marker is kept, or an older
+version elsewhere would come back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lading_jobs.table import expr as ex
+from lading_jobs.table import format as fmt
+from lading_jobs.table.log import Part, Snapshot
+
+SMALL_FRACTION = 0.5
+"""A part is a candidate below this share of ``targetFileSize`` (any two candidates fit one output)."""
+WRITE_ID_PREFIX = "c-"
+"""Parts a compaction writes live under ``data/c-<hex>/``."""
+
+
+def written_by_compaction(part: Part) -> bool:
+    return part.path.startswith(f"{fmt.DATA_DIR}/{WRITE_ID_PREFIX}")
+
+
+@dataclass(frozen=True)
+class Options:
+    target_file_size: int
+    min_input_files: int
+    since: int
+    max_bytes_per_run: int | None = None
+    scope: ex.Expr | None = None  # bound to the table's schema
+
+
+@dataclass(frozen=True)
+class Group:
+    """Parts rewritten together (in part order) into parts of about the target size."""
+
+    parts: tuple[Part, ...]
+    drop_deletes: bool = False
+    keep_order: tuple[int, int] | None = None  # (seq, index) the outputs inherit (upsert)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.size for p in self.parts)
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self.parts)
+
+
+@dataclass(frozen=True)
+class Plan:
+    groups: tuple[Group, ...]
+    since: int
+    candidates: int = 0
+    fresh: int = 0
+    reason: str = ""  # why nothing is rewritten, when nothing is
+
+    @property
+    def parts(self) -> tuple[Part, ...]:
+        return tuple(p for g in self.groups for p in g.parts)
+
+
+def is_candidate(part: Part, options: Options) -> bool:
+    if part.size >= SMALL_FRACTION * options.target_file_size:
+        return False
+    return options.scope is None or ex.might_match(options.scope, part.stats)
+
+
+def _runs(parts: Sequence[Part], candidate: set[str], ordered: bool) -> list[list[Part]]:
+    """Candidates in part order: one run (any order is fine) or runs of consecutive candidates."""
+    by_order = sorted(parts, key=lambda p: (p.order, p.path))
+    if not ordered:
+        return [[p for p in by_order if p.path in candidate]]
+    runs: list[list[Part]] = [[]]
+    for p in by_order:
+        if p.path in candidate:
+            runs[-1].append(p)
+        elif runs[-1]:
+            runs.append([])
+    return [r for r in runs if r]
+
+
+def _pack(run: list[Part], target: int) -> list[list[Part]]:
+    """Next-fit into bins of ≤ ``target`` input bytes; a lone last part joins the bin before."""
+    bins: list[list[Part]] = []
+    size = 0
+    for p in run:
+        if bins and size + p.size <= target:
+            bins[-1].append(p)
+            size += p.size
+        else:
+            bins.append([p])
+            size = p.size
+    if len(bins) >= 2 and len(bins[-1]) == 1:
+        bins[-2].extend(bins.pop())
+    return [b for b in bins if len(b) >= 2]
+
+
+def may_hold_rows_below(part: Part, since: int) -> bool:
+    return part.stats.min_time is None or part.stats.min_time < since
+
+
+def plan(snapshot: Snapshot, options: Options) -> Plan:
+    """The groups one run rewrites (see the module doc)."""
+    since = options.since
+    candidates = [p for p in snapshot.parts if is_candidate(p, options)]
+    fresh = sum(1 for p in candidates if not written_by_compaction(p))
+    if fresh < options.min_input_files:
+        return Plan((), since, len(candidates), fresh,
+                    f"{fresh} part(s) not yet compacted are smaller than half of targetFileSize"
+                    f"{' and in scope' if options.scope is not None else ''}; minInputFiles is "
+                    f"{options.min_input_files}")
+    upsert = snapshot.envelope == "upsert"
+    names = {p.path for p in candidates}
+    bins = [b for run in _runs(snapshot.parts, names, upsert) for b in _pack(run, options.target_file_size)]
+    chosen: list[list[Part]] = []
+    budget = options.max_bytes_per_run
+    spent = 0
+    for b in bins:
+        size = sum(p.size for p in b)
+        if budget is not None and spent + size > budget:
+            continue
+        chosen.append(b)
+        spent += size
+    groups = []
+    for b in chosen:
+        members = {p.path for p in b}
+        others_old = any(may_hold_rows_below(p, since) for p in snapshot.parts if p.path not in members)
+        last = b[-1]
+        groups.append(Group(tuple(b), drop_deletes=upsert and not others_old,
+                            keep_order=(last.seq, last.index) if upsert else None))
+    reason = "" if groups else (
+        "no two candidate parts can be rewritten together" if bins else
+        "no two candidate parts are adjacent in part order (upsert)" if upsert else
+        "no two candidate parts fit together")
+    if bins and not groups:
+        reason = f"maxBytesPerRun {budget} is smaller than the smallest group"
+    return Plan(tuple(groups), since, len(candidates), fresh, reason)

@@ -1,0 +1,138 @@
+"""One group's rows, consolidated up to ``since`` and sorted, in pure Arrow (no row-at-a-time Python).
+
+Input: the group's part rows (``reader.read_part``: user columns in the current
+schema, ``_lading_time``, ``_lading_diff``, ``_lading_seq`` = part order,
+``_lading_pos`` = row in its part). Output: part rows (user columns, time, diff).
+
+- ``upsert``: rows are ranked by (time, part order, position); per key the
+  greatest row with time < ``since`` is kept (all older versions can never win
+  a read as of T ≥ since), and per (key, time) ≥ since the greatest row (the
+  others lose every tie they could take part in). A kept delete marker below
+  ``since`` is dropped when the plan says no older row of the key can exist
+  outside the group. Times are kept, so versions outside the group compare as
+  before.
+- ``diff``: rows with time < ``since`` and identical columns become one row
+  whose diff is their sum (at their greatest time); zero sums vanish.
+- ``append``: the same for identical rows (diffs are positive counts). Tables
+  with columns Arrow cannot group (nested types, intervals) keep their rows.
+
+Grouping compares floats by their bits (finer than any reader's grouping, so it
+never merges rows a reader would tell apart). ``sort_by`` orders the output;
+otherwise rows keep their rank order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lading_jobs.table import consolidate as cons
+from lading_jobs.table import format as fmt
+
+_RANK = "_lading_rank"
+_BUCKET = "_lading_bucket"
+_MIN_TIME = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True)
+class Consolidated:
+    rows: pa.Table  # user columns, _lading_time, _lading_diff
+    rows_in: int
+    rows_out: int
+
+
+def _grouping_view(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
+    """A column Arrow can group by with exact (bitwise for floats) equality; None if it cannot."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    if pa.types.is_floating(t):
+        width = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[t.bit_width]
+        return arr.view(width)
+    if (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t) or pa.types.is_date(t)
+            or pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t)
+            or pa.types.is_null(t)):
+        return arr
+    return None
+
+
+def _view_or_raw(column: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    view = _grouping_view(column)
+    return column if view is None else view
+
+
+def groupable(schema: pa.Schema, names: Sequence[str]) -> bool:
+    return all(_grouping_view(pa.array([], schema.field(n).type)) is not None for n in names)
+
+
+def _ranked(table: pa.Table) -> pa.Table:
+    """Rows sorted by (time, part order, position), numbered 0.. in that order."""
+    order = [(fmt.TIME_COLUMN, "ascending"), (cons.SEQ_COLUMN, "ascending"), (cons.POS_COLUMN, "ascending")]
+    present = [o for o in order if o[0] in table.column_names]
+    ranked = table.sort_by(present) if table.num_rows else table
+    return ranked.append_column(_RANK, pa.array(np.arange(ranked.num_rows, dtype=np.int64)))
+
+
+def _upsert(table: pa.Table, keys: Sequence[str], since: int, drop_deletes: bool) -> pa.Table:
+    ranked = _ranked(table)
+    times = ranked.column(fmt.TIME_COLUMN)
+    bucket = pc.if_else(pc.less(times, since), pa.scalar(_MIN_TIME, pa.int64()), times)
+    keyed = pa.table({**{f"k{i}": _view_or_raw(ranked.column(k)) for i, k in enumerate(keys)},
+                      _BUCKET: bucket, _RANK: ranked.column(_RANK)})
+    winners = keyed.group_by([*(f"k{i}" for i in range(len(keys))), _BUCKET], use_threads=False) \
+        .aggregate([(_RANK, "max")]).column(f"{_RANK}_max")
+    out = ranked.take(pc.take(winners, pc.sort_indices(winners)))
+    if drop_deletes:
+        deleted_old = pc.and_(pc.less(out.column(fmt.DIFF_COLUMN), 0), pc.less(out.column(fmt.TIME_COLUMN), since))
+        out = out.filter(pc.invert(deleted_old))
+    return out
+
+
+def _sum_identical(table: pa.Table, names: Sequence[str], since: int) -> pa.Table:
+    """Rows below ``since`` with identical user columns → one row, diffs summed, greatest time."""
+    old_mask = pc.less(table.column(fmt.TIME_COLUMN), since)
+    old = table.filter(old_mask)
+    new = table.filter(pc.invert(old_mask))
+    if old.num_rows == 0:
+        return table
+    old = old.append_column(_RANK, pa.array(np.arange(old.num_rows, dtype=np.int64)))
+    views = {f"c{i}": _grouping_view(old.column(n)) for i, n in enumerate(names)}
+    keyed = pa.table({**views, fmt.DIFF_COLUMN: old.column(fmt.DIFF_COLUMN),
+                      fmt.TIME_COLUMN: old.column(fmt.TIME_COLUMN), _RANK: old.column(_RANK)})
+    agg = keyed.group_by(list(views), use_threads=False).aggregate(
+        [(_RANK, "min"), (fmt.DIFF_COLUMN, "sum"), (fmt.TIME_COLUMN, "max")])
+    agg = agg.filter(pc.not_equal(agg.column(f"{fmt.DIFF_COLUMN}_sum"), 0))
+    agg = agg.sort_by([(f"{_RANK}_min", "ascending")])
+    merged = old.take(agg.column(f"{_RANK}_min")).drop_columns([_RANK])
+    merged = merged.set_column(merged.schema.get_field_index(fmt.DIFF_COLUMN), fmt.DIFF_COLUMN,
+                               agg.column(f"{fmt.DIFF_COLUMN}_sum"))
+    merged = merged.set_column(merged.schema.get_field_index(fmt.TIME_COLUMN), fmt.TIME_COLUMN,
+                               agg.column(f"{fmt.TIME_COLUMN}_max"))
+    return pa.concat_tables([merged, new.select(merged.column_names)])
+
+
+def consolidate(table: pa.Table, envelope: str, key_columns: Sequence[str], since: int, *,
+                drop_deletes: bool = False, sort_by: Sequence[str] = ()) -> Consolidated:
+    """The group's rows consolidated up to ``since`` (see the module doc), sorted by ``sort_by``."""
+    rows_in = table.num_rows
+    names = cons.user_columns(table)
+    if envelope == "upsert":
+        out = _upsert(table, key_columns, since, drop_deletes)
+    elif envelope in ("diff", "append"):
+        ranked = table.sort_by([(cons.SEQ_COLUMN, "ascending"), (cons.POS_COLUMN, "ascending")]) \
+            if cons.SEQ_COLUMN in table.column_names and table.num_rows else table
+        out = _sum_identical(ranked, names, since) if groupable(ranked.schema, names) else ranked
+    else:
+        raise ValueError(f"unknown envelope {envelope!r}")
+    out = out.select([*names, fmt.TIME_COLUMN, fmt.DIFF_COLUMN])
+    if sort_by and out.num_rows:
+        out = out.sort_by([(c, "ascending") for c in sort_by])
+    return Consolidated(out, rows_in, out.num_rows)

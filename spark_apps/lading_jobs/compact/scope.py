@@ -1,0 +1,161 @@
+"""``scope.filter`` (Spark SQL text) as a filter tree bound to the table, for statistics.
+
+Spark parses and analyses the expression against the table's columns (so types
+coerce exactly as in a query: ``day >= '2024-01-01'`` on a date column compares
+dates); an expression Spark refuses is a ``SpecError`` naming ``scope.filter``.
+The analysed Catalyst tree is then translated, with NOTs pushed to the leaves:
+comparisons, ``IN``, ``IS [NOT] NULL`` and ``startswith`` of a column against
+constant values become ``table.expr`` predicates; constant sub-expressions are
+evaluated by Spark; anything else (functions of columns, casts that may reorder
+values) becomes "might match", so a part is left out only when its statistics
+prove no row can match.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from typing import Any
+
+from lading_jobs.table import expr as ex
+from lading_jobs.table.schema import TableSchema
+from lading_spec.errors import SpecError
+
+_COMPARE = {"EqualTo": "eq", "LessThan": "lt", "LessThanOrEqual": "le", "GreaterThan": "gt",
+            "GreaterThanOrEqual": "ge"}
+_FLIP = {"eq": "eq", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+_ORDER_PRESERVING = {"ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType"}
+
+
+def _children(node: Any) -> list[Any]:
+    seq = node.children()
+    return [seq.apply(i) for i in range(seq.size())]
+
+
+def _type_name(data_type: Any) -> str:
+    return str(data_type.getClass().getSimpleName()).rstrip("$")
+
+
+def _python_value(value: Any, data_type: Any) -> Any:
+    """A Catalyst internal value of ``data_type`` as the Python value Spark would push."""
+    if value is None:
+        return None
+    kind = _type_name(data_type)
+    if kind in ("ByteType", "ShortType", "IntegerType", "LongType"):
+        return int(value)
+    if kind in ("FloatType", "DoubleType"):
+        return float(value)
+    if kind == "BooleanType":
+        return bool(value)
+    if kind in ("StringType", "CharType", "VarcharType"):
+        return str(value.toString())
+    if kind == "DecimalType":
+        return decimal.Decimal(str(value.toString()))
+    if kind == "DateType":
+        return dt.date(1970, 1, 1) + dt.timedelta(days=int(value))
+    if kind == "TimestampType":
+        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=int(value))
+    if kind == "TimestampNTZType":
+        return dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=int(value))
+    raise _Untranslatable(kind)
+
+
+class _Untranslatable(Exception):
+    pass
+
+
+def _constant(node: Any) -> Any:
+    if not node.foldable():
+        raise _Untranslatable(str(node.nodeName()))
+    return _python_value(node.eval(None), node.dataType())
+
+
+def _column(node: Any) -> str:
+    """The column a side of a comparison reads, unwrapping order-preserving numeric casts."""
+    name = str(node.nodeName())
+    if name == "AttributeReference":
+        return str(node.name())
+    if name == "Cast":
+        child = node.child()
+        if _type_name(child.dataType()) in _ORDER_PRESERVING and _type_name(node.dataType()) in _ORDER_PRESERVING \
+                and _type_name(child.dataType()) != "DecimalType":
+            return _column(child)
+    raise _Untranslatable(name)
+
+
+def _leaf(node: Any) -> ex.Expr:
+    name = str(node.nodeName())
+    if name in _COMPARE:
+        left, right = _children(node)
+        try:
+            return ex.Pred(_COMPARE[name], _column(left), _constant(right))
+        except _Untranslatable:
+            return ex.Pred(_FLIP[_COMPARE[name]], _column(right), _constant(left))
+    if name in ("IsNull", "IsNotNull"):
+        return ex.Pred("isnull" if name == "IsNull" else "notnull", _column(node.child()))
+    if name == "In":
+        items = node.list()
+        return ex.Pred("in", _column(node.value()), tuple(_constant(items.apply(i)) for i in range(items.size())))
+    if name == "StartsWith":
+        left, right = _children(node)
+        return ex.Pred("startswith", _column(left), _constant(right))
+    raise _Untranslatable(name)
+
+
+def _translate(node: Any, negated: bool) -> ex.Expr:
+    name = str(node.nodeName())
+    if name == "Not":
+        return _translate(node.child(), not negated)
+    if name in ("And", "Or"):
+        left, right = (_translate(c, negated) for c in _children(node))
+        conj = (name == "And") != negated
+        return ex.And(left, right) if conj else ex.Or(left, right)
+    if node.foldable() and _type_name(node.dataType()) == "BooleanType":
+        value = node.eval(None)
+        if value is None:
+            return ex.AlwaysFalse()  # NULL filters every row, negated or not
+        return ex.AlwaysTrue() if bool(value) != negated else ex.AlwaysFalse()
+    try:
+        leaf = _leaf(node)
+    except _Untranslatable:
+        return ex.AlwaysTrue()
+    return ex.negate(leaf) if negated else leaf
+
+
+def bind_filter(spark: Any, text: str, schema: TableSchema) -> ex.Expr:
+    """``text`` analysed by Spark against ``schema`` and bound for ``ex.might_match``."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+
+    from lading_jobs.formats import spark as spark_formats
+
+    spark_schema = spark_formats.transfer_schema(schema.spark_schema())
+    columns = [F.lit(None).cast(f.dataType).alias(f.name) for f in spark_schema.fields]
+    try:
+        df = spark.range(0).select(*columns).where(text)
+        plan = df._jdf.queryExecution().analyzed()
+    except PySparkException as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SpecError("scope.filter", f"Spark cannot use {text!r} as a filter over the table's columns: "
+                                        f"{first}") from e
+    while str(plan.nodeName()) != "Filter":
+        kids = _children(plan)
+        if not kids:
+            raise SpecError("scope.filter", f"{text!r} is not a filter")
+        plan = kids[0]
+    tree = _translate(plan.condition(), False)
+    return _bind_leaves(tree, schema)
+
+
+def _bind_leaves(e: ex.Expr, schema: TableSchema) -> ex.Expr:
+    """Bind each predicate; one that cannot be evaluated on statistics becomes "might match"."""
+    if isinstance(e, ex.And):
+        return ex.And(_bind_leaves(e.left, schema), _bind_leaves(e.right, schema))
+    if isinstance(e, ex.Or):
+        return ex.Or(_bind_leaves(e.left, schema), _bind_leaves(e.right, schema))
+    if isinstance(e, ex.Pred):
+        try:
+            return ex.bind(e, schema)
+        except ex.NotPushable:
+            return ex.AlwaysTrue()
+    return e

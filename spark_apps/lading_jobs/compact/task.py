@@ -1,0 +1,104 @@
+"""One group's rewrite, as it runs in a Spark task: read its parts, consolidate, write parts.
+
+Everything stays in Arrow inside the Python worker (pyarrow reads and writes
+Parquet; nothing crosses into the JVM but one JSON line per group), which is
+why a compaction outruns Spark reading and rewriting the same parts itself.
+A task holds one group's rows in memory (about ``targetFileSize`` of
+compressed input, decompressed). The outputs stay pending uploads; on an
+exception the task aborts its own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lading_jobs import storage as st
+from lading_jobs.compact import rewrite
+from lading_jobs.compact.parts import CeilingPartWriter
+from lading_jobs.compact.plan import Group
+from lading_jobs.table import reader
+from lading_jobs.table.log import Snapshot
+from lading_jobs.table.writer import WrittenPart
+
+
+@dataclass(frozen=True)
+class RewritePlan:
+    """What every task needs (shipped to executors; no credentials)."""
+
+    snapshot: Snapshot  # parts and ledger left out: tasks get their group's parts
+    groups: tuple[Group, ...]
+    since: int
+    sort_by: tuple[str, ...]
+    write_id: str
+    target_file_size: int
+    settings: st.S3Settings
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    group: int
+    written: tuple[WrittenPart, ...]
+    rows_in: int
+    rows_out: int
+    seconds: float
+
+    def to_json(self) -> str:
+        return json.dumps({"group": self.group, "written": [w.to_json() for w in self.written],
+                           "rowsIn": self.rows_in, "rowsOut": self.rows_out, "seconds": self.seconds})
+
+    @classmethod
+    def from_json(cls, text: str) -> GroupOutcome:
+        d = json.loads(text)
+        return cls(int(d["group"]), tuple(WrittenPart.from_json(w) for w in d["written"]), int(d["rowsIn"]),
+                   int(d["rowsOut"]), float(d["seconds"]))
+
+
+def storage_for(uri: str, settings: st.S3Settings) -> st.Storage:
+    return st.S3Storage(settings) if uri.startswith("s3://") else st.open_storage(uri, settings)
+
+
+def rewrite_group(plan: RewritePlan, index: int, storage: st.Storage) -> GroupOutcome:
+    """Read, consolidate and write group ``index``; its outputs are pending uploads."""
+    started = time.monotonic()
+    group = plan.groups[index]
+    snap = plan.snapshot
+    pieces = [reader.read_part(storage, snap, p) for p in group.parts]
+    rows = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+    del pieces
+    out = rewrite.consolidate(rows, snap.envelope, snap.key_columns, plan.since, drop_deletes=group.drop_deletes,
+                              sort_by=plan.sort_by)
+    rows_in = rows.num_rows
+    del rows
+    writer = CeilingPartWriter(snap.uri, snap.schema, plan.write_id, index, table_id=snap.table_id,
+                               envelope=snap.envelope, storage=storage, max_size=plan.target_file_size,
+                               keep_order=group.keep_order)
+    try:
+        writer.write(out.rows)
+        written = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    return GroupOutcome(index, tuple(written), rows_in, out.rows_out, round(time.monotonic() - started, 3))
+
+
+def task_body(plan: RewritePlan, counters: Any = None):  # type: ignore[no-untyped-def]
+    """The ``mapInArrow`` function: each input row names a group; yields one JSON line per group."""
+
+    def body(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = storage_for(plan.snapshot.uri, plan.settings)
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                outcome = rewrite_group(plan, int(index), storage)
+                if counters is not None:
+                    counters[0].add(outcome.rows_out)
+                    counters[1].add(sum(w.part.size for w in outcome.written))
+                    counters[2].add(len(outcome.written))
+                yield pa.RecordBatch.from_pydict({"outcome": [outcome.to_json()]})
+
+    return body
