@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -106,14 +107,23 @@ def _run_groups(spark: Any, plan: RewritePlan, ctx: RunContext) -> list[GroupOut
 def _sweep_run(uri: str, storage: st.Storage, write_id: str, outcomes: list[GroupOutcome],
                spark: Any) -> None:
     """Abort every pending upload of this run (tasks killed mid-write included)."""
-    with contextlib.suppress(Exception):
-        table_writer._wait_for_tasks(spark.sparkContext, write_id)
+    if spark is not None:
+        with contextlib.suppress(Exception):
+            table_writer._wait_for_tasks(spark.sparkContext, write_id)
     table_writer.abort_parts(uri, [w for o in outcomes for w in o.written], [write_id], storage=storage)
 
 
+Runner = Callable[[RewritePlan], list[GroupOutcome]]
+
+
 def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = "",
-            storage: st.Storage | None = None, now_ms: int | None = None) -> Totals:
-    """One run over ``spec.table`` (``now_ms``: the clock for since and retention, for tests)."""
+            storage: st.Storage | None = None, now_ms: int | None = None, runner: Runner | None = None) -> Totals:
+    """One run over ``spec.table``.
+
+    ``now_ms`` is the clock for ``since`` and retention; ``runner`` rewrites the
+    groups (default: one Spark task per group; tests may run ``task.rewrite_group``
+    in-process to drive thousands of plans without a Spark job each).
+    """
     settings = st.S3Settings.from_env(endpoint=spec.connection.endpoint, region=spec.connection.region)
     storage = storage or st.open_storage(spec.table, settings)
     log = TableLog.open_existing(spec.table, storage)
@@ -139,10 +149,10 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
                               spec.sort_by or snap.sort_by, write_id, spec.target_file_size, settings)
         try:
             if the_plan.groups:
-                outcomes = _run_groups(spark, rewrite, ctx)
+                outcomes = runner(rewrite) if runner is not None else _run_groups(spark, rewrite, ctx)
             ctx.check()
         except BaseException as e:
-            _sweep_run(spec.table, storage, write_id, outcomes, spark)
+            _sweep_run(spec.table, storage, write_id, outcomes, spark if runner is None else None)
             if ctx.cancelled():
                 raise Cancelled() from e
             raise

@@ -112,10 +112,9 @@ def _sum_identical(table: pa.Table, names: Sequence[str], since: int) -> pa.Tabl
     agg = agg.filter(pc.not_equal(agg.column(f"{fmt.DIFF_COLUMN}_sum"), 0))
     agg = agg.sort_by([(f"{_RANK}_min", "ascending")])
     merged = old.take(agg.column(f"{_RANK}_min")).drop_columns([_RANK])
-    merged = merged.set_column(merged.schema.get_field_index(fmt.DIFF_COLUMN), fmt.DIFF_COLUMN,
-                               agg.column(f"{fmt.DIFF_COLUMN}_sum"))
-    merged = merged.set_column(merged.schema.get_field_index(fmt.TIME_COLUMN), fmt.TIME_COLUMN,
-                               agg.column(f"{fmt.TIME_COLUMN}_max"))
+    for name, agg_name in ((fmt.DIFF_COLUMN, f"{fmt.DIFF_COLUMN}_sum"), (fmt.TIME_COLUMN, f"{fmt.TIME_COLUMN}_max")):
+        i = merged.schema.get_field_index(name)
+        merged = merged.set_column(i, merged.schema.field(i), agg.column(agg_name).cast(pa.int64()))
     return pa.concat_tables([merged, new.select(merged.column_names)])
 
 

@@ -25,6 +25,7 @@ from lading_jobs.compact.plan import Group
 from lading_jobs.table import reader
 from lading_jobs.table.log import Snapshot
 from lading_jobs.table.writer import WrittenPart
+from lading_jobs.unload.parquetfile import FileTooSmall
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,9 @@ def rewrite_group(plan: RewritePlan, index: int, storage: st.Storage) -> GroupOu
     try:
         writer.write(out.rows)
         written = writer.finish()
+    except FileTooSmall as e:
+        writer.abort()
+        raise FileTooSmall(str(e).replace("to.maxFileSize", "targetFileSize")) from e
     except BaseException:
         writer.abort()
         raise

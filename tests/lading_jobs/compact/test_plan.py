@@ -1,0 +1,123 @@
+"""The planner and the frontier: pure functions of a table state and the spec, by tables of cases."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from lading_jobs.compact import frontier
+from lading_jobs.compact.plan import Options, Plan, plan, written_by_compaction
+from lading_jobs.table import expr as ex
+from lading_jobs.table.log import Part, Snapshot, TableMeta
+from lading_jobs.table.schema import TableSchema
+from lading_jobs.table.stats import ColumnStats, PartStats
+from lading_spec.compaction import Since
+
+SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
+MB = 1024**2
+TARGET = 100 * MB
+
+
+def part(name: str, mb: float, seq: int, *, compacted: bool = False, k: tuple[int, int] = (0, 9),
+         times: tuple[int, int] = (10, 10), index: int = 0) -> Part:
+    prefix = "c-1" if compacted else "w-1"
+    stats = PartStats(rows=10, bytes=int(mb * MB), min_time=times[0], max_time=times[1],
+                      columns={1: ColumnStats(0, k[0], k[1])})
+    return Part(f"data/{prefix}/{name}.parquet", int(mb * MB), stats, seq, 0, index)
+
+
+def snap(parts: list[Part], envelope: str = "append", since: int = 0) -> Snapshot:
+    meta = TableMeta("t", envelope, ("k",) if envelope == "upsert" else ())
+    return Snapshot("file:///t/", 99, meta, SCHEMA, tuple(parts), {}, {}, 100, since)
+
+
+def names(p: Plan) -> list[list[str]]:
+    return [[q.path.rsplit("/", 1)[1].split(".")[0] for q in g.parts] for g in p.groups]
+
+
+def opts(**kw: object) -> Options:
+    base: dict[str, object] = {"target_file_size": TARGET, "min_input_files": 2, "since": 5}
+    base.update(kw)
+    return Options(**base)  # type: ignore[arg-type]
+
+
+CASES = [
+    # (description, parts, envelope, options, expected groups)
+    ("small parts pack into groups of at most the target",
+     [part(f"p{i}", 30, i) for i in range(1, 7)], "append", opts(), [["p1", "p2", "p3"], ["p4", "p5", "p6"]]),
+    ("a lone last part joins the group before it",
+     [part(f"p{i}", 30, i) for i in range(1, 5)], "append", opts(), [["p1", "p2", "p3", "p4"]]),
+    ("parts of half the target or more are not candidates",
+     [part("big", 50, 1), part("p2", 10, 2), part("p3", 10, 3)], "append", opts(), [["p2", "p3"]]),
+    ("below minInputFiles nothing happens",
+     [part("p1", 10, 1), part("p2", 10, 2), part("p3", 10, 3)], "append", opts(min_input_files=4), []),
+    ("compacted parts never trigger a run on their own",
+     [part("c1", 10, 1, compacted=True), part("c2", 10, 2, compacted=True), part("p3", 10, 3)], "append",
+     opts(), []),
+    ("compacted parts ride along when fresh parts trigger",
+     [part("c1", 10, 1, compacted=True), part("p2", 10, 2), part("p3", 10, 3)], "append", opts(),
+     [["c1", "p2", "p3"]]),
+    ("append tables pack in part order across big parts",
+     [part("p1", 10, 1), part("big", 80, 2), part("p3", 10, 3)], "append", opts(), [["p1", "p3"]]),
+    ("upsert groups are runs of consecutive parts: a big part ends a run",
+     [part("p1", 10, 1), part("big", 80, 2), part("p3", 10, 3), part("p4", 10, 4)], "upsert", opts(),
+     [["p3", "p4"]]),
+    ("scope.filter keeps parts whose statistics may match",
+     [part("a1", 10, 1, k=(0, 9)), part("b1", 10, 2, k=(100, 109)), part("a2", 10, 3, k=(5, 20)),
+      part("b2", 10, 4, k=(200, 300))], "append",
+     opts(scope=ex.bind(ex.Pred("lt", "k", 50), SCHEMA)), [["a1", "a2"]]),
+    ("maxBytesPerRun takes whole groups while they fit",
+     [part(f"p{i}", 30, i) for i in range(1, 7)], "append", opts(max_bytes_per_run=95 * MB),
+     [["p1", "p2", "p3"]]),
+]
+
+
+@pytest.mark.parametrize(("what", "parts", "envelope", "options", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_plan_cases(what: str, parts: list[Part], envelope: str, options: Options,
+                    expected: list[list[str]]) -> None:
+    assert names(plan(snap(parts, envelope), options)) == expected
+
+
+def test_upsert_outputs_inherit_the_last_parts_order_and_deletes_drop_only_without_older_rows_elsewhere() -> None:
+    old_big = part("big", 80, 1, times=(1, 3))
+    run = [part("p2", 10, 2, index=0), part("p3", 10, 2, index=1), part("p4", 10, 3)]
+    alone = plan(snap(run, "upsert"), opts())
+    assert [g.keep_order for g in alone.groups] == [(3, 0)]
+    assert alone.groups[0].drop_deletes  # nothing outside may hold a row below since
+    beside_old = plan(snap([old_big, *run], "upsert"), opts())
+    assert names(beside_old) == [["p2", "p3", "p4"]] and not beside_old.groups[0].drop_deletes
+    beside_new = plan(snap([part("new", 80, 9, times=(50, 60)), *run], "upsert"), opts())
+    assert beside_new.groups[0].drop_deletes  # rows at or after since can never be older versions
+    assert not plan(snap(run, "append"), opts()).groups[0].drop_deletes
+
+
+def test_a_second_plan_over_the_outputs_of_the_first_finds_nothing() -> None:
+    """Hysteresis: after a run, the same table (outputs now compacted) plans no group."""
+    parts = [part(f"p{i}", 7 + i, i) for i in range(1, 12)] + [part("big", 70, 20)]
+    first = plan(snap(parts), opts())
+    assert first.groups
+    used = {p.path for p in first.parts}
+    outputs = [part(f"o{i}", g.bytes / MB * 0.9, 30 + i, compacted=True) for i, g in enumerate(first.groups)]
+    after = [p for p in parts if p.path not in used] + outputs
+    assert not plan(snap(after), opts()).groups
+    assert all(written_by_compaction(o) for o in outputs)
+
+
+@pytest.mark.parametrize(("since", "now_ms", "expected"), [
+    (Since(retain_for=3600.0), 10_000_000, 10_000_000 - 3_600_000),
+    (Since(retain_for=None, version=42), 0, 42),
+    (Since(retain_for=None, time=dt.datetime(2026, 1, 1, tzinfo=dt.UTC)), 0, 1_767_225_600_000),
+])
+def test_requested_since(since: Since, now_ms: int, expected: int) -> None:
+    assert frontier.requested(since, now_ms) == expected
+
+
+@pytest.mark.parametrize(("current", "upper", "wanted", "expected"), [
+    (10, 100, 50, 50),   # moves forward
+    (60, 100, 50, 60),   # never back
+    (10, 100, 500, 100),  # never past upper
+])
+def test_since_only_moves_forward_and_stays_at_or_below_upper(current: int, upper: int, wanted: int,
+                                                             expected: int) -> None:
+    assert frontier.advance(current, upper, wanted) == expected
