@@ -1,9 +1,10 @@
 """The ``lading`` command: ``lading run FILE.yaml`` and ``lading render FILE.yaml``.
 
-``run`` takes the same CopyJob manifest a user would ``kubectl apply`` and runs
-it on local Spark (operator-only fields such as ``schedule`` are ignored), with
-a progress bar on a terminal, ending as PostgreSQL does with ``COPY <rows>``
-and where the manifest is. S3 is found through the standard ``AWS_*``
+``run`` takes the same CopyJob or Compaction manifest a user would ``kubectl
+apply`` and runs it on local Spark (operator-only fields such as ``schedule`` are
+ignored), with a progress bar on a terminal, ending as PostgreSQL does with
+``COPY <rows>`` and where the manifest is (a Compaction: ``COMPACT`` and a
+summary line). S3 is found through the standard ``AWS_*``
 environment (``AWS_ENDPOINT_URL`` included). ``render`` prints the
 SparkApplication the operator would create (``lading_operator.render_cli``).
 """
@@ -148,7 +149,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, sort_keys=True))
     if "rows" in out and "error" not in out:
-        if not args.json:
+        if not args.json and doc.kind == "Compaction":
+            print(compaction_summary(out))
+        elif not args.json:
             print(f"COPY {out['rows']}")
             if out.get("manifest"):
                 print(f"manifest: {out['manifest']}")
@@ -160,6 +163,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         return results.EXIT_CANCELLED
     print(f"lading: ERROR: {out.get('error')}", file=sys.stderr)
     return 1
+
+
+def compaction_summary(out: dict[str, Any]) -> str:
+    """One line for a Compaction run: parts and bytes before → after, rows, the frontier, retention."""
+    line = (f"COMPACT {out.get('partsBefore', 0)} → {out.get('partsAfter', 0)} parts, "
+            f"{_human(out.get('bytesBefore', 0))} → {_human(out.get('bytesAfter', 0))}, "
+            f"{out.get('rowsRead', 0):,} rows read, {out.get('rowsWritten', 0):,} written "
+            f"({out.get('rowsConsolidated', 0):,} consolidated), since {out.get('since')}")
+    if out.get("nothingToDo"):
+        line += f"; nothing to rewrite: {out['nothingToDo']}"
+    ret = out.get("retention")
+    if ret:
+        verb = "would delete" if ret.get("dryRun") else "deleted"
+        line += (f"; retention {verb} {ret.get('partsDeleted', 0) + ret.get('orphansDeleted', 0)} parts "
+                 f"({_human(ret.get('bytesDeleted', 0))}), aborted {ret.get('uploadsAborted', 0)} uploads")
+    return line
 
 
 def write_sample_orders(prefix: str, rows: int, files: int = 4, seed: int = 42) -> list[str]:
@@ -222,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_render(argv[1:])
     p = argparse.ArgumentParser(prog="lading", description="Move data with Spark: COPY to and from S3.")
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a CopyJob manifest on local Spark")
+    run = sub.add_parser("run", help="run a CopyJob or Compaction manifest on local Spark")
     run.add_argument("file", help="a YAML manifest (the file you would kubectl apply); - for stdin")
     run.add_argument("--master", default=os.environ.get("LADING_SPARK_MASTER", "local[*]"),
                      help="Spark master (default local[*])")

@@ -1,0 +1,98 @@
+"""Crash: a compaction SIGKILLed at 12 points spread over its storage calls (log reads, part reads,
+group writes, completing uploads, the commit, retention). After each kill the table opens and reads
+the same rows; a rerun completes; retention past the grace period leaves exactly the live parts
+and no pending upload."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lading_jobs import storage as st
+from lading_jobs.compact import retention
+from lading_jobs.compact.plan import written_by_compaction
+from lading_jobs.table import format as fmt
+from lading_jobs.table import reader, writer
+from lading_jobs.table.log import TableLog
+from lading_jobs.table.schema import TableSchema
+
+WORKER = Path(__file__).with_name("crash_worker.py")
+ROOT = Path(__file__).resolve().parents[3]
+SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
+
+
+def build(path: Path) -> str:
+    uri = f"file://{path}/"
+    log = TableLog.create(uri, SCHEMA, "upsert", ["k"])
+    for c in range(12):
+        t = pa.table({"k": pa.array([(c * 5 + i) % 30 for i in range(40)], pa.int64()),
+                      "v": [f"c{c}-{i}" for i in range(40)],
+                      fmt.DIFF_COLUMN: pa.array([-1 if i % 9 == 0 else 1 for i in range(40)], pa.int64())})
+        halves = [t.slice(0, 20), t.slice(20)]
+        written = writer.write_parts(uri, halves, SCHEMA, write_id=fmt.new_write_id(), logical_time=c + 1,
+                                     one_part_per_table=True)
+        writer.commit_parts(uri, written, log=log)
+    return uri
+
+
+def rows(uri: str) -> Counter:
+    t = reader.scan(uri)
+    return Counter(zip(t.column("k").to_pylist(), t.column("v").to_pylist(), strict=True))
+
+
+def run_worker(uri: str, kill_at: int) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "spark_apps"), str(ROOT)]))
+    return subprocess.run([sys.executable, str(WORKER), uri, str(kill_at)], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+@pytest.mark.slow
+def test_a_compaction_killed_anywhere_leaves_the_table_whole_and_retention_cleans_up(tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    base_uri = build(base)
+    expected = rows(base_uri)
+    probe = tmp_path / "probe"
+    shutil.copytree(base, probe)
+    clean = run_worker(f"file://{probe}/", 0)
+    assert clean.returncode == 0, clean.stderr[-3000:]
+    total = json.loads(clean.stdout.strip().splitlines()[-1])["calls"]
+    assert total > 40
+    rng = random.Random(11)
+    points = sorted({max(1, int(total * (i + rng.random()) / 12)) for i in range(12)})
+    assert len(points) >= 10
+    outcomes = []
+    for n in points:
+        table = tmp_path / f"kill-{n}"
+        shutil.copytree(base, table)
+        uri = f"file://{table}/"
+        killed = run_worker(uri, n)
+        assert killed.returncode == -9, (n, killed.stderr[-2000:])
+        assert rows(uri) == expected, f"after a kill at call {n}"
+        committed = any(written_by_compaction(p) for p in TableLog.open_existing(uri).snapshot().parts)
+        rerun = run_worker(uri, 0)
+        assert rerun.returncode == 0, (n, rerun.stderr[-3000:])
+        assert rows(uri) == expected
+        log = TableLog.open_existing(uri)
+        snap = log.snapshot()
+        assert all(written_by_compaction(p) for p in snap.parts), "the rerun compacted every small part"
+        # retention, once the grace period is over, leaves exactly the live parts and no upload
+        later = int(time.time() * 1000) + 2 * 3600 * 1000
+        retention.apply(log.storage, retention.plan_sweep(log, later, 3600 * 1000))
+        live = {p.path for p in snap.parts}
+        left = {o.uri.removeprefix(uri) for o in log.storage.list_objects(f"{uri}data/")}
+        assert left == live, f"kill at {n}: leftovers {sorted(left - live)}"
+        assert not log.storage.list_pending_uploads(uri)
+        assert not list(Path(table).rglob(f"{st.STAGING_DIR}/*.part"))
+        assert rows(uri) == expected
+        outcomes.append(committed)
+    assert not all(outcomes) and any(outcomes), "kills fell both before and after the commit"
