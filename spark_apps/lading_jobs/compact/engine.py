@@ -156,7 +156,7 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
             if ctx.cancelled():
                 raise Cancelled() from e
             raise
-        info = {"runId": run_id, "groups": len(the_plan.groups)}
+        info = {"runId": run_id, "groups": len(the_plan.groups), "planVersion": snap.version}
         landed = landing.land(log, snap, the_plan.groups, [o.written for o in outcomes], since, info)
         for i in landed.kept:
             group, outcome = the_plan.groups[i], outcomes[i]
