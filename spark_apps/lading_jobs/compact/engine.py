@@ -139,14 +139,17 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
         _check_sort_by(snap, spec.sort_by)
         since = frontier.advance(snap.since, snap.upper, frontier.requested(spec.since, now))
         scope = bind_filter(spark, spec.scope_filter, snap.schema) if spec.scope_filter else None
-        options = planner.Options(spec.target_file_size, spec.min_input_files, since, spec.max_bytes_per_run, scope)
+        sort_by = spec.sort_by or snap.sort_by
+        cluster = snap.schema.column(sort_by[0]).id if sort_by else None
+        options = planner.Options(spec.target_file_size, spec.min_input_files, since, spec.max_bytes_per_run, scope,
+                                  cluster)
         the_plan = planner.plan(snap, options)
         totals.reason = the_plan.reason
         ctx.report(phase="rewriting", groups=len(the_plan.groups), parts=len(the_plan.parts))
         write_id = planner.WRITE_ID_PREFIX + uuid.uuid4().hex
         outcomes: list[GroupOutcome] = []
         rewrite = RewritePlan(replace(snap, parts=(), ledger={}, source_progress={}), the_plan.groups, since,
-                              spec.sort_by or snap.sort_by, write_id, spec.target_file_size, settings)
+                              sort_by, write_id, spec.target_file_size, settings)
         try:
             if the_plan.groups:
                 outcomes = runner(rewrite) if runner is not None else _run_groups(spark, rewrite, ctx)

@@ -19,6 +19,10 @@ group's last part: relative to every other part they sort where the group's
 parts did. Outputs of one group share that order; the rewrite keeps one row per
 (key, time) inside a group so no tie between them can arise.
 
+Append and diff tables with ``sortBy`` pack candidates ordered by their first
+sort column's lower bound, so a group holds nearby values (and its sorted
+outputs have narrow statistics) when the data arrives roughly ordered.
+
 ``maxBytesPerRun`` takes whole groups, in order, while their input bytes fit.
 A group may *drop deleted keys* (upsert) only when no part outside it may hold
 rows older than ``since``: otherwise a delete marker is kept, or an older
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
@@ -51,6 +56,7 @@ class Options:
     since: int
     max_bytes_per_run: int | None = None
     scope: ex.Expr | None = None  # bound to the table's schema
+    cluster_column: int | None = None  # id of sortBy's first column: packs parts of nearby values together
 
 
 @dataclass(frozen=True)
@@ -89,11 +95,22 @@ def is_candidate(part: Part, options: Options) -> bool:
     return options.scope is None or ex.might_match(options.scope, part.stats)
 
 
-def _runs(parts: Sequence[Part], candidate: set[str], ordered: bool) -> list[list[Part]]:
-    """Candidates in part order: one run (any order is fine) or runs of consecutive candidates."""
+def _cluster_key(part: Part, column: int | None) -> tuple[bool, Any]:
+    stats = part.stats.columns.get(column) if column is not None else None
+    low = stats.min if stats is not None else None
+    return (low is None, low if low is not None else 0)
+
+
+def _runs(parts: Sequence[Part], candidate: set[str], ordered: bool,
+          cluster: int | None = None) -> list[list[Part]]:
+    """Candidates in part order: runs of consecutive candidates (``ordered``), else one run,
+    ordered by the ``cluster`` column's lower bound when given (so a group's values are close)."""
     by_order = sorted(parts, key=lambda p: (p.order, p.path))
     if not ordered:
-        return [[p for p in by_order if p.path in candidate]]
+        chosen = [p for p in by_order if p.path in candidate]
+        if cluster is not None:
+            chosen.sort(key=lambda p: _cluster_key(p, cluster))
+        return [chosen]
     runs: list[list[Part]] = [[]]
     for p in by_order:
         if p.path in candidate:
@@ -135,7 +152,8 @@ def plan(snapshot: Snapshot, options: Options) -> Plan:
                     f"{options.min_input_files}")
     upsert = snapshot.envelope == "upsert"
     names = {p.path for p in candidates}
-    bins = [b for run in _runs(snapshot.parts, names, upsert) for b in _pack(run, options.target_file_size)]
+    bins = [b for run in _runs(snapshot.parts, names, upsert, options.cluster_column)
+            for b in _pack(run, options.target_file_size)]
     chosen: list[list[Part]] = []
     budget = options.max_bytes_per_run
     spent = 0

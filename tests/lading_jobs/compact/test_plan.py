@@ -121,3 +121,10 @@ def test_requested_since(since: Since, now_ms: int, expected: int) -> None:
 def test_since_only_moves_forward_and_stays_at_or_below_upper(current: int, upper: int, wanted: int,
                                                              expected: int) -> None:
     assert frontier.advance(current, upper, wanted) == expected
+
+
+def test_with_sort_by_append_parts_of_nearby_values_are_grouped_together() -> None:
+    parts = [part("a", 30, 1, k=(0, 10)), part("z", 30, 2, k=(900, 990)), part("b", 30, 3, k=(11, 20)),
+             part("y", 30, 4, k=(800, 899)), part("c", 30, 5, k=(21, 30)), part("x", 30, 6, k=(700, 799))]
+    assert names(plan(snap(parts), opts())) == [["a", "z", "b"], ["y", "c", "x"]]
+    assert names(plan(snap(parts), opts(cluster_column=1))) == [["a", "b", "c"], ["x", "y", "z"]]

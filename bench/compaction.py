@@ -1,0 +1,196 @@
+"""Compaction benchmark: lading's Compaction vs delta-rs OPTIMIZE vs Spark rewriting the parts itself.
+
+  python bench/compaction.py [--parts 2000] [--rows-per-part 12500] [--target 256MB] [--dir /tmp/lading-bench-compact]
+
+Writes one lading table of ``--parts`` small parts (random 64-bit columns, so ~1 GB at the
+defaults: 25 M rows), on local disk, and the same rows as a Delta table of as many files
+(``deltalake``, one append per part). Then, on one local[2] Spark session and the same
+machine:
+
+* bin-pack to ``--target`` parts: lading ``Compaction`` (engine ``compact``, no sortBy);
+  delta-rs ``optimize.compact(target_size)``; Spark ``read.parquet(parts).coalesce(n)
+  .write.parquet`` (zstd) of the same part files;
+* sorted by ``k``: lading with ``sortBy: [k]``; delta-rs ``optimize.z_order(["k"])``; Spark
+  ``repartitionByRange(n, k).sortWithinPartitions(k)`` then write;
+* a filtered read (``k`` in a 1 % range) of the lading table before and after the sorted
+  compaction: parts fetched (statistics skipping) and seconds (pure-Arrow ``reader.scan``).
+
+Each timed step starts from a fresh copy of the small-part table. Prints seconds and the
+ratios lading ÷ Spark and lading ÷ delta-rs as throughput (> 1: lading is faster; targets
+≥ 1.0 and ≥ 0.5). Needs ``deltalake`` (requirements-bench.lock). A script, not a test:
+record the output in docs/benchmarks.md ("Compaction").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT)]
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+K_RANGE = 1_000_000_000
+
+
+def timed(fn: Any) -> tuple[float, Any]:
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def dir_mb(d: Path, suffix: str = ".parquet") -> float:
+    return sum(f.stat().st_size for f in d.rglob(f"*{suffix}")) / 1e6
+
+
+def part_tables(parts: int, rows: int):  # type: ignore[no-untyped-def]
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(3)
+    regions = pa.array(["eu", "us", "apac", "latam"])
+    for i in range(parts):
+        yield pa.table({
+            "id": pa.array(np.arange(i * rows, (i + 1) * rows, dtype=np.int64)),
+            "k": pa.array(rng.integers(0, K_RANGE, rows)),
+            "a": pa.array(rng.integers(-2**62, 2**62, rows)),
+            "b": pa.array(rng.integers(-2**62, 2**62, rows)),
+            "amount": pa.array(rng.random(rows) * 1000),
+            "region": regions.take(pa.array(rng.integers(0, 4, rows))),
+        })
+
+
+def build_lading(uri: str, parts: int, rows: int) -> None:
+    from lading_jobs.table import format as fmt
+    from lading_jobs.table import writer
+    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.schema import TableSchema
+
+    schema = TableSchema.of([("id", "bigint"), ("k", "bigint"), ("a", "bigint"), ("b", "bigint"),
+                             ("amount", "double"), ("region", "string")])
+    log = TableLog.create(uri, schema, "append")
+    batch: list[Any] = []
+    for n, t in enumerate(part_tables(parts, rows)):
+        batch.append(t)
+        if len(batch) == 100 or n == parts - 1:  # 100 parts per commit, as a busy stream would
+            written = writer.write_parts(uri, batch, schema, write_id=fmt.new_write_id(), logical_time=n,
+                                         one_part_per_table=True)
+            writer.commit_parts(uri, written, log=log)
+            batch = []
+
+
+def build_delta(path: Path, parts: int, rows: int) -> None:
+    from deltalake import WriterProperties, write_deltalake
+
+    props = WriterProperties(compression="ZSTD")
+    for t in part_tables(parts, rows):
+        write_deltalake(str(path), t, mode="append", writer_properties=props)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--parts", type=int, default=2000)
+    p.add_argument("--rows-per-part", type=int, default=12_500)
+    p.add_argument("--target", default="256MB")
+    p.add_argument("--dir", default="/tmp/lading-bench-compact")
+    args = p.parse_args()
+    root = Path(args.dir)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+
+    from deltalake import DeltaTable, WriterProperties
+
+    from lading_jobs.compact.engine import compact
+    from lading_jobs.engine import RunContext
+    from lading_jobs.session import build_session
+    from lading_jobs.table import expr as ex
+    from lading_jobs.table import reader
+    from lading_jobs.table.log import TableLog
+    from lading_spec.compaction import parse_compaction
+    from lading_spec.sizes import parse_size
+
+    target = parse_size(args.target, "--target")
+    small = root / "lading-small"
+    t, _ = timed(lambda: build_lading(f"file://{small}/", args.parts, args.rows_per_part))
+    delta_small = root / "delta-small"
+    td, _ = timed(lambda: build_delta(delta_small, args.parts, args.rows_per_part))
+    total_rows = args.parts * args.rows_per_part
+    mb = dir_mb(small / "data")
+    print(f"{args.parts} parts, {total_rows:,} rows, {mb:.0f} MB lading parts ({dir_mb(delta_small):.0f} MB Delta "
+          f"files); built in {t:.0f} s / {td:.0f} s; target {args.target}; local[2]")
+
+    spark = build_session(master="local[2]", app_name="lading-bench-compaction")
+    spark.range(1000).mapInArrow(lambda it: it, "id bigint").count()  # start the Python workers
+    part_files = sorted(str(f) for f in (small / "data").rglob("*.parquet"))
+    outputs = max(1, round(mb * 1e6 / target))
+
+    def fresh(name: str) -> str:
+        dst = root / name
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(small, dst)
+        return f"file://{dst}/"
+
+    def fresh_delta(name: str) -> DeltaTable:
+        dst = root / name
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(delta_small, dst)
+        return DeltaTable(str(dst))
+
+    def lading(sort: bool) -> tuple[float, Any]:
+        uri = fresh("lading-sorted" if sort else "lading-packed")
+        spec = parse_compaction({"table": uri, "targetFileSize": args.target, "since": {"version": 0},
+                                 "sortBy": ["k"] if sort else []})
+        seconds, totals = timed(lambda: compact(spark, spec, RunContext()))
+        assert totals.rows_written == total_rows, totals
+        return seconds, (totals, uri)
+
+    def delta(sort: bool) -> tuple[float, Any]:
+        dt = fresh_delta("delta-sorted" if sort else "delta-packed")
+        props = WriterProperties(compression="ZSTD")
+        if sort:
+            return timed(lambda: dt.optimize.z_order(["k"], target_size=target, writer_properties=props))
+        return timed(lambda: dt.optimize.compact(target_size=target, writer_properties=props))
+
+    def native(sort: bool) -> float:
+        out = str(root / ("spark-sorted" if sort else "spark-packed"))
+
+        def go() -> None:
+            df = spark.read.parquet(*part_files)
+            df = df.repartitionByRange(outputs, "k").sortWithinPartitions("k") if sort else df.coalesce(outputs)
+            df.write.mode("overwrite").option("compression", "zstd").parquet(out)
+
+        return timed(go)[0]
+
+    print(f"{'rewrite':8} {'lading s':>9} {'spark s':>8} {'delta-rs s':>10} {'parts':>11} {'÷spark':>7} "
+          f"{'÷delta-rs':>9}")
+    results = {}
+    for sort in (False, True):
+        ls, (totals, uri) = lading(sort)
+        ns = native(sort)
+        ds, _ = delta(sort)
+        name = "sorted" if sort else "bin-pack"
+        results[name] = uri
+        print(f"{name:8} {ls:9.2f} {ns:8.2f} {ds:10.2f} {totals.parts_before:>5} → {totals.parts_after:<3} "
+              f"{ns / ls:7.2f} {ds / ls:9.2f}")
+
+    # a filtered read: 1 % of k, before (small parts) and after the sorted compaction
+    lo = K_RANGE // 2
+    predicate = ex.And(ex.Pred("ge", "k", lo), ex.Pred("lt", "k", lo + K_RANGE // 100))
+    for label, uri in (("before", f"file://{small}/"), ("after", results["sorted"])):
+        snap = TableLog.open_existing(uri).snapshot()
+        fetched = reader.plan_scan(snap, ex.bind(predicate, snap.schema))
+        seconds, out = timed(lambda u=uri: reader.scan(u, predicate=predicate))
+        print(f"filtered read {label:6}: {len(fetched)} of {len(snap.parts)} parts fetched, "
+              f"{sum(p.size for p in fetched) / 1e6:.0f} MB, {out.num_rows:,} rows, {seconds:.2f} s")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
