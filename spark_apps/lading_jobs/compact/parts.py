@@ -30,7 +30,8 @@ from lading_jobs.unload.parquetfile import (
     writer_options,
 )
 
-DEFAULT_ROW_GROUP_ROWS = 1024 * 1024
+DEFAULT_ROW_GROUP_ROWS = 256 * 1024
+"""Rows per row group: small enough that near the ceiling few rows are encoded twice to measure."""
 DEFAULT_BUFFER_SIZE = 16 * 1024**2
 
 

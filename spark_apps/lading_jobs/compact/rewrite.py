@@ -98,6 +98,8 @@ def _upsert(table: pa.Table, keys: Sequence[str], since: int, drop_deletes: bool
 
 def _sum_identical(table: pa.Table, names: Sequence[str], since: int) -> pa.Table:
     """Rows below ``since`` with identical user columns → one row, diffs summed, greatest time."""
+    if table.num_rows == 0 or pc.min(table.column(fmt.TIME_COLUMN)).as_py() >= since:
+        return table  # nothing to consolidate: no copy
     old_mask = pc.less(table.column(fmt.TIME_COLUMN), since)
     old = table.filter(old_mask)
     new = table.filter(pc.invert(old_mask))
@@ -126,9 +128,8 @@ def consolidate(table: pa.Table, envelope: str, key_columns: Sequence[str], sinc
     if envelope == "upsert":
         out = _upsert(table, key_columns, since, drop_deletes)
     elif envelope in ("diff", "append"):
-        ranked = table.sort_by([(cons.SEQ_COLUMN, "ascending"), (cons.POS_COLUMN, "ascending")]) \
-            if cons.SEQ_COLUMN in table.column_names and table.num_rows else table
-        out = _sum_identical(ranked, names, since) if groupable(ranked.schema, names) else ranked
+        # row order carries no meaning here (every row counts): no ranking sort
+        out = _sum_identical(table, names, since) if groupable(table.schema, names) else table
     else:
         raise ValueError(f"unknown envelope {envelope!r}")
     out = out.select([*names, fmt.TIME_COLUMN, fmt.DIFF_COLUMN])

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import types as T
@@ -145,7 +146,7 @@ def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex
         else:
             table = pf.read_row_groups(wanted, columns=columns, use_threads=False)
             positions = pa.concat_arrays([
-                pa.array(range(start, start + md.row_group(i).num_rows), pa.int64())
+                pa.array(np.arange(start, start + md.row_group(i).num_rows, dtype=np.int64))
                 for i, start in zip(wanted, starts, strict=True)])
     out = conform(table, snapshot.schema)
     out = out.append_column(cons.SEQ_COLUMN, pa.repeat(pa.scalar(part.order, pa.int64()), out.num_rows))
