@@ -31,6 +31,7 @@ from lading_spec.uris import check_uri
 
 Envelope = Literal["append", "upsert", "diff"]
 DEFAULT_MAX_BATCH_INTERVAL = 30.0
+DEFAULT_LATE_ARRIVAL = 3600.0
 _DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h))+$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -65,6 +66,7 @@ class KafkaSource:
     value_format: Literal["json", "raw"] = "json"
     consumer: dict[str, str] = field(default_factory=dict)
     secret_name: str | None = None
+    fail_on_data_loss: bool = True
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class FilesSource:
     pattern: str | None = None
     format: FileFormat = "json"
     options: FormatOptions | None = None
+    late_arrival: float = DEFAULT_LATE_ARRIVAL
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,8 @@ def _starting_offsets(value: Any, path: str) -> str | dict[str, dict[str, int]]:
 
 def _kafka(obj: dict[str, Any]) -> KafkaSource:
     path = "source.kafka"
-    _only(obj, path, ("bootstrapServers", "topics", "startingOffsets", "valueFormat", "consumer", "secretRef"))
+    _only(obj, path, ("bootstrapServers", "topics", "startingOffsets", "valueFormat", "failOnDataLoss", "consumer",
+                      "secretRef"))
     servers = obj.get("bootstrapServers")
     if not isinstance(servers, list) or not servers:
         raise SpecError(f"{path}.bootstrapServers", "expected a non-empty list of host:port brokers")
@@ -147,16 +151,20 @@ def _kafka(obj: dict[str, Any]) -> KafkaSource:
             raise SpecError(f"{path}.consumer.{key}", f"values are strings; quote {val!r}")
     secret = _mapping(obj.get("secretRef"), f"{path}.secretRef")
     _only(secret, f"{path}.secretRef", ("name",))
+    fail_on_data_loss = obj.get("failOnDataLoss", True)
+    if not isinstance(fail_on_data_loss, bool):
+        raise SpecError(f"{path}.failOnDataLoss", f"must be true or false, got {fail_on_data_loss!r}")
     return KafkaSource(
         bootstrap_servers=tuple(servers), topics=topics,
         starting_offsets=_starting_offsets(obj.get("startingOffsets", "latest"), f"{path}.startingOffsets"),
         value_format=value_format, consumer=dict(consumer), secret_name=secret.get("name"),
+        fail_on_data_loss=fail_on_data_loss,
     )
 
 
 def _files(obj: dict[str, Any]) -> FilesSource:
     path = "source.files"
-    _only(obj, path, ("uri", "pattern", "format", "options"))
+    _only(obj, path, ("uri", "pattern", "format", "options", "lateArrival"))
     if obj.get("uri") is None:
         raise SpecError(f"{path}.uri", "missing; give the prefix to watch (s3://bucket/prefix/ or file:///path/)")
     pattern = obj.get("pattern")
@@ -164,7 +172,8 @@ def _files(obj: dict[str, Any]) -> FilesSource:
         raise SpecError(f"{path}.pattern", f"expected a glob such as '*.json', got {pattern!r}")
     fmt = parse_format(obj.get("format", "json"), f"{path}.format")
     return FilesSource(uri=check_uri(obj["uri"], f"{path}.uri"), pattern=pattern, format=fmt,
-                       options=parse_options(fmt, obj.get("options"), f"{path}.options"))
+                       options=parse_options(fmt, obj.get("options"), f"{path}.options"),
+                       late_arrival=parse_duration(obj.get("lateArrival", "1h"), f"{path}.lateArrival"))
 
 
 def _target(obj: dict[str, Any]) -> TableTarget:

@@ -27,6 +27,19 @@ def test_kafka_defaults():
     assert spec.source.starting_offsets == "latest" and spec.source.value_format == "json"
     assert spec.target.envelope == "append" and spec.batching.max_batch_interval == 30.0
     assert spec.max_error_number == 0 and spec.dead_letter is None and not spec.suspend
+    assert spec.source.fail_on_data_loss is True
+
+
+def test_files_defaults_and_late_arrival():
+    spec = parse_streamcopy({**KAFKA, "source": {"files": {"uri": "s3://bkt/in/"}}})
+    assert isinstance(spec.source, FilesSource) and spec.source.late_arrival == 3600
+    spec = parse_streamcopy({**KAFKA, "source": {"files": {"uri": "s3://bkt/in/", "lateArrival": "10m"}}})
+    assert isinstance(spec.source, FilesSource) and spec.source.late_arrival == 600
+
+
+def test_fail_on_data_loss_false():
+    spec = parse_streamcopy(kafka_with(failOnDataLoss=False))
+    assert isinstance(spec.source, KafkaSource) and spec.source.fail_on_data_loss is False
 
 
 def test_examples_parse():
@@ -77,6 +90,9 @@ def kafka_with(**kafka: object) -> dict:
     (kafka_with(consumer={"sasl.jaas.config": "secret"}), "source.kafka.consumer.sasl.jaas.config", "Secret"),
     (kafka_with(valueFormat="avro"), "source.kafka.valueFormat", "json, raw"),
     (kafka_with(group="x"), "source.kafka.group", "unknown field"),
+    (kafka_with(failOnDataLoss="no"), "source.kafka.failOnDataLoss", "true or false"),
+    ({**KAFKA, "source": {"files": {"uri": "s3://bkt/in/", "lateArrival": "1d"}}}, "source.files.lateArrival",
+     "duration"),
     ({**KAFKA, "source": {"files": {"uri": "http://x/"}}}, "source.files.uri", "s3://"),
     ({**KAFKA, "source": {"files": {"uri": "s3://bkt/in/", "format": "xml"}}}, "source.files.format", "csv"),
     ({**KAFKA, "source": {"files": {"uri": "s3://bkt/in/", "options": {"header": True}}}},
