@@ -52,6 +52,8 @@ class RunContext:
     progress: Progress | None = None
     listener: ProgressListener | None = None
     reported: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    """The engine's own run options from the caller (``lading run --once`` → ``{"once": True}``)."""
 
     def cancelled(self) -> bool:
         return self.cancel.is_set()

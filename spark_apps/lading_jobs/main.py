@@ -40,18 +40,21 @@ def engine_for(kind: str) -> Engine | None:
 
 
 def run_job(spark: Any, doc: JobDocument, cancellation: results.Cancellation | None = None,
-            progress: Any = None, listener: ProgressListener | None = None) -> dict[str, Any]:
-    """Dispatch ``doc`` to its kind's engine; return the result (without timing)."""
+            progress: Any = None, listener: ProgressListener | None = None,
+            options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Dispatch ``doc`` to its kind's engine; return the result (without timing). ``options``
+    reach the engine as ``ctx.options`` (``lading run``'s ``once`` for a StreamCopy)."""
     engine = engine_for(doc.kind)
     if engine is None:
         return {"error": f"{doc.kind} is not implemented in this version of the lading image"}
     ctx = RunContext(cancel=cancellation.event if cancellation is not None else threading.Event(),
-                     progress=progress, listener=listener)
+                     progress=progress, listener=listener, options=dict(options or {}))
     return engine.run(spark, doc, ctx).to_dict()
 
 
 def execute(doc: JobDocument, spark_factory: Any, cancellation: results.Cancellation,
-            progress_factory: Any = None, listener: ProgressListener | None = None) -> dict[str, Any]:
+            progress_factory: Any = None, listener: ProgressListener | None = None,
+            options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run ``doc`` and always return a result dict (errors and cancellation included)."""
     started = time.monotonic()
     extra = {"runId": doc.run_id}
@@ -64,7 +67,7 @@ def execute(doc: JobDocument, spark_factory: Any, cancellation: results.Cancella
         sc = spark.sparkContext
         cancellation.add_hook(sc.cancelAllJobs)
         progress = progress_factory(spark) if progress_factory is not None else None
-        out = run_job(spark, doc, cancellation, progress, listener)
+        out = run_job(spark, doc, cancellation, progress, listener, options)
     except SpecError as e:
         out = {"error": str(e)}
     except BaseException as e:  # noqa: BLE001 - every failure becomes a result
@@ -72,8 +75,8 @@ def execute(doc: JobDocument, spark_factory: Any, cancellation: results.Cancella
             out = {"cancelled": True}
         else:
             out = {"error": results.describe_error(e)}
-    if cancellation.event.is_set() and "rows" not in out:
-        out = {"cancelled": True}
+    if cancellation.event.is_set() and "rows" not in out and not out.get("cancelled"):
+        out = {"cancelled": True}  # an engine's own cancelled result keeps its summary
     out.update(extra)
     out["durationSeconds"] = round(time.monotonic() - started, 3)
     return out

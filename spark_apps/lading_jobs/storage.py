@@ -102,6 +102,11 @@ class Storage:
         """Every object whose URI starts with ``prefix`` (recursively), in key order."""
         raise NotImplementedError
 
+    def list_objects_after(self, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
+        """Objects under ``prefix`` whose URI sorts after ``start_after``, in key order, lazily
+        (S3 starts the listing there: the cost is what follows, not what precedes)."""
+        return (o for o in self.list_objects(prefix) if o.uri > start_after)
+
     def list_matching(self, uri: str, pattern: str | None = None) -> list[ObjectInfo]:
         """Objects under a prefix or matching a glob (``s3://b/raw/*.csv``), in key order."""
         if has_glob(uri):
@@ -240,6 +245,18 @@ class S3Storage(Storage):
         paginator = self.client.get_paginator("list_objects_v2")
         try:
             for page in paginator.paginate(Bucket=bucket, Prefix=key):
+                for obj in page.get("Contents", []):
+                    yield ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'),
+                                     _epoch(obj.get("LastModified")))
+        except botocore.exceptions.ClientError as e:
+            self._call("listing", prefix, _raise, error=e)
+
+    def list_objects_after(self, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
+        bucket, key = split_s3(prefix)
+        after = split_s3(start_after)[1] if start_after.startswith(f"s3://{bucket}/") else ""
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=bucket, Prefix=key, StartAfter=after):
                 for obj in page.get("Contents", []):
                     yield ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'),
                                      _epoch(obj.get("LastModified")))

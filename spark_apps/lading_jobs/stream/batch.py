@@ -1,0 +1,315 @@
+"""One micro-batch, start to commit, for either source.
+
+  snapshot of the table (the position it holds) ─► plan: ranges or files
+     ─► Spark tasks: read, decode, cast, pending parts + pending dead-letter file
+     ─► rejects > maxErrorNumber?  abort parts, keep the dead letters, TooManyErrors
+     ─► complete dead letters ─► ONE commit: parts + new position (+ ledger for files)
+     ─► group offsets (monitoring only)
+
+The plan is made from one snapshot and the commit is validated against that same
+snapshot, so a second driver that committed meanwhile makes this commit fail
+with the "moved a stream source" conflict (``ConflictError``), and this driver
+stops. A batch whose tasks fail, or that is cancelled before its commit, aborts
+every pending upload it began; nothing of it becomes visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from lading_jobs import storage as st
+from lading_jobs.load.policy import FileOutcome
+from lading_jobs.load.stores import storage_for
+from lading_jobs.load.task import FileTask, LoadPlan, run_file, sort_rows
+from lading_jobs.stream import kafka as kf
+from lading_jobs.stream import positions as pos
+from lading_jobs.stream.records import decode_messages
+from lading_jobs.table import format as fmt
+from lading_jobs.table import writer
+from lading_jobs.table.log import LedgerEntry, Snapshot, TableLog
+from lading_jobs.table.schema import TableSchema
+from lading_spec.copyjob import LoadOptions
+from lading_spec.formats import FormatOptions
+
+TASK_ROWS = 100_000
+"""A partition range longer than this is read by several tasks."""
+FIRST_ERRORS = 3
+
+
+class TooManyErrors(RuntimeError):
+    """More rejected rows than ``maxErrorNumber`` in one batch; nothing of it was committed."""
+
+
+class DataLossError(RuntimeError):
+    """Offsets to be read are gone from the broker and ``failOnDataLoss`` is true."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The table side of every task (plain, picklable data)."""
+
+    table_uri: str
+    schema_json: str
+    table_id: str
+    envelope: str
+    key_columns: tuple[str, ...]
+    sort_by: tuple[str, ...]
+    time: int
+    write_id: str
+    dead_letter: str | None  # this batch's dead-letter prefix
+    settings: st.S3Settings
+
+    @property
+    def schema(self) -> TableSchema:
+        return TableSchema.from_json(self.schema_json)
+
+
+@dataclass
+class Outcome:
+    """What one task did (JSON between task and driver)."""
+
+    index: int
+    where: str  # the range (topic/partition@a..b) or the file
+    read: int = 0
+    good: int = 0
+    rejected: int = 0
+    bytes: int = 0
+    first_errors: list[dict[str, Any]] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)  # WrittenPart JSON
+    dead_letters: list[dict[str, Any]] = field(default_factory=list)  # pending uploads
+    file_error: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__)
+
+    @classmethod
+    def from_json(cls, text: str) -> Outcome:
+        return cls(**json.loads(text))
+
+    @property
+    def written(self) -> list[writer.WrittenPart]:
+        return [writer.WrittenPart.from_json(p) for p in self.parts]
+
+
+@dataclass
+class Plan:
+    """A batch about to run: what to read and the position to commit with it."""
+
+    snapshot: Snapshot
+    time: int
+    progress: dict[str, Any]  # sourceProgress entries of the commit
+    describe: str  # the batch's range, for messages
+    ranges: list[pos.Range] = field(default_factory=list)  # Kafka
+    files: list[st.ObjectInfo] = field(default_factory=list)  # files
+    full: bool = False  # a limit cut it: more is waiting
+    lag: dict[str, int] = field(default_factory=dict)
+    pending_files: int | None = None
+    rewritten: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # data loss skipped (failOnDataLoss: false)
+    end: dict[str, Any] = field(default_factory=dict)  # the position after the batch, for progress
+
+    @property
+    def empty(self) -> bool:
+        return not self.ranges and not self.files
+
+    @property
+    def moves(self) -> bool:
+        """Whether committing it changes the source position."""
+        return any(self.snapshot.source_progress.get(k) != v for k, v in self.progress.items()
+                   if k.startswith((pos.KAFKA_PREFIX, pos.FILES_PREFIX)))
+
+
+@dataclass
+class Result:
+    """A committed (or failed) batch, for progress and the per-batch line."""
+
+    plan: Plan
+    rows: int = 0
+    read: int = 0
+    bytes: int = 0
+    rejected: int = 0
+    version: int | None = None
+    seconds: float = 0.0
+    dead_letters: list[str] = field(default_factory=list)
+
+
+def dead_letter_prefix(root: str | None, batch_id: str) -> str | None:
+    return None if root is None else st.join(root, batch_id) + "/"
+
+
+def write_dead_letter(storage: st.Storage, prefix: str, index: int, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rejected records as a pending JSON-lines file (completed by the driver)."""
+    uri = st.join(prefix, f"rejected-{index:05d}.jsonl")
+    upload = storage.begin_upload(uri)
+    try:
+        body = "".join(json.dumps(e, ensure_ascii=False, default=str) + "\n" for e in entries)
+        storage.upload_part(upload, body.encode())
+    except BaseException:
+        storage.abort_upload(upload)
+        raise
+    return upload.to_dict()
+
+
+# -- tasks -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KafkaRead:
+    """How tasks reach Kafka and decode (no credentials: executors read their own Secret mount)."""
+
+    bootstrap: tuple[str, ...]
+    consumer: tuple[tuple[str, str], ...]
+    group: str
+    value_format: str
+
+
+def run_range(target: Target, source: KafkaRead, index: int, rng: pos.Range) -> Outcome:
+    """One Spark task: read ``rng``, decode, write pending parts and a pending dead-letter file."""
+    config = kf.consumer_config(source.bootstrap, dict(source.consumer), source.group)
+    msgs = kf.read_range(config, rng)
+    schema = target.schema
+    rows = decode_messages(msgs, schema, source.value_format, target.envelope, target.key_columns)
+    out = Outcome(index, str(rng), read=len(msgs), good=rows.table.num_rows, rejected=len(rows.rejects),
+                  bytes=msgs.bytes, first_errors=rows.rejects[:FIRST_ERRORS])
+    storage = storage_for(target.table_uri, target.settings)
+    written: list[writer.WrittenPart] = []
+    try:
+        if rows.table.num_rows:
+            written = writer.write_parts(
+                target.table_uri, [sort_rows(rows.table, target.sort_by)], schema, write_id=target.write_id,
+                task=index, logical_time=target.time, table_id=target.table_id, envelope=target.envelope,
+                storage=storage)
+        if rows.rejects and target.dead_letter:
+            out.dead_letters = [write_dead_letter(storage_for(target.dead_letter, target.settings),
+                                                  target.dead_letter, index, rows.rejects)]
+    except BaseException:
+        writer.abort_parts(target.table_uri, written, storage=storage)
+        raise
+    out.parts = [w.to_json() for w in written]
+    return out
+
+
+def run_file_task(target: Target, source: tuple[str, FormatOptions], task: FileTask) -> Outcome:
+    """One Spark task for a file: the load's own file task (decode, cast, pending parts, rejects)."""
+    fmt_name, options = source
+    plan = LoadPlan(table_uri=target.table_uri, schema=target.schema, table_id=target.table_id,
+                    envelope=target.envelope, sort_by=target.sort_by, time=target.time, write_id=target.write_id,
+                    format=fmt_name, options=options, load=LoadOptions(on_error="continue"),
+                    rejects_prefix=target.dead_letter, settings=target.settings)
+    o: FileOutcome = run_file(plan, task)
+    firsts = [{"file": e.get("file"), "line" if o.unit == "line" else "row": e.get(o.unit),
+               "column": e.get("column"), "reason": e.get("reason"), "record": e.get("record")}
+              for e in o.errors[:FIRST_ERRORS]]
+    if o.file_error:
+        firsts.insert(0, {"file": o.uri, "reason": o.file_error})
+    return Outcome(task.index, task.uri, read=o.rows_read, good=o.rows_good, rejected=o.error_count,
+                   bytes=o.size, first_errors=firsts, parts=o.parts, dead_letters=o.rejects_uploads,
+                   file_error=o.file_error)
+
+
+def run_tasks(spark: Any, target: Target, source: Any, items: list[Any], kind: str) -> list[Outcome]:
+    """One Spark task per item (a range or a file task); outcomes in item order.
+
+    On failure (or cancellation) every pending upload under the batch's write id
+    and dead-letter prefix is aborted before the error propagates."""
+    def work(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                if kind == "kafka":
+                    outcome = run_range(target, source, i, items[i])
+                else:
+                    outcome = run_file_task(target, source, items[i])
+                yield pa.RecordBatch.from_pydict({"outcome": [outcome.to_json()]})
+
+    sc = spark.sparkContext
+    previous = sc.getLocalProperty("spark.jobGroup.id")
+    sc.setLocalProperty("spark.jobGroup.id", target.write_id)
+    sc.setJobDescription(f"lading stream into {target.table_uri} ({len(items)} tasks)")
+    try:
+        df = spark.range(0, len(items), 1, numPartitions=len(items)).mapInArrow(work, "outcome string")
+        rows = df.collect()
+    except BaseException:
+        writer._wait_for_tasks(sc, target.write_id)  # tasks being killed may still begin uploads
+        sweep(target.table_uri, fmt.write_prefix(target.table_uri, target.write_id), target.dead_letter,
+              target.settings)
+        raise
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", previous)
+    outcomes = [Outcome.from_json(r.outcome) for r in rows]
+    return sorted(outcomes, key=lambda o: o.index)
+
+
+def sweep(table_uri: str, write_prefix: str, dead_letter: str | None, settings: st.S3Settings) -> None:
+    """Abort every pending upload whose URI starts with ``write_prefix`` (a write id, or every write
+    id of a stream) or lies under ``dead_letter``: a killed task's or a killed driver's leftovers."""
+    for prefix in (write_prefix, dead_letter):
+        if not prefix:
+            continue
+        storage = storage_for(prefix, settings)
+        listing = prefix if prefix.endswith("/") else prefix.rsplit("/", 1)[0] + "/"
+        with contextlib.suppress(st.StorageError, OSError):
+            for upload in storage.list_pending_uploads(listing):
+                if upload.uri.startswith(prefix) or upload.uri.rstrip("/").startswith(prefix.rstrip("/")):
+                    with contextlib.suppress(st.StorageError, OSError):
+                        storage.abort_upload(upload)
+
+
+def abort(outcomes: list[Outcome], target: Target, dead_letters_too: bool) -> None:
+    storage = storage_for(target.table_uri, target.settings)
+    writer.abort_parts(target.table_uri, [w for o in outcomes for w in o.written], storage=storage)
+    for o in outcomes if dead_letters_too else ():
+        for upload in o.dead_letters:
+            with contextlib.suppress(st.StorageError, OSError):
+                storage_for(upload["uri"], target.settings).abort_upload(st.PendingUpload.from_dict(upload))
+
+
+def complete_dead_letters(outcomes: list[Outcome], settings: st.S3Settings) -> list[str]:
+    done = []
+    for o in outcomes:
+        for upload in o.dead_letters:
+            storage_for(upload["uri"], settings).complete_upload(st.PendingUpload.from_dict(upload))
+            done.append(upload["uri"])
+    return done
+
+
+def too_many(outcomes: list[Outcome], plan: Plan, limit: int, dead_letter: list[str]) -> str:
+    """The TooManyErrors message: the batch's range, the count, the first errors, where they went."""
+    errors = sum(o.rejected for o in outcomes)
+    firsts = [e for o in outcomes for e in o.first_errors][:FIRST_ERRORS]
+    shown = "; ".join(_describe(e) for e in firsts)
+    where = f"; rejected records in {dead_letter[0].rsplit('/', 1)[0]}/" if dead_letter else ""
+    return (f"batch {plan.describe}: {errors} rejected rows exceed maxErrorNumber {limit}; nothing of the "
+            f"batch was committed and the stream stopped. First: {shown}{where}. Fix the producer or raise "
+            "maxErrorNumber (a new spec resumes from the same position)")
+
+
+def _describe(e: dict[str, Any]) -> str:
+    if "topic" in e:
+        at = f"{e['topic']}/{e['partition']}@{e['offset']}"
+    else:
+        at = str(e.get("file")) + (f" line {e['line']}" if e.get("line") else f" row {e['row']}" if e.get("row")
+                                   else "")
+    column = f" column {e['column']}" if e.get("column") else ""
+    return f"{at}{column}: {e.get('reason')}"
+
+
+def commit(log: TableLog, plan: Plan, outcomes: list[Outcome], target: Target, info: dict[str, Any]) -> Snapshot:
+    """The batch's ONE commit: parts, position, ledger (files), and ``upper`` past the batch's time."""
+    written = [w for o in outcomes for w in o.written]
+    rows: dict[str, int] = {}
+    for o in outcomes:  # a big Parquet file may be read by several tasks
+        rows[o.where] = rows.get(o.where, 0) + o.good
+    ledger = {f.uri: LedgerEntry(f.etag, f.size, rows.get(f.uri, 0)) for f in plan.files}
+    return writer.commit_parts(target.table_uri, written, log=log, operation="stream", ledger=ledger,
+                               source_progress=plan.progress, upper=plan.time + 1, info=info)
+
+
+def new_batch_id(plan_version: int) -> str:
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-v{plan_version + 1}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,37 @@
+"""The StreamCopy engine (``lading_jobs.engine`` interface): ``run_stream`` behind ``validate``/``run``.
+
+``ctx.cancel`` stops the stream (SIGTERM, Ctrl-C, suspend); ``ctx.options`` may say
+``once`` (``lading run --once``) and ``progress_port``/``progress_host`` (``lading
+run --progress-port``); each committed batch is reported through ``ctx.report``
+(``lading run`` prints one line per batch from it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lading_jobs.engine import JobResult, RunContext
+from lading_jobs.stream.job import run_stream
+from lading_spec.job import JobDocument
+from lading_spec.streamcopy import StreamCopySpec, parse_streamcopy
+
+
+class StreamCopyEngine:
+    kind = "StreamCopy"
+
+    def validate(self, doc: JobDocument) -> StreamCopySpec:
+        return parse_streamcopy(doc.spec)
+
+    def run(self, spark: Any, doc: JobDocument, ctx: RunContext) -> JobResult:
+        options = dict(ctx.options)
+
+        def on_batch(result: Any, progress: dict[str, Any]) -> None:
+            ctx.report(batch={"rows": result.rows, "rejected": result.rejected, "seconds": round(result.seconds, 3),
+                              "version": result.version}, progress=progress)
+
+        out = run_stream(spark, doc, self.validate(doc), ctx.cancel, once=bool(options.pop("once", False)),
+                         on_batch=on_batch, **options)
+        return JobResult.from_dict(out)
+
+
+ENGINE = StreamCopyEngine()

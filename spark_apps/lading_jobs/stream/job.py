@@ -1,0 +1,317 @@
+"""``run_stream``: the StreamCopy driver's loop, until it is stopped.
+
+    start ─► abort what a killed predecessor left pending ─► serve progress
+      ┌─► wait until maxBatchInterval since the last cut (sooner when Kafka's backlog
+      │   already fills maxBatchRows/maxBatchBytes, or at once after a full batch)
+      │   ─► one batch (``batch``: plan from the table → tasks → ONE commit)
+      └── cancelled (SIGTERM, Ctrl-C, suspend)? ─► stop: the batch in flight is
+          dropped (its uploads aborted) unless its tasks are done, then it commits
+
+Every interval commits, even with no new data: the commit moves the table's
+``upper`` frontier, so readers and compactions know that time has passed. The
+stream stops with an error result when a batch has more rejects than
+``maxErrorNumber`` (``TooManyErrors``, nothing of the batch committed), when
+offsets are lost and ``failOnDataLoss`` is true (``DataLoss``), or when another
+driver moved the same source (``SourceConflict``: the conditional commit lost).
+``once`` processes what is there and returns ``{"rows": ...}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from lading_jobs import storage as st
+from lading_jobs.load.infer import infer_schema
+from lading_jobs.load.stores import storage_for
+from lading_jobs.stream import batch as bt
+from lading_jobs.stream import kafka as kf
+from lading_jobs.stream.progress import Progress, ProgressServer, iso
+from lading_jobs.stream.sources import FilesSource, KafkaSource, now_ms
+from lading_jobs.table import format as fmt
+from lading_jobs.table import writer
+from lading_jobs.table.log import ConflictError, Snapshot, TableError, TableLog
+from lading_jobs.table.schema import SchemaError, TableSchema
+from lading_spec.errors import SpecError
+from lading_spec.formats import parse_options
+from lading_spec.job import JobDocument
+from lading_spec.streamcopy import FilesSource as FilesSpec
+from lading_spec.streamcopy import KafkaSource as KafkaSpec
+from lading_spec.streamcopy import StreamCopySpec, parse_streamcopy
+from lading_spec.streamprogress import PROGRESS_PORT_ENV
+
+STREAM_PREFIX = "stream:"
+"""``sourceProgress`` key of a stream's own counters (rows, batches, last batch time)."""
+POLL_SECONDS = 1.0
+"""How often a waiting Kafka stream with a row or byte limit checks whether its backlog fills one."""
+
+
+class Cancelled(Exception):
+    """The stream was stopped while a batch ran; the batch was dropped."""
+
+
+class Stopped(Exception):
+    """The stream stopped on an error the operator shows (``reason``)."""
+
+    def __init__(self, reason: str, message: str, batch: str | None = None) -> None:
+        super().__init__(message)
+        self.reason, self.batch = reason, batch
+
+
+def stream_tag(doc: JobDocument, table_uri: str) -> str:
+    """A short stable name for this StreamCopy on this table: its write ids start with it."""
+    return hashlib.sha256(f"{doc.namespace}/{doc.name}|{table_uri}".encode()).hexdigest()[:12]
+
+
+def counters_key(doc: JobDocument) -> str:
+    return f"{STREAM_PREFIX}{doc.namespace}/{doc.name}"
+
+
+def _group(spec: KafkaSpec, doc: JobDocument) -> str:
+    return spec.consumer.get("group.id") or f"lading.{doc.namespace}.{doc.name}"
+
+
+def _new_table_schema(spec: StreamCopySpec, first: st.ObjectInfo | None, settings: st.S3Settings) -> TableSchema:
+    try:
+        if spec.target.schema:
+            return TableSchema.from_spec(spec.target.schema)
+        if isinstance(spec.source, KafkaSpec) and spec.source.value_format == "raw":
+            return TableSchema.of(list(kf.RAW_COLUMNS))
+        if isinstance(spec.source, FilesSpec) and first is not None:
+            data = storage_for(first.uri, settings).read(first.uri)
+            options = spec.source.options or parse_options(spec.source.format, None, "source.files.options")
+            return infer_schema(data, spec.source.format, options, first.uri)
+    except SchemaError as e:
+        raise SpecError("target.schema", str(e)) from e
+    raise SpecError("target.schema", f"there is no table at {spec.target.table}; give target.schema (the columns "
+                                     "and types of the rows) so the stream can create it")
+
+
+class Stream:
+    """One StreamCopy's driver state between batches."""
+
+    def __init__(self, spark: Any, doc: JobDocument, spec: StreamCopySpec, progress: Progress) -> None:
+        self.spark, self.doc, self.spec, self.progress = spark, doc, spec, progress
+        self.settings = st.S3Settings.from_env(spec.connection.endpoint, spec.connection.region)
+        self.table_uri = fmt.table_root(spec.target.table)
+        self.storage = storage_for(self.table_uri, self.settings)
+        self.tag = stream_tag(doc, self.table_uri)
+        self.key = counters_key(doc)
+        self.source: KafkaSource | FilesSource = (
+            KafkaSource(spec.source, _group(spec.source, doc)) if isinstance(spec.source, KafkaSpec)
+            else FilesSource(spec.source, self.settings))
+        self.log = TableLog.open(self.table_uri, self.storage)
+        self.rows_run = 0
+        self.position: dict[str, int] = {}
+
+    def write_prefix(self) -> str:
+        return f"{self.table_uri}{fmt.DATA_DIR}/w-s{self.tag}-"
+
+    def sweep(self) -> None:
+        """Abort uploads a killed predecessor left pending (never completed parts: those may be
+        another live driver's, about to commit; unreferenced parts are a vacuum's to remove)."""
+        bt.sweep(self.table_uri, self.write_prefix(), self.spec.dead_letter, self.settings)
+
+    def close(self) -> None:
+        self.source.close()
+
+    # -- planning ----------------------------------------------------------------------
+    def _ensure_table(self, first: st.ObjectInfo | None) -> TableLog:
+        if self.log is None:
+            schema = _new_table_schema(self.spec, first, self.settings)
+            t = self.spec.target
+            self.log = TableLog.create(self.table_uri, schema, t.envelope, t.key_columns, t.sort_by,
+                                       storage=self.storage, exist_ok=True)
+        return self.log
+
+    def plan(self) -> bt.Plan | None:
+        """The next batch, planned from the table's current state (None: no table and nothing to make one)."""
+        now = now_ms()
+        limits = self.spec.batching
+        if isinstance(self.source, KafkaSource):
+            log = self._ensure_table(None)
+            snap = log.snapshot()
+            return self.source.plan(snap, now, writer.default_time(snap), limits.max_batch_rows,
+                                    limits.max_batch_bytes)
+        current = self.log.snapshot() if self.log is not None else None
+        choice = self.source.choose(current, now, limits.max_batch_bytes)
+        if current is None:
+            if not choice.batch:
+                self.progress.update(lag={"total": choice.pending, "filesPending": choice.pending,
+                                          "atLeast": choice.pending_at_least})
+                return None
+            current = self._ensure_table(choice.batch[0]).snapshot()
+        plan = self.source.plan_files(current, choice, now, writer.default_time(current))
+        plan.lag = {"total": choice.pending, "filesPending": choice.pending, "atLeast": choice.pending_at_least}
+        return plan
+
+    def backlog_full(self) -> bool:
+        """Whether Kafka already holds a full batch past the committed position (limits only)."""
+        b = self.spec.batching
+        if not isinstance(self.source, KafkaSource) or (b.max_batch_rows is None and b.max_batch_bytes is None):
+            return False
+        marks = kf.watermarks(self.source.consumer, self.source.spec.topics)
+        waiting = sum(max(0, wm.high - self.position.get(f"{t}:{p}", wm.high))
+                      for t, parts in marks.items() for p, wm in parts.items())
+        limit = min(x for x in (b.max_batch_rows, None if b.max_batch_bytes is None else
+                                int(b.max_batch_bytes // (self.source.bytes_per_message or 1024)))
+                    if x is not None)
+        return waiting >= max(1, limit)
+
+    # -- one batch ---------------------------------------------------------------------
+    def run_batch(self, plan: bt.Plan, cancel: threading.Event) -> bt.Result:
+        started = time.monotonic()
+        assert self.log is not None
+        snap: Snapshot = plan.snapshot
+        counters = dict(snap.source_progress.get(self.key) or {})
+        batch_id = bt.new_batch_id(snap.version)
+        target = bt.Target(
+            table_uri=self.table_uri, schema_json=snap.schema.to_json(), table_id=snap.table_id,
+            envelope=snap.envelope, key_columns=tuple(snap.key_columns), sort_by=tuple(snap.sort_by),
+            time=plan.time, write_id=f"w-s{self.tag}-{uuid.uuid4().hex}",
+            dead_letter=bt.dead_letter_prefix(self.spec.dead_letter, batch_id), settings=self.settings)
+        outcomes: list[bt.Outcome] = []
+        try:
+            if not plan.empty:
+                outcomes = self.source.run(self.spark, target, plan)
+            rejected = sum(o.rejected for o in outcomes)
+            if rejected > self.spec.max_error_number:
+                bt.abort(outcomes, target, dead_letters_too=False)
+                letters = bt.complete_dead_letters(outcomes, self.settings)
+                raise Stopped("TooManyErrors", bt.too_many(outcomes, plan, self.spec.max_error_number, letters),
+                              plan.describe)
+            letters = bt.complete_dead_letters(outcomes, self.settings)  # before the commit: never lost
+        except BaseException:
+            bt.abort(outcomes, target, dead_letters_too=True)
+            if cancel.is_set():
+                raise Cancelled() from None
+            raise
+        rows = sum(o.good for o in outcomes)
+        batches = int(counters.get("batches", 0)) + 1
+        total = int(counters.get("rowsTotal", 0)) + rows
+        plan.progress[self.key] = {"rowsTotal": total, "batches": batches, "lastBatchTime": now_ms()}
+        info = {"runId": self.doc.run_id, "stream": f"{self.doc.namespace}/{self.doc.name}",
+                "batch": plan.describe, "rows": rows}
+        try:
+            new = bt.commit(self.log, plan, outcomes, target, info)
+        except ConflictError as e:
+            raise Stopped("SourceConflict", f"another writer moved this stream's source position in "
+                                            f"{self.table_uri} while batch {plan.describe} ran ({e}); this "
+                                            "driver stops and its batch was not committed", plan.describe) from e
+        self.source.after_commit(plan)
+        self.rows_run += rows
+        self.position = {k: v for k, v in plan.end.items() if isinstance(v, int)}
+        result = bt.Result(plan, rows=rows, read=sum(o.read for o in outcomes), bytes=sum(o.bytes for o in outcomes),
+                           rejected=sum(o.rejected for o in outcomes), version=new.version,
+                           seconds=time.monotonic() - started, dead_letters=letters)
+        self._report(result, total, batches, new)
+        return result
+
+    def _report(self, r: bt.Result, total: int, batches: int, snap: Snapshot) -> None:
+        plan = r.plan
+        offsets = dict(plan.end) if isinstance(self.source, KafkaSource) else {"files": int(plan.end["files"])}
+        lag = ({"total": sum(plan.lag.values()), "partitions": plan.lag} if isinstance(self.source, KafkaSource)
+               else plan.lag)
+        rewritten = self.source.rewritten_total if isinstance(self.source, FilesSource) else 0
+        skipped = (self.progress.get("dataLossSkipped") or []) + plan.skipped
+        self.progress.update(
+            state="running", rowsTotal=total, batches=batches, tableVersion=snap.version, upper=snap.upper,
+            lastBatch={"time": iso(), "rows": r.rows, "read": r.read, "bytes": r.bytes, "rejected": r.rejected,
+                       "durationSeconds": round(r.seconds, 3), "range": plan.describe, "end": plan.end},
+            lag=lag, offsets=offsets, rewrittenFiles=rewritten, dataLossSkipped=skipped[-20:])
+        for uri in plan.rewritten:
+            print(f"lading: {uri} changed (new ETag) after it was loaded; it is not loaded again",
+                  file=sys.stderr)
+
+
+def _wait(cancel: threading.Event, until: float, stream: Stream) -> None:
+    """Sleep until ``until`` (monotonic), waking early on cancel or a full Kafka backlog."""
+    while not cancel.is_set():
+        left = until - time.monotonic()
+        if left <= 0:
+            return
+        if cancel.wait(min(left, POLL_SECONDS)):
+            return
+        try:
+            if stream.backlog_full():
+                return
+        except kf.KafkaError:
+            return  # the batch itself will report it
+
+
+def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
+               cancel: threading.Event | None = None, *, once: bool = False,
+               on_batch: Callable[[bt.Result, dict[str, Any]], None] | None = None,
+               progress_port: int | None = -1, progress_host: str | None = None,
+               progress: Progress | None = None, **_: Any) -> dict[str, Any]:
+    """Run the StreamCopy ``doc`` until cancelled (or, with ``once``, until nothing new is left).
+
+    ``progress_port``: -1 reads ``$LADING_PROGRESS_PORT`` (default 8090), None serves nothing,
+    0 any free port. Returns the job result (``rows`` with ``once``; ``cancelled``; or ``error``
+    with ``reason``)."""
+    from lading_spec.streamprogress import PROGRESS_PORT
+
+    spec = spec or parse_streamcopy(doc.spec)
+    cancel = cancel or threading.Event()
+    progress = progress or Progress(doc.run_id, "kafka" if isinstance(spec.source, KafkaSpec) else "files")
+    if progress_port == -1:
+        progress_port = int(os.environ.get(PROGRESS_PORT_ENV) or PROGRESS_PORT)
+    server = None
+    if progress_port is not None:
+        server = ProgressServer(progress, progress_host or os.environ.get("LADING_PROGRESS_HOST") or "0.0.0.0",
+                                progress_port)
+    stream = Stream(spark, doc, spec, progress)
+    base: dict[str, Any] = {"runId": doc.run_id, "destination": stream.table_uri}
+    try:
+        stream.sweep()
+        progress.update(state="running")
+        next_cut = time.monotonic()
+        while not cancel.is_set():
+            if not once:
+                _wait(cancel, next_cut, stream)
+                if cancel.is_set():
+                    break
+            cut = time.monotonic()
+            plan = stream.plan()
+            if plan is None or (once and plan.empty and not plan.moves):
+                if once:
+                    break
+                next_cut = cut + spec.batching.max_batch_interval
+                continue
+            result = stream.run_batch(plan, cancel)
+            if on_batch is not None:
+                on_batch(result, progress.snapshot())
+            next_cut = time.monotonic() if plan.full else cut + spec.batching.max_batch_interval
+            if once and plan.empty:
+                break
+        doc_now = progress.snapshot()
+        summary = {**base, "rowsTotal": doc_now["rowsTotal"], "batches": doc_now["batches"],
+                   "tableVersion": doc_now["tableVersion"], "offsets": doc_now["offsets"]}
+        if once and not cancel.is_set():
+            progress.update(state="stopped")
+            return {**summary, "rows": stream.rows_run}
+        progress.update(state="stopped")
+        return {**summary, "cancelled": True}
+    except Cancelled:
+        progress.update(state="stopped")
+        return {**base, "cancelled": True, "rowsTotal": progress.get("rowsTotal"), "batches": progress.get("batches")}
+    except Stopped as e:
+        progress.update(state="failed", error=str(e), reason=e.reason)
+        return {**base, "error": str(e), "reason": e.reason, "batch": e.batch,
+                "rowsTotal": progress.get("rowsTotal"), "batches": progress.get("batches")}
+    except bt.DataLossError as e:
+        progress.update(state="failed", error=str(e), reason="DataLoss")
+        return {**base, "error": f"source.kafka: {e}", "reason": "DataLoss"}
+    except (TableError, kf.KafkaError) as e:
+        progress.update(state="failed", error=str(e))
+        return {**base, "error": str(e)}
+    finally:
+        stream.close()
+        if server is not None:
+            server.close()

@@ -1,0 +1,227 @@
+"""The Kafka side, through confluent-kafka (librdkafka): properties, metadata, reading one range.
+
+Consumer properties are the spec's ``consumer`` map plus the credentials Secret,
+which reaches the pods as files (one file per property, the file name is the
+property) in the directory ``$LADING_KAFKA_PROPERTIES_DIR`` (default
+``/etc/lading/kafka``); the values never pass through the spec, a log or an
+error message. A Java-style ``sasl.jaas.config`` is translated into librdkafka's
+``sasl.username`` / ``sasl.password``.
+
+Nothing here commits offsets that anybody trusts: the driver's consumer only
+answers metadata and watermark questions and, after each table commit, records
+the group's offsets for monitoring tools. Tasks ``assign`` their one partition at
+an exact offset and read until the range's end; ``auto.offset.reset=error``
+turns offsets the broker no longer has into an error instead of a silent jump.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lading_jobs.stream.positions import Range, Watermarks
+
+PROPERTIES_DIR_ENV = "LADING_KAFKA_PROPERTIES_DIR"
+DEFAULT_PROPERTIES_DIR = "/etc/lading/kafka"
+METADATA_TIMEOUT = 30.0
+READ_STALL_SECONDS = 120.0
+"""A task that receives nothing for this long while its range is unfinished fails the batch."""
+_JAAS = re.compile(r"""(username|password)\s*=\s*"((?:[^"\\]|\\.)*)\"""")
+
+RAW_COLUMNS = (("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"),
+               ("offset", "bigint"), ("timestamp", "timestamp"),
+               ("headers", "array<struct<key:string,value:binary>>"))
+"""The columns of ``valueFormat: raw`` (and of a new raw table without ``target.schema``)."""
+HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+
+
+class KafkaError(RuntimeError):
+    """The broker or the client refused; the message names what to check (never a secret)."""
+
+
+def secret_properties(directory: str | None = None) -> dict[str, str]:
+    """Properties from the mounted credentials Secret (absent directory: none)."""
+    root = Path(directory or os.environ.get(PROPERTIES_DIR_ENV) or DEFAULT_PROPERTIES_DIR)
+    if not root.is_dir():
+        return {}
+    out = {}
+    for f in sorted(root.iterdir()):
+        if f.is_file() and not f.name.startswith("."):
+            out[f.name] = f.read_text().strip()
+    return out
+
+
+def translate(props: Mapping[str, str]) -> dict[str, str]:
+    """Java client properties librdkafka lacks, mapped to its own (``sasl.jaas.config``)."""
+    out = dict(props)
+    jaas = out.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        found = dict(_JAAS.findall(jaas))
+        if "username" not in found or "password" not in found:
+            raise KafkaError("sasl.jaas.config (from the credentials Secret) has no username=\"...\" "
+                             "password=\"...\"; give sasl.username and sasl.password instead")
+        out.setdefault("sasl.username", found["username"])
+        out.setdefault("sasl.password", found["password"])
+    return out
+
+
+def consumer_config(bootstrap: tuple[str, ...], consumer: Mapping[str, str], group: str,
+                    secret: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The properties every consumer of this stream uses (driver and tasks)."""
+    base = {"bootstrap.servers": ",".join(bootstrap), "group.id": group}
+    user = {**dict(consumer), **translate(secret if secret is not None else secret_properties())}
+    fixed = {"enable.auto.commit": "false", "enable.auto.offset.store": "false", "auto.offset.reset": "error",
+             "enable.partition.eof": "true"}
+    return {**base, **user, **fixed}
+
+
+def _redact(text: str, config: Mapping[str, str]) -> str:
+    for key, value in config.items():
+        if value and len(value) >= 3 and ("password" in key or "secret" in key or "sasl" in key or "key" in key):
+            text = text.replace(value, "***")
+    return text
+
+
+def open_consumer(config: Mapping[str, str]) -> Any:
+    from confluent_kafka import Consumer, KafkaException
+
+    try:
+        return Consumer(dict(config))
+    except (KafkaException, ValueError, TypeError) as e:
+        raise KafkaError(f"source.kafka.consumer: librdkafka refused the consumer properties: "
+                         f"{_redact(str(e), config)}") from None
+
+
+def partitions(consumer: Any, topics: tuple[str, ...]) -> dict[str, list[int]]:
+    """The partitions of each topic; a topic the broker does not know is an error naming it."""
+    from confluent_kafka import KafkaException
+
+    out = {}
+    for topic in topics:
+        try:
+            md = consumer.list_topics(topic, timeout=METADATA_TIMEOUT)
+        except KafkaException as e:
+            raise KafkaError(f"source.kafka: cannot read the metadata of topic {topic!r}: {e}; "
+                             "check bootstrapServers and the consumer properties") from None
+        tmd = md.topics.get(topic)
+        if tmd is None or tmd.error is not None or not tmd.partitions:
+            why = tmd.error.str() if tmd is not None and tmd.error is not None else "no partitions"
+            raise KafkaError(f"source.kafka.topics: topic {topic!r} is not available on the broker ({why}); "
+                             "create it or fix the name")
+        out[topic] = sorted(tmd.partitions)
+    return out
+
+
+def watermarks(consumer: Any, topics: tuple[str, ...]) -> dict[str, dict[int, Watermarks]]:
+    """Earliest and end offsets of every partition of ``topics``."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    out: dict[str, dict[int, Watermarks]] = {}
+    for topic, parts in partitions(consumer, topics).items():
+        out[topic] = {}
+        for p in parts:
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=METADATA_TIMEOUT)
+            except KafkaException as e:
+                raise KafkaError(f"source.kafka: cannot read the offsets of {topic}/{p}: {e}") from None
+            out[topic][p] = Watermarks(int(low), int(high))
+    return out
+
+
+def commit_group(consumer: Any, positions: Mapping[str, Mapping[int, int]]) -> None:
+    """Record the committed table position as the group's offsets (monitoring only; best effort)."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    offsets = [TopicPartition(t, p, o) for t, ps in positions.items() for p, o in ps.items()]
+    if offsets:
+        with contextlib.suppress(KafkaException):  # monitoring only: the table holds the position
+            consumer.commit(offsets=offsets, asynchronous=False)
+
+
+@dataclass
+class Messages:
+    """One range's messages as columns (plain Python lists from librdkafka, then Arrow)."""
+
+    rng: Range
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    offsets: list[int]
+    timestamps: list[int]  # ms since the epoch
+    headers: list[Any]
+    bytes: int = 0
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def raw_table(self) -> pa.Table:
+        """The columns of ``valueFormat: raw``, in Arrow."""
+        n = len(self.offsets)
+        ts = np.asarray(self.timestamps, dtype=np.int64) * 1000
+        headers = [None if h is None else [{"key": k, "value": v} for k, v in h] for h in self.headers]
+        return pa.table({
+            "key": pa.array(self.keys, pa.binary()),
+            "value": pa.array(self.values, pa.binary()),
+            "topic": pa.repeat(pa.scalar(self.rng.topic, pa.string()), n),
+            "partition": pa.repeat(pa.scalar(self.rng.partition, pa.int32()), n),
+            "offset": pa.array(self.offsets, pa.int64()),
+            "timestamp": pa.array(ts, pa.timestamp("us", tz="UTC")),
+            "headers": pa.array(headers, HEADERS_TYPE),
+        })
+
+
+def read_range(config: Mapping[str, str], rng: Range, stall_seconds: float = READ_STALL_SECONDS,
+               chunk: int = 10_000) -> Messages:
+    """Every message of ``rng`` (offsets missing inside it, such as transaction markers or
+    compacted-away keys, are simply absent)."""
+    from confluent_kafka import KafkaError as CKError
+    from confluent_kafka import TopicPartition
+
+    consumer = open_consumer({**config, "fetch.wait.max.ms": "50"})
+    out = Messages(rng, [], [], [], [], [])
+    try:
+        consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+        last_progress = time.monotonic()
+        next_offset = rng.start
+        while next_offset < rng.end:
+            batch = consumer.consume(num_messages=min(chunk, rng.end - next_offset), timeout=1.0)
+            if not batch and time.monotonic() - last_progress > stall_seconds:
+                raise KafkaError(f"reading {rng}: nothing received for {stall_seconds:.0f} s at offset "
+                                 f"{next_offset}; is the broker reachable?")
+            for m in batch:
+                err = m.error()
+                if err is not None:
+                    if err.code() == CKError._PARTITION_EOF:
+                        if m.offset() >= rng.end:
+                            next_offset = rng.end
+                        continue
+                    if err.code() == CKError.OFFSET_OUT_OF_RANGE:
+                        raise KafkaError(f"reading {rng}: offset {next_offset} is no longer on the broker "
+                                         "(retention passed?); see source.kafka.failOnDataLoss")
+                    raise KafkaError(f"reading {rng}: {err.str()}")
+                off = m.offset()
+                if off >= rng.end:
+                    next_offset = rng.end
+                    break
+                if off < next_offset:
+                    continue
+                key, value = m.key(), m.value()
+                out.keys.append(key)
+                out.values.append(value)
+                out.offsets.append(off)
+                out.timestamps.append(m.timestamp()[1])
+                out.headers.append(m.headers())
+                out.bytes += (len(key) if key else 0) + (len(value) if value else 0)
+                next_offset = off + 1
+                last_progress = time.monotonic()
+    finally:
+        consumer.close()
+    return out

@@ -1,0 +1,255 @@
+"""Kafka messages → table rows, with the load's decoding and per-row error handling.
+
+``valueFormat: json``: the values of one range are joined into JSON lines and
+decoded by the load's JSON-lines decoder (``load.decode``); rows are fitted to the
+table by the load's ``Conformer`` (columns by name, exact casts, NOT NULL), so a
+message that does not parse or convert is a *reject* with its reason, never a
+changed row. ``valueFormat: raw``: the message's own columns (key, value, topic,
+partition, offset, timestamp, headers) go through the same ``Conformer``, so a
+table may declare e.g. ``value`` as ``string`` and get UTF-8 checked.
+
+Upsert tables: key columns the value lacks come from the message key (a JSON
+object supplies columns by name; any other key is the text of the one key
+column), a message without a value (a tombstone) is a delete marker for its
+key, and of several messages for one key in a range only the last (highest
+offset) is written, so rows of equal logical time never need an order inside a
+part. Each reject carries its coordinates (topic, partition, offset).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lading_jobs.load.conform import Conformer, FileError
+from lading_jobs.load.decode import MAX_RAW, Decoded, Piece, decode_json
+from lading_jobs.stream.kafka import Messages
+from lading_jobs.table import format as fmt
+from lading_jobs.table.schema import Column, TableSchema, arrow_type
+
+POS = "__lading_pos"
+"""A column carried through conforming: each row's message index in its range."""
+
+
+@dataclass
+class Rows:
+    """A range decoded: good rows (table columns + ``_lading_diff``) and rejects (dead-letter entries)."""
+
+    table: pa.Table
+    rejects: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _text(data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    text = data.decode("utf-8", errors="backslashreplace")
+    return text if len(text) <= MAX_RAW else text[:MAX_RAW] + "…"
+
+
+def _with_pos(schema: TableSchema) -> TableSchema:
+    return TableSchema((*schema.columns, Column(schema.last_column_id + 1, POS, "bigint", False)))
+
+
+class _Rejects:
+    def __init__(self, msgs: Messages) -> None:
+        self.msgs = msgs
+        self.entries: list[dict[str, Any]] = []
+
+    def add(self, i: int, reason: str, column: str | None = None, record: str | None = None) -> None:
+        m = self.msgs
+        entry: dict[str, Any] = {"topic": m.rng.topic, "partition": m.rng.partition, "offset": m.offsets[i],
+                                 "timestamp": m.timestamps[i], "key": _text(m.keys[i]), "column": column,
+                                 "reason": reason,
+                                 "record": record if record is not None else _text(m.values[i])}
+        self.entries.append(entry)
+
+
+def key_table(keys: list[bytes | None], names: list[str]) -> pa.Table:
+    """Key columns from message keys, one row per message (NULL where the key supplies none)."""
+    n = len(keys)
+    present = [i for i, k in enumerate(keys) if k is not None]
+    if not names:
+        return pa.table({})
+    if present and all(keys[i].lstrip().startswith(b"{") for i in present):  # type: ignore[union-attr]
+        rows: list[dict[str, Any] | None] = [None] * n
+        for i in present:  # keys are small; parsed one by one (numbers stay exact: parsed as text)
+            try:
+                obj = json.loads(keys[i], parse_float=str, parse_int=str)  # type: ignore[arg-type]
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                rows[i] = {k.lower(): v for k, v in obj.items()}
+        cols = {}
+        for name in names:
+            vals = [None if r is None else r.get(name.lower()) for r in rows]
+            cols[name] = pa.array([None if v is None else v if isinstance(v, str) else json.dumps(v)
+                                   for v in vals], pa.string())
+        return pa.table(cols)
+    if len(names) == 1:
+        return pa.table({names[0]: pa.array(keys, pa.binary())})
+    return pa.table({name: pa.nulls(n, pa.string()) for name in names})
+
+
+def _has_column(table: pa.Table, name: str) -> bool:
+    return name.lower() in {c.lower() for c in table.column_names}
+
+
+def _key_from_message(table: pa.Table, name: str, from_key: pa.ChunkedArray) -> pa.Table:
+    """``table`` with key column ``name`` taken from the message key where the value lacks it."""
+    found = [c for c in table.column_names if c.lower() == name.lower()]
+    if not found:
+        return table.append_column(name, from_key)
+    col = table.column(found[0])
+    if not col.null_count:
+        return table
+    try:
+        merged = pc.coalesce(col.cast(pa.string()), from_key.cast(pa.string()))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return table  # a key that is not text: the value's own (NULL) stands, and is checked
+    return table.set_column(table.column_names.index(found[0]), found[0], merged)
+
+
+def _conform(piece: Piece, schema: TableSchema, unit: str, raw: Any, rejects: _Rejects,
+             index: np.ndarray) -> pa.Table | None:
+    """One piece through the load's Conformer; rejects mapped back to their messages."""
+    decoded = Decoded(unit=unit, pieces=[piece], raw=raw)
+    conformer = Conformer(decoded, schema)
+    try:
+        tables = list(conformer.tables())
+    except FileError as e:
+        for pos in piece.positions.tolist():
+            rejects.add(int(index[pos - 1]), str(e))
+        return None
+    for r in conformer.rejects:
+        rejects.add(int(index[r.position - 1]), r.reason, r.column)
+    return pa.concat_tables(tables) if tables else None
+
+
+def _json_pieces(msgs: Messages, rejects: _Rejects) -> tuple[Decoded, np.ndarray]:
+    """The non-empty values as one JSON-lines buffer, decoded; line k is message ``index[k-1]``."""
+    index = []
+    lines = []
+    for i, v in enumerate(msgs.values):
+        if v is None:
+            continue
+        if not v.strip():
+            rejects.add(i, "empty value: expected one JSON object")
+            continue
+        if b"\n" in v or b"\r" in v:  # a pretty-printed object: raw newlines are only whitespace in JSON
+            try:
+                json.loads(v)
+            except ValueError as e:
+                rejects.add(i, f"not a JSON object: {e}")
+                continue
+            v = v.replace(b"\r", b" ").replace(b"\n", b" ")
+        index.append(i)
+        lines.append(v)
+    decoded = decode_json(b"\n".join(lines)) if lines else Decoded(unit="line")
+    return decoded, np.asarray(index, dtype=np.int64)
+
+
+def _values(msgs: Messages, schema: TableSchema, value_format: str, key_columns: tuple[str, ...],
+            keys: pa.Table, rejects: _Rejects) -> Iterator[pa.Table]:
+    """Conformed rows of the messages that have a value (plus ``POS``)."""
+    target = _with_pos(schema)
+    if value_format == "raw":
+        raw = msgs.raw_table()
+        n = raw.num_rows
+        if not n:
+            return
+        identity = np.arange(n, dtype=np.int64)
+        piece = Piece(raw.append_column(POS, pa.array(identity)), identity + 1)
+        table = _conform(piece, target, "row", None, rejects, identity)
+        if table is not None:
+            yield table
+        return
+    decoded, index = _json_pieces(msgs, rejects)
+    for r in decoded.rejects:
+        rejects.add(int(index[r.position - 1]), r.reason, r.column)
+    for piece in decoded.iter_pieces():
+        at = index[piece.positions - 1]
+        t = piece.table
+        for name in key_columns:
+            if name in keys.column_names:
+                t = _key_from_message(t, name, keys.column(name).take(pa.array(at)))
+        table = _conform(Piece(t.append_column(POS, pa.array(at)), piece.positions), target, "line",
+                         decoded.raw, rejects, index)
+        if table is not None:
+            yield table
+
+
+def _tombstones(msgs: Messages, schema: TableSchema, key_columns: tuple[str, ...], keys: pa.Table,
+                rejects: _Rejects) -> pa.Table | None:
+    """Delete markers (upsert) for the messages without a value: key columns from the key."""
+    idx = np.asarray([i for i, v in enumerate(msgs.values) if v is None], dtype=np.int64)
+    if not len(idx):
+        return None
+    key_schema = _with_pos(TableSchema(tuple(c for c in schema.columns if c.name in key_columns)))
+    t = keys.take(pa.array(idx)) if keys.num_columns else pa.table({})
+    keep = np.zeros(len(idx), dtype=bool)
+    for name in key_columns if t.num_columns else ():
+        keep |= np.asarray(pc.is_valid(t.column(name)).to_numpy(zero_copy_only=False), dtype=bool)
+    for i in idx[~keep].tolist():
+        rejects.add(i, "a tombstone (no value) without a key deletes nothing: the key supplies no key column")
+    idx, t = idx[keep], t.filter(pa.array(keep))
+    if not len(idx):
+        return None
+    piece = Piece(t.append_column(POS, pa.array(idx)), np.arange(1, len(idx) + 1, dtype=np.int64))
+    got = _conform(piece, key_schema, "row", None, rejects, idx)
+    if got is None or not got.num_rows:
+        return None
+    n = got.num_rows
+    cols = {c.name: (got.column(c.name) if c.name in key_columns else pa.nulls(n, arrow_type(c.type)))
+            for c in schema.columns}
+    cols[POS] = got.column(POS)
+    cols[fmt.DIFF_COLUMN] = pa.repeat(pa.scalar(-1, pa.int64()), n)
+    return pa.table(cols)
+
+
+def last_per_key(table: pa.Table, key_columns: tuple[str, ...]) -> pa.Table:
+    """Only each key's row with the highest ``POS`` (the latest message)."""
+    if table.num_rows < 2:
+        return table
+    latest = table.group_by(list(key_columns), use_threads=False).aggregate([(POS, "max")])
+    return table.filter(pc.is_in(table.column(POS), value_set=latest.column(f"{POS}_max")))
+
+
+def decode_messages(msgs: Messages, schema: TableSchema, value_format: str, envelope: str,
+                    key_columns: tuple[str, ...]) -> Rows:
+    """The range's rows for the table, in offset order (see the module doc), and its rejects."""
+    rejects = _Rejects(msgs)
+    upsert = envelope == "upsert"
+    keys = key_table(msgs.keys, list(key_columns)) if upsert and value_format == "json" else pa.table({})
+    tables = []
+    for t in _values(msgs, schema, value_format, key_columns if upsert else (), keys, rejects):
+        diff = pa.repeat(pa.scalar(1, pa.int64()), t.num_rows)
+        if upsert and value_format == "raw":  # a raw message without a value deletes its key
+            diff = pc.if_else(pc.is_null(t.column("value")) if "value" in t.column_names
+                              else pa.repeat(pa.scalar(False), t.num_rows), -1, 1).cast(pa.int64())
+        tables.append(t.append_column(fmt.DIFF_COLUMN, diff))
+    if value_format == "json":
+        if upsert:
+            marks = _tombstones(msgs, schema, key_columns, keys, rejects)
+            if marks is not None:
+                tables.append(marks.select(tables[0].column_names).cast(tables[0].schema) if tables else marks)
+        else:
+            for i, v in enumerate(msgs.values):
+                if v is None:
+                    rejects.add(i, "a message without a value (a tombstone) deletes only in an upsert table")
+    names = [c.name for c in schema.columns] + [POS, fmt.DIFF_COLUMN]
+    if tables:
+        table = pa.concat_tables([t.select(names) for t in tables])
+    else:
+        table = pa.schema([pa.field(c.name, arrow_type(c.type)) for c in schema.columns]
+                          + [pa.field(POS, pa.int64()), pa.field(fmt.DIFF_COLUMN, pa.int64())]).empty_table()
+    if upsert:
+        table = last_per_key(table, key_columns)
+    table = table.sort_by(POS).drop_columns([POS])
+    rejects.entries.sort(key=lambda e: e["offset"])
+    return Rows(table, rejects.entries)

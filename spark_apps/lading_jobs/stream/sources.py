@@ -1,0 +1,153 @@
+"""The driver's side of each source: plan a batch from a table snapshot, run its tasks.
+
+``KafkaSource`` asks the broker for each partition's watermarks and turns the
+committed offsets into ranges (``positions``); ``FilesSource`` lists the prefix
+from the late-arrival start key and picks the files the ledger does not hold.
+Both return a ``batch.Plan`` carrying the exact ``sourceProgress`` to commit.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from typing import Any
+
+from lading_jobs import storage as st
+from lading_jobs.load.job import plan_tasks
+from lading_jobs.load.stores import storage_for
+from lading_jobs.stream import kafka as kf
+from lading_jobs.stream import positions as pos
+from lading_jobs.stream.batch import DataLossError, KafkaRead, Outcome, Plan, Target, run_tasks
+from lading_jobs.table.log import Snapshot
+from lading_spec.streamcopy import FilesSource as FilesSpec
+from lading_spec.streamcopy import KafkaSource as KafkaSpec
+
+MAX_FILES_PER_BATCH = 1000
+PENDING_COUNT_LIMIT = 10_000
+"""A listing counts waiting files up to this many, then reports "at least"."""
+DEFAULT_MESSAGE_BYTES = 1024
+"""The message size assumed for ``maxBatchBytes`` until a batch has measured it."""
+
+
+class KafkaSource:
+    kind = "kafka"
+
+    def __init__(self, spec: KafkaSpec, group: str) -> None:
+        self.spec, self.group = spec, group
+        self.config = kf.consumer_config(spec.bootstrap_servers, spec.consumer, group)
+        self.consumer = kf.open_consumer(self.config)
+        self.bytes_per_message: float | None = None
+        self.read = KafkaRead(spec.bootstrap_servers, tuple(sorted(spec.consumer.items())), group,
+                              spec.value_format)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+    def plan(self, snapshot: Snapshot, now_ms: int, time_: int, max_rows: int | None,
+             max_bytes: int | None) -> Plan:
+        topics = self.spec.topics
+        committed = pos.committed_offsets(snapshot.source_progress, topics)
+        marks = kf.watermarks(self.consumer, topics)
+        starts, losses = pos.resolve_starts(topics, marks, committed, self.spec.starting_offsets)
+        skipped = []
+        if losses:
+            if self.spec.fail_on_data_loss:
+                raise DataLossError("; ".join(str(x) for x in losses) + ". Nothing was loaded past them. Set "
+                                    "source.kafka.failOnDataLoss: false to skip to the earliest offsets "
+                                    "the broker still has")
+            starts = pos.skip_lost(starts, losses)
+            skipped = [str(x) for x in losses]
+        limit = max_rows
+        if max_bytes is not None:
+            by_bytes = max(1, int(max_bytes // (self.bytes_per_message or DEFAULT_MESSAGE_BYTES)))
+            limit = by_bytes if limit is None else min(limit, by_bytes)
+        ranges = pos.plan_ranges(starts, marks, limit)
+        ends = pos.ends_after(starts, ranges)
+        taken = sum(r.count for r in ranges)
+        describe = ", ".join(str(r) for r in ranges) or "(no new messages)"
+        end = {f"{t}:{p}": o for t, ps in sorted(ends.items()) for p, o in sorted(ps.items())}
+        return Plan(snapshot, time_, pos.progress_entries(ends, committed), describe, ranges=ranges,
+                    full=limit is not None and taken >= limit, lag=pos.lag(ends, marks), skipped=skipped,
+                    end=end)
+
+    def run(self, spark: Any, target: Target, plan: Plan) -> list[Outcome]:
+        tasks = pos.split_ranges(plan.ranges, _task_rows())
+        outcomes = run_tasks(spark, target, self.read, tasks, "kafka")
+        read = sum(o.read for o in outcomes)
+        if read:
+            self.bytes_per_message = sum(o.bytes for o in outcomes) / read
+        return outcomes
+
+    def after_commit(self, plan: Plan) -> None:
+        kf.commit_group(self.consumer, {t: {int(p): o for p, o in offsets.items()}
+                                        for t, offsets in ((k[len(pos.KAFKA_PREFIX):], v)
+                                                           for k, v in plan.progress.items()
+                                                           if k.startswith(pos.KAFKA_PREFIX))})
+
+
+def _task_rows() -> int:
+    from lading_jobs.stream import batch
+
+    return batch.TASK_ROWS
+
+
+def _visible(o: st.ObjectInfo, pattern: str | None) -> bool:
+    name = o.uri.rsplit("/", 1)[-1]
+    if name.startswith(("_", ".")) or st.STAGING_DIR in o.uri:
+        return False
+    return not pattern or fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(o.uri, pattern)
+
+
+class FilesSource:
+    kind = "files"
+
+    def __init__(self, spec: FilesSpec, settings: st.S3Settings) -> None:
+        self.spec, self.settings = spec, settings
+        self.prefix = spec.uri if spec.uri.endswith("/") else spec.uri + "/"
+        self.key = pos.files_key(self.prefix)
+        self.storage = storage_for(self.prefix, settings)
+        self.reported: set[tuple[str, str]] = set()
+        self.rewritten_total = 0
+
+    def close(self) -> None:
+        pass
+
+    def progress_of(self, snapshot: Snapshot | None) -> pos.FilesProgress:
+        return pos.FilesProgress.from_dict(None if snapshot is None else snapshot.source_progress.get(self.key))
+
+    def choose(self, snapshot: Snapshot | None, now_ms: int, max_bytes: int | None) -> pos.FileChoice:
+        progress = self.progress_of(snapshot)
+        window = int(self.spec.late_arrival * 1000)
+        start = pos.listing_start(progress, now_ms, window)
+        listed = (o for o in self.storage.list_objects_after(self.prefix, start) if _visible(o, self.spec.pattern))
+        ledger = snapshot.ledger if snapshot is not None else {}
+        choice = pos.choose_files(listed, ledger, max_bytes, MAX_FILES_PER_BATCH, PENDING_COUNT_LIMIT)
+        for o in choice.rewritten:
+            if (o.uri, o.etag) not in self.reported:
+                self.reported.add((o.uri, o.etag))
+                self.rewritten_total += 1
+        return choice
+
+    def plan_files(self, snapshot: Snapshot, choice: pos.FileChoice, now_ms: int, time_: int) -> Plan:
+        progress = self.progress_of(snapshot)
+        window = int(self.spec.late_arrival * 1000)
+        after = pos.advance(progress, [o.uri for o in choice.batch], now_ms, window) if choice.batch else progress
+        entries = {self.key: after.to_dict()} if choice.batch or self.key not in snapshot.source_progress else {}
+        first, last = (choice.batch[0].uri, choice.batch[-1].uri) if choice.batch else ("", "")
+        describe = (f"{len(choice.batch)} files {first} .. {last}" if len(choice.batch) > 1 else first) \
+            or "(no new files)"
+        return Plan(snapshot, time_, entries, describe, files=list(choice.batch),
+                    full=choice.pending > 0, pending_files=choice.pending,
+                    rewritten=[o.uri for o in choice.rewritten],
+                    lag={"files": choice.pending}, end={"files": after.files, "highWater": after.high_water})
+
+    def run(self, spark: Any, target: Target, plan: Plan) -> list[Outcome]:
+        tasks = plan_tasks(plan.files, self.spec.format, self.settings)
+        return run_tasks(spark, target, (self.spec.format, self.spec.options), tasks, "files")
+
+    def after_commit(self, plan: Plan) -> None:
+        pass
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
