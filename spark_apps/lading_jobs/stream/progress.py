@@ -26,6 +26,7 @@ class Progress:
     """The document, updated by the loop, read by the server (thread-safe)."""
 
     def __init__(self, run_id: str, source: str) -> None:
+        self.port: int | None = None  # where the server listens, once it does
         self._lock = threading.Lock()
         self._doc: dict[str, Any] = {"kind": "StreamProgress", "runId": run_id, "state": "starting",
                                      "source": source, "rowsTotal": 0, "batches": 0, "tableVersion": None,
@@ -70,6 +71,7 @@ class ProgressServer:
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
         self.port = int(self.httpd.server_address[1])
+        progress.port = self.port
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="lading-progress-http", daemon=True)
         self.thread.start()
 
