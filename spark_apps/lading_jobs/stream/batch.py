@@ -79,7 +79,7 @@ class Outcome:
     index: int
     where: str  # the range (topic/partition@a..b) or the file
     read: int = 0
-    good: int = 0
+    good: int = 0  # records loaded (an upsert range writes one row per key: maybe fewer)
     rejected: int = 0
     bytes: int = 0
     first_errors: list[dict[str, Any]] = field(default_factory=list)
@@ -176,7 +176,7 @@ def run_range(target: Target, source: KafkaRead, index: int, rng: pos.Range) -> 
     msgs = kf.read_range(config, rng)
     schema = target.schema
     rows = decode_messages(msgs, schema, source.value_format, target.envelope, target.key_columns)
-    out = Outcome(index, str(rng), read=len(msgs), good=rows.table.num_rows, rejected=len(rows.rejects),
+    out = Outcome(index, str(rng), read=len(msgs), good=len(msgs) - len(rows.rejects), rejected=len(rows.rejects),
                   bytes=msgs.bytes, first_errors=rows.rejects[:FIRST_ERRORS])
     storage = storage_for(target.table_uri, target.settings)
     written: list[writer.WrittenPart] = []

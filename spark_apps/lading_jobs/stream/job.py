@@ -32,6 +32,7 @@ from lading_jobs.load.infer import infer_schema
 from lading_jobs.load.stores import storage_for
 from lading_jobs.stream import batch as bt
 from lading_jobs.stream import kafka as kf
+from lading_jobs.stream import positions as pos
 from lading_jobs.stream.progress import Progress, ProgressServer, iso
 from lading_jobs.stream.sources import FilesSource, KafkaSource, now_ms
 from lading_jobs.table import format as fmt
@@ -120,6 +121,23 @@ class Stream:
 
     def close(self) -> None:
         self.source.close()
+
+    def resume(self) -> None:
+        """Progress starts from what the table holds (counters and position), not from zero."""
+        if self.log is None:
+            return
+        snap = self.log.snapshot()
+        counters = snap.source_progress.get(self.key) or {}
+        if isinstance(self.source, KafkaSource):
+            committed = pos.committed_offsets(snap.source_progress, self.source.spec.topics)
+            offsets: dict[str, int] = {f"{t}:{p}": o for t, ps in sorted(committed.items()) for p, o in sorted(ps.items())}
+            self.position = dict(offsets)
+        else:
+            offsets = {"files": self.source.progress_of(snap).files}
+        last = counters.get("lastBatchTime")
+        self.progress.update(rowsTotal=int(counters.get("rowsTotal", 0)), batches=int(counters.get("batches", 0)),
+                             tableVersion=snap.version, upper=snap.upper, offsets=offsets,
+                             lastBatch={"time": iso(last)} if isinstance(last, int) else None)
 
     # -- planning ----------------------------------------------------------------------
     def _ensure_table(self, first: st.ObjectInfo | None) -> TableLog:
@@ -270,6 +288,7 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
     base: dict[str, Any] = {"runId": doc.run_id, "destination": stream.table_uri}
     try:
         stream.sweep()
+        stream.resume()
         progress.update(state="running")
         next_cut = time.monotonic()
         while not cancel.is_set():

@@ -71,29 +71,35 @@ class _Rejects:
 
 
 def key_table(keys: list[bytes | None], names: list[str]) -> pa.Table:
-    """Key columns from message keys, one row per message (NULL where the key supplies none)."""
-    n = len(keys)
-    present = [i for i, k in enumerate(keys) if k is not None]
+    """Key columns from message keys as text, one row per message (NULL where the key supplies none).
+
+    A key that is a JSON object supplies columns by name (numbers keep their text);
+    any other key is the text of the single key column. Keys are small, so they are
+    read one by one; the Conformer casts the text to the columns' types.
+    """
     if not names:
         return pa.table({})
-    if present and all(keys[i].lstrip().startswith(b"{") for i in present):  # type: ignore[union-attr]
-        rows: list[dict[str, Any] | None] = [None] * n
-        for i in present:  # keys are small; parsed one by one (numbers stay exact: parsed as text)
+    cols: dict[str, list[str | None]] = {name: [None] * len(keys) for name in names}
+    folded = {name.lower(): name for name in names}
+    for i, k in enumerate(keys):
+        if k is None:
+            continue
+        if k.lstrip().startswith(b"{"):
             try:
-                obj = json.loads(keys[i], parse_float=str, parse_int=str)  # type: ignore[arg-type]
+                obj = json.loads(k, parse_float=str, parse_int=str)
             except ValueError:
                 continue
             if isinstance(obj, dict):
-                rows[i] = {k.lower(): v for k, v in obj.items()}
-        cols = {}
-        for name in names:
-            vals = [None if r is None else r.get(name.lower()) for r in rows]
-            cols[name] = pa.array([None if v is None else v if isinstance(v, str) else json.dumps(v)
-                                   for v in vals], pa.string())
-        return pa.table(cols)
-    if len(names) == 1:
-        return pa.table({names[0]: pa.array(keys, pa.binary())})
-    return pa.table({name: pa.nulls(n, pa.string()) for name in names})
+                for field_name, v in obj.items():
+                    name = folded.get(str(field_name).lower())
+                    if name is not None and v is not None:
+                        cols[name][i] = v if isinstance(v, str) else json.dumps(v)
+        elif len(names) == 1:
+            try:
+                cols[names[0]][i] = k.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+    return pa.table({name: pa.array(values, pa.string()) for name, values in cols.items()})
 
 
 def _has_column(table: pa.Table, name: str) -> bool:

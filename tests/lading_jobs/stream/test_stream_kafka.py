@@ -1,0 +1,230 @@
+"""StreamCopy from Kafka end to end, in this process: tansu, the shared local Spark, file:// tables.
+
+What is loaded is read back through the table (consolidated by envelope), what is
+committed from the table log, what the driver says from its HTTP progress.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from support.kafka import produce
+
+from lading_jobs import storage as st
+from lading_jobs.stream.job import Stopped, Stream, run_stream
+from lading_jobs.stream.progress import Progress
+from lading_jobs.table import format as fmt
+from lading_jobs.table.log import TableLog
+from lading_jobs.table.reader import read_table
+from lading_spec.job import JobDocument
+from lading_spec.streamcopy import parse_streamcopy
+from lading_spec.streamprogress import parse_progress, status_fields
+
+pytestmark = [pytest.mark.spark]
+
+ORDERS = [{"name": "id", "type": "bigint", "nullable": False}, {"name": "customer", "type": "string"},
+          {"name": "amount", "type": "decimal(12,2)"}]
+
+
+def job(spec: dict[str, Any], name: str = "s", generation: int = 1) -> JobDocument:
+    return JobDocument("StreamCopy", "ns", name, "uid", generation, f"{name}-{generation}",
+                       dt.datetime.now(dt.UTC), spec)
+
+
+def kafka_spec(kafka: str, topics: list[str], table: str, **more: Any) -> dict[str, Any]:
+    source = {"bootstrapServers": [kafka], "topics": topics, "startingOffsets": "earliest",
+              **more.pop("source", {})}
+    return {"source": {"kafka": source}, "target": {"table": table, **more.pop("target", {})}, **more}
+
+
+def stream_commits(uri: str) -> list[dict[str, Any]]:
+    storage = st.open_storage(uri)
+    out = []
+    v = 1
+    while (info := storage.head(fmt.commit_uri(uri, v))) is not None:
+        entry = json.loads(storage.read(info.uri))
+        if entry["operation"] == "stream":
+            out.append(entry)
+        v += 1
+    return out
+
+
+def test_json_upsert_keys_from_the_message_key_tombstones_and_group_offsets(
+        spark: Any, kafka: str, make_topic: Any, file_uri: Any) -> None:
+    topic = make_topic(partitions=2)
+    table = file_uri("orders/")
+    msgs = [(i % 2, str(i).encode(), json.dumps({"id": i, "customer": f"c{i}", "amount": f"{i}.25"}).encode())
+            for i in range(10)]
+    msgs += [(1, b"3", json.dumps({"customer": "c3-new", "amount": 99}).encode()),  # id from the key
+             (0, b"4", None),  # a tombstone: deletes 4
+             (1, b'{"id": 7}', json.dumps({"customer": "c7-new"}).encode())]  # a JSON key names the column
+    produce(kafka, topic, msgs)
+    spec = kafka_spec(kafka, [topic], table, target={"envelope": "upsert", "keyColumns": ["id"], "schema": ORDERS})
+    out = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert out["rows"] == 13 and out["batches"] == 1, out  # messages loaded, the tombstone included
+    rows = {r["id"]: (r["customer"], str(r["amount"]) if r["amount"] is not None else None)
+            for r in read_table(spark, table).collect()}
+    expected = {i: (f"c{i}", f"{i}.25") for i in range(10) if i != 4}
+    expected[3] = ("c3-new", "99.00")
+    expected[7] = ("c7-new", None)
+    assert rows == expected
+    assert out["offsets"] == {f"{topic}:0": 6, f"{topic}:1": 7}
+    # the group's offsets, committed after the table commit, for monitoring tools
+    c = Consumer({"bootstrap.servers": kafka, "group.id": "lading.ns.s"})
+    try:
+        committed = c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
+    finally:
+        c.close()
+    assert [tp.offset for tp in committed] == [6, 7]
+    # nothing new: a second run commits nothing and loads nothing
+    again = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert again["rows"] == 0 and again["batches"] == 1
+
+
+def test_raw_format_latest_then_a_topic_added_by_a_spec_change(spark: Any, kafka: str, make_topic: Any,
+                                                               file_uri: Any) -> None:
+    t1, t2 = make_topic(partitions=1), make_topic(partitions=1)
+    table = file_uri("raw/")
+    produce(kafka, t1, [(0, b"old", b"before the stream")])
+    produce(kafka, t2, [(0, b"old2", b"before the topic was added")])
+    spec = kafka_spec(kafka, [t1], table, source={"valueFormat": "raw", "startingOffsets": "latest"})
+    first = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert first["rows"] == 0 and first["offsets"] == {f"{t1}:0": 1}  # latest, pinned by the first commit
+    produce(kafka, t1, [(0, b"k1", b"v1")])
+    produce(kafka, t2, [(0, b"k2", b"v2")])
+    spec2 = kafka_spec(kafka, [t1, t2], table, source={"valueFormat": "raw", "startingOffsets": "earliest"})
+    second = run_stream(spark, job(spec2, generation=2), once=True, progress_port=None)
+    assert second["offsets"] == {f"{t1}:0": 2, f"{t2}:0": 2}
+    got = sorted((r["topic"], r["offset"], r["key"], r["value"]) for r in read_table(spark, table).collect())
+    # t1 resumes from its committed offset (startingOffsets is not read again); t2, new, from earliest
+    assert got == sorted([(t1, 1, b"k1", b"v1"), (t2, 0, b"old2", b"before the topic was added"),
+                          (t2, 1, b"k2", b"v2")])
+
+
+def test_too_many_bad_rows_fail_the_batch_and_a_higher_limit_resumes_from_the_same_offsets(
+        spark: Any, kafka: str, make_topic: Any, file_uri: Any) -> None:
+    topic = make_topic(partitions=1)
+    table, dead = file_uri("t/"), file_uri("dead/")
+    good = [(0, None, json.dumps({"id": i, "customer": "c", "amount": 1}).encode()) for i in range(10)]
+    bad = [(0, None, b"{not json"), (0, None, json.dumps({"id": "x"}).encode()),
+           (0, None, json.dumps({"id": 1, "amount": "12345678901234567"}).encode())]
+    produce(kafka, topic, good[:5] + bad + good[5:])
+    spec = kafka_spec(kafka, [topic], table, target={"schema": ORDERS}, maxErrorNumber=2, deadLetter=dead)
+    out = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert out["reason"] == "TooManyErrors" and out["batch"] == f"{topic}/0@0..12", out
+    assert f"batch {topic}/0@0..12: 3 rejected rows exceed maxErrorNumber 2" in out["error"]
+    assert f"{topic}/0@5: not a JSON object" in out["error"]
+    assert not stream_commits(table)  # nothing of the batch committed
+    assert TableLog.open_existing(table).snapshot().rows == 0
+    letters = sorted(Path(dead[len("file://"):]).rglob("*.jsonl"))
+    records = [json.loads(line) for f in letters for line in f.read_text().splitlines()]
+    assert [(r["topic"], r["partition"], r["offset"]) for r in records] == [(topic, 0, 5), (topic, 0, 6),
+                                                                              (topic, 0, 7)]
+    assert records[0]["record"] == "{not json" and records[1]["column"] == "id"
+    assert records[2]["column"] == "amount" and "decimal(12,2)" in records[2]["reason"]
+    # the operator's fix: a new spec with a higher limit; the same offsets load, the bad rows go aside again
+    spec["maxErrorNumber"] = 3
+    again = run_stream(spark, job(spec, generation=2), once=True, progress_port=None)
+    assert again["rows"] == 10 and again["offsets"] == {f"{topic}:0": 13}, again
+    assert sorted(r["id"] for r in read_table(spark, table).collect()) == list(range(10))
+    assert len(sorted(Path(dead[len("file://"):]).rglob("*.jsonl"))) == 2
+
+
+def test_time_flush_advances_upper_without_data_and_progress_is_served(
+        spark: Any, kafka: str, make_topic: Any, file_uri: Any, progress_env: None) -> None:
+    topic = make_topic(partitions=2)
+    table = file_uri("quiet/")
+    spec = kafka_spec(kafka, [topic], table, target={"schema": ORDERS}, batching={"maxBatchInterval": "300ms"})
+    cancel = threading.Event()
+    progress = Progress("run", "kafka")
+    served: list[dict[str, Any]] = []
+
+    def on_batch(result: Any, doc: dict[str, Any]) -> None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{progress.port}/progress", timeout=10) as r:
+            served.append(parse_progress(r.read()))
+        if doc["batches"] >= 4:
+            cancel.set()
+
+    out = run_stream(spark, job(spec), cancel=cancel, on_batch=on_batch, progress_port=0, progress=progress)
+    assert out["cancelled"] is True and out["batches"] == 4
+    commits = stream_commits(table)
+    assert len(commits) == 4 and not any("add" in c for c in commits)
+    uppers = [c["upper"] for c in commits]
+    assert uppers == sorted(uppers) and len(set(uppers)) == 4  # every interval moved the frontier
+    assert (uppers[-1] - uppers[0]) >= 3 * 300 - 50  # wall-clock ms, with the loop's own spacing
+    assert TableLog.open_existing(table).snapshot().upper == uppers[-1]
+    assert [s["batches"] for s in served] == [1, 2, 3, 4]
+    last = served[-1]
+    assert last["state"] == "running" and last["upper"] == uppers[-1] and last["lastBatch"]["rows"] == 0
+    assert status_fields(last) == {"rowsTotal": 0, "batches": 4, "lag": 0, "lastBatchTime": last["lastBatch"]["time"],
+                                   "offsets": {f"{topic}:0": 0, f"{topic}:1": 0}}
+
+
+def test_suspend_drops_the_running_batch_and_resume_with_a_new_spec_loses_nothing(
+        spark: Any, kafka: str, make_topic: Any, file_uri: Any) -> None:
+    topic = make_topic(partitions=2)
+    table = file_uri("susp/")
+    produce(kafka, topic, [(i % 2, None, json.dumps({"id": i}).encode()) for i in range(400)])
+    spec = kafka_spec(kafka, [topic], table, target={"schema": ORDERS},
+                      batching={"maxBatchInterval": "200ms", "maxBatchRows": 100})
+    cancel = threading.Event()
+    batches: list[int] = []
+
+    def stop_during_the_next_job(result: Any, doc: dict[str, Any]) -> None:
+        batches.append(result.rows)
+        if len(batches) == 2:  # suspend while batch 3's Spark job runs: it is dropped, not half committed
+            sc = spark.sparkContext
+
+            def watch() -> None:
+                while not sc.statusTracker().getActiveJobsIds():
+                    threading.Event().wait(0.02)  # polling Spark for the condition
+                cancel.set()
+                sc.cancelAllJobs()
+
+            threading.Thread(target=watch, daemon=True).start()
+
+    out = run_stream(spark, job(spec), cancel=cancel, on_batch=stop_during_the_next_job, progress_port=None)
+    # batch 3 was dropped (the usual case) or, had its job finished first, committed whole: never half
+    assert out["cancelled"] is True and out["batches"] in (2, 3) and batches[:2] == [100, 100], out
+    done = 100 * out["batches"]
+    assert TableLog.open_existing(table).snapshot().rows == done
+    assert not st.open_storage(table).list_pending_uploads(table)
+    # resume with a changed spec (a new generation): the rest, once
+    spec["batching"] = {"maxBatchInterval": "200ms", "maxBatchRows": 150}
+    produce(kafka, topic, [(i % 2, None, json.dumps({"id": i}).encode()) for i in range(400, 500)])
+    again = run_stream(spark, job(spec, generation=2), once=True, progress_port=None)
+    assert again["rows"] == 500 - done and again["offsets"] == {f"{topic}:0": 250, f"{topic}:1": 250}
+    ids = [r["id"] for r in read_table(spark, table).collect()]
+    assert sorted(ids) == list(range(500))
+
+
+def test_two_drivers_on_one_table_the_second_commit_loses_and_stops(spark: Any, kafka: str, make_topic: Any,
+                                                                    file_uri: Any) -> None:
+    topic = make_topic(partitions=1)
+    table = file_uri("two/")
+    produce(kafka, topic, [(0, None, json.dumps({"id": i}).encode()) for i in range(20)])
+    spec = kafka_spec(kafka, [topic], table, target={"schema": ORDERS})
+    parsed = parse_streamcopy(spec)
+    old = Stream(spark, job(spec, generation=1), parsed, Progress("old", "kafka"))
+    new = Stream(spark, job(spec, generation=2), parsed, Progress("new", "kafka"))
+    try:
+        plan_old, plan_new = old.plan(), new.plan()  # both see the same committed position
+        assert plan_old is not None and plan_new is not None and plan_old.describe == plan_new.describe
+        never = threading.Event()
+        new.run_batch(plan_new, never)
+        with pytest.raises(Stopped) as lost:
+            old.run_batch(plan_old, never)
+    finally:
+        old.close()
+        new.close()
+    assert lost.value.reason == "SourceConflict" and "progressed concurrently" in str(lost.value)
+    assert sorted(r["id"] for r in read_table(spark, table).collect()) == list(range(20))
+    assert len(stream_commits(table)) == 1
+    assert not st.open_storage(table).list_pending_uploads(table)
