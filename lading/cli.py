@@ -1,10 +1,11 @@
 """The ``lading`` command: ``lading run FILE.yaml`` and ``lading render FILE.yaml``.
 
-``run`` takes the same CopyJob or Compaction manifest a user would ``kubectl
+``run`` takes the same CopyJob, StreamCopy or Compaction manifest a user would ``kubectl
 apply`` and runs it on local Spark (operator-only fields such as ``schedule`` are
 ignored), with a progress bar on a terminal, ending as PostgreSQL does with
 ``COPY <rows>`` and where the manifest is (a Compaction: ``COMPACT`` and a
-summary line). S3 is found through the standard ``AWS_*``
+summary line; a StreamCopy: its stream until Ctrl-C, or with ``--once`` until the
+source holds nothing new, one line per batch). S3 is found through the standard ``AWS_*``
 environment (``AWS_ENDPOINT_URL`` included). ``render`` prints the
 SparkApplication the operator would create (``lading_operator.render_cli``).
 """
@@ -141,11 +142,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         bars.append(ProgressBar(spark))
         return bars[-1].counters
 
+    options = None
+    if doc.kind == "StreamCopy":
+        show_progress = False  # one line per batch instead of a bar
+        options = {"once": args.once, "on_batch": _batch_line, "progress_port": args.progress_port,
+                   "progress_host": "127.0.0.1"}
     try:
-        out = execute(doc, spark_factory, cancellation, progress_factory)
+        out = execute(doc, spark_factory, cancellation, progress_factory, options)
     finally:
         for bar in bars:
             bar.close()
+    if doc.kind == "StreamCopy":
+        return _stream_outcome(out, args)
     if args.json:
         print(json.dumps(out, sort_keys=True))
     if "rows" in out and "error" not in out:
@@ -179,6 +187,34 @@ def compaction_summary(out: dict[str, Any]) -> str:
         line += (f"; retention {verb} {ret.get('partsDeleted', 0) + ret.get('orphansDeleted', 0)} parts "
                  f"({_human(ret.get('bytesDeleted', 0))}), aborted {ret.get('uploadsAborted', 0)} uploads")
     return line
+
+
+def _batch_line(result: Any, progress: dict[str, Any]) -> None:
+    """The live line of ``lading run`` for one committed stream batch."""
+    lag = (progress.get("lag") or {}).get("total", 0)
+    at_least = "≥" if (progress.get("lag") or {}).get("atLeast") else ""
+    print(f"batch {progress['batches']}: {result.rows:,} rows in {result.seconds:.2f} s, lag {at_least}{lag:,}, "
+          f"{result.rejected:,} rejected, table v{result.version}, {progress['rowsTotal']:,} rows in all",
+          file=sys.stderr, flush=True)
+
+
+def _stream_outcome(out: dict[str, Any], args: argparse.Namespace) -> int:
+    from lading_jobs import result as results
+
+    if args.json:
+        print(json.dumps(out, sort_keys=True))
+    if "error" in out:
+        print(f"lading: ERROR: {out['error']}", file=sys.stderr)
+        return 1
+    if not args.json:
+        offsets = ", ".join(f"{k}={v}" for k, v in sorted((out.get("offsets") or {}).items()))
+        if "rows" in out:
+            print(f"STREAM {out['rows']}")
+        else:
+            print("lading: stopped; the next run resumes from the committed position", file=sys.stderr)
+        print(f"{out.get('rowsTotal', 0)} rows in {out.get('batches', 0)} batches in all, table "
+              f"v{out.get('tableVersion')} at {out.get('destination')}; position {offsets or '-'}")
+    return results.EXIT_OK if "rows" in out or out.get("cancelled") else 1
 
 
 def write_sample_orders(prefix: str, rows: int, files: int = 4, seed: int = 42) -> list[str]:
@@ -241,13 +277,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_render(argv[1:])
     p = argparse.ArgumentParser(prog="lading", description="Move data with Spark: COPY to and from S3.")
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a CopyJob or Compaction manifest on local Spark")
+    run = sub.add_parser("run", help="run a CopyJob, StreamCopy or Compaction manifest on local Spark")
     run.add_argument("file", help="a YAML manifest (the file you would kubectl apply); - for stdin")
     run.add_argument("--master", default=os.environ.get("LADING_SPARK_MASTER", "local[*]"),
                      help="Spark master (default local[*])")
     run.add_argument("--run-id", default=None, help="run id (default: derived from the name and time)")
     run.add_argument("--json", action="store_true", help="print the result as JSON instead of COPY <rows>")
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    run.add_argument("--once", action="store_true",
+                     help="StreamCopy: load what the source holds now, then exit (default: run until Ctrl-C)")
+    run.add_argument("--progress-port", type=int, default=None,
+                     help="StreamCopy: serve the progress JSON on this port of 127.0.0.1 (default: none)")
     sub.add_parser("render", help="print the SparkApplication the operator would create (lading render -h)")
     sample = sub.add_parser("sample-data", help="write the sample orders dataset (Parquet) the examples read")
     sample.add_argument("prefix", help="where, e.g. s3://lading-demo/raw/orders/ or file:///tmp/orders/")

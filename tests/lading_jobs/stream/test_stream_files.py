@@ -1,0 +1,106 @@
+"""StreamCopy from files arriving under a prefix: once each, in key order, late arrivals, rewrites,
+bad rows; and ``lading run --once`` with its line per batch. file:// prefixes, the shared Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lading import cli
+from lading_jobs.stream.job import run_stream
+from lading_jobs.table.log import TableLog
+from lading_jobs.table.reader import read_table
+from lading_spec.job import JobDocument
+
+pytestmark = [pytest.mark.spark]
+
+
+def job(spec: dict[str, Any], generation: int = 1) -> JobDocument:
+    return JobDocument("StreamCopy", "ns", "files", "uid", generation, f"files-{generation}",
+                       dt.datetime.now(dt.UTC), spec)
+
+
+def put(root: Path, name: str, text: str) -> None:
+    """Write beside, then rename into place (what a producer on a local prefix must do)."""
+    tmp = root / f".{name}.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, root / name)
+
+
+def test_files_load_once_in_key_order_late_arrivals_and_rewrites_reported(spark: Any, tmp_path: Path,
+                                                                          file_uri: Any) -> None:
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    table = file_uri("t/")
+    for name in ("b.csv", "c.csv"):
+        put(landing, name, f"id,name\n1,{name}\n2,{name}\n")
+    put(landing, "_SUCCESS", "")  # hidden names never load
+    put(landing, "notes.txt", "not a csv")  # outside the pattern
+    spec = {"source": {"files": {"uri": file_uri("landing/"), "pattern": "*.csv", "format": "csv",
+                                 "options": {"header": True}}},
+            "target": {"table": table}, "batching": {"maxBatchBytes": "20B"}}
+    first = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert first["rows"] == 4 and first["batches"] == 2 and first["offsets"] == {"files": 2}, first  # 1 file a batch
+    schema = TableLog.open_existing(table).snapshot().schema  # inferred from the first file
+    assert schema.names == ["id", "name"]
+    # a late file (its name sorts before the high-water mark) still loads; a rewritten one is only reported
+    put(landing, "a-late.csv", "id,name\n3,late\n")
+    put(landing, "b.csv", "id,name\n1,changed\n2,changed\n9,changed\n")
+    put(landing, "d.csv", "id,name\n4,d\n")
+    second = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert second["rows"] == 2 and second["offsets"] == {"files": 4}, second
+    rows = sorted((r["id"], r["name"]) for r in read_table(spark, table).collect())
+    assert rows == [(1, "b.csv"), (1, "c.csv"), (2, "b.csv"), (2, "c.csv"), (3, "late"), (4, "d")]
+    snap = TableLog.open_existing(table).snapshot()
+    assert sorted(u.rsplit("/", 1)[-1] for u in snap.ledger) == ["a-late.csv", "b.csv", "c.csv", "d.csv"]
+    progress = snap.source_progress[f"files:{file_uri('landing/')}"]
+    assert progress["highWater"].endswith("/d.csv") and progress["files"] == 4
+
+
+def test_bad_rows_in_files_go_to_the_dead_letter_with_file_and_line(spark: Any, tmp_path: Path,
+                                                                     file_uri: Any) -> None:
+    landing = tmp_path / "in"
+    landing.mkdir()
+    body = "\n".join([json.dumps({"id": 1}), "{broken", json.dumps({"id": "two"}), json.dumps({"id": 3})])
+    (landing / "x.json.gz").write_bytes(gzip.compress(body.encode()))
+    spec = {"source": {"files": {"uri": file_uri("in/"), "format": "json", "options": {"compression": "gzip"}}},
+            "target": {"table": file_uri("t/"), "schema": [{"name": "id", "type": "bigint"}]},
+            "maxErrorNumber": 1, "deadLetter": file_uri("dead/")}
+    out = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert out["reason"] == "TooManyErrors" and "x.json.gz line 2" in out["error"], out
+    letters = list((tmp_path / "dead").rglob("*.jsonl"))
+    entries = [json.loads(line) for f in letters for line in f.read_text().splitlines()]
+    assert [(e["file"].rsplit("/", 1)[-1], e["line"]) for e in entries] == [("x.json.gz", 2), ("x.json.gz", 3)]
+    assert entries[1]["column"] == "id" and entries[1]["record"] == '{"id": "two"}'
+    spec["maxErrorNumber"] = 2
+    again = run_stream(spark, job(spec, 2), once=True, progress_port=None)
+    assert again["rows"] == 2 and sorted(r["id"] for r in read_table(spark, file_uri("t/")).collect()) == [1, 3]
+
+
+def test_lading_run_once_prints_a_line_per_batch(spark: Any, tmp_path: Path, file_uri: Any,
+                                                 capsys: pytest.CaptureFixture[str], keep_signals: None) -> None:
+    landing = tmp_path / "in"
+    landing.mkdir()
+    for i in range(3):
+        put(landing, f"{i}.json", json.dumps({"id": i}) + "\n")
+    manifest = tmp_path / "streamcopy.yaml"
+    manifest.write_text(f"""apiVersion: lading.io/v1alpha1
+kind: StreamCopy
+metadata: {{name: local}}
+spec:
+  source: {{files: {{uri: "{file_uri('in/')}", format: json}}}}
+  target: {{table: "{file_uri('t/')}", schema: [{{name: id, type: bigint}}]}}
+  batching: {{maxBatchBytes: 8B}}
+""")
+    assert cli.main(["run", str(manifest), "--once", "--master", "local[2]"]) == 0
+    captured = capsys.readouterr()
+    lines = [ln for ln in captured.err.splitlines() if ln.startswith("batch ")]
+    assert [ln.split(":")[0] for ln in lines] == ["batch 1", "batch 2", "batch 3"], captured.err
+    assert "1 rows in" in lines[0] and "lag 2" in lines[0] and "lag 0" in lines[2]
+    assert captured.out.splitlines()[0] == "STREAM 3"
