@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lading_spec.errors import SpecError
@@ -143,12 +143,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         return bars[-1].counters
 
     options = None
+    listener = None
     if doc.kind == "StreamCopy":
         show_progress = False  # one line per batch instead of a bar
-        options = {"once": args.once, "on_batch": _batch_line, "progress_port": args.progress_port,
-                   "progress_host": "127.0.0.1"}
+        options = {"once": args.once, "progress_port": args.progress_port, "progress_host": "127.0.0.1"}
+        listener = _batch_line
     try:
-        out = execute(doc, spark_factory, cancellation, progress_factory, options)
+        out = execute(doc, spark_factory, cancellation, progress_factory, listener=listener, options=options)
     finally:
         for bar in bars:
             bar.close()
@@ -189,13 +190,14 @@ def compaction_summary(out: dict[str, Any]) -> str:
     return line
 
 
-def _batch_line(result: Any, progress: dict[str, Any]) -> None:
-    """The live line of ``lading run`` for one committed stream batch."""
+def _batch_line(reported: Mapping[str, Any]) -> None:
+    """The live line of ``lading run`` for one committed stream batch (from the engine's report)."""
+    batch, progress = reported.get("batch") or {}, reported.get("progress") or {}
     lag = (progress.get("lag") or {}).get("total", 0)
     at_least = "≥" if (progress.get("lag") or {}).get("atLeast") else ""
-    print(f"batch {progress['batches']}: {result.rows:,} rows in {result.seconds:.2f} s, lag {at_least}{lag:,}, "
-          f"{result.rejected:,} rejected, table v{result.version}, {progress['rowsTotal']:,} rows in all",
-          file=sys.stderr, flush=True)
+    print(f"batch {progress.get('batches')}: {batch.get('rows', 0):,} rows in {batch.get('seconds', 0):.2f} s, "
+          f"lag {at_least}{lag:,}, {batch.get('rejected', 0):,} rejected, table v{batch.get('version')}, "
+          f"{progress.get('rowsTotal', 0):,} rows in all", file=sys.stderr, flush=True)
 
 
 def _stream_outcome(out: dict[str, Any], args: argparse.Namespace) -> int:

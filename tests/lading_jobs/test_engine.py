@@ -38,6 +38,7 @@ def test_the_context_raises_the_one_cancelled_and_wakes_a_waiting_engine() -> No
 def test_every_kind_names_an_engine_module_and_the_shipped_ones_load() -> None:
     assert set(engine.ENGINES) == {"CopyJob", "StreamCopy", "Compaction"}
     assert engine_for("CopyJob").kind == "CopyJob"  # type: ignore[union-attr]
+    assert engine_for("StreamCopy").kind == "StreamCopy"  # type: ignore[union-attr]
     assert engine_for("Compaction").kind == "Compaction"  # type: ignore[union-attr]
     assert engine_for("NoSuchKind") is None
 

@@ -53,9 +53,20 @@ def test_exit_codes_and_error_descriptions() -> None:
 
 def test_other_kinds_report_not_implemented_without_their_engine(spark: Any) -> None:
     doc = job_doc({"table": "s3://bkt/t/"})
-    doc = type(doc)(**{**doc.__dict__, "kind": "StreamCopy"})
+    doc = type(doc)(**{**doc.__dict__, "kind": "Compaction"})
     out = execute(doc, lambda: spark, Cancellation())
-    assert ("error" in out and "StreamCopy" in out["error"]) or "rows" in out
+    assert ("error" in out and "Compaction" in out["error"]) or "rows" in out
+
+
+def test_a_streamcopy_spec_is_checked_before_spark_starts() -> None:
+    doc = job_doc({"table": "s3://bkt/t/"})  # a CopyJob's spec under kind StreamCopy
+    doc = type(doc)(**{**doc.__dict__, "kind": "StreamCopy"})
+
+    def no_spark() -> Any:
+        raise AssertionError("Spark started for an invalid spec")
+
+    out = execute(doc, no_spark, Cancellation())
+    assert "unknown field" in out["error"] and "source, target" in out["error"], out
 
 
 @pytest.mark.spark
