@@ -8,6 +8,10 @@ here (the driver does that at commit).
 
 Immutable chunks (``bytes``, or a ``pyarrow.Buffer`` such as an encoder's
 output) are kept as they are, not copied; a part is joined once, when sent.
+Table parts (``single_put``) that fit in the buffer go up in one PUT instead of
+three requests (create, part, complete): a part is invisible until a commit names
+it, so it may exist early; unload files must not, and always use multipart.
+
 The checksum is CRC-32 (``zlib.crc32``: the gzip/PNG polynomial, also one of
 S3's checksum algorithms), not SHA-256: it detects corruption and truncation
 in storage or transit at several GB/s where SHA-256 in Python runs under
@@ -21,7 +25,7 @@ import zlib
 
 import pyarrow as pa
 
-from lading_jobs.storage import PendingUpload, Storage
+from lading_jobs.storage import NOT_BEGUN, PendingUpload, Storage
 
 MIN_PART = 5 * 1024 * 1024
 
@@ -34,10 +38,14 @@ def crc32_hex(value: int) -> str:
 class PartSink:
     """File-like enough for ``pyarrow.PythonFile`` (``write``/``tell``/``flush``/``close``)."""
 
-    def __init__(self, storage: Storage, uri: str, buffer_size: int) -> None:
+    def __init__(self, storage: Storage, uri: str, buffer_size: int, *, single_put: bool = False) -> None:
         self.storage = storage
         self.buffer_size = max(buffer_size, MIN_PART)
-        self.upload: PendingUpload = storage.begin_upload(uri)
+        # single_put (table parts, invisible until a commit names them): the multipart upload
+        # begins only when the buffer first fills; a file that never fills it is sent with one
+        # PUT at finish. ``upload`` is the same object throughout, filled in when it begins.
+        self.single_put = single_put
+        self.upload: PendingUpload = PendingUpload(uri, NOT_BEGUN) if single_put else storage.begin_upload(uri)
         self.size = 0
         self.closed = False
         self._chunks: list[bytes | pa.Buffer] = []
@@ -81,6 +89,8 @@ class PartSink:
         chunks = self._chunks
         data = chunks[0] if len(chunks) == 1 and isinstance(chunks[0], bytes) else b"".join(chunks)
         self._chunks, self._buffered = [], 0
+        if self.upload.upload_id == NOT_BEGUN:
+            self.upload.upload_id = self.storage.begin_upload(self.upload.uri).upload_id
         self.storage.upload_part(self.upload, data)
 
     @property
@@ -93,8 +103,13 @@ class PartSink:
         return crc32_hex(self._crc)
 
     def finish(self) -> PendingUpload:
-        """Send what is buffered as the last part; the upload stays pending."""
-        if self._buffered or not self.upload.parts:
+        """Send what is buffered as the last part (or, never begun, as one PUT); the upload stays pending."""
+        if self.upload.upload_id == NOT_BEGUN:
+            chunks = self._chunks
+            self._chunks, self._buffered = [], 0
+            done = self.storage.put_pending(self.upload.uri, b"".join(chunks))
+            self.upload.upload_id, self.upload.parts = done.upload_id, done.parts
+        elif self._buffered or not self.upload.parts:
             self._send()
         self.closed = True
         return self.upload

@@ -31,6 +31,11 @@ import botocore.exceptions
 import pyarrow as pa
 
 STAGING_DIR = ".lading-staging"
+SINGLE_PUT = "single-put"
+"""The upload id of an object already written whole by ``put_pending`` (completing it is a no-op;
+aborting it deletes it)."""
+NOT_BEGUN = ""
+"""The upload id of an upload nothing was sent for yet (aborting it is a no-op)."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,13 @@ class Storage:
     def upload_part(self, upload: PendingUpload, data: bytes) -> None:
         """Append ``data`` as the next part (every part but the last ≥ 5 MiB on S3)."""
         raise NotImplementedError
+
+    def put_pending(self, uri: str, data: bytes) -> PendingUpload:
+        """Write ``data`` whole as an upload still to complete (one request where the store allows:
+        only for objects nobody lists before a commit names them, such as table parts)."""
+        upload = self.begin_upload(uri)
+        self.upload_part(upload, data)
+        return upload
 
     def complete_upload(self, upload: PendingUpload) -> None:
         raise NotImplementedError
@@ -324,7 +336,13 @@ class S3Storage(Storage):
                        UploadId=upload.upload_id, PartNumber=number, Body=data)
         upload.parts.append({"PartNumber": number, "ETag": r["ETag"]})
 
+    def put_pending(self, uri: str, data: bytes) -> PendingUpload:
+        self.put(uri, data)
+        return PendingUpload(uri=uri, upload_id=SINGLE_PUT)
+
     def complete_upload(self, upload: PendingUpload) -> None:
+        if upload.upload_id == SINGLE_PUT:
+            return
         bucket, key = split_s3(upload.uri)
         if not upload.parts:  # S3 needs at least one part; an empty file is one empty part
             self.upload_part(upload, b"")
@@ -332,6 +350,11 @@ class S3Storage(Storage):
                    UploadId=upload.upload_id, MultipartUpload={"Parts": upload.parts})
 
     def abort_upload(self, upload: PendingUpload) -> None:
+        if upload.upload_id == NOT_BEGUN:
+            return
+        if upload.upload_id == SINGLE_PUT:
+            self.delete([upload.uri])
+            return
         bucket, key = split_s3(upload.uri)
         try:
             self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload.upload_id)
@@ -463,6 +486,8 @@ class LocalStorage(Storage):
         _remove_empty(Path(upload.upload_id).parent)
 
     def abort_upload(self, upload: PendingUpload) -> None:
+        if upload.upload_id == NOT_BEGUN:
+            return
         Path(upload.upload_id).unlink(missing_ok=True)
         _remove_empty(Path(upload.upload_id).parent)
 

@@ -110,7 +110,7 @@ class PartWriter:
         if self._open is None:
             path = fmt.part_path(self.write_id, self.task, self._n)
             self._n += 1
-            sink = PartSink(self.storage, fmt.part_uri(self.uri, path), self.buffer_size)
+            sink = PartSink(self.storage, fmt.part_uri(self.uri, path), self.buffer_size, single_put=True)
             upload = sink.upload
             writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), self.arrow_schema,
                                       compression=self.compression, store_schema=True)
