@@ -295,6 +295,7 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
             if not once:
                 _wait(cancel, next_cut, stream)
                 if cancel.is_set():
+                    progress.update(state="stopping")
                     break
             cut = time.monotonic()
             plan = stream.plan()

