@@ -112,7 +112,6 @@ def percentile(values: list[float], q: float) -> float:
 def ceiling(bootstrap: str, topic: str, partitions: int, expect: int, out: Path, flush_rows: int | None,
             flush_seconds: float | None) -> tuple[float, list[float]]:
     """Consume ``expect`` messages, write Parquet files; seconds taken and per-message latencies (s)."""
-    import pyarrow as pa
     import pyarrow.json as pajson
     import pyarrow.parquet as pq
     from confluent_kafka import Consumer, TopicPartition

@@ -1,4 +1,5 @@
-"""Table parts that fit in one request go up with a single PUT; bigger ones, and unload files, multipart."""
+"""Table parts that fit in one request go up with a single PUT (``single_put``, the stream's writes);
+bigger ones, and unload files, multipart."""
 
 from __future__ import annotations
 
@@ -31,14 +32,14 @@ def test_a_small_table_part_is_one_put_and_invisible_until_committed(s3_endpoint
     storage = st.S3Storage()
     calls = _calls(storage)
     written = writer.write_parts(uri, [pa.table({"id": pa.array(range(100), pa.int64())})], schema,
-                                 write_id="w-small", storage=storage)
+                                 write_id="w-small", storage=storage, single_put=True)
     assert calls == ["PutObject"]  # not CreateMultipartUpload + UploadPart (+ CompleteMultipartUpload)
     assert not s3_client.list_multipart_uploads(Bucket=bucket).get("Uploads")
     snap = writer.commit_parts(uri, written, storage=storage)
     assert calls.count("CompleteMultipartUpload") == 0 and snap.rows == 100
     # an aborted single-PUT part is deleted
     again = writer.write_parts(uri, [pa.table({"id": pa.array([1], pa.int64())})], schema, write_id="w-gone",
-                               storage=storage)
+                               storage=storage, single_put=True)
     writer.abort_parts(uri, again, storage=storage)
     assert not s3_client.list_objects_v2(Bucket=bucket, Prefix="t/data/w-gone/").get("Contents")
 

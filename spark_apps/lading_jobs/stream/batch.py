@@ -185,7 +185,7 @@ def run_range(target: Target, source: KafkaRead, index: int, rng: pos.Range) -> 
             written = writer.write_parts(
                 target.table_uri, [sort_rows(rows.table, target.sort_by)], schema, write_id=target.write_id,
                 task=index, logical_time=target.time, table_id=target.table_id, envelope=target.envelope,
-                storage=storage)
+                storage=storage, single_put=True)
         if rows.rejects and target.dead_letter:
             out.dead_letters = [write_dead_letter(storage_for(target.dead_letter, target.settings),
                                                   target.dead_letter, index, rows.rejects)]
@@ -237,8 +237,12 @@ def run_tasks(spark: Any, target: Target, source: Any, items: list[Any], kind: s
         rows = df.collect()
     except BaseException:
         writer._wait_for_tasks(sc, target.write_id)  # tasks being killed may still begin uploads
-        sweep(target.table_uri, fmt.write_prefix(target.table_uri, target.write_id), target.dead_letter,
-              target.settings)
+        prefix = fmt.write_prefix(target.table_uri, target.write_id)
+        sweep(target.table_uri, prefix, target.dead_letter, target.settings)
+        # parts sent whole (one PUT) by tasks that finished: this write id never commits
+        storage = storage_for(prefix, target.settings)
+        with contextlib.suppress(st.StorageError, OSError):
+            storage.delete([o.uri for o in storage.list_objects(prefix)])
         raise
     finally:
         sc.setLocalProperty("spark.jobGroup.id", previous)

@@ -79,8 +79,10 @@ class PartWriter:
     def __init__(self, uri: str, schema: TableSchema, write_id: str, task: int = 0, *,
                  table_id: str = "", envelope: str = "", storage: st.Storage | None = None,
                  max_file_size: int = DEFAULT_MAX_FILE_SIZE, buffer_size: int = DEFAULT_BUFFER_SIZE,
-                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, compression: str = "zstd") -> None:
+                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, compression: str = "zstd",
+                 single_put: bool = False) -> None:
         self.uri, self.schema, self.write_id, self.task = fmt.table_root(uri), schema, write_id, task
+        self.single_put = single_put
         self.storage = storage or st.open_storage(uri)
         self.arrow_schema = schema.arrow_schema(table_id=table_id, envelope=envelope)
         self.max_file_size, self.buffer_size = max_file_size, buffer_size
@@ -110,7 +112,8 @@ class PartWriter:
         if self._open is None:
             path = fmt.part_path(self.write_id, self.task, self._n)
             self._n += 1
-            sink = PartSink(self.storage, fmt.part_uri(self.uri, path), self.buffer_size, single_put=True)
+            sink = PartSink(self.storage, fmt.part_uri(self.uri, path), self.buffer_size,
+                            single_put=self.single_put)
             upload = sink.upload
             writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), self.arrow_schema,
                                       compression=self.compression, store_schema=True)
@@ -160,14 +163,18 @@ def write_parts(uri: str, tables: Iterable[pa.Table | pa.RecordBatch], schema: T
                 table_id: str = "", envelope: str = "", storage: st.Storage | None = None,
                 max_file_size: int = DEFAULT_MAX_FILE_SIZE, buffer_size: int = DEFAULT_BUFFER_SIZE,
                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, one_part_per_table: bool = False,
-                ) -> list[WrittenPart]:
+                single_put: bool = False) -> list[WrittenPart]:
     """Write Arrow data as pending parts (see the module doc); aborts its own uploads on error.
 
     ``one_part_per_table`` closes a part after every input table (each table
-    becomes exactly one part, with its own statistics).
+    becomes exactly one part, with its own statistics). ``single_put`` sends a
+    part that fits in the buffer with one PUT (``sink.PartSink``): the object
+    exists before the commit, so whoever aborts the write must also delete the
+    objects under its write id (a pending-upload sweep does not find them).
     """
     writer = PartWriter(uri, schema, write_id, task, table_id=table_id, envelope=envelope, storage=storage,
-                        max_file_size=max_file_size, buffer_size=buffer_size, row_group_rows=row_group_rows)
+                        max_file_size=max_file_size, buffer_size=buffer_size, row_group_rows=row_group_rows,
+                        single_put=single_put)
     try:
         for data in tables:
             writer.write(prepare(data, schema, logical_time, diff))

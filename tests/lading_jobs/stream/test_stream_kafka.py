@@ -44,6 +44,13 @@ def kafka_spec(kafka: str, topics: list[str], table: str, **more: Any) -> dict[s
     return {"source": {"kafka": source}, "target": {"table": table, **more.pop("target", {})}, **more}
 
 
+def unreferenced(uri: str) -> set[str]:
+    """Objects under the table's data/ that no commit names (a dropped batch must leave none)."""
+    snap = TableLog.open_existing(uri).snapshot()
+    listed = {o.uri for o in st.open_storage(uri).list_objects(uri + fmt.DATA_DIR + "/")}
+    return listed - {snap.part_uri(p) for p in snap.parts}
+
+
 def stream_commits(uri: str) -> list[dict[str, Any]]:
     storage = st.open_storage(uri)
     out = []
@@ -195,7 +202,7 @@ def test_suspend_drops_the_running_batch_and_resume_with_a_new_spec_loses_nothin
     assert out["cancelled"] is True and out["batches"] in (2, 3) and batches[:2] == [100, 100], out
     done = 100 * out["batches"]
     assert TableLog.open_existing(table).snapshot().rows == done
-    assert not st.open_storage(table).list_pending_uploads(table)
+    assert not st.open_storage(table).list_pending_uploads(table) and not unreferenced(table)
     # resume with a changed spec (a new generation): the rest, once
     spec["batching"] = {"maxBatchInterval": "200ms", "maxBatchRows": 150}
     produce(kafka, topic, [(i % 2, None, json.dumps({"id": i}).encode()) for i in range(400, 500)])
@@ -227,4 +234,4 @@ def test_two_drivers_on_one_table_the_second_commit_loses_and_stops(spark: Any, 
     assert lost.value.reason == "SourceConflict" and "progressed concurrently" in str(lost.value)
     assert sorted(r["id"] for r in read_table(spark, table).collect()) == list(range(20))
     assert len(stream_commits(table)) == 1
-    assert not st.open_storage(table).list_pending_uploads(table)
+    assert not st.open_storage(table).list_pending_uploads(table) and not unreferenced(table)
