@@ -1,0 +1,40 @@
+"""Consumer properties: the spec's, the credentials Secret's (mounted files), JAAS translated, never shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lading_jobs.stream import kafka as kf
+
+JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="lading" password="s3cr\\"et";'
+
+
+def test_secret_files_become_properties_and_jaas_becomes_username_and_password(tmp_path: Path) -> None:
+    (tmp_path / "sasl.jaas.config").write_text(JAAS + "\n")
+    (tmp_path / "ssl.key.password").write_text("k3y")
+    (tmp_path / "..data").mkdir()  # the Secret volume's own bookkeeping is not a property
+    secret = kf.secret_properties(str(tmp_path))
+    assert secret == {"sasl.jaas.config": JAAS, "ssl.key.password": "k3y"}
+    config = kf.consumer_config(("b:9092",), {"security.protocol": "SASL_SSL", "enable.auto.commit": "true"},
+                                "lading.ns.s", secret)
+    assert config["sasl.username"] == "lading" and config["sasl.password"] == 's3cr\\"et'
+    assert "sasl.jaas.config" not in config and config["ssl.key.password"] == "k3y"
+    assert config["security.protocol"] == "SASL_SSL" and config["group.id"] == "lading.ns.s"
+    # the engine's own settings win: nothing commits offsets behind the table's back
+    assert config["enable.auto.commit"] == "false" and config["auto.offset.reset"] == "error"
+    assert kf.secret_properties(str(tmp_path / "absent")) == {}
+
+
+def test_a_jaas_config_without_credentials_is_refused() -> None:
+    with pytest.raises(kf.KafkaError, match="sasl.username"):
+        kf.translate({"sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;"})
+
+
+def test_librdkafka_errors_about_the_properties_never_show_secret_values() -> None:
+    config = kf.consumer_config(("b:9092",), {"sasl.mechanism": "NOT-A-MECHANISM"}, "g",
+                                {"sasl.password": "hunter2-secret"})
+    with pytest.raises(kf.KafkaError) as e:
+        kf.open_consumer({**config, "security.protocol": "bogus hunter2-secret"})
+    assert "hunter2-secret" not in str(e.value) and "source.kafka.consumer" in str(e.value)
