@@ -98,7 +98,8 @@ def encode_result(result: dict[str, Any]) -> str:
     if len(text.encode()) <= TERMINATION_LOG_LIMIT - 64:
         return text
     slim = {k: v for k, v in result.items() if k in ("rows", "error", "cancelled", "files", "bytes",
-                                                       "manifest", "destination", "runId")}
+                                                       "manifest", "destination", "runId", "reason",
+                                                       "rowsTotal", "batches")}
     if isinstance(slim.get("error"), str):
         slim["error"] = slim["error"][:2000] + ("…" if len(slim["error"]) > 2000 else "")
     return json.dumps(slim, separators=(",", ":"), sort_keys=True, default=str)

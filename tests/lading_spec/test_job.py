@@ -48,6 +48,14 @@ def test_result_fits_termination_log_and_parses_back() -> None:
     assert "perFile" not in parsed
 
 
+def test_a_trimmed_stream_result_keeps_its_reason() -> None:
+    huge = {"error": "batch t/0@0..9: " + "y" * 10_000, "reason": "TooManyErrors", "batch": "t/0@0..9" * 1000,
+            "rowsTotal": 5, "batches": 2}
+    parsed = parse_result(encode_result(huge))
+    assert parsed is not None and parsed["reason"] == "TooManyErrors" and parsed["batches"] == 2
+    assert "batch" not in parsed
+
+
 def test_parse_result_reads_the_last_marked_line_of_a_log() -> None:
     log = "spark noise\n{\"not\": \"a result\"}\n" + RESULT_MARKER + json.dumps({"rows": 42}) + "\n"
     assert parse_result(log) == {"rows": 42}

@@ -17,7 +17,7 @@ from lading_jobs.load.job import plan_tasks
 from lading_jobs.load.stores import storage_for
 from lading_jobs.stream import kafka as kf
 from lading_jobs.stream import positions as pos
-from lading_jobs.stream.batch import DataLossError, KafkaRead, Outcome, Plan, Target, run_tasks
+from lading_jobs.stream.batch import TASK_ROWS, DataLossError, KafkaRead, Outcome, Plan, Target, run_tasks
 from lading_jobs.table.log import Snapshot
 from lading_spec.streamcopy import FilesSource as FilesSpec
 from lading_spec.streamcopy import KafkaSource as KafkaSpec
@@ -71,7 +71,7 @@ class KafkaSource:
                     end=end)
 
     def run(self, spark: Any, target: Target, plan: Plan) -> list[Outcome]:
-        tasks = pos.split_ranges(plan.ranges, _task_rows())
+        tasks = pos.split_ranges(plan.ranges, TASK_ROWS)
         outcomes = run_tasks(spark, target, self.read, tasks, "kafka")
         read = sum(o.read for o in outcomes)
         if read:
@@ -83,12 +83,6 @@ class KafkaSource:
                                         for t, offsets in ((k[len(pos.KAFKA_PREFIX):], v)
                                                            for k, v in plan.progress.items()
                                                            if k.startswith(pos.KAFKA_PREFIX))})
-
-
-def _task_rows() -> int:
-    from lading_jobs.stream import batch
-
-    return batch.TASK_ROWS
 
 
 def _visible(o: st.ObjectInfo, pattern: str | None) -> bool:
