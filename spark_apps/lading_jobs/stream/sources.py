@@ -17,7 +17,15 @@ from lading_jobs.load.job import plan_tasks
 from lading_jobs.load.stores import storage_for
 from lading_jobs.stream import kafka as kf
 from lading_jobs.stream import positions as pos
-from lading_jobs.stream.batch import TASK_ROWS, DataLossError, KafkaRead, Outcome, Plan, Target, run_tasks
+from lading_jobs.stream.batch import (
+    TASK_ROWS,
+    DataLossError,
+    KafkaRead,
+    Outcome,
+    Plan,
+    Target,
+    run_tasks,
+)
 from lading_jobs.table.log import Snapshot
 from lading_spec.streamcopy import FilesSource as FilesSpec
 from lading_spec.streamcopy import KafkaSource as KafkaSpec
