@@ -44,7 +44,7 @@ class JsonOptions:
 FormatOptions = CsvOptions | ParquetOptions | JsonOptions
 
 _KNOWN: dict[str, tuple[str, ...]] = {
-    "csv": ("header", "delimiter", "quote", "escape", "null", "forceQuote", "compression"),
+    "csv": ("header", "delimiter", "quote", "escape", "null", "forceQuote", "forceQuoteAll", "compression"),
     "parquet": ("compression", "rowGroupSize"),
     "json": ("compression",),
 }
@@ -70,6 +70,23 @@ def _choice(options: dict[str, Any], key: str, choices: tuple[str, ...], path: s
     return str(value)
 
 
+def _force_quote(options: dict[str, Any], path: str) -> tuple[str, ...] | Literal["*"]:
+    """``forceQuote: [col, ...]`` (those columns) or ``forceQuoteAll: true`` (every column, ``"*"``)."""
+    force: Any = options.get("forceQuote")
+    every = options.get("forceQuoteAll", False)
+    if not isinstance(every, bool):
+        raise SpecError(f"{path}.forceQuoteAll", f"must be true or false, got {every!r}")
+    if force == "*":
+        raise SpecError(f"{path}.forceQuote", "takes a list of column names; to quote every column "
+                        "write forceQuoteAll: true")
+    if force is not None and not (isinstance(force, list) and all(isinstance(c, str) and c for c in force)):
+        raise SpecError(f"{path}.forceQuote", f"must be a list of column names, got {force!r}")
+    if every and force:
+        raise SpecError(f"{path}.forceQuote", "give forceQuote (a list of columns) or forceQuoteAll: true "
+                        "(every column), not both")
+    return "*" if every else tuple(force or ())
+
+
 def parse_options(fmt: FileFormat, options: dict[str, Any] | None, path: str) -> FormatOptions:
     """Validate ``options`` for ``fmt``; ``path`` is the dotted field (``to.options``)."""
     options = dict(options or {})
@@ -86,15 +103,7 @@ def parse_options(fmt: FileFormat, options: dict[str, Any] | None, path: str) ->
         null = options.get("null", "")
         if not isinstance(null, str):
             raise SpecError(f"{path}.null", f"must be a string, got {null!r}")
-        force: Any = options.get("forceQuote", ())
-        if force == "*":
-            force_quote: tuple[str, ...] | Literal["*"] = "*"
-        elif isinstance(force, list) and all(isinstance(c, str) for c in force):
-            force_quote = tuple(force)
-        elif force == ():
-            force_quote = ()
-        else:
-            raise SpecError(f"{path}.forceQuote", f"must be '*' or a list of column names, got {force!r}")
+        force_quote = _force_quote(options, path)
         csv = CsvOptions(
             header=header,
             delimiter=_one_char(options, "delimiter", ",", path),

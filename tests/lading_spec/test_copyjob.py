@@ -40,6 +40,18 @@ def test_unload_with_all_fields() -> None:
     assert spec.target.if_exists == "replace"
 
 
+@pytest.mark.parametrize(("options", "expected"), [
+    ({"forceQuote": ["id", "note"]}, ("id", "note")),
+    ({"forceQuoteAll": True}, "*"),
+    ({"forceQuoteAll": False, "forceQuote": ["id"]}, ("id",)),
+    ({}, ()),
+])
+def test_force_quote_columns_or_all(options: dict[str, Any], expected: Any) -> None:
+    spec = parse_copyjob(unload(options=options))
+    assert isinstance(spec.target.options, CsvOptions)
+    assert spec.target.options.force_quote == expected
+
+
 def test_load_spec() -> None:
     spec = parse_copyjob({
         "from": {"files": "s3://lake/in/", "pattern": "*.csv", "format": "csv", "options": {"header": True}},
@@ -63,6 +75,11 @@ def test_load_spec() -> None:
         (unload(ifExists="overwrite"), "to.ifExists", "error, replace, append"),
         (unload(options={"header": True, "sep": ";"}), "to.options.sep", "accepted: header"),
         (unload(options={"delimiter": ";;"}), "to.options.delimiter", "single character"),
+        (unload(options={"forceQuote": "*"}), "to.options.forceQuote", "forceQuoteAll: true"),
+        (unload(options={"forceQuote": ["a"], "forceQuoteAll": True}), "to.options.forceQuote", "not both"),
+        (unload(options={"forceQuote": [3]}), "to.options.forceQuote", "list of column names"),
+        (unload(options={"forceQuoteAll": "yes"}), "to.options.forceQuoteAll", "true or false"),
+        (unload(format="json", options={"forceQuoteAll": True}), "to.options.forceQuoteAll", "unknown json option"),
         ({**unload(), "to": {"files": "s3://exports/{when}/"}}, "to.files", "unknown placeholder"),
         ({**unload(), "to": {"files": "hdfs://x/y/"}}, "to.files", "s3://bucket/prefix/"),
         ({**unload(), "to": {"files": "s3://ab/y/"}}, "to.files", "bucket"),
