@@ -1,7 +1,9 @@
 """pytest fixtures for the Kubernetes API emulator (registered by the root conftest).
 
 - ``kube`` (session): a running ``KubeServer`` on 127.0.0.1 serving our three CRDs
-  from ``crds/``, the upstream SparkApplication CRD, and the built-in core kinds.
+  from ``crds/``, the upstream SparkApplication CRD, and the built-in core kinds;
+  every write of a custom resource is admitted by ``crd-check --serve``
+  (``harness.admission``), the API server's own code.
   Attributes: ``url``, ``kubeconfig`` (a file path for kubectl, kopf and the
   kubernetes client), ``client`` (a ``KubeClient``), ``store`` (inspect it only via
   ``kube.call(fn)``, which runs on the server's thread).

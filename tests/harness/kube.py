@@ -16,9 +16,18 @@ streams fed from a bus) and implements the semantics the real API server has:
 - PUT (with the resourceVersion precondition → 409), PATCH as merge, strategic
   merge (treated as merge), JSON patch (a failed ``test`` → 422, as kopf expects)
   and server-side apply (treated as merge, creating if absent);
-- admission of custom resources against their CRD: prune unknown fields (422 with
-  ``?fieldValidation=Strict``), apply defaults, validate the schema and evaluate the
-  CEL rules (``harness.schema``) → 422 with a Status naming each field;
+- admission of custom resources by the real API server code: every create, update,
+  ``/status`` write and PATCH (merged first, then sent as an update) of a kind a
+  served CRD defines — our three kinds and SparkApplications — goes to
+  ``crd-check --serve`` (``harness.admission``: kube-apiserver 1.36's write path with
+  pruning, defaults, generation bumps, status reset, the schema with ratcheting and
+  the CEL rules with ``oldSelf`` and the runtime cost budget), and the emulator stores
+  exactly the object it returns, or answers with the Status it returns. A created or
+  changed CRD is validated the same way (crd-check refuses invalid CRDs → 422).
+  What crd-check does not reach, the emulator keeps: name conflicts (409
+  AlreadyExists), NotFound, the namespace existing and not terminating, resourceVersion
+  assignment, no-op writes, PATCH merging, deletion, finalizers and garbage collection;
+  built-in kinds (Namespace, Pod, Secret, ...) get only a metadata.name check;
 - deletion: finalizers hold an object with ``deletionTimestamp`` until they are
   removed (none may be added meanwhile); ownerReference garbage collection
   (background, foreground and orphan); namespaces delete their contents;
@@ -51,7 +60,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from harness import schema as schemas
+from harness.admission import Admission, Answer, CrdRejected
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]  # (resource id "group/version/plural", namespace or "", name)
@@ -69,11 +78,22 @@ def now_iso() -> str:
 class ApiError(Exception):
     """An error the server answers with a ``v1 Status`` body."""
 
-    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None):
+    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None,
+                 body: Obj | None = None):
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
+        self.body = body
+
+    @classmethod
+    def refused(cls, answer: Answer) -> ApiError:
+        """The API server's own refusal, as crd-check returned it."""
+        body = answer.api_status
+        return cls(answer.status, answer.reason or "Invalid", answer.message,
+                   (body or {}).get("details"), body)
 
     def status(self) -> Obj:
+        if self.body is not None:
+            return self.body
         body: Obj = {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
                      "message": self.message, "reason": self.reason, "code": self.code}
         if self.details:
@@ -366,6 +386,8 @@ class Store:
         self.watchers: list[Watcher] = []
         # When set (benchmarks): time.monotonic() of each create, by key.
         self.create_times: dict[Key, float] | None = None
+        # crd-check --serve for the stored CRDs (None until the first CRD is stored).
+        self.admission: Admission | None = None
         for rt in BUILTINS:
             self.register(rt)
 
@@ -425,37 +447,45 @@ class Store:
         return {o["metadata"]["uid"] for o in self.objects.values()}
 
     # -- admission -------------------------------------------------------------------
-    def _admit(self, rt: ResourceType, obj: Obj, old: Obj | None, field_validation: str
-               ) -> list[str]:
+    def _served(self, rt: ResourceType) -> bool:
+        return self.admission is not None and self.admission.serves(rt.group, rt.kind)
+
+    @staticmethod
+    def _check_name(rt: ResourceType, obj: Obj) -> None:
+        """Built-in kinds: the name check (crd-check validates custom resources' ObjectMeta)."""
         name = obj["metadata"].get("name", "")
         pattern = DNS_LABEL if rt.kind == "Namespace" else DNS_SUBDOMAIN
         if not pattern.match(name) or len(name) > (63 if rt.kind == "Namespace" else 253):
-            raise self._invalid(rt, name, [schemas.FieldError(
-                "metadata.name", "FieldValueInvalid",
-                f"metadata.name: Invalid value: {json.dumps(name)}: a lowercase RFC 1123 "
-                "subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                "and must start and end with an alphanumeric character")])
-        warnings: list[str] = []
-        if rt.schema is None:
-            return warnings
-        pruned, errors = schemas.admit(obj, rt.schema, old)
-        if pruned and field_validation == "Strict":
-            errors = [schemas.FieldError(p, "FieldValueInvalid", f'unknown field "{p}"')
-                      for p in pruned] + errors
-        elif pruned and field_validation != "Ignore":
-            warnings = [f'unknown field "{p}"' for p in pruned]
-        if errors:
-            raise self._invalid(rt, name, errors)
-        return warnings
+            message = (f"metadata.name: Invalid value: {json.dumps(name)}: a lowercase RFC 1123 "
+                       "subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                       "and must start and end with an alphanumeric character")
+            raise ApiError(422, "Invalid", f'{rt.group_kind} "{name}" is invalid: {message}', {
+                "name": name, "group": rt.group, "kind": rt.kind,
+                "causes": [{"reason": "FieldValueInvalid", "message": message,
+                            "field": "metadata.name"}]})
 
-    @staticmethod
-    def _invalid(rt: ResourceType, name: str, errors: list[schemas.FieldError]) -> ApiError:
-        joined = errors[0].message if len(errors) == 1 else \
-            "[" + ", ".join(e.message for e in errors) + "]"
-        return ApiError(422, "Invalid", f'{rt.group_kind} "{name}" is invalid: {joined}', {
-            "name": name, "group": rt.group, "kind": rt.kind,
-            "causes": [{"reason": e.reason, "message": e.message, "field": e.field}
-                       for e in errors]})
+    def _admit_crd(self, crd: Obj) -> Admission:
+        """A crd-check for the stored CRDs with ``crd`` added (or replacing its stored version);
+        an invalid CRD is refused as the API server refuses it."""
+        name = crd["metadata"]["name"]
+        crds = [o for (rid, _, n), o in sorted(self.objects.items())
+                if rid == "apiextensions.k8s.io/v1/customresourcedefinitions" and n != name]
+        try:
+            return Admission([*crds, crd])
+        except CrdRejected as exc:
+            raise ApiError(422, "Invalid", f'CustomResourceDefinition.apiextensions.k8s.io "{name}" '
+                           f"is invalid: {exc}", {"name": name, "group": "apiextensions.k8s.io",
+                                                  "kind": "CustomResourceDefinition"}) from exc
+
+    def _use_admission(self, admission: Admission) -> None:
+        old, self.admission = self.admission, admission
+        if old is not None:
+            old.close()
+
+    def close(self) -> None:
+        if self.admission is not None:
+            self.admission.close()
+            self.admission = None
 
     # -- writes --------------------------------------------------------------------
     def create(self, rt: ResourceType, namespace: str | None, body: Obj,
@@ -491,21 +521,33 @@ class Store:
             raise ApiError(409, "AlreadyExists", f'{rt.resource_name} "{meta["name"]}" already '
                            "exists", {"name": meta["name"], "group": rt.group, "kind": rt.plural})
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
-        if rt.status_subresource and rt.kind != "Namespace":
-            obj.pop("status", None)
-        for system in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
-            meta.pop(system, None)
-        meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = now_iso()
-        meta["generation"] = 1
-        if rt.kind == "Namespace":
-            obj["status"] = {"phase": "Active"}
-        warnings = self._admit(rt, obj, None, field_validation)
+        warnings: list[str] = []
+        admission = None
+        if self._served(rt):
+            assert self.admission is not None
+            answer = self.admission.create(obj, ns or None, field_validation)
+            if not answer.allowed or answer.object is None:
+                raise ApiError.refused(answer)
+            obj, warnings = answer.object, answer.warnings
+        else:
+            if rt.status_subresource and rt.kind != "Namespace":
+                obj.pop("status", None)
+            for system in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+                meta.pop(system, None)
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = now_iso()
+            meta["generation"] = 1
+            if rt.kind == "Namespace":
+                obj["status"] = {"phase": "Active"}
+            self._check_name(rt, obj)
+            if rt.kind == "CustomResourceDefinition":
+                admission = self._admit_crd(obj)
         self._bump(obj)
         self.objects[key] = obj
         if self.create_times is not None:
             self.create_times[key] = time.monotonic()
-        if rt.kind == "CustomResourceDefinition":
+        if admission is not None:
+            self._use_admission(admission)
             self.register_crd(obj)
         self._emit(rt, "ADDED", obj)
         return obj, warnings
@@ -515,13 +557,62 @@ class Store:
               ) -> tuple[Obj, list[str]]:
         """Replace an object with ``new`` (already merged by the caller), as PUT does."""
         old = self.get(rt, namespace, name)
-        if precondition_rv and precondition_rv != old["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {rt.resource_name} '
-                           f'"{name}": the object has been modified; please apply your changes '
-                           "to the latest version and try again",
-                           {"name": name, "group": rt.group, "kind": rt.plural})
         if not isinstance(new, dict):
             raise ApiError(400, "BadRequest", "the request body must be a JSON object")
+        old_meta = old["metadata"]
+        warnings: list[str] = []
+        admission = None
+        if self._served(rt) and new == old:
+            # Nothing changes (same resourceVersion too): the server's answer is the stored
+            # object, and ratcheting would pass every unchanged value; skip the round trip.
+            return old, warnings
+        if self._served(rt):
+            # The API server's update strategy: preconditions, generation, status reset
+            # (or status only, for /status), validation with ratcheting and oldSelf.
+            assert self.admission is not None
+            answer = self.admission.update(new, old, subresource, field_validation)
+            if not answer.allowed or answer.object is None:
+                raise ApiError.refused(answer)
+            new, warnings = answer.object, answer.warnings
+            meta = new["metadata"]
+        else:
+            if precondition_rv and precondition_rv != old_meta["resourceVersion"]:
+                raise ApiError(409, "Conflict", f"Operation cannot be fulfilled on {rt.resource_name} "
+                               f'"{name}": the object has been modified; please apply your changes '
+                               "to the latest version and try again",
+                               {"name": name, "group": rt.group, "kind": rt.plural})
+            new = self._merge_system_fields(rt, old, new, subresource)
+            meta = new["metadata"]
+            self._check_name(rt, new)
+            body_keys = (set(new) | set(old)) - {"metadata", "status", "apiVersion", "kind"}
+            if new != old and any(new.get(k) != old.get(k) for k in body_keys):
+                meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        if old_meta.get("deletionTimestamp"):
+            added = set(meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
+            if added:
+                raise ApiError(422, "Invalid", f'{rt.group_kind} "{name}" is invalid: '
+                               "metadata.finalizers: Forbidden: no new finalizers can be added "
+                               "if the object is being deleted")
+        if new == old:
+            return old, warnings
+        if rt.kind == "CustomResourceDefinition":
+            admission = self._admit_crd(new)
+        self._bump(new)
+        self.objects[(rt.rid, namespace if rt.namespaced else "", name)] = new
+        if admission is not None:
+            self._use_admission(admission)
+            self.register_crd(new)
+        self._emit(rt, "MODIFIED", new)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self._remove(rt, new)
+            self.collect_garbage()
+        elif meta.get("ownerReferences") != old_meta.get("ownerReferences"):
+            self.collect_garbage()
+        return new, warnings
+
+    @staticmethod
+    def _merge_system_fields(rt: ResourceType, old: Obj, new: Obj, subresource: str) -> Obj:
+        """Built-in kinds: what the update strategy keeps from the stored object."""
         if subresource == "status":
             merged = copy.deepcopy(old)
             if "status" in new:
@@ -537,37 +628,14 @@ class Store:
                 else:
                     new.pop("status", None)
         meta = new.setdefault("metadata", {})
-        old_meta = old["metadata"]
         for system in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp",
                        "deletionGracePeriodSeconds", "generation", "resourceVersion"):
-            if system in old_meta:
-                meta[system] = old_meta[system]
+            if system in old["metadata"]:
+                meta[system] = old["metadata"][system]
             else:
                 meta.pop(system, None)
         new["apiVersion"], new["kind"] = rt.api_version, rt.kind
-        if old_meta.get("deletionTimestamp"):
-            added = set(meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
-            if added:
-                raise ApiError(422, "Invalid", f'{rt.group_kind} "{name}" is invalid: '
-                               "metadata.finalizers: Forbidden: no new finalizers can be added "
-                               "if the object is being deleted")
-        warnings = self._admit(rt, new, old, field_validation)
-        if new == old:
-            return old, warnings
-        body_keys = (set(new) | set(old)) - {"metadata", "status", "apiVersion", "kind"}
-        if any(new.get(k) != old.get(k) for k in body_keys):
-            meta["generation"] = int(old_meta.get("generation", 1)) + 1
-        self._bump(new)
-        self.objects[(rt.rid, namespace if rt.namespaced else "", name)] = new
-        if rt.kind == "CustomResourceDefinition":
-            self.register_crd(new)
-        self._emit(rt, "MODIFIED", new)
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            self._remove(rt, new)
-            self.collect_garbage()
-        elif meta.get("ownerReferences") != old_meta.get("ownerReferences"):
-            self.collect_garbage()
-        return new, warnings
+        return new
 
     def delete(self, rt: ResourceType, namespace: str, name: str, propagation: str = "",
                precondition_uid: str | None = None) -> Obj:
@@ -807,6 +875,7 @@ class KubeServer:
             w.queue.put_nowait(None)
         if self._runner is not None:
             await self._runner.cleanup()
+        self.store.close()
 
     def write_kubeconfig(self, path: Path, namespace: str = "default") -> Path:
         path.write_text(yaml.safe_dump({

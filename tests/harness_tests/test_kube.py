@@ -294,3 +294,85 @@ def test_kubectl_discovers_gets_and_explains(kube, kube_namespace):
     assert "kc" in kubectl("get", "lading", "-n", kube_namespace)  # the category
     explained = kubectl("explain", "copyjob.spec.to")
     assert "exactly one of files" in explained and "maxFileSize" in explained
+
+
+# --- admission is kube-apiserver's own (crd-check --serve) --------------------------------
+
+WIDGETS = "test.lading.io/v1"
+
+
+def widget_crd(max_label: int | None = None, description: str | None = None) -> dict:
+    label: dict = {"type": "string"}
+    if max_label is not None:
+        label["maxLength"] = max_label
+    root: dict = {"type": "object", "properties": {
+        "metadata": {"type": "object"},
+        "spec": {"type": "object", "properties": {
+            "size": {"type": "integer", "default": 1,
+                     "x-kubernetes-validations": [{"rule": "self >= oldSelf",
+                                                   "message": "size may only grow"}]},
+            "label": label}},
+        "status": {"type": "object", "properties": {"phase": {"type": "string", "enum": ["Ready"]}}}}}
+    if description:
+        root["properties"]["metadata"]["description"] = description
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.test.lading.io"},
+            "spec": {"group": "test.lading.io", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
+                               "listKind": "WidgetList"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "subresources": {"status": {}},
+                                   "schema": {"openAPIV3Schema": root}}]}}
+
+
+def test_crds_are_validated_and_serve_transition_rules_and_ratcheting(kube, kube_namespace):
+    c = kube.client
+    crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    with pytest.raises(ApiStatusError) as exc:  # what kube-apiserver refuses, the emulator refuses
+        c.request("POST", crd_path, widget_crd(description="x"))
+    assert exc.value.code == 422 and "properties[metadata]: Forbidden" in exc.value.message
+    if c.get_or_none("apiextensions.k8s.io/v1", "customresourcedefinitions", None,
+                     "widgets.test.lading.io") is None:
+        c.request("POST", crd_path, widget_crd())
+    w = c.create({"apiVersion": WIDGETS, "kind": "Widget", "metadata": {"name": "w"},
+                  "spec": {"label": "a-long-label"}}, "widgets", kube_namespace)
+    assert w["spec"]["size"] == 1 and w["metadata"]["generation"] == 1  # defaulted
+    with pytest.raises(ApiStatusError) as exc:  # an oldSelf (transition) rule
+        c.patch(WIDGETS, "widgets", kube_namespace, "w", {"spec": {"size": 0}})
+    assert exc.value.code == 422 and "size may only grow" in exc.value.message
+    assert c.patch(WIDGETS, "widgets", kube_namespace, "w", {"spec": {"size": 3}})["metadata"]["generation"] == 2
+    # Tighten the CRD: the stored label is now too long, yet updates that leave it alone pass
+    # (validation ratcheting); changing it to another too-long value does not.
+    current = c.get("apiextensions.k8s.io/v1", "customresourcedefinitions", None, "widgets.test.lading.io")
+    tightened = widget_crd(max_label=3)
+    tightened["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    c.request("PUT", f"{crd_path}/widgets.test.lading.io", tightened)
+    assert c.patch(WIDGETS, "widgets", kube_namespace, "w", {"spec": {"size": 4}})["spec"]["size"] == 4
+    with pytest.raises(ApiStatusError) as exc:
+        c.patch(WIDGETS, "widgets", kube_namespace, "w", {"spec": {"label": "another-long-one"}})
+    assert exc.value.code == 422 and exc.value.causes[0]["field"] == "spec.label"
+    with pytest.raises(ApiStatusError) as exc:  # /status writes: the status schema
+        c.patch_status(WIDGETS, "widgets", kube_namespace, "w", {"phase": "Nope"})
+    assert exc.value.code == 422 and exc.value.causes[0]["field"] == "status.phase"
+
+
+def test_create_refuses_a_resource_version_and_strict_unknown_fields_are_400(kube, kube_namespace):
+    c = kube.client
+    obj = copyjob("rv")
+    obj["metadata"]["resourceVersion"] = "12"
+    with pytest.raises(ApiStatusError) as exc:
+        c.create(obj, "copyjobs", kube_namespace)
+    assert exc.value.code == 400
+    with pytest.raises(ApiStatusError) as exc:
+        c.create(copyjob("k3", bogus=1), "copyjobs", kube_namespace, field_validation="Strict")
+    assert exc.value.code == 400 and "strict decoding error" in exc.value.message
+
+
+def test_put_without_resource_version_is_refused_for_custom_resources(kube, kube_namespace):
+    c = kube.client
+    obj = c.create(copyjob("nv"), "copyjobs", kube_namespace)
+    del obj["metadata"]["resourceVersion"]
+    obj["spec"]["suspend"] = True
+    with pytest.raises(ApiStatusError) as exc:
+        c.replace(obj, "copyjobs")
+    assert exc.value.code == 422 and "must be specified for an update" in exc.value.message
