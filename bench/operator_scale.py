@@ -15,7 +15,8 @@ create call's return:
 - the same create → SparkApplication from the API server's own clock (store time
   of the CopyJob → store time of its SparkApplication), free of watch delays;
 - the operator process's peak RSS (sampled from /proc every 0.2 s);
-- CPU seconds per process and API requests per CopyJob by verb and resource.
+- CPU seconds per process (the emulator's, and apart its crd-check admission
+  process's) and API requests per CopyJob by verb and resource.
 
 Targets (issue 4): p99 create → SparkApplication < 5 s, RSS < 300 MB (the
 anchor: spark-operator's ~20 minutes of queue latency at 1,200 applications,
@@ -109,6 +110,19 @@ def cpu_seconds(pid: int) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+def children_cpu_seconds(pid: int) -> float:
+    """CPU time of a process's live children (the emulator's crd-check admission process)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == str(pid):
+            total += cpu_seconds(int(stat.parent.name))
+    return total
 
 
 def serve_emulator(conn: Any, kubeconfig: str) -> None:
@@ -229,6 +243,7 @@ def main() -> int:
 
     operator_cpu = cpu_seconds(operator.pid)
     emulator_cpu = cpu_seconds(emulator.pid or 0)
+    admission_cpu = children_cpu_seconds(emulator.pid or 0)
     client_cpu = time.process_time()
     parent.send("stop")
     requests_served, request_counts, stored = parent.recv()
@@ -271,7 +286,8 @@ def main() -> int:
     print()
     print(f"operator RSS: {idle_rss:.0f} MB idle, {peak[0]:.0f} MB peak")
     print(f"CPU: operator {operator_cpu:.1f} s; stand-in {standin_cpu:.1f} s; "
-          f"API emulator {emulator_cpu:.1f} s; this client {client_cpu:.1f} s; "
+          f"API emulator {emulator_cpu:.1f} s + its admission (crd-check) {admission_cpu:.1f} s; "
+          f"this client {client_cpu:.1f} s; "
           f"API requests served: {requests_served}; load average at the end: {os.getloadavg()[0]:.1f}")
     print(f"API requests per CopyJob ({requests_served / max(args.jobs, 1):.1f} in all; the benchmark's "
           "own creates and watches included):")
