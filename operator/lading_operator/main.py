@@ -4,7 +4,10 @@ Environment (see docs/operator.md): ``LADING_NAMESPACES`` (comma-separated; empt
 = cluster-wide), ``LADING_METRICS_PORT`` (9090; ``off`` disables),
 ``LADING_POLICY_FILE`` (optional storage allow-list), ``LADING_LIVENESS``
 (``http://0.0.0.0:8080/healthz``; ``off`` disables), ``LADING_WORKERS`` (threads
-for API calls, 16).
+for API calls, 16); and what every SparkApplication gets, ``LADING_SPARK_IMAGE``,
+``LADING_SPARK_IMAGE_PULL_POLICY``, ``LADING_SPARK_IMAGE_PULL_SECRETS``,
+``LADING_SPARK_SERVICE_ACCOUNT`` (:func:`lading_operator.render.installation_from_env`;
+a bad value stops the operator at start-up).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 import kopf
 
-from lading_operator import controller, metrics, persistence, policy
+from lading_operator import controller, metrics, persistence, policy, render
 from lading_operator.handlers import resources  # noqa: F401  (registers the handlers)
 
 # No handler needs a finalizer (see handlers/resources.py); kopf removes this one,
@@ -41,6 +44,11 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     controller.set_policy(policy.load_policy(os.environ.get("LADING_POLICY_FILE")))
+    install = render.installation_from_env()  # fails closed on a bad value, before any reconcile
+    logging.getLogger(__name__).info(
+        "SparkApplications: image %s, pull policy %s, pull secrets %s, service account %s",
+        install.image, install.image_pull_policy or "(the cluster's default)",
+        ", ".join(install.image_pull_secrets) or "none", install.service_account)
     port = os.environ.get("LADING_METRICS_PORT", "9090")
     if port.lower() != "off":
         metrics.start_metrics_server(int(port))

@@ -7,11 +7,18 @@ name. Building is separate from sending (see :mod:`lading_operator.k8s`).
 The Spark app receives the job document (``--job <JSON>``, the contract of
 :mod:`lading_spec.job`); credentials reach it only as ``envFrom`` a Secret named
 in ``spec.connection.secretRef``; the endpoint and region as plain env.
+
+What the installation decides (the Helm chart passes it to the operator as
+environment, :func:`installation_from_env`): the image, its pull policy and pull
+secrets, and the Spark ServiceAccount. A resource's ``spec.spark`` overrides the
+image, pull policy and ServiceAccount; without the environment (``lading render`` on
+a laptop) the chart's defaults apply.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -28,8 +35,15 @@ SPARK_GROUP, SPARK_VERSION_API = SPARK_API_VERSION.split("/")
 SPARK_PLURAL = "sparkapplications"
 # The Spark inside the image: the pyspark pinned in requirements.lock.
 SPARK_VERSION = "4.3.0"
+# The chart's defaults (values.yaml), used when the operator's environment does not say.
 DEFAULT_IMAGE = "ghcr.io/lading/lading:0.1.0"
 DEFAULT_SERVICE_ACCOUNT = "lading-spark"
+# The environment the chart sets on the operator (charts/lading/templates/deployment.yaml).
+ENV_IMAGE = "LADING_SPARK_IMAGE"
+ENV_PULL_POLICY = "LADING_SPARK_IMAGE_PULL_POLICY"
+ENV_PULL_SECRETS = "LADING_SPARK_IMAGE_PULL_SECRETS"
+ENV_SERVICE_ACCOUNT = "LADING_SPARK_SERVICE_ACCOUNT"
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 MAIN_APPLICATION_FILE = "local:///opt/lading/spark_apps/lading_jobs/main.py"
 
 LABEL_KIND = "lading.io/kind"
@@ -38,7 +52,43 @@ LABEL_RUN_ID = "lading.io/run-id"
 LABEL_ATTEMPT = "lading.io/attempt"
 
 _MEMORY = re.compile(r"^[0-9]+(\.[0-9]+)?([kmgtKMGT]i?|[kmgtKMGT])?$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SPARK_KEYS = ("image", "imagePullPolicy", "serviceAccount", "sparkVersion", "driver", "executor", "sparkConf")
+
+
+@dataclass(frozen=True)
+class Installation:
+    """What the installation (the chart) decides for every SparkApplication."""
+
+    image: str = DEFAULT_IMAGE
+    image_pull_policy: str | None = None
+    image_pull_secrets: tuple[str, ...] = ()
+    service_account: str = DEFAULT_SERVICE_ACCOUNT
+
+
+def _image_ok(image: Any) -> bool:
+    return isinstance(image, str) and bool(image) and not any(c.isspace() for c in image)
+
+
+def installation_from_env(environ: Mapping[str, str] | None = None) -> Installation:
+    """The chart's settings from the operator's environment; a bad value raises ``ValueError``
+    naming the variable (the operator refuses to start)."""
+    env = os.environ if environ is None else environ
+    image = env.get(ENV_IMAGE) or DEFAULT_IMAGE
+    if not _image_ok(image):
+        raise ValueError(f"{ENV_IMAGE}: expected a container image reference, got {image!r}")
+    policy = env.get(ENV_PULL_POLICY) or None
+    if policy is not None and policy not in PULL_POLICIES:
+        raise ValueError(f"{ENV_PULL_POLICY}: got {policy!r}; accepted: {', '.join(PULL_POLICIES)}")
+    secrets = tuple(s.strip() for s in env.get(ENV_PULL_SECRETS, "").split(",") if s.strip())
+    for secret in secrets:
+        if not _NAME.match(secret):
+            raise ValueError(f"{ENV_PULL_SECRETS}: {secret!r} is not a Secret name")
+    account = env.get(ENV_SERVICE_ACCOUNT) or DEFAULT_SERVICE_ACCOUNT
+    if not _NAME.match(account):
+        raise ValueError(f"{ENV_SERVICE_ACCOUNT}: {account!r} is not a ServiceAccount name")
+    return Installation(image=image, image_pull_policy=policy, image_pull_secrets=secrets,
+                        service_account=account)
 
 
 @dataclass(frozen=True)
@@ -59,6 +109,7 @@ class SparkOptions:
     driver: PodSize = PodSize(cores=1, memory="1g")
     executor: PodSize = PodSize(cores=1, memory="2g", instances=1)
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    image_pull_secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,24 +155,28 @@ def _pod_size(raw: Any, path: str, default: PodSize, executor: bool) -> PodSize:
     )
 
 
-def parse_spark_options(raw: Any) -> SparkOptions:
-    """Validate ``spec.spark``; errors name the field (``spark.driver.memory``)."""
+def parse_spark_options(raw: Any, installation: Installation | None = None) -> SparkOptions:
+    """Validate ``spec.spark`` over the installation's defaults (by default from the
+    environment, :func:`installation_from_env`); errors name the field (``spark.driver.memory``)."""
+    install = installation or installation_from_env()
+    defaults = SparkOptions(image=install.image, image_pull_policy=install.image_pull_policy,
+                            service_account=install.service_account,
+                            image_pull_secrets=install.image_pull_secrets)
     if raw is None:
-        return SparkOptions()
+        return defaults
     if not isinstance(raw, dict):
         raise SpecError("spark", "expected a mapping: image, serviceAccount, driver, executor, sparkConf")
     for key in raw:
         if key not in _SPARK_KEYS:
             raise SpecError(f"spark.{key}", f"unknown field; accepted: {', '.join(_SPARK_KEYS)}")
-    defaults = SparkOptions()
     image = raw.get("image", defaults.image)
-    if not isinstance(image, str) or not image or any(c.isspace() for c in image):
+    if not _image_ok(image):
         raise SpecError("spark.image", f"expected a container image reference, got {image!r}")
-    policy = raw.get("imagePullPolicy")
-    if policy is not None and policy not in ("Always", "IfNotPresent", "Never"):
-        raise SpecError("spark.imagePullPolicy", f"got {policy!r}; accepted: Always, IfNotPresent, Never")
+    policy = raw.get("imagePullPolicy", defaults.image_pull_policy)
+    if policy is not None and policy not in PULL_POLICIES:
+        raise SpecError("spark.imagePullPolicy", f"got {policy!r}; accepted: {', '.join(PULL_POLICIES)}")
     account = raw.get("serviceAccount", defaults.service_account)
-    if not isinstance(account, str) or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", account):
+    if not isinstance(account, str) or not _NAME.match(account):
         raise SpecError("spark.serviceAccount", f"expected a ServiceAccount name, got {account!r}")
     version = raw.get("sparkVersion", SPARK_VERSION)
     if not isinstance(version, str) or not re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", version):
@@ -137,6 +192,7 @@ def parse_spark_options(raw: Any) -> SparkOptions:
         driver=_pod_size(raw.get("driver"), "spark.driver", defaults.driver, executor=False),
         executor=_pod_size(raw.get("executor"), "spark.executor", defaults.executor, executor=True),
         spark_conf={k: str(v) for k, v in sorted(conf.items())},
+        image_pull_secrets=defaults.image_pull_secrets,
     )
 
 
@@ -179,13 +235,15 @@ def _env_from(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
                            options: SparkOptions | None = None,
-                           operator_fields: Collection[str] = OPERATOR_FIELDS) -> dict[str, Any]:
-    """The SparkApplication for one attempt of one run of a resource (pure).
+                           operator_fields: Collection[str] = OPERATOR_FIELDS,
+                           installation: Installation | None = None) -> dict[str, Any]:
+    """The SparkApplication for one attempt of one run of a resource (pure, given the
+    installation; by default that is read from the environment).
 
     ``operator_fields``: the spec fields of ``run.kind`` that stay out of the job
     document (CopyJob's by default; see :mod:`lading_operator.kinds`).
     """
-    options = options or parse_spark_options(spec.get("spark"))
+    options = options or parse_spark_options(spec.get("spark"), installation)
     lbls = labels(run)
     env, env_from = _env(spec), _env_from(spec)
 
@@ -215,6 +273,8 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
     }
     if options.image_pull_policy:
         app_spec["imagePullPolicy"] = options.image_pull_policy
+    if options.image_pull_secrets:
+        app_spec["imagePullSecrets"] = list(options.image_pull_secrets)
     if options.spark_conf:
         app_spec["sparkConf"] = dict(options.spark_conf)
     return {
