@@ -17,6 +17,7 @@ a laptop) the chart's defaults apply.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import os
 import re
@@ -53,7 +54,22 @@ LABEL_ATTEMPT = "lading.io/attempt"
 
 _MEMORY = re.compile(r"^[0-9]+(\.[0-9]+)?([kmgtKMGT]i?|[kmgtKMGT])?$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_SPARK_KEYS = ("image", "imagePullPolicy", "serviceAccount", "sparkVersion", "driver", "executor", "sparkConf")
+_SPARK_KEYS = ("image", "imagePullPolicy", "serviceAccount", "sparkVersion", "driver", "executor", "sparkConf",
+               "podSecurityContext", "securityContext")
+
+# The Pod Security Standard "restricted", on driver and executor pods (spark-operator's
+# mutating webhook applies these to the pods it and the driver create). A resource's
+# spec.spark.podSecurityContext / securityContext replaces the level it sets.
+RESTRICTED_POD_SECURITY_CONTEXT: Mapping[str, Any] = {
+    "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_SECURITY_CONTEXT: Mapping[str, Any] = {
+    "runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"}}
+_ID_KEYS = ("runAsUser", "runAsGroup")
+_POD_SC_KEYS = ("runAsNonRoot", *_ID_KEYS, "fsGroup", "supplementalGroups", "seccompProfile")
+_SC_KEYS = ("runAsNonRoot", *_ID_KEYS, "allowPrivilegeEscalation", "readOnlyRootFilesystem", "capabilities",
+            "seccompProfile")
+_SECCOMP_TYPES = ("RuntimeDefault", "Localhost", "Unconfined")
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,8 @@ class SparkOptions:
     executor: PodSize = PodSize(cores=1, memory="2g", instances=1)
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     image_pull_secrets: tuple[str, ...] = ()
+    pod_security_context: Mapping[str, Any] = field(default_factory=lambda: RESTRICTED_POD_SECURITY_CONTEXT)
+    security_context: Mapping[str, Any] = field(default_factory=lambda: RESTRICTED_SECURITY_CONTEXT)
 
 
 @dataclass(frozen=True)
@@ -155,6 +173,35 @@ def _pod_size(raw: Any, path: str, default: PodSize, executor: bool) -> PodSize:
     )
 
 
+def _security_context(raw: Any, path: str, keys: tuple[str, ...], default: Mapping[str, Any]
+                      ) -> Mapping[str, Any]:
+    """A (pod) securityContext from ``spec.spark``: the fields the CRD lists, checked."""
+    if raw is None:
+        return default
+    if not isinstance(raw, dict):
+        raise SpecError(path, f"expected a mapping with {', '.join(keys)}")
+    for key, value in raw.items():
+        where = f"{path}.{key}"
+        if key not in keys:
+            raise SpecError(where, f"unknown field; accepted: {', '.join(keys)}")
+        if key in ("runAsNonRoot", "allowPrivilegeEscalation", "readOnlyRootFilesystem"):
+            ok = isinstance(value, bool)
+        elif key in (*_ID_KEYS, "fsGroup"):
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        elif key == "supplementalGroups":
+            ok = isinstance(value, list) and all(isinstance(g, int) and not isinstance(g, bool) and g >= 0
+                                                 for g in value)
+        elif key == "capabilities":
+            ok = isinstance(value, dict) and set(value) <= {"add", "drop"} and all(
+                isinstance(v, list) and all(isinstance(c, str) and c for c in v) for v in value.values())
+        else:  # seccompProfile
+            ok = isinstance(value, dict) and value.get("type") in _SECCOMP_TYPES and set(value) <= {
+                "type", "localhostProfile"} and (value["type"] == "Localhost") == ("localhostProfile" in value)
+        if not ok:
+            raise SpecError(where, f"invalid value {value!r} (see the Kubernetes {key} field)")
+    return dict(raw)
+
+
 def parse_spark_options(raw: Any, installation: Installation | None = None) -> SparkOptions:
     """Validate ``spec.spark`` over the installation's defaults (by default from the
     environment, :func:`installation_from_env`); errors name the field (``spark.driver.memory``)."""
@@ -193,6 +240,10 @@ def parse_spark_options(raw: Any, installation: Installation | None = None) -> S
         executor=_pod_size(raw.get("executor"), "spark.executor", defaults.executor, executor=True),
         spark_conf={k: str(v) for k, v in sorted(conf.items())},
         image_pull_secrets=defaults.image_pull_secrets,
+        pod_security_context=_security_context(raw.get("podSecurityContext"), "spark.podSecurityContext",
+                                               _POD_SC_KEYS, defaults.pod_security_context),
+        security_context=_security_context(raw.get("securityContext"), "spark.securityContext",
+                                           _SC_KEYS, defaults.security_context),
     )
 
 
@@ -249,7 +300,9 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
 
     def pod(size: PodSize, executor: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"cores": size.cores, "memory": size.memory, "labels": dict(lbls),
-                               "serviceAccount": options.service_account}
+                               "serviceAccount": options.service_account,
+                               "podSecurityContext": copy.deepcopy(dict(options.pod_security_context)),
+                               "securityContext": copy.deepcopy(dict(options.security_context))}
         if executor:
             out["instances"] = size.instances
         if env:

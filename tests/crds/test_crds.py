@@ -311,6 +311,10 @@ REJECTED = [
     ("CopyJob", merged(UNLOAD, {"backoffLimit": -1}), "spec.backoffLimit", "greater than"),
     ("CopyJob", merged(UNLOAD, {"spark": {"driver": {"memory": "lots"}}}),
      "spec.spark.driver.memory", "should match"),
+    ("CopyJob", merged(UNLOAD, {"spark": {"podSecurityContext": {"seccompProfile": {"type": "Localhost"}}}}),
+     "spec.spark.podSecurityContext.seccompProfile", "localhostProfile is set exactly when"),
+    ("CopyJob", merged(UNLOAD, {"spark": {"securityContext": {"runAsUser": -1}}}),
+     "spec.spark.securityContext.runAsUser", "greater than or equal to 0"),
     ("CopyJob", merged(UNLOAD, {"connection": {"endpoint": "minio:9000"}}),
      "spec.connection.endpoint", "should match"),
     ("StreamCopy", merged(KAFKA, {"source": {"files": {"uri": "s3://bkt/in/"}}}), "spec.source",
@@ -359,6 +363,9 @@ def test_admission_rejects_naming_the_field(admission, kind, spec, field, messag
     ("CopyJob", merged(UNLOAD, {"to": {"options": {"header": True, "null": "\\N", "forceQuote": ["a", "b"]}}})),
     ("CopyJob", merged(UNLOAD, {"to": {"options": {"forceQuoteAll": True, "compression": "gzip"}}})),
     ("CopyJob", merged(LOAD, {"from": {"format": "parquet", "options": {"rowGroupSize": 10}}})),
+    ("CopyJob", merged(UNLOAD, {"spark": {
+        "podSecurityContext": {"runAsUser": 1000, "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}})),
     ("StreamCopy", KAFKA),
     ("Compaction", {"table": "file:///data/t/"}),
 ])

@@ -7,12 +7,16 @@ plus the kubelet would do for each one, with the real Spark app:
    deleting an application first stops its driver, as spark-operator v2 does;
 2. sets ``status.applicationState.state`` SUBMITTED, creates the driver Pod
    (``<app>-driver``, owned by the application), then RUNNING with
-   ``driverInfo.podName`` and ``driverInfo.webUIAddress`` (the local Spark UI);
+   ``driverInfo.podName`` and ``driverInfo.webUIAddress`` (the local Spark UI).
+   Like spark-operator's mutating webhook (which must be enabled for the job
+   namespaces), it copies the application's ``driver.env``, ``envFrom``,
+   ``securityContext`` and ``podSecurityContext`` onto the pod; with
+   ``webhook=False`` the pod gets none of them, as on a cluster without the webhook;
 3. runs ``spark_apps/lading_jobs/main.py`` with the application's ``arguments``
    as a subprocess with its own local Spark (``--master local[2]`` and the
    ``sparkConf`` passed as spark-submit ``--conf``), with the environment the
-   driver pod would get: ``driver.env`` plus the keys of every ``envFrom`` Secret,
-   read from the emulator;
+   kubelet gives the driver container: the pod's ``env`` plus the keys of every
+   ``envFrom`` Secret, read back from the emulator (never from the application);
 4. when the process exits, writes its termination log into the driver Pod's
    ``containerStatuses[].state.terminated.message`` as the kubelet does, and moves
    the application through SUCCEEDING/FAILING to COMPLETED/FAILED;
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import datetime as dt
 import json
 import os
@@ -83,11 +88,13 @@ class SparkOperatorStandIn:
     """Watches SparkApplications at ``url`` and runs them (see the module docstring)."""
 
     def __init__(self, url: str, mode: str = "spark", log_dir: Path | None = None,
-                 extra_env: dict[str, str] | None = None, instant_workers: int = 8) -> None:
+                 extra_env: dict[str, str] | None = None, instant_workers: int = 8,
+                 webhook: bool = True) -> None:
         if mode not in ("spark", "instant"):
             raise ValueError("mode is 'spark' or 'instant'")
         self.url = url.rstrip("/")
         self.mode = mode
+        self.webhook = webhook
         self.client = KubeClient(url)
         self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="spark-standin-"))
         self.extra_env = dict(extra_env or {})
@@ -201,10 +208,22 @@ class SparkOperatorStandIn:
             self.client.patch(API, PLURAL, meta["namespace"], meta["name"],
                               {"metadata": {"finalizers": [*finalizers, FINALIZER]}})
 
-    def _create_driver_pod(self, run: _Run, app: Obj) -> str:
+    def _create_driver_pod(self, run: _Run, app: Obj) -> Obj:
+        """The driver pod as spark-submit creates it, mutated as spark-operator's webhook does."""
         meta = app["metadata"]
         pod_name = f"{run.name}-driver"
         driver = (app.get("spec") or {}).get("driver") or {}
+        container: Obj = {"name": DRIVER_CONTAINER, "image": (app.get("spec") or {}).get("image", ""),
+                          "args": list((app.get("spec") or {}).get("arguments") or []),
+                          "terminationMessagePath": "/dev/termination-log"}
+        pod_spec: Obj = {"serviceAccountName": driver.get("serviceAccount", "default"),
+                         "restartPolicy": "Never", "containers": [container]}
+        if self.webhook:  # what the mutating webhook patches in from the SparkApplication
+            for key in ("env", "envFrom", "securityContext"):
+                if driver.get(key):
+                    container[key] = copy.deepcopy(driver[key])
+            if driver.get("podSecurityContext"):
+                pod_spec["securityContext"] = copy.deepcopy(driver["podSecurityContext"])
         pod = {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
@@ -215,23 +234,14 @@ class SparkOperatorStandIn:
                                      "uid": meta.get("uid", ""), "controller": True,
                                      "blockOwnerDeletion": True}],
             },
-            "spec": {
-                "serviceAccountName": driver.get("serviceAccount", "default"),
-                "restartPolicy": "Never",
-                "containers": [{"name": DRIVER_CONTAINER, "image": (app.get("spec") or {}).get("image", ""),
-                                "args": list((app.get("spec") or {}).get("arguments") or []),
-                                "env": list(driver.get("env") or []),
-                                "envFrom": list(driver.get("envFrom") or []),
-                                "terminationMessagePath": "/dev/termination-log"}],
-            },
+            "spec": pod_spec,
         }
         with contextlib.suppress(ApiStatusError):
             self.client.create(pod, "pods")
-        self.client.patch_status("v1", "pods", run.namespace, pod_name, {
+        return self.client.patch_status("v1", "pods", run.namespace, pod_name, {
             "phase": "Running", "startTime": _now(),
             "containerStatuses": [{"name": DRIVER_CONTAINER, "ready": True, "restartCount": 0,
                                    "state": {"running": {"startedAt": _now()}}}]})
-        return pod_name
 
     def _terminate_pod(self, run: _Run, pod_name: str, exit_code: int, message: str) -> None:
         with contextlib.suppress(ApiStatusError):
@@ -242,19 +252,21 @@ class SparkOperatorStandIn:
                                            "exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
                                            "message": message[-4096:], "finishedAt": _now()}}}]})
 
-    def _env(self, app: Obj, termination_log: Path, ui_port: int) -> dict[str, str]:
+    def _env(self, app: Obj, pod: Obj, termination_log: Path, ui_port: int) -> dict[str, str]:
+        """The kubelet's part: the driver container's env and envFrom Secrets, from the pod."""
         spec = app.get("spec") or {}
-        driver = spec.get("driver") or {}
+        container = next((c for c in (pod.get("spec") or {}).get("containers") or []
+                          if c.get("name") == DRIVER_CONTAINER), {})
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PYSPARK_SUBMIT"))}
-        for source in driver.get("envFrom") or []:
+        for source in container.get("envFrom") or []:
             secret_name = (source.get("secretRef") or {}).get("name")
             if secret_name:
-                secret = self.client.get("v1", "secrets", app["metadata"]["namespace"], secret_name)
+                secret = self.client.get("v1", "secrets", pod["metadata"]["namespace"], secret_name)
                 for key, value in (secret.get("data") or {}).items():
                     env[key] = base64.b64decode(value).decode()
                 for key, value in (secret.get("stringData") or {}).items():
                     env[key] = str(value)
-        for item in driver.get("env") or []:
+        for item in container.get("env") or []:
             env[item["name"]] = str(item.get("value", ""))
         conf = {"spark.ui.port": str(ui_port), "spark.ui.enabled": "true", **(spec.get("sparkConf") or {})}
         submit = ["--master", "local[2]"]
@@ -285,12 +297,13 @@ class SparkOperatorStandIn:
         script = REPO / main_file[len(IMAGE_ROOT):]
         self._app_status(run, {"applicationState": {"state": "SUBMITTED"}, "driverInfo": {},
                                "submissionAttempts": 1, "lastSubmissionAttemptTime": _now()})
-        pod_name = self._create_driver_pod(run, app)
+        pod = self._create_driver_pod(run, app)
+        pod_name = pod["metadata"]["name"]
         workdir = self.log_dir / f"{run.namespace}-{run.name}"
         workdir.mkdir(parents=True, exist_ok=True)
         termination_log = workdir / "termination-log"
         ui_port = _free_port()
-        env = self._env(app, termination_log, ui_port)
+        env = self._env(app, pod, termination_log, ui_port)
         if run.deleting.is_set():
             return
         with open(workdir / "driver.log", "wb") as log:

@@ -122,6 +122,27 @@ def test_defaults_without_spark_or_connection() -> None:
     assert spec["driver"]["serviceAccount"] == "lading-spark"
 
 
+def test_spark_pods_get_the_restricted_security_context_by_default() -> None:
+    spec = render.build_sparkapplication(LOAD, run())["spec"]
+    for role in ("driver", "executor"):
+        assert spec[role]["podSecurityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+        assert spec[role]["securityContext"] == {
+            "runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def test_a_resource_replaces_a_security_context_level() -> None:
+    pod_level = {"runAsNonRoot": True, "runAsUser": 1000, "fsGroup": 2000,
+                 "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/spark.json"}}
+    spec = {**LOAD, "spark": {"podSecurityContext": pod_level}}
+    app = render.build_sparkapplication(spec, run())["spec"]
+    assert app["driver"]["podSecurityContext"] == app["executor"]["podSecurityContext"] == pod_level
+    assert app["driver"]["securityContext"] == dict(render.RESTRICTED_SECURITY_CONTEXT)  # the other level stays
+    spec = {**LOAD, "spark": {"securityContext": {"readOnlyRootFilesystem": True}}}
+    assert render.build_sparkapplication(spec, run())["spec"]["executor"]["securityContext"] == {
+        "readOnlyRootFilesystem": True}
+
+
 def test_rendering_is_pure() -> None:
     assert render.build_sparkapplication(UNLOAD, run()) == render.build_sparkapplication(UNLOAD, run())
 
@@ -151,6 +172,11 @@ def test_contract_rendered_arguments_parse_in_the_spark_app() -> None:
     ({"imagePullPolicy": "Sometimes"}, "spark.imagePullPolicy"),
     ({"serviceAccount": "Bad_Name"}, "spark.serviceAccount"),
     ({"colour": "red"}, "spark.colour"),
+    ({"securityContext": {"privileged": True}}, "spark.securityContext.privileged"),
+    ({"securityContext": {"capabilities": {"add": "NET_ADMIN"}}}, "spark.securityContext.capabilities"),
+    ({"podSecurityContext": {"runAsUser": -1}}, "spark.podSecurityContext.runAsUser"),
+    ({"podSecurityContext": {"seccompProfile": {"type": "Localhost"}}}, "spark.podSecurityContext.seccompProfile"),
+    ({"podSecurityContext": "restricted"}, "spark.podSecurityContext"),
 ])
 def test_bad_spark_options_name_the_field(spark: dict[str, Any], field: str) -> None:
     with pytest.raises(SpecError) as e:

@@ -1,0 +1,64 @@
+"""The spark-operator stand-in behaves like spark-operator's mutating webhook: the driver pod gets
+the SparkApplication's env, envFrom and security contexts, and the driver's environment comes
+from the pod (the kubelet's view), so without the webhook there are no credentials."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from harness.spark_operator import DRIVER_CONTAINER, SparkOperatorStandIn, _Run
+from lading_operator import render
+
+pytestmark = pytest.mark.k8s
+
+SPEC = {"from": {"query": "SELECT 1 AS x"}, "to": {"files": "s3://bucket/out/"},
+        "connection": {"secretRef": {"name": "s3-creds"}, "endpoint": "http://minio:9000", "region": "eu-west-1"}}
+
+
+def application(kube, namespace: str, name: str) -> dict:  # type: ignore[no-untyped-def]
+    run = render.RunIdentity(kind="CopyJob", namespace=namespace, name=name, uid="u-1", generation=1,
+                             run_id="r1", run_time=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    app = render.build_sparkapplication(SPEC, run, installation=render.Installation())
+    del app["metadata"]["ownerReferences"]  # no owner in this test: the app must not be collected
+    return kube.client.create(app, "sparkapplications")  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def secret(kube, kube_namespace):  # type: ignore[no-untyped-def]
+    data = {"AWS_ACCESS_KEY_ID": "AKIDMARKER", "AWS_SECRET_ACCESS_KEY": "s3cr3t-marker"}
+    kube.client.create({"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "s3-creds", "namespace": kube_namespace},
+                        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}},
+                       "secrets")
+    return data
+
+
+@pytest.mark.parametrize("webhook", [True, False])
+def test_driver_pod_and_environment_follow_the_webhook(kube, kube_namespace, secret, webhook: bool,
+                                                       tmp_path: Path) -> None:
+    app = application(kube, kube_namespace, f"job-{str(webhook).lower()}")
+    standin = SparkOperatorStandIn(kube.url, log_dir=tmp_path, webhook=webhook)
+    try:
+        run = _Run(kube_namespace, app["metadata"]["name"])
+        pod = standin._create_driver_pod(run, app)
+        stored = kube.client.get("v1", "pods", kube_namespace, pod["metadata"]["name"])
+        container = next(c for c in stored["spec"]["containers"] if c["name"] == DRIVER_CONTAINER)
+        env = standin._env(app, stored, tmp_path / "termination-log", 4040)
+    finally:
+        standin.stop()
+    driver = app["spec"]["driver"]
+    if webhook:
+        assert container["envFrom"] == driver["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+        assert container["env"] == driver["env"]
+        assert container["securityContext"] == render.RESTRICTED_SECURITY_CONTEXT
+        assert stored["spec"]["securityContext"] == render.RESTRICTED_POD_SECURITY_CONTEXT
+        assert env["AWS_ACCESS_KEY_ID"] == "AKIDMARKER" and env["AWS_SECRET_ACCESS_KEY"] == "s3cr3t-marker"
+        assert env["AWS_REGION"] == "eu-west-1"
+    else:  # no webhook: the pod has nothing from the SparkApplication, so neither has the driver
+        assert "envFrom" not in container and "env" not in container and "securityContext" not in container
+        assert "securityContext" not in stored["spec"]
+        assert not any(k.startswith("AWS_") for k in env)
