@@ -52,6 +52,7 @@ def validate(kind: Kind, spec: Mapping[str, Any], namespace: str, check_uris: Ur
     try:
         kind.parse(dict(spec))
         render.parse_spark_options(spec.get("spark"))
+        render.check_job_size(spec, kind.operator_fields)
         if spec.get("schedule") is not None:
             schedule.parse_schedule(spec["schedule"], created)
         policy = spec.get("concurrencyPolicy", kind.default_concurrency)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 import os
 import re
 from collections.abc import Collection, Mapping
@@ -46,6 +47,11 @@ ENV_PULL_SECRETS = "LADING_SPARK_IMAGE_PULL_SECRETS"
 ENV_SERVICE_ACCOUNT = "LADING_SPARK_SERVICE_ACCOUNT"
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 MAIN_APPLICATION_FILE = "local:///opt/lading/spark_apps/lading_jobs/main.py"
+
+# Linux's MAX_ARG_STRLEN (32 pages): the longest single command-line argument, its
+# terminating NUL included. The job document travels as one (--job <JSON>) through
+# spark-submit and the image's entrypoint to the driver.
+MAX_ARGUMENT_BYTES = 32 * 4096 - 1
 
 LABEL_KIND = "lading.io/kind"
 LABEL_NAME = "lading.io/name"
@@ -260,6 +266,41 @@ def job_document(spec: Mapping[str, Any], run: RunIdentity,
                        spec=job_spec(spec, operator_fields))
 
 
+def _largest_part(node: Any, path: str) -> tuple[str, int]:
+    """The field that takes the most room in ``node``'s JSON: descend into mappings and
+    lists of mappings; stop at strings and lists of scalars (a fileList)."""
+    if isinstance(node, dict) and node:
+        key = max(node, key=lambda k: len(json.dumps(node[k])))
+        return _largest_part(node[key], f"{path}.{key}" if path else str(key))
+    if isinstance(node, list) and node and all(isinstance(v, dict) for v in node):
+        i = max(range(len(node)), key=lambda j: len(json.dumps(node[j])))
+        return _largest_part(node[i], f"{path}[{i}]")
+    return path, len(json.dumps(node))
+
+
+def _argument_fits(argument: str, spec: Mapping[str, Any], operator_fields: Collection[str]) -> None:
+    size = len(argument.encode())
+    if size <= MAX_ARGUMENT_BYTES:
+        return
+    field_path, part = _largest_part(job_spec(spec, operator_fields), "")
+    raise SpecError(field_path, f"the job document would be {size:,} bytes, more than the {MAX_ARGUMENT_BYTES:,} "
+                    "a command-line argument may hold on Linux (the Spark driver receives the job as one); "
+                    f"this field takes {part:,} bytes of it: shorten it (for a long fileList, give a prefix "
+                    "in files with a pattern instead)")
+
+
+def check_job_size(spec: Mapping[str, Any], operator_fields: Collection[str] = OPERATOR_FIELDS) -> None:
+    """Refuse a spec whose job document could not be passed to the driver, for any run
+    (``SpecError`` naming the largest field); what the operator checks before a run.
+    ``operator_fields``: the kind's fields that stay out of the document (CopyJob's by default)."""
+    # The longest identity a run can have (name, namespace, uid, generation, run id), so that
+    # a spec that fits now fits whatever run it is rendered for.
+    widest = JobDocument(kind="Compaction", namespace="n" * 63, name="n" * 253, uid="u" * 36,
+                         generation=2**63 - 1, run_id="r" * 63,
+                         run_time=dt.datetime(2026, 1, 1, tzinfo=dt.UTC), spec=job_spec(spec, operator_fields))
+    _argument_fits(widest.to_json(), spec, operator_fields)
+
+
 def labels(run: RunIdentity) -> dict[str, str]:
     return {
         LABEL_KIND: run.kind,
@@ -295,6 +336,8 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
     document (CopyJob's by default; see :mod:`lading_operator.kinds`).
     """
     options = options or parse_spark_options(spec.get("spark"), installation)
+    document = job_document(spec, run, operator_fields).to_json()
+    _argument_fits(document, spec, operator_fields)
     lbls = labels(run)
     env, env_from = _env(spec), _env_from(spec)
 
@@ -317,7 +360,7 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
         "mode": "cluster",
         "image": options.image,
         "mainApplicationFile": MAIN_APPLICATION_FILE,
-        "arguments": ["--job", job_document(spec, run, operator_fields).to_json()],
+        "arguments": ["--job", document],
         "sparkVersion": options.spark_version,
         # Retries are ours (spec.backoffLimit): each attempt is a new SparkApplication.
         "restartPolicy": {"type": "Never"},

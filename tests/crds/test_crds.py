@@ -315,6 +315,13 @@ REJECTED = [
      "spec.spark.podSecurityContext.seccompProfile", "localhostProfile is set exactly when"),
     ("CopyJob", merged(UNLOAD, {"spark": {"securityContext": {"runAsUser": -1}}}),
      "spec.spark.securityContext.runAsUser", "greater than or equal to 0"),
+    ("CopyJob", merged(LOAD, {"from": {"files": None, "fileList": [f"s3://bkt/in/{i:05d}-{'x' * 100}.csv"
+                                                                    for i in range(900)]}}),
+     "spec.from.fileList", "must fit in 96 KiB"),
+    ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a", "fileList": ["s3://bkt/" + "x" * 1200]}]}}),
+     "spec.from.inputs[0].fileList[0]", "Too long"),
+    ("CopyJob", merged(UNLOAD, {"from": {"query": "SELECT " + "1, " * 11000 + "1"}}), "spec.from.query",
+     "Too long"),
     ("CopyJob", merged(UNLOAD, {"connection": {"endpoint": "minio:9000"}}),
      "spec.connection.endpoint", "should match"),
     ("StreamCopy", merged(KAFKA, {"source": {"files": {"uri": "s3://bkt/in/"}}}), "spec.source",
@@ -363,6 +370,8 @@ def test_admission_rejects_naming_the_field(admission, kind, spec, field, messag
     ("CopyJob", merged(UNLOAD, {"to": {"options": {"header": True, "null": "\\N", "forceQuote": ["a", "b"]}}})),
     ("CopyJob", merged(UNLOAD, {"to": {"options": {"forceQuoteAll": True, "compression": "gzip"}}})),
     ("CopyJob", merged(LOAD, {"from": {"format": "parquet", "options": {"rowGroupSize": 10}}})),
+    ("CopyJob", merged(LOAD, {"from": {"files": None, "fileList": [f"s3://bkt/in/{i:05d}-{'x' * 100}.csv"
+                                                                    for i in range(700)]}})),
     ("CopyJob", merged(UNLOAD, {"spark": {
         "podSecurityContext": {"runAsUser": 1000, "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}})),

@@ -182,3 +182,47 @@ def test_bad_spark_options_name_the_field(spark: dict[str, Any], field: str) -> 
     with pytest.raises(SpecError) as e:
         render.parse_spark_options(spark)
     assert e.value.field == field
+
+
+# --- the job document is one command-line argument (Linux: 128 KiB) --------------------
+
+def file_list(count: int, length: int = 120) -> list[str]:
+    stem = "s3://landing/events/"
+    return [f"{stem}{i:06d}-" + "x" * (length - len(stem) - 12) + ".json" for i in range(count)]
+
+
+def test_the_argument_limit_is_linuxs() -> None:
+    """MAX_ARGUMENT_BYTES is what exec accepts: one byte more and exec fails (E2BIG)."""
+    import subprocess
+
+    subprocess.run(["true", "x" * render.MAX_ARGUMENT_BYTES], check=True)
+    with pytest.raises(OSError) as exc:
+        subprocess.run(["true", "x" * (render.MAX_ARGUMENT_BYTES + 1)], check=True)
+    assert exc.value.errno == 7  # E2BIG
+
+
+def test_a_file_list_that_fits_renders_within_the_limit() -> None:
+    spec = {**LOAD, "from": {"fileList": file_list(750), "format": "json"}}  # 92 KiB: the CRD admits it
+    render.check_job_size(spec)
+    arg = render.build_sparkapplication(spec, run())["spec"]["arguments"][1]
+    assert 90_000 < len(arg.encode()) <= render.MAX_ARGUMENT_BYTES
+
+
+@pytest.mark.parametrize(("source", "field"), [
+    ({"fileList": file_list(1200), "format": "json"}, "from.fileList"),
+    ({"query": "SELECT * FROM a JOIN b USING (id)",
+      "inputs": [{"name": "a", "files": "s3://lake/a/"}, {"name": "b", "fileList": file_list(1200)}]},
+     "from.inputs[1].fileList"),
+])
+def test_a_job_document_too_long_for_one_argument_names_the_field(source: dict[str, Any], field: str) -> None:
+    to = LOAD["to"] if "fileList" in source else {"files": "s3://exports/out/"}
+    spec = {"from": source, "to": to}
+    with pytest.raises(SpecError) as exc:
+        render.check_job_size(spec)
+    assert exc.value.field == field and "131,071" in exc.value.message and "pattern" in exc.value.message
+    with pytest.raises(SpecError):
+        render.build_sparkapplication(spec, run())
+    # the operator refuses it before any run: InvalidSpec naming the field
+    from lading_operator import kinds, reconcile
+    verdict = reconcile.validate(kinds.COPYJOB, spec, "data", None, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    assert verdict is not None and verdict[0] == "InvalidSpec" and verdict[1].startswith(f"spec.{field}: ")
