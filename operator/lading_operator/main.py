@@ -39,7 +39,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         prefix="lading.io", key="last-handled-configuration")
     settings.posting.level = logging.WARNING
     settings.peering.standalone = True
-    settings.scanning.disabled = bool(namespaces_from_env())
+    # Never watch CRDs or Namespaces, in either mode: the chart grants neither (docs/security.md).
+    # Resources are discovered once at start-up, so install spark-operator's CRDs first.
+    settings.scanning.disabled = True
     settings.execution.max_workers = int(os.environ.get("LADING_WORKERS", "16"))
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
