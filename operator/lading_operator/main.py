@@ -2,6 +2,7 @@
 
 Environment (see docs/operator.md): ``LADING_NAMESPACES`` (comma-separated; empty
 = cluster-wide), ``LADING_METRICS_PORT`` (9090; ``off`` disables),
+``LADING_METRICS_ADDRESS`` (the address /metrics binds, ``0.0.0.0``),
 ``LADING_POLICY_FILE`` (optional storage allow-list), ``LADING_LIVENESS``
 (``http://0.0.0.0:8080/healthz``; ``off`` disables), ``LADING_WORKERS`` (threads
 for API calls, 16); and what every SparkApplication gets, ``LADING_SPARK_IMAGE``,
@@ -53,7 +54,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         ", ".join(install.image_pull_secrets) or "none", install.service_account)
     port = os.environ.get("LADING_METRICS_PORT", "9090")
     if port.lower() != "off":
-        metrics.start_metrics_server(int(port))
+        metrics.start_metrics_server(int(port), os.environ.get("LADING_METRICS_ADDRESS") or "0.0.0.0")
 
 
 def run() -> None:

@@ -35,6 +35,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from lading_operator import kinds
+from lading_spec.version import VERSION
 
 KINDS = kinds.NAMES
 PHASES: dict[str, tuple[str, ...]] = {kind.name: kind.phases for kind in kinds.ALL}
@@ -125,12 +126,8 @@ _server: WSGIServer | None = None
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("lading")
-    except Exception:  # not installed as a distribution
-        return "unknown"
+    """The version in the source (the image has no package metadata for lading)."""
+    return VERSION
 
 
 BUILD_INFO.labels(_version()).set(1)

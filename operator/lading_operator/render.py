@@ -30,6 +30,7 @@ from lading_operator import names
 from lading_spec.copyjob import OPERATOR_FIELDS
 from lading_spec.errors import SpecError
 from lading_spec.job import API_VERSION, JobDocument
+from lading_spec.version import VERSION
 
 SPARK_API_VERSION = "sparkoperator.k8s.io/v1beta2"
 SPARK_KIND = "SparkApplication"
@@ -38,7 +39,7 @@ SPARK_PLURAL = "sparkapplications"
 # The Spark inside the image: the pyspark pinned in requirements.lock.
 SPARK_VERSION = "4.3.0"
 # The chart's defaults (values.yaml), used when the operator's environment does not say.
-DEFAULT_IMAGE = "ghcr.io/lading/lading:0.1.0"
+DEFAULT_IMAGE = f"ghcr.io/lading/lading:{VERSION}"
 DEFAULT_SERVICE_ACCOUNT = "lading-spark"
 # The environment the chart sets on the operator (charts/lading/templates/deployment.yaml).
 ENV_IMAGE = "LADING_SPARK_IMAGE"

@@ -104,3 +104,16 @@ def test_kopf_liveness_endpoint_follows_the_health_port() -> None:
 def test_a_bad_setting_names_the_variable(name: str, value: str, needle: str) -> None:
     with pytest.raises(ValueError, match=f"{name}.*{needle}"):
         render.installation_from_env({name: value})
+
+
+@pytest.mark.parametrize(("address", "liveness"), [
+    (None, "http://0.0.0.0:8080/healthz"),
+    ("::", "http://[::]:8080/healthz"),
+    ("10.0.0.7", "http://10.0.0.7:8080/healthz"),
+])
+def test_listen_address_reaches_metrics_and_liveness(address: str | None, liveness: str) -> None:
+    values: dict[str, Any] = {} if address is None else {"operator": {"listenAddress": address}}
+    env = chart_env(values)
+    assert env["LADING_LIVENESS"] == liveness
+    assert env["LADING_METRICS_ADDRESS"] == (address or "0.0.0.0")
+    assert urlsplit(liveness).hostname == (address or "0.0.0.0")  # what kopf binds

@@ -137,3 +137,44 @@ def test_second_start_is_a_no_op(endpoint: str) -> None:
     port = metrics.bound_port()
     metrics.start_metrics_server(0, addr="127.0.0.1")
     assert metrics.bound_port() == port
+
+
+def test_build_info_reports_the_version_without_package_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the image lading is not installed as a distribution (its source is on PYTHONPATH):
+    the version must still be the real one, the one pyproject.toml and the chart carry."""
+    import importlib.metadata
+    import tomllib
+
+    def no_metadata(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", no_metadata)
+    root = Path(__file__).resolve().parents[2]
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    assert metrics._version() == pyproject != "unknown"
+
+
+def test_build_info_is_served_with_the_version(endpoint: str) -> None:
+    from lading_spec.version import VERSION
+
+    assert value(scrape(endpoint), "lading_build_info", version=VERSION) == 1.0
+
+
+def test_metrics_listen_on_the_configured_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LADING_METRICS_ADDRESS (chart value operator.listenAddress) is where /metrics binds."""
+    import kopf
+
+    from lading_operator import main
+
+    metrics.stop_metrics_server()
+    monkeypatch.setenv("LADING_METRICS_PORT", "0")
+    monkeypatch.setenv("LADING_METRICS_ADDRESS", "127.0.0.2")
+    monkeypatch.delenv("LADING_POLICY_FILE", raising=False)
+    try:
+        main.configure(settings=kopf.OperatorSettings())
+        assert metrics._server is not None and metrics._server.server_address[0] == "127.0.0.2"
+        port = metrics.bound_port()
+        with urllib.request.urlopen(f"http://127.0.0.2:{port}/metrics", timeout=10) as resp:
+            assert resp.status == 200
+    finally:
+        metrics.stop_metrics_server()
