@@ -59,7 +59,10 @@ LABEL_NAME = "lading.io/name"
 LABEL_RUN_ID = "lading.io/run-id"
 LABEL_ATTEMPT = "lading.io/attempt"
 
-_MEMORY = re.compile(r"^[0-9]+(\.[0-9]+)?([kmgtKMGT]i?|[kmgtKMGT])?$")
+# Spark's JavaUtils.byteStringAs (spark.driver.memory / spark.executor.memory): a whole
+# number and an optional unit b, or k/m/g/t/p alone or followed by b, i or ib, any case
+# (Spark 4); a bare number is MiB. No fractions.
+_MEMORY = re.compile(r"^0*[1-9][0-9]*([kmgtpKMGTP]([bB]|[iI][bB]?)?|[bB])?$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SPARK_KEYS = ("image", "imagePullPolicy", "serviceAccount", "sparkVersion", "driver", "executor", "sparkConf",
                "podSecurityContext", "securityContext")
@@ -130,7 +133,7 @@ class SparkOptions:
     image_pull_policy: str | None = None
     service_account: str = DEFAULT_SERVICE_ACCOUNT
     driver: PodSize = PodSize(cores=1, memory="1g")
-    executor: PodSize = PodSize(cores=1, memory="2g", instances=1)
+    executor: PodSize = PodSize(cores=1, memory="1g", instances=1)
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     image_pull_secrets: tuple[str, ...] = ()
     pod_security_context: Mapping[str, Any] = field(default_factory=lambda: RESTRICTED_POD_SECURITY_CONTEXT)
@@ -172,7 +175,8 @@ def _pod_size(raw: Any, path: str, default: PodSize, executor: bool) -> PodSize:
             raise SpecError(f"{path}.{key}", f"unknown field; accepted: {', '.join(known)}")
     memory = raw.get("memory", default.memory)
     if not isinstance(memory, str) or not _MEMORY.match(memory):
-        raise SpecError(f"{path}.memory", f"expected a size such as 512m, 2g or 4Gi, got {memory!r}")
+        raise SpecError(f"{path}.memory", f"expected a size as Spark reads it, such as 512m, 2g or 4Gi (a whole "
+                        f"number: not 2.5g), got {memory!r}")
     return PodSize(
         cores=_positive_int(raw.get("cores", default.cores), f"{path}.cores"),
         memory=memory,
