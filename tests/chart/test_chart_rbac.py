@@ -65,8 +65,41 @@ def test_no_wildcards_no_secrets_no_escalation(mode: str) -> None:
 
 def test_cluster_mode_operator_rules_are_the_documented_list() -> None:
     objects = helm.render(helm.CLUSTER)
-    (cluster_role,) = helm.by_kind(objects, "ClusterRole")
+    (cluster_role,) = [r for r in helm.by_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("-operator")]
     assert rendered(cluster_role["rules"]) == documented("operator")
+
+
+AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
+
+
+def test_tenant_roles_aggregate_into_view_edit_and_admin() -> None:
+    objects = helm.render(helm.CLUSTER)
+    by_name = {r["metadata"]["name"]: r for r in helm.by_kind(objects, "ClusterRole")}
+    view, edit = by_name[f"{helm.RELEASE}-lading-view"], by_name[f"{helm.RELEASE}-lading-edit"]
+    assert {k for k, v in view["metadata"]["labels"].items() if k.startswith(AGGREGATE) and v == "true"} == {
+        AGGREGATE + "view"}
+    assert {k for k, v in edit["metadata"]["labels"].items() if k.startswith(AGGREGATE) and v == "true"} == {
+        AGGREGATE + "edit", AGGREGATE + "admin"}
+    assert rendered(view["rules"]) == documented("users-view")
+    assert rendered(edit["rules"]) == documented("users-edit")
+    # nothing cluster-scoped in namespaced mode, and none when turned off
+    assert not helm.by_kind(helm.render(helm.NAMESPACED), "ClusterRole")
+    off = helm.render({"rbac": {"aggregateToDefaultRoles": False}})
+    assert [r["metadata"]["name"] for r in helm.by_kind(off, "ClusterRole")] == [f"{helm.RELEASE}-lading-operator"]
+
+
+def test_the_example_tenant_role_grants_what_the_aggregated_roles_grant() -> None:
+    import kubernetes_validate
+    import yaml
+
+    text = DOC.read_text()
+    block = re.search(r"<!-- example:tenant-role -->\s*```yaml\n(.*?)```", text, re.S)
+    assert block, "docs/security.md has no example tenant Role"
+    docs = [d for d in yaml.safe_load_all(block.group(1)) if d]
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.28", strict=True)
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    assert rendered(role["rules"]) == documented("users-view") | documented("users-edit")
 
 
 def test_namespaced_mode_operator_rules_are_the_documented_list_in_each_namespace() -> None:
@@ -95,7 +128,8 @@ def test_spark_pvc_rules_only_when_asked() -> None:
 
 
 def test_everything_rendered_anywhere_is_documented() -> None:
-    allowed = documented("operator") | documented("spark") | documented("spark-pvc")
+    allowed = documented("operator") | documented("spark") | documented("spark-pvc") | \
+        documented("users-view") | documented("users-edit")
     for mode in helm.MODES.values():
         for role in roles(helm.render(mode)):
             extra = rendered(role["rules"]) - allowed

@@ -48,10 +48,13 @@ def test_namespaced_mode_renders_nothing_cluster_scoped() -> None:
     assert namespaces == {helm.NAMESPACE, "team-a", "team-b"}
 
 
-def test_cluster_mode_has_one_clusterrole_and_no_operator_roles() -> None:
+def test_cluster_mode_has_one_bound_clusterrole_and_no_operator_roles() -> None:
     objects = helm.render(helm.CLUSTER)
-    assert len(helm.by_kind(objects, "ClusterRole")) == 1
+    # the operator's, and the two tenant roles aggregated into view/edit (bound by nobody here)
+    assert sorted(r["metadata"]["name"] for r in helm.by_kind(objects, "ClusterRole")) == [
+        f"{helm.RELEASE}-lading-{n}" for n in ("edit", "operator", "view")]
     binding = helm.one(objects, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == f"{helm.RELEASE}-lading-operator"
     sa = helm.one([o for o in objects if o["metadata"]["name"] != "lading-spark"], "ServiceAccount")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": helm.NAMESPACE}

@@ -123,3 +123,20 @@ the driver only deletes its Service at stop (spark.kubernetes.driver.service.del
   verbs: ["create", "get", "list", "delete", "deletecollection"]
 {{- end }}
 {{- end }}
+
+{{/*
+Tenant rules (docs/security.md#tenant-access): read lading resources (aggregated into
+`view`, hence into `edit` and `admin` too), and write them (aggregated into `edit` and
+`admin`). Creating one runs Spark pods in the namespace, which `edit` may do anyway.
+*/}}
+{{- define "lading.userViewRules" -}}
+- apiGroups: ["lading.io"]
+  resources: ["copyjobs", "streamcopies", "compactions", "copyjobs/status", "streamcopies/status", "compactions/status"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
+
+{{- define "lading.userEditRules" -}}
+- apiGroups: ["lading.io"]
+  resources: ["copyjobs", "streamcopies", "compactions"]
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+{{- end }}
