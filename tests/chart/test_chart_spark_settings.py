@@ -117,3 +117,29 @@ def test_listen_address_reaches_metrics_and_liveness(address: str | None, livene
     assert env["LADING_LIVENESS"] == liveness
     assert env["LADING_METRICS_ADDRESS"] == (address or "0.0.0.0")
     assert urlsplit(liveness).hostname == (address or "0.0.0.0")  # what kopf binds
+
+
+def test_each_job_namespace_can_have_its_own_service_account_annotations() -> None:
+    """Not one IRSA role for every tenant: per-namespace annotations, merged over the common ones."""
+    role = "eks.amazonaws.com/role-arn"
+    values = {"spark": {"jobNamespaces": ["analytics", "marketing", "batch"], "serviceAccount": {
+        "annotations": {"example.com/team-owned": "yes"},
+        "annotationsByNamespace": {"analytics": {role: "arn:aws:iam::1:role/analytics"},
+                                   "marketing": {role: "arn:aws:iam::1:role/marketing",
+                                                 "example.com/team-owned": "no"}}}}}
+    accounts = {o["metadata"]["namespace"]: o["metadata"].get("annotations", {})
+                for o in helm.by_kind(helm.render(values), "ServiceAccount")
+                if o["metadata"]["name"] == "lading-spark"}
+    assert accounts == {
+        "analytics": {role: "arn:aws:iam::1:role/analytics", "example.com/team-owned": "yes"},
+        "marketing": {role: "arn:aws:iam::1:role/marketing", "example.com/team-owned": "no"},
+        "batch": {"example.com/team-owned": "yes"},
+    }
+
+
+def test_annotations_for_a_namespace_that_is_not_a_job_namespace_fail_the_install() -> None:
+    values = {"spark": {"jobNamespaces": ["analytics"], "serviceAccount": {
+        "annotationsByNamespace": {"analytcs": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/x"}}}}}
+    result = helm.run_helm("template", helm.RELEASE, str(helm.CHART), "--namespace", helm.NAMESPACE, values=values)
+    assert result.returncode != 0
+    assert 'annotationsByNamespace names "analytcs", which is not a job namespace (analytics)' in result.stderr
