@@ -42,6 +42,10 @@ EVERYTHING: dict[str, Any] = {
     "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ops", "effect": "NoSchedule"}],
     "operator": {"extraEnv": [{"name": "LADING_EXTRA", "value": "1"}]},
     "priorityClassName": "system-cluster-critical",
+    "networkPolicy": {"enabled": True, "apiServer": {"cidrs": ["10.96.0.1/32", "172.20.0.0/16"]},
+                      "metricsFrom": [{"namespaceSelector": {"matchLabels": {
+                          "kubernetes.io/metadata.name": "monitoring"}}}],
+                      "sparkEgress": [{"ports": [{"port": 443, "protocol": "TCP"}, {"port": 9093, "protocol": "TCP"}]}]},
 }
 MODES = {"cluster": CLUSTER, "namespaced": NAMESPACED, "everything": EVERYTHING}
 
