@@ -25,7 +25,7 @@ from lading_jobs.load.decode import Decoded, Reject, decode
 from lading_jobs.load.policy import FileOutcome, should_write
 from lading_jobs.load.stores import storage_for
 from lading_jobs.table import writer
-from lading_jobs.table.schema import TableSchema
+from lading_jobs.table.schema import TableSchema, arrow_type
 from lading_spec.copyjob import LoadOptions
 from lading_spec.formats import FormatOptions
 
@@ -90,6 +90,12 @@ def _first_error(unit: str, r: Reject) -> str:
     return f"{unit} {r.position}{column}: {r.reason}"
 
 
+def exact_number_columns(schema: TableSchema) -> list[str]:
+    """The integer and decimal columns: text formats give their values digit by digit."""
+    return [c.name for c in schema.columns
+            if pa.types.is_integer(arrow_type(c.type)) or pa.types.is_decimal(arrow_type(c.type))]
+
+
 def _read(storage: st.Storage, task: FileTask, fmt: str) -> bytes | pa.NativeFile:
     """Parquet through ranged reads (footer, then one row group at a time); text whole."""
     return storage.open_input(task.uri, task.size) if fmt == "parquet" else storage.read(task.uri)
@@ -108,7 +114,7 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
     try:
         decoded: Decoded = decode(_read(storage, task, plan.format), plan.format, plan.options,
                                   plan.schema.names, task.uri, row_groups=task.row_groups,
-                                  first_row=task.first_row)
+                                  first_row=task.first_row, exact_numbers=exact_number_columns(plan.schema))
     except (st.StorageError, OSError) as e:
         out.file_error = f"cannot be read: {e}"
         return out

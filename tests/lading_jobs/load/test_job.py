@@ -283,3 +283,19 @@ def test_a_big_parquet_file_is_read_by_several_tasks(spark: Any, root: str) -> N
     assert sorted(e["row"] for e in rejected) == [150, 480]
     ledger = TableLog.open(root + "t/", store(root)).snapshot().ledger  # type: ignore[union-attr]
     assert ledger[root + "in/big.parquet"].rows == 598
+
+
+def test_json_numbers_load_exactly_into_decimal_and_bigint(spark: Any, file_uri: Callable[[str], str]) -> None:
+    """Fails on 1b6c3cc: 1234567890123456789.12 loaded as …768.00, 2.675 as 2.67, 2^53 + 1 as 2^53."""
+    root = file_uri("root/")
+    put_files(root + "in/", {"n.jsonl": b'{"id": 9007199254740993, "amount": 1234567890123456789.12}\n'
+                                        b'{"id": 2, "amount": 2.675}\n{"id": 3, "amount": 0.07}\n'})
+    spec = {"from": {"files": root + "in/", "format": "json"},
+            "to": {"table": root + "t/", "schema": [{"name": "id", "type": "bigint"},
+                                                   {"name": "amount", "type": "decimal(22,2)"}]},
+            "onError": "continue"}
+    result = run_load(spark, job(spec))
+    assert result["rows"] == 2 and result["rowsRejected"] == 1, result
+    assert [(r["id"], str(r["amount"])) for r in table_rows(root + "t/")] == [
+        (3, "0.07"), (9007199254740993, "1234567890123456789.12")]
+    assert result["fileResults"][0]["firstError"].startswith("line 2, column amount: '2.675' is not a valid")
