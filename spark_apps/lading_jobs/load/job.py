@@ -35,7 +35,7 @@ from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, run_file
 from lading_jobs.table import format as fmt
 from lading_jobs.table import writer
-from lading_jobs.table.log import LedgerEntry, TableError, TableLog
+from lading_jobs.table.log import LedgerEntry, Snapshot, TableError, TableLog
 from lading_jobs.table.schema import SchemaError, TableSchema
 from lading_spec.copyjob import CopyJobSpec, parse_copyjob
 from lading_spec.errors import SpecError
@@ -128,6 +128,19 @@ def _sweep(plan: LoadPlan) -> None:
                 storage.abort_upload(u)
 
 
+def split_loaded(files: list[st.ObjectInfo], snapshot: Snapshot | None
+                 ) -> tuple[list[st.ObjectInfo], list[st.ObjectInfo]]:
+    """(files to load, files the ledger says are loaded), in listing order: one ledger
+    lookup per file, so a listing of 100,000 loaded files costs 100,000 lookups."""
+    if snapshot is None:
+        return list(files), []
+    todo: list[st.ObjectInfo] = []
+    already: list[st.ObjectInfo] = []
+    for o in files:
+        (already if snapshot.loaded(o.uri, o.etag, o.size) else todo).append(o)
+    return todo, already
+
+
 def plan_tasks(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Settings,
                chunk_bytes: int = CHUNK_BYTES) -> list[FileTask]:
     """One task per file; a Parquet file bigger than ``chunk_bytes`` is split into tasks of
@@ -184,9 +197,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
     log = TableLog.open(table_uri, table_storage)
     snapshot = log.snapshot() if log is not None else None
     schema = _target_schema(log, spec, files[0], settings)
-    already = [] if spec.load.force or snapshot is None else \
-        [o for o in files if snapshot.loaded(o.uri, o.etag, o.size)]
-    todo = [o for o in files if o not in already]
+    todo, already = split_loaded(files, None if spec.load.force else snapshot)
     plan = LoadPlan(
         table_uri=table_uri, schema=schema,
         table_id=snapshot.table_id if snapshot is not None else uuid.uuid4().hex,
@@ -229,7 +240,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         **base, "manifest": manifest_uri,
         "files": manifest["filesLoaded"], "filesAlreadyLoaded": len(already),
         "filesSkipped": len(decision.skipped),
-        "bytes": sum(o.size for o in outcomes if o.index in decision.loaded) if committed else 0,
+        "bytes": sum(o.size for o in outcomes if o.index in decision.loaded_set) if committed else 0,
         "rowsRejected": manifest["rowsRejected"], "tableVersion": version,
         "durationSeconds": round(time.monotonic() - started, 3),
         "fileResults": [{k: f[k] for k in ("file", "status", "rowsLoaded", "rowsRejected", "firstError") if k in f}

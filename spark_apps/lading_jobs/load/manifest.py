@@ -42,7 +42,7 @@ def file_status(o: FileOutcome, decision: Decision, committed: bool) -> str:
         return "failed"
     if not committed:
         return "notLoaded"
-    if o.index in decision.skipped:
+    if o.index in decision.skipped_set:
         return "skipped"
     return "partial" if o.rows_rejected else "loaded"
 

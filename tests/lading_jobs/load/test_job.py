@@ -22,7 +22,8 @@ from lading_jobs import storage as st
 from lading_jobs.load.job import Cancelled, run_load
 from lading_jobs.load.stores import storage_for
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log import Change, LedgerEntry, TableLog
+from lading_jobs.table.schema import TableSchema
 from lading_spec.job import JobDocument
 
 pytestmark = [pytest.mark.spark]
@@ -299,3 +300,26 @@ def test_json_numbers_load_exactly_into_decimal_and_bigint(spark: Any, file_uri:
     assert [(r["id"], str(r["amount"])) for r in table_rows(root + "t/")] == [
         (3, "0.07"), (9007199254740993, "1234567890123456789.12")]
     assert result["fileResults"][0]["firstError"].startswith("line 2, column amount: '2.675' is not a valid")
+
+
+def test_the_ledger_check_is_linear_in_the_files_listed(spark: Any, file_uri: Callable[[str], str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails on 1b6c3cc: a list membership test per file compared ObjectInfos n²/2 times."""
+    root, n = file_uri("root/"), 3000
+    src, table = root + "in/", root + "t/"
+    put_files(src, {f"f{i:05d}.csv": b"1,a,1\n" for i in range(n)})
+    listed = list(store(src).list_objects(src))
+    log = TableLog.create(table, TableSchema.of([("id", "bigint", False), ("name", "string"), ("amount", "decimal(10,2)")]), storage=store(table))
+    log.commit(Change(operation="load", ledger={o.uri: LedgerEntry(o.etag, o.size, 1) for o in listed}))
+    compared = 0
+    original = st.ObjectInfo.__eq__
+
+    def counting(self: st.ObjectInfo, other: object) -> bool:
+        nonlocal compared
+        compared += 1
+        return original(self, other)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(st.ObjectInfo, "__eq__", counting)
+    result = run_load(spark, job({"from": {"files": src, "format": "csv"}, "to": {"table": table}}))
+    assert result["rows"] == 0 and result["filesAlreadyLoaded"] == n
+    assert compared <= n, compared
