@@ -142,3 +142,33 @@ def test_parquet_dictionary_only_where_the_first_rows_repeat(file_uri: Callable[
                 for i in range(meta.num_columns)}
     assert has_dict == {"id": False, "qty": True, "at": False, "code": True, "late": True}
     assert pq.read_table(io.BytesIO(data)).equals(pa.Table.from_batches([batch]))
+
+
+def test_parquet_with_wide_strings_fills_files_to_ninety_percent(file_uri: Callable[[str], str]) -> None:
+    """20 string columns, one 4,000-character value per row group, 8 MiB files. Fails on 1b6c3cc
+    (fill 66-68 %: the footer reserve was 4 x the longest value per column and row group, while
+    the footer holds only the group's min and max, once each)."""
+    rng = np.random.default_rng(11)
+    group, cols, limit = 2000, 20, 8 * MB
+    batches = []
+    for _ in range(14):
+        rows = 4 * group
+        columns = {}
+        for c in range(cols):
+            values = np.char.mod("%012x", rng.integers(0, 2**48, rows)).astype(object)
+            values[::group] = "z" * 4000  # one wide value in every row group
+            columns[f"s{c:02d}"] = pa.array(values, pa.string())
+        batches.append(pa.RecordBatch.from_pydict(columns))
+    dest = file_uri("wide/")
+    w = _writer(dest, "parquet", ParquetOptions(row_group_rows=group), limit, batches[0].schema)
+    for batch in batches:
+        w.write(batch)
+    files = w.finish()
+    storage = LocalStorage()
+    for f in files:
+        storage.complete_upload(PendingUpload.from_dict(f["upload"]))
+    sizes = [storage.head(join(dest, f["path"])).size for f in files]  # type: ignore[union-attr]
+    assert len(files) >= 3, sizes
+    assert all(s <= limit for s in sizes), sizes
+    assert all(s >= 0.9 * limit for s in sizes[:-1]), [round(s / limit, 3) for s in sizes]
+    assert sum(pq.read_metadata(io.BytesIO(storage.read(join(dest, f["path"])))).num_rows for f in files) == 14 * 4 * group
