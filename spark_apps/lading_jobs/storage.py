@@ -103,6 +103,10 @@ def has_glob(uri: str) -> bool:
 class Storage:
     """Operations on one scheme; all paths are full URIs."""
 
+    def describe(self, uri: str) -> str:
+        """The store holding ``uri``, for messages (never a credential)."""
+        return f"the store of {uri}"
+
     def list_objects(self, prefix: str) -> Iterator[ObjectInfo]:
         """Every object whose URI starts with ``prefix`` (recursively), in key order."""
         raise NotImplementedError
@@ -233,6 +237,14 @@ class S3Storage(Storage):
                 max_pool_connections=32,
             ),
         )
+
+    def describe(self, uri: str) -> str:
+        bucket, _ = split_s3(uri)
+        endpoint = self.settings.endpoint
+        if endpoint:  # never show userinfo (a credential) even if an endpoint carried one
+            parsed = urlparse(endpoint)
+            endpoint = parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1]).geturl()
+        return f"the S3 store at {endpoint or 'AWS'} (bucket {bucket})"
 
     def _call(self, what: str, uri: str, fn: Any, **kwargs: Any) -> Any:
         try:
@@ -399,6 +411,9 @@ def _uri(path: Path) -> str:
 
 class LocalStorage(Storage):
     """``file://`` URIs. Pending uploads live in ``<parent>/.lading-staging/`` until renamed."""
+
+    def describe(self, uri: str) -> str:
+        return "the local file system"
 
     def list_objects(self, prefix: str) -> Iterator[ObjectInfo]:
         base = _path(prefix)
