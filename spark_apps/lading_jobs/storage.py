@@ -454,40 +454,56 @@ class LocalStorage(Storage):
 
     def put(self, uri: str, data: bytes) -> None:
         p = _path(uri)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.parent / f".{p.name}.{uuid.uuid4().hex}.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, p)
+        tmp = self._temporary(p, data)
+        try:
+            os.replace(tmp, p)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(p.parent)
 
     def put_if_absent(self, uri: str, data: bytes) -> bool:
         p = _path(uri)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.parent / f".{p.name}.{uuid.uuid4().hex}.tmp"
-        tmp.write_bytes(data)
+        tmp = self._temporary(p, data)
         try:
             os.link(tmp, p)  # atomic create-if-absent with the full content in place
         except FileExistsError:
             return False
         finally:
-            tmp.unlink()
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(p.parent)
         return True
+
+    def _temporary(self, p: Path, data: bytes) -> Path:
+        """``data`` written and fsynced under the hidden staging directory beside ``p`` (never listed)."""
+        staging = p.parent / STAGING_DIR
+        staging.mkdir(parents=True, exist_ok=True)
+        tmp = staging / f"{uuid.uuid4().hex}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return tmp
 
     def delete(self, uris: Iterable[str]) -> None:
         for uri in uris:
             _path(uri).unlink(missing_ok=True)
 
     def _staging(self, uri: str) -> Path:
-        p = _path(uri)
-        # Stage beside the destination's top-most existing ancestor's child, so a
-        # listing of the destination prefix never shows staged files.
-        return p.parent / STAGING_DIR
+        """Where pending uploads to ``uri`` live: a hidden directory beside it, never listed."""
+        return _path(uri).parent / STAGING_DIR
 
     def begin_upload(self, uri: str) -> PendingUpload:
         staging = self._staging(uri)
         staging.mkdir(parents=True, exist_ok=True)
-        token = uuid.uuid4().hex
-        (staging / f"{token}.part").touch()
-        return PendingUpload(uri=uri, upload_id=str(staging / f"{token}.part"))
+        # <32 hex>-<name>.part: the name tells list_pending_uploads which key the upload is for
+        part = staging / f"{uuid.uuid4().hex}-{_path(uri).name}.part"
+        part.touch()
+        return PendingUpload(uri=uri, upload_id=str(part))
 
     def upload_part(self, upload: PendingUpload, data: bytes) -> None:
         with open(upload.upload_id, "ab") as f:
@@ -497,7 +513,10 @@ class LocalStorage(Storage):
     def complete_upload(self, upload: PendingUpload) -> None:
         p = _path(upload.uri)
         p.parent.mkdir(parents=True, exist_ok=True)
+        with open(upload.upload_id, "rb+") as f:  # durable before it becomes visible
+            os.fsync(f.fileno())
         os.replace(upload.upload_id, p)
+        _fsync_dir(p.parent)
         _remove_empty(Path(upload.upload_id).parent)
 
     def abort_upload(self, upload: PendingUpload) -> None:
@@ -512,8 +531,24 @@ class LocalStorage(Storage):
         out = []
         for staging in [root / STAGING_DIR, *root.rglob(STAGING_DIR)] if root.exists() else []:
             for f in staging.glob("*.part") if staging.is_dir() else []:
-                out.append(PendingUpload(uri=_uri(staging.parent), upload_id=str(f), initiated=_mtime(f)))
+                name = f.name[33:-len(".part")] if f.name[32:33] == "-" else ""
+                uri = _uri(staging.parent / name) if name else _uri(staging.parent)
+                out.append(PendingUpload(uri=uri, upload_id=str(f), initiated=_mtime(f)))
         return out
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename or link in ``directory`` durable (POSIX: fsync the directory itself)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on directories; the rename is still atomic
+    finally:
+        os.close(fd)
 
 
 def _remove_empty(directory: Path) -> None:
