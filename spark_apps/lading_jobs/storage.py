@@ -83,6 +83,15 @@ class StorageError(RuntimeError):
     """A storage call failed; the message names the URI and what to check."""
 
 
+class ObjectChanged(StorageError):
+    """An object read with its listed ETag is no longer that version."""
+
+    def __init__(self, uri: str, etag: str) -> None:
+        super().__init__(f"{uri} changed after it was listed (listed ETag {etag}, now another version); "
+                         "nothing of it was read: run again to read the new version")
+        self.uri, self.etag = uri, etag
+
+
 def split_s3(uri: str) -> tuple[str, str]:
     parsed = urlparse(uri)
     return parsed.netloc, parsed.path.lstrip("/")
@@ -136,17 +145,19 @@ class Storage:
     def head(self, uri: str) -> ObjectInfo | None:
         raise NotImplementedError
 
-    def read(self, uri: str) -> bytes:
+    def read(self, uri: str, etag: str | None = None) -> bytes:
+        """The object's bytes; with ``etag``, only if it is still that version (else ``ObjectChanged``)."""
         raise NotImplementedError
 
-    def read_range(self, uri: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of the object."""
+    def read_range(self, uri: str, start: int, end: int, etag: str | None = None) -> bytes:
+        """Bytes ``[start, end)`` of the object (pinned to ``etag`` like ``read``)."""
         raise NotImplementedError
 
-    def open_input(self, uri: str, size: int | None = None) -> pa.NativeFile:
-        """A random-access file for pyarrow readers (Parquet footers, row groups)."""
+    def open_input(self, uri: str, size: int | None = None, etag: str | None = None) -> pa.NativeFile:
+        """A random-access file for pyarrow readers (Parquet footers, row groups); with ``etag``
+        every read is of that version, so a file rewritten meanwhile fails, never mixes."""
         info_size = size if size is not None else self._size(uri)
-        return pa.PythonFile(_RangeReader(self, uri, info_size), mode="r")
+        return pa.PythonFile(_RangeReader(self, uri, info_size, etag), mode="r")
 
     def _size(self, uri: str) -> int:
         info = self.head(uri)
@@ -192,8 +203,8 @@ class Storage:
 class _RangeReader:
     """A read-only, seekable file over ``Storage.read_range`` (wrapped by ``pa.PythonFile``)."""
 
-    def __init__(self, storage: Storage, uri: str, size: int) -> None:
-        self.storage, self.uri, self.size, self.pos = storage, uri, size, 0
+    def __init__(self, storage: Storage, uri: str, size: int, etag: str | None = None) -> None:
+        self.storage, self.uri, self.size, self.pos, self.etag = storage, uri, size, 0, etag
         self.closed = False
 
     def seek(self, offset: int, whence: int = 0) -> int:
@@ -207,7 +218,7 @@ class _RangeReader:
         end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
         if end <= self.pos:
             return b""
-        data = self.storage.read_range(self.uri, self.pos, end)
+        data = self.storage.read_range(self.uri, self.pos, end, self.etag)
         self.pos = end
         return data
 
@@ -297,14 +308,24 @@ class S3Storage(Storage):
             raise StorageError(f"reading {uri} failed: {e}") from e
         return ObjectInfo(uri, r["ContentLength"], r["ETag"].strip('"'))
 
-    def read(self, uri: str) -> bytes:
-        bucket, key = split_s3(uri)
-        r = self._call("reading", uri, self.client.get_object, Bucket=bucket, Key=key)
-        return r["Body"].read()  # type: ignore[no-any-return]
+    def read(self, uri: str, etag: str | None = None) -> bytes:
+        return self._get(uri, etag)
 
-    def read_range(self, uri: str, start: int, end: int) -> bytes:
+    def read_range(self, uri: str, start: int, end: int, etag: str | None = None) -> bytes:
+        return self._get(uri, etag, Range=f"bytes={start}-{end - 1}")
+
+    def _get(self, uri: str, etag: str | None, **extra: Any) -> bytes:
         bucket, key = split_s3(uri)
-        r = self._call("reading", uri, self.client.get_object, Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}")
+        if etag:
+            extra["IfMatch"] = '"' + etag.strip('"') + '"'
+        try:
+            r = self._call("reading", uri, self.client.get_object, Bucket=bucket, Key=key, **extra)
+        except StorageError as e:
+            cause = e.__cause__
+            if etag and isinstance(cause, botocore.exceptions.ClientError) and \
+                    cause.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+                raise ObjectChanged(uri, etag) from e
+            raise
         return r["Body"].read()  # type: ignore[no-any-return]
 
     def put(self, uri: str, data: bytes) -> None:
@@ -428,7 +449,7 @@ class LocalStorage(Storage):
                 uri = _uri(p)
                 if uri.startswith(prefix) or str(p).startswith(str(base)):
                     st = p.stat()
-                    found.append(ObjectInfo(uri, st.st_size, f"{st.st_size:x}-{st.st_mtime_ns:x}", st.st_mtime))
+                    found.append(ObjectInfo(uri, st.st_size, _etag(st), st.st_mtime))
         yield from sorted(found, key=lambda o: o.uri)
 
     def head(self, uri: str) -> ObjectInfo | None:
@@ -436,21 +457,30 @@ class LocalStorage(Storage):
         if not p.is_file():
             return None
         st = p.stat()
-        return ObjectInfo(uri, st.st_size, f"{st.st_size:x}-{st.st_mtime_ns:x}")
+        return ObjectInfo(uri, st.st_size, _etag(st))
 
-    def read(self, uri: str) -> bytes:
+    def read(self, uri: str, etag: str | None = None) -> bytes:
         try:
-            return _path(uri).read_bytes()
+            with open(_path(uri), "rb") as f:
+                _check_version(f.fileno(), uri, etag)
+                return f.read()
         except OSError as e:
             raise StorageError(f"reading {uri} failed: {e.strerror}") from e
 
-    def read_range(self, uri: str, start: int, end: int) -> bytes:
+    def read_range(self, uri: str, start: int, end: int, etag: str | None = None) -> bytes:
         with open(_path(uri), "rb") as f:
+            _check_version(f.fileno(), uri, etag)
             f.seek(start)
             return f.read(end - start)
 
-    def open_input(self, uri: str, size: int | None = None) -> pa.NativeFile:
-        return pa.OSFile(str(_path(uri)), "r")
+    def open_input(self, uri: str, size: int | None = None, etag: str | None = None) -> pa.NativeFile:
+        f = pa.OSFile(str(_path(uri)), "r")
+        try:  # the open file is this version for good: a writer replaces files by rename
+            _check_version(f.fileno(), uri, etag)
+        except BaseException:
+            f.close()
+            raise
+        return f
 
     def put(self, uri: str, data: bytes) -> None:
         p = _path(uri)
@@ -535,6 +565,16 @@ class LocalStorage(Storage):
                 uri = _uri(staging.parent / name) if name else _uri(staging.parent)
                 out.append(PendingUpload(uri=uri, upload_id=str(f), initiated=_mtime(f)))
         return out
+
+
+def _etag(st: os.stat_result) -> str:
+    """A file's version: its size and modification time (what listings report as the ETag)."""
+    return f"{st.st_size:x}-{st.st_mtime_ns:x}"
+
+
+def _check_version(fd: int, uri: str, etag: str | None) -> None:
+    if etag and _etag(os.fstat(fd)) != etag:
+        raise ObjectChanged(uri, etag)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -9,7 +9,8 @@ process before it reaches the store. Actions:
 * ``lost_answer``: make the call, then return False (a retried conditional PUT
   answering 412 to its own first attempt);
 * ``kill`` / ``kill_after``: SIGKILL this process before / after the call;
-* ``term``: send SIGTERM to this process, then make the call.
+* ``term``: send SIGTERM to this process, then make the call;
+* ``hook``: call ``hook()`` (e.g. rewrite an object behind the reader's back), then make the call.
 
 ``match`` narrows the calls counted to those whose first argument (a URI, or an
 upload's URI) contains it. Every call is also recorded in ``calls`` (method, uri).
@@ -20,7 +21,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ class Fault:
     match: str = ""
     seen: int = 0
     fired: bool = False
+    hook: Callable[[], None] | None = None
 
 
 def _uri(args: tuple[Any, ...]) -> str:
@@ -77,6 +79,10 @@ class FaultyStorage(Storage):
             os.kill(os.getpid(), signal.SIGKILL)
         if fault.action == "raise":
             raise StorageError(f"injected failure: {method} {uri}")
+        if fault.action == "hook":
+            assert fault.hook is not None
+            fault.hook()
+            return fn(*args, **kwargs)
         if fault.action == "term":
             os.kill(os.getpid(), signal.SIGTERM)
             return fn(*args, **kwargs)
@@ -105,8 +111,11 @@ class FaultyStorage(Storage):
     def read_range(self, uri: str, start: int, end: int, *args: Any, **kwargs: Any) -> bytes:
         return self._call("read_range", uri, start, end, *args, **kwargs)  # type: ignore[no-any-return]
 
-    def open_input(self, uri: str, size: int | None = None, *args: Any, **kwargs: Any) -> pa.NativeFile:
-        return self._call("open_input", uri, size, *args, **kwargs)
+    def open_input(self, uri: str, size: int | None = None, etag: str | None = None) -> pa.NativeFile:
+        """Ranged reads through this wrapper (so faults see each ``read_range``)."""
+        if etag is None:
+            return Storage.open_input(self, uri, size)
+        return Storage.open_input(self, uri, size, etag)
 
     def put(self, uri: str, data: bytes) -> None:
         self._call("put", uri, data)

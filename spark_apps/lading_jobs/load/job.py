@@ -169,7 +169,7 @@ def plan_tasks(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Setting
 def _row_group_chunks(o: st.ObjectInfo, settings: st.S3Settings, chunk_bytes: int) -> list[tuple[int, int, int]]:
     """[(first row group, stop, first row)] of about ``chunk_bytes`` each; [] if the footer is unreadable."""
     try:
-        meta = pq.read_metadata(storage_for(o.uri, settings).open_input(o.uri, o.size))
+        meta = pq.read_metadata(storage_for(o.uri, settings).open_input(o.uri, o.size, etag=o.etag or None))
     except (pa.ArrowInvalid, OSError, st.StorageError):
         return []  # the task reports the file as unreadable
     out: list[tuple[int, int, int]] = []

@@ -125,8 +125,12 @@ def exact_number_columns(schema: TableSchema) -> list[str]:
 
 
 def _read(storage: st.Storage, task: FileTask, fmt: str) -> bytes | pa.NativeFile:
-    """Parquet through ranged reads (footer, then one row group at a time); text whole."""
-    return storage.open_input(task.uri, task.size) if fmt == "parquet" else storage.read(task.uri)
+    """Parquet through ranged reads (footer, then one row group at a time); text whole. Every
+    read is pinned to the listed ETag: the ledger records the version whose rows were read,
+    and a file rewritten meanwhile fails (``ObjectChanged``) instead of loading a mix."""
+    if fmt == "parquet":
+        return storage.open_input(task.uri, task.size, etag=task.etag or None)
+    return storage.read(task.uri, etag=task.etag or None)
 
 
 def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
@@ -143,6 +147,9 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
         decoded: Decoded = decode(_read(storage, task, plan.format), plan.format, plan.options,
                                   plan.schema.names, task.uri, row_groups=task.row_groups,
                                   first_row=task.first_row, exact_numbers=exact_number_columns(plan.schema))
+    except st.ObjectChanged as e:
+        out.file_error = str(e)
+        return out
     except (st.StorageError, OSError) as e:
         out.file_error = f"cannot be read: {e}"
         return out
@@ -165,7 +172,7 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
             else:
                 for _ in rows:
                     pass
-        except FileError as e:
+        except (FileError, st.ObjectChanged) as e:  # write_parts aborted what it began
             out.file_error = str(e)
             out.rows_read = decoded.rows_read
             return out
