@@ -117,3 +117,15 @@ def test_file_pending_uploads_name_their_key(file_uri: Callable[[str], str]) -> 
     assert [u.uri for u in storage.list_pending_uploads(root)] == [upload.uri]
     storage.abort_upload(upload)
     assert storage.list_pending_uploads(root) == []
+
+
+def test_a_part_sink_refuses_a_ten_thousand_and_first_part(file_uri: Callable[[str], str]) -> None:
+    """S3 rejects part 10,001 at completion; the sink says so when it would send it."""
+    from lading_jobs.sink import MAX_PARTS, PartSink
+    from lading_jobs.storage import StorageError
+
+    sink = PartSink(LocalStorage(), file_uri("big/") + "f.bin", 0)
+    sink.upload.parts = [{"PartNumber": n, "ETag": "x"} for n in range(1, MAX_PARTS + 1)]
+    with pytest.raises(StorageError, match="at most 10000 parts"):
+        sink.write(b"x" * sink.buffer_size)  # a full buffer: the 10,001st part
+    sink.abort()
