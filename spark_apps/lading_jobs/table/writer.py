@@ -48,6 +48,8 @@ from lading_jobs.table.schema import TableSchema, conform
 DEFAULT_MAX_FILE_SIZE = 128 * 1024**2
 DEFAULT_BUFFER_SIZE = 8 * 1024**2
 DEFAULT_ROW_GROUP_ROWS = 128 * 1024
+DEFAULT_ROW_GROUP_BYTES = 64 * 1024**2
+"""Arrow bytes a part writer buffers before writing a row group, whatever the row count (wide rows)."""
 
 
 @dataclass(frozen=True)
@@ -94,13 +96,14 @@ class PartWriter:
                  table_id: str = "", envelope: str = "", storage: st.Storage | None = None,
                  max_file_size: int = DEFAULT_MAX_FILE_SIZE, buffer_size: int = DEFAULT_BUFFER_SIZE,
                  row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, compression: str = "zstd",
-                 single_put: bool = False) -> None:
+                 single_put: bool = False, row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES) -> None:
         self.uri, self.schema, self.write_id, self.task = fmt.table_root(uri), schema, write_id, task
         self.single_put = single_put
         self.storage = storage or st.open_storage(uri)
         self.arrow_schema = schema.arrow_schema(table_id=table_id, envelope=envelope)
         self.max_file_size, self.buffer_size = max_file_size, buffer_size
         self.row_group_rows, self.compression = row_group_rows, compression
+        self.row_group_bytes = max(1, row_group_bytes)
         self.ids = {c.name: c.id for c in schema.columns}
         self.decimal_ids = frozenset(c.id for c in schema.columns if c.type.startswith("decimal"))
         self.done: list[WrittenPart] = []
@@ -109,18 +112,29 @@ class PartWriter:
         self._stats: stx.PartStats | None = None
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
+        self._pending_bytes = 0
 
     def write(self, part_rows: pa.Table) -> None:
-        """Rows already ``prepare``d; buffered into row groups of ``row_group_rows``."""
+        """Rows already ``prepare``d; buffered into row groups of ``row_group_rows`` rows or
+        ``row_group_bytes`` Arrow bytes, whichever comes first (memory stays bounded for wide rows)."""
         if part_rows.num_rows == 0:
             return
         self._pending.append(part_rows)
         self._pending_rows += part_rows.num_rows
-        while self._pending_rows >= self.row_group_rows:
+        self._pending_bytes += part_rows.nbytes
+        while self._pending_rows >= self.row_group_rows or self._pending_bytes >= self.row_group_bytes:
             table = pa.concat_tables(self._pending)
-            self._write_group(table.slice(0, self.row_group_rows))
-            rest = table.slice(self.row_group_rows)
-            self._pending, self._pending_rows = ([rest] if rest.num_rows else []), rest.num_rows
+            take = min(self.row_group_rows, self._rows_within_bytes(table))
+            self._write_group(table.slice(0, take))
+            rest = table.slice(take)
+            self._pending = [rest] if rest.num_rows else []
+            self._pending_rows, self._pending_bytes = rest.num_rows, rest.nbytes if rest.num_rows else 0
+
+    def _rows_within_bytes(self, table: pa.Table) -> int:
+        """Leading rows of ``table`` that hold about ``row_group_bytes`` (at least one)."""
+        if table.nbytes <= self.row_group_bytes:
+            return table.num_rows
+        return max(1, int(table.num_rows * self.row_group_bytes / table.nbytes))
 
     def _write_group(self, group: pa.Table) -> None:
         if self._open is None:
@@ -157,7 +171,7 @@ class PartWriter:
     def finish(self) -> list[WrittenPart]:
         if self._pending_rows:
             self._write_group(pa.concat_tables(self._pending))
-            self._pending, self._pending_rows = [], 0
+            self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
         self._close_file()
         return self.done
 
@@ -177,7 +191,7 @@ def write_parts(uri: str, tables: Iterable[pa.Table | pa.RecordBatch], schema: T
                 table_id: str = "", envelope: str = "", storage: st.Storage | None = None,
                 max_file_size: int = DEFAULT_MAX_FILE_SIZE, buffer_size: int = DEFAULT_BUFFER_SIZE,
                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, one_part_per_table: bool = False,
-                single_put: bool = False) -> list[WrittenPart]:
+                single_put: bool = False, row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES) -> list[WrittenPart]:
     """Write Arrow data as pending parts (see the module doc); aborts its own uploads on error.
 
     ``one_part_per_table`` closes a part after every input table (each table
@@ -188,7 +202,7 @@ def write_parts(uri: str, tables: Iterable[pa.Table | pa.RecordBatch], schema: T
     """
     writer = PartWriter(uri, schema, write_id, task, table_id=table_id, envelope=envelope, storage=storage,
                         max_file_size=max_file_size, buffer_size=buffer_size, row_group_rows=row_group_rows,
-                        single_put=single_put)
+                        single_put=single_put, row_group_bytes=row_group_bytes)
     try:
         for data in tables:
             writer.write(prepare(data, schema, logical_time, diff))
