@@ -438,6 +438,17 @@ class TableLog:
         self.storage.put(fmt.last_checkpoint_uri(self.uri), _encode({"version": state.version}))
 
 
+def snapshot_at(uri: str, storage: st.Storage, version: int, as_of: int | None = None) -> Snapshot:
+    """The table as of commit ``version`` (for reading as of ``as_of``), without reading past it:
+    a reader pinned to one version reads the same state however many times it opens it."""
+    root = fmt.table_root(uri)
+    state = _load_version(root, storage, version)
+    if as_of is not None and as_of < state.since:
+        raise TableError(f"asOf {as_of} is before the table's since frontier {state.since}: history before "
+                         f"it is consolidated; read as of a time ≥ {state.since}")
+    return state.snapshot(root, as_of)
+
+
 def find_commit(uri: str, storage: st.Storage, nonce: str, after: int = -1) -> Snapshot | None:
     """The snapshot of the commit after version ``after`` carrying ``nonce``, or None: a retry
     asking whether an earlier attempt of its own landed. Reads commits ``after + 1`` onward."""
