@@ -392,6 +392,13 @@ def sweep_write(uri: str, write_id: str, written: Iterable[WrittenPart], storage
     return 0
 
 
+def _wait_for_tasks(sc: Any, group: str, deadline_seconds: float = 120.0) -> None:
+    """Kept for engines that call it here; the helper lives in ``lading_jobs.session``."""
+    from lading_jobs.session import wait_for_tasks
+
+    wait_for_tasks(sc, group, deadline_seconds)
+
+
 def delete_where(spark: Any, uri: str, condition: str, *, logical_time: int | None = None) -> Snapshot:
     """``DELETE FROM table WHERE condition`` against the current schema, as one commit.
 
