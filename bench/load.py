@@ -1,6 +1,6 @@
 """Load benchmark: lading's COPY INTO a table vs Spark's native read + local Parquet write.
 
-  python bench/load.py [--rows 2000000] [--files 8] [--dir /tmp/lading-bench-load]
+  python bench/load.py [--rows 2000000] [--files 8] [--ledger 100000] [--dir /tmp/lading-bench-load]
 
 Generates the same rows (ints, decimals, timestamps, strings with NULLs) as CSV
 (with a header) and as Parquet, ``--files`` files each, on local disk. Then, on
@@ -13,8 +13,18 @@ one local[2] Spark session:
   ``df.write.parquet`` to local disk, the same data, the same cores.
 
 Prints seconds, input MB/s, rows/s and the ratio lading ÷ Spark (throughput; > 1
-means lading is faster). A script, not a test: numbers depend on the machine;
-record them in docs/benchmarks.md ("Loads").
+means lading is faster).
+
+Then the ledger case (``--ledger N``, 0 to skip): N one-line CSV files that the
+table's ledger already lists (one commit of N entries), and
+
+* a rerun over them (every file skipped by the ledger: list, check, manifest)
+  against its anchor, listing the same N files through lading's storage layer;
+* loading the ``--files`` CSV files into a table whose ledger holds the N entries
+  against loading them into a fresh table.
+
+A script, not a test: numbers depend on the machine; record them in
+docs/benchmarks.md ("Loads").
 """
 
 from __future__ import annotations
@@ -91,6 +101,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--files", type=int, default=8)
+    p.add_argument("--ledger", type=int, default=100_000, help="ledger entries for the ledger case (0: skip it)")
     p.add_argument("--dir", default="/tmp/lading-bench-load")
     args = p.parse_args()
     root = Path(args.dir)
@@ -133,7 +144,54 @@ def main() -> None:
         mb = size_mb(src)
         print(f"{fmt:8} {best_l:9.2f} {best_n:8.2f} {mb / best_l:11.1f} {mb / best_n:10.1f} "
               f"{args.rows / best_l:13,.0f} {best_n / best_l:6.2f}")
+    if args.ledger:
+        ledger_case(spark, root, csv_dir, args.ledger)
     spark.stop()
+
+
+def ledger_case(spark: Any, root: Path, csv_dir: Path, entries: int) -> None:
+    """A ledger of ``entries`` files: a rerun that skips them all, and a load beside them."""
+    from lading_jobs import storage as st
+    from lading_jobs.load.job import run_load
+    from lading_jobs.table.log import Change, LedgerEntry, TableLog
+    from lading_jobs.table.schema import TableSchema
+    from lading_spec.job import JobDocument
+
+    small = root / "ledger-files"
+    for i in range(entries):
+        d = small / f"{i // 1000:04d}"
+        if i % 1000 == 0:
+            d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i:06d}.csv").write_bytes(b"1,eu,c,1.00,2026-01-01 00:00:00,n\n")
+    storage = st.LocalStorage()
+    listed = list(storage.list_objects(f"file://{small}/"))
+    schema = TableSchema.of([(c["name"], c["type"], c.get("nullable", True)) for c in SCHEMA])
+
+    def table_with_ledger(name: str) -> str:
+        uri = f"file://{root}/{name}/"
+        log = TableLog.create(uri, schema, storage=storage)
+        log.commit(Change(operation="load", ledger={o.uri: LedgerEntry(o.etag, o.size, 1) for o in listed}))
+        return uri
+
+    def load(src: Path, table: str, n: int, header: bool) -> tuple[float, Any]:
+        spec = {"from": {"files": f"file://{src}/", "format": "csv", "options": {"header": header}},
+                "to": {"table": table, "schema": SCHEMA}}
+        doc = JobDocument("CopyJob", "bench", "load", "uid", 1, f"bench-ledger-{n}", dt.datetime.now(dt.UTC), spec)
+        return timed(lambda: run_load(spark, doc))
+
+    full = table_with_ledger("ledger-table")
+    rerun, result = load(small, full, 0, False)
+    assert result.get("filesAlreadyLoaded") == entries, result
+    listing = timed(lambda: storage.list_matching(f"file://{small}/"))[0]
+    beside, result = load(csv_dir, full, 1, True)
+    assert result.get("rows"), result
+    fresh, result = load(csv_dir, f"file://{root}/ledger-fresh/", 2, True)
+    assert result.get("rows"), result
+    print(f"ledger of {entries:,} entries")
+    print(f"  rerun over {entries:,} loaded files {rerun:8.2f} s; listing them {listing:6.2f} s; "
+          f"ratio {rerun / listing:6.2f} (rerun ÷ listing)")
+    print(f"  load beside the ledger {beside:8.2f} s; into a fresh table {fresh:6.2f} s; "
+          f"ratio {beside / fresh:6.2f} (with ÷ without)")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ else ``/dev/termination-log`` when it exists), where the operator reads it.
 ``Cancellation`` installs the SIGTERM handler: it sets an event, runs the
 registered cancel hooks (cancel Spark jobs) on a thread, and arms a watchdog
 that reports ``cancelled`` and exits on its own if clean-up has not finished
-within the grace period (Kubernetes kills at 30 s).
+within the grace period (Kubernetes kills at 30 s); the watchdog never exits
+while a commit section (``lading_jobs.critical``) is open: it waits for the
+commit, then gives the run the grace period again to report it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from lading_jobs import critical
 from lading_spec.job import RESULT_MARKER, TERMINATION_LOG, encode_result
 
 EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 143
@@ -34,6 +37,7 @@ def termination_log_path() -> str | None:
 
 
 _emitted = threading.Lock()
+_emitted_event = threading.Event()
 _done = False
 
 
@@ -53,6 +57,7 @@ def emit(result: dict[str, Any]) -> int:
                     print(f"lading: cannot write the termination log {path}: {e.strerror}", file=sys.stderr)
             sys.stdout.flush()
             print(RESULT_MARKER + text, flush=True)
+            _emitted_event.set()
     return exit_code(result)
 
 
@@ -83,9 +88,10 @@ def describe_error(error: BaseException) -> str:
 class Cancellation:
     """SIGTERM → cancel: an event, hooks that stop the work, a watchdog that guarantees an exit."""
 
-    def __init__(self, grace_seconds: float = GRACE_SECONDS) -> None:
+    def __init__(self, grace_seconds: float = GRACE_SECONDS, report_seconds: float | None = None) -> None:
         self.event = threading.Event()
         self.grace_seconds = grace_seconds
+        self.report_seconds = grace_seconds if report_seconds is None else report_seconds
         self.hooks: list[Callable[[], None]] = []
         self.extra: dict[str, Any] = {}
 
@@ -111,7 +117,14 @@ class Cancellation:
                 print(f"lading: cancelling: {e}", file=sys.stderr)
 
     def _watchdog(self) -> None:
-        if not threading.Event().wait(self.grace_seconds):
-            emit({"cancelled": True, **self.extra,
-                  "error": "cancelled; clean-up did not finish in time, pending uploads may remain"})
-            os._exit(EXIT_CANCELLED)
+        if _emitted_event.wait(self.grace_seconds):
+            return  # the run reported by itself
+        if critical.commits_in_progress():
+            # Never cut a commit: let it finish, then give the run its grace again to report
+            # what it committed (Kubernetes' SIGKILL remains the backstop, see lading_jobs.critical).
+            critical.wait_for_commits()
+            if _emitted_event.wait(self.report_seconds):
+                return
+        emit({"cancelled": True, **self.extra,
+              "error": "cancelled; clean-up did not finish in time, pending uploads may remain"})
+        os._exit(EXIT_CANCELLED)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -46,3 +47,20 @@ def build_session(master: str | None = None, app_name: str = "lading", conf: dic
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def wait_for_tasks(sc: Any, group: str, deadline_seconds: float = 120.0) -> None:
+    """Block until no task of the job group ``group`` is still running (a failed job's
+    other tasks are killed asynchronously), or the deadline passes."""
+    tracker = sc.statusTracker()
+    deadline = time.monotonic() + deadline_seconds
+    while time.monotonic() < deadline:
+        active = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                active += stage.numActiveTasks if stage is not None else 0
+        if active == 0:
+            return
+        time.sleep(0.2)

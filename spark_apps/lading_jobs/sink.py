@@ -25,9 +25,11 @@ import zlib
 
 import pyarrow as pa
 
-from lading_jobs.storage import NOT_BEGUN, PendingUpload, Storage
+from lading_jobs.storage import NOT_BEGUN, PendingUpload, Storage, StorageError
 
 MIN_PART = 5 * 1024 * 1024
+MAX_PARTS = 10_000
+"""S3's most parts in one multipart upload."""
 
 
 def crc32_hex(value: int) -> str:
@@ -86,6 +88,10 @@ class PartSink:
 
     # -- the upload ----------------------------------------------------------------------
     def _send(self) -> None:
+        if len(self.upload.parts) >= MAX_PARTS:
+            raise StorageError(f"{self.upload.uri}: a file may have at most {MAX_PARTS} parts on S3; "
+                               f"{MAX_PARTS} parts of {self.buffer_size} bytes are written already: raise "
+                               "the buffer size or lower the file size limit")
         chunks = self._chunks
         data = chunks[0] if len(chunks) == 1 and isinstance(chunks[0], bytes) else b"".join(chunks)
         self._chunks, self._buffered = [], 0

@@ -83,6 +83,15 @@ class StorageError(RuntimeError):
     """A storage call failed; the message names the URI and what to check."""
 
 
+class ObjectChanged(StorageError):
+    """An object read with its listed ETag is no longer that version."""
+
+    def __init__(self, uri: str, etag: str) -> None:
+        super().__init__(f"{uri} changed after it was listed (listed ETag {etag}, now another version); "
+                         "nothing of it was read: run again to read the new version")
+        self.uri, self.etag = uri, etag
+
+
 def split_s3(uri: str) -> tuple[str, str]:
     parsed = urlparse(uri)
     return parsed.netloc, parsed.path.lstrip("/")
@@ -102,6 +111,10 @@ def has_glob(uri: str) -> bool:
 
 class Storage:
     """Operations on one scheme; all paths are full URIs."""
+
+    def describe(self, uri: str) -> str:
+        """The store holding ``uri``, for messages (never a credential)."""
+        return f"the store of {uri}"
 
     def list_objects(self, prefix: str) -> Iterator[ObjectInfo]:
         """Every object whose URI starts with ``prefix`` (recursively), in key order."""
@@ -132,17 +145,19 @@ class Storage:
     def head(self, uri: str) -> ObjectInfo | None:
         raise NotImplementedError
 
-    def read(self, uri: str) -> bytes:
+    def read(self, uri: str, etag: str | None = None) -> bytes:
+        """The object's bytes; with ``etag``, only if it is still that version (else ``ObjectChanged``)."""
         raise NotImplementedError
 
-    def read_range(self, uri: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of the object."""
+    def read_range(self, uri: str, start: int, end: int, etag: str | None = None) -> bytes:
+        """Bytes ``[start, end)`` of the object (pinned to ``etag`` like ``read``)."""
         raise NotImplementedError
 
-    def open_input(self, uri: str, size: int | None = None) -> pa.NativeFile:
-        """A random-access file for pyarrow readers (Parquet footers, row groups)."""
+    def open_input(self, uri: str, size: int | None = None, etag: str | None = None) -> pa.NativeFile:
+        """A random-access file for pyarrow readers (Parquet footers, row groups); with ``etag``
+        every read is of that version, so a file rewritten meanwhile fails, never mixes."""
         info_size = size if size is not None else self._size(uri)
-        return pa.PythonFile(_RangeReader(self, uri, info_size), mode="r")
+        return pa.PythonFile(_RangeReader(self, uri, info_size, etag), mode="r")
 
     def _size(self, uri: str) -> int:
         info = self.head(uri)
@@ -188,8 +203,8 @@ class Storage:
 class _RangeReader:
     """A read-only, seekable file over ``Storage.read_range`` (wrapped by ``pa.PythonFile``)."""
 
-    def __init__(self, storage: Storage, uri: str, size: int) -> None:
-        self.storage, self.uri, self.size, self.pos = storage, uri, size, 0
+    def __init__(self, storage: Storage, uri: str, size: int, etag: str | None = None) -> None:
+        self.storage, self.uri, self.size, self.pos, self.etag = storage, uri, size, 0, etag
         self.closed = False
 
     def seek(self, offset: int, whence: int = 0) -> int:
@@ -203,7 +218,7 @@ class _RangeReader:
         end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
         if end <= self.pos:
             return b""
-        data = self.storage.read_range(self.uri, self.pos, end)
+        data = self.storage.read_range(self.uri, self.pos, end, self.etag)
         self.pos = end
         return data
 
@@ -233,6 +248,14 @@ class S3Storage(Storage):
                 max_pool_connections=32,
             ),
         )
+
+    def describe(self, uri: str) -> str:
+        bucket, _ = split_s3(uri)
+        endpoint = self.settings.endpoint
+        if endpoint:  # never show userinfo (a credential) even if an endpoint carried one
+            parsed = urlparse(endpoint)
+            endpoint = parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1]).geturl()
+        return f"the S3 store at {endpoint or 'AWS'} (bucket {bucket})"
 
     def _call(self, what: str, uri: str, fn: Any, **kwargs: Any) -> Any:
         try:
@@ -285,14 +308,24 @@ class S3Storage(Storage):
             raise StorageError(f"reading {uri} failed: {e}") from e
         return ObjectInfo(uri, r["ContentLength"], r["ETag"].strip('"'))
 
-    def read(self, uri: str) -> bytes:
-        bucket, key = split_s3(uri)
-        r = self._call("reading", uri, self.client.get_object, Bucket=bucket, Key=key)
-        return r["Body"].read()  # type: ignore[no-any-return]
+    def read(self, uri: str, etag: str | None = None) -> bytes:
+        return self._get(uri, etag)
 
-    def read_range(self, uri: str, start: int, end: int) -> bytes:
+    def read_range(self, uri: str, start: int, end: int, etag: str | None = None) -> bytes:
+        return self._get(uri, etag, Range=f"bytes={start}-{end - 1}")
+
+    def _get(self, uri: str, etag: str | None, **extra: Any) -> bytes:
         bucket, key = split_s3(uri)
-        r = self._call("reading", uri, self.client.get_object, Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}")
+        if etag:
+            extra["IfMatch"] = '"' + etag.strip('"') + '"'
+        try:
+            r = self._call("reading", uri, self.client.get_object, Bucket=bucket, Key=key, **extra)
+        except StorageError as e:
+            cause = e.__cause__
+            if etag and isinstance(cause, botocore.exceptions.ClientError) and \
+                    cause.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+                raise ObjectChanged(uri, etag) from e
+            raise
         return r["Body"].read()  # type: ignore[no-any-return]
 
     def put(self, uri: str, data: bytes) -> None:
@@ -400,6 +433,9 @@ def _uri(path: Path) -> str:
 class LocalStorage(Storage):
     """``file://`` URIs. Pending uploads live in ``<parent>/.lading-staging/`` until renamed."""
 
+    def describe(self, uri: str) -> str:
+        return "the local file system"
+
     def list_objects(self, prefix: str) -> Iterator[ObjectInfo]:
         base = _path(prefix)
         root = base if prefix.endswith("/") else base.parent
@@ -413,7 +449,7 @@ class LocalStorage(Storage):
                 uri = _uri(p)
                 if uri.startswith(prefix) or str(p).startswith(str(base)):
                     st = p.stat()
-                    found.append(ObjectInfo(uri, st.st_size, f"{st.st_size:x}-{st.st_mtime_ns:x}", st.st_mtime))
+                    found.append(ObjectInfo(uri, st.st_size, _etag(st), st.st_mtime))
         yield from sorted(found, key=lambda o: o.uri)
 
     def head(self, uri: str) -> ObjectInfo | None:
@@ -421,58 +457,83 @@ class LocalStorage(Storage):
         if not p.is_file():
             return None
         st = p.stat()
-        return ObjectInfo(uri, st.st_size, f"{st.st_size:x}-{st.st_mtime_ns:x}")
+        return ObjectInfo(uri, st.st_size, _etag(st))
 
-    def read(self, uri: str) -> bytes:
+    def read(self, uri: str, etag: str | None = None) -> bytes:
         try:
-            return _path(uri).read_bytes()
+            with open(_path(uri), "rb") as f:
+                _check_version(f.fileno(), uri, etag)
+                return f.read()
         except OSError as e:
             raise StorageError(f"reading {uri} failed: {e.strerror}") from e
 
-    def read_range(self, uri: str, start: int, end: int) -> bytes:
+    def read_range(self, uri: str, start: int, end: int, etag: str | None = None) -> bytes:
         with open(_path(uri), "rb") as f:
+            _check_version(f.fileno(), uri, etag)
             f.seek(start)
             return f.read(end - start)
 
-    def open_input(self, uri: str, size: int | None = None) -> pa.NativeFile:
-        return pa.OSFile(str(_path(uri)), "r")
+    def open_input(self, uri: str, size: int | None = None, etag: str | None = None) -> pa.NativeFile:
+        f = pa.OSFile(str(_path(uri)), "r")
+        try:  # the open file is this version for good: a writer replaces files by rename
+            _check_version(f.fileno(), uri, etag)
+        except BaseException:
+            f.close()
+            raise
+        return f
 
     def put(self, uri: str, data: bytes) -> None:
         p = _path(uri)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.parent / f".{p.name}.{uuid.uuid4().hex}.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, p)
+        tmp = self._temporary(p, data)
+        try:
+            os.replace(tmp, p)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(p.parent)
 
     def put_if_absent(self, uri: str, data: bytes) -> bool:
         p = _path(uri)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.parent / f".{p.name}.{uuid.uuid4().hex}.tmp"
-        tmp.write_bytes(data)
+        tmp = self._temporary(p, data)
         try:
             os.link(tmp, p)  # atomic create-if-absent with the full content in place
         except FileExistsError:
             return False
         finally:
-            tmp.unlink()
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(p.parent)
         return True
+
+    def _temporary(self, p: Path, data: bytes) -> Path:
+        """``data`` written and fsynced under the hidden staging directory beside ``p`` (never listed)."""
+        staging = p.parent / STAGING_DIR
+        staging.mkdir(parents=True, exist_ok=True)
+        tmp = staging / f"{uuid.uuid4().hex}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return tmp
 
     def delete(self, uris: Iterable[str]) -> None:
         for uri in uris:
             _path(uri).unlink(missing_ok=True)
 
     def _staging(self, uri: str) -> Path:
-        p = _path(uri)
-        # Stage beside the destination's top-most existing ancestor's child, so a
-        # listing of the destination prefix never shows staged files.
-        return p.parent / STAGING_DIR
+        """Where pending uploads to ``uri`` live: a hidden directory beside it, never listed."""
+        return _path(uri).parent / STAGING_DIR
 
     def begin_upload(self, uri: str) -> PendingUpload:
         staging = self._staging(uri)
         staging.mkdir(parents=True, exist_ok=True)
-        token = uuid.uuid4().hex
-        (staging / f"{token}.part").touch()
-        return PendingUpload(uri=uri, upload_id=str(staging / f"{token}.part"))
+        # <32 hex>-<name>.part: the name tells list_pending_uploads which key the upload is for
+        part = staging / f"{uuid.uuid4().hex}-{_path(uri).name}.part"
+        part.touch()
+        return PendingUpload(uri=uri, upload_id=str(part))
 
     def upload_part(self, upload: PendingUpload, data: bytes) -> None:
         with open(upload.upload_id, "ab") as f:
@@ -482,7 +543,10 @@ class LocalStorage(Storage):
     def complete_upload(self, upload: PendingUpload) -> None:
         p = _path(upload.uri)
         p.parent.mkdir(parents=True, exist_ok=True)
+        with open(upload.upload_id, "rb+") as f:  # durable before it becomes visible
+            os.fsync(f.fileno())
         os.replace(upload.upload_id, p)
+        _fsync_dir(p.parent)
         _remove_empty(Path(upload.upload_id).parent)
 
     def abort_upload(self, upload: PendingUpload) -> None:
@@ -497,8 +561,34 @@ class LocalStorage(Storage):
         out = []
         for staging in [root / STAGING_DIR, *root.rglob(STAGING_DIR)] if root.exists() else []:
             for f in staging.glob("*.part") if staging.is_dir() else []:
-                out.append(PendingUpload(uri=_uri(staging.parent), upload_id=str(f), initiated=_mtime(f)))
+                name = f.name[33:-len(".part")] if f.name[32:33] == "-" else ""
+                uri = _uri(staging.parent / name) if name else _uri(staging.parent)
+                out.append(PendingUpload(uri=uri, upload_id=str(f), initiated=_mtime(f)))
         return out
+
+
+def _etag(st: os.stat_result) -> str:
+    """A file's version: its size and modification time (what listings report as the ETag)."""
+    return f"{st.st_size:x}-{st.st_mtime_ns:x}"
+
+
+def _check_version(fd: int, uri: str, etag: str | None) -> None:
+    if etag and _etag(os.fstat(fd)) != etag:
+        raise ObjectChanged(uri, etag)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename or link in ``directory`` durable (POSIX: fsync the directory itself)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on directories; the rename is still atomic
+    finally:
+        os.close(fd)
 
 
 def _remove_empty(directory: Path) -> None:

@@ -28,6 +28,7 @@ Envelope = Literal["append", "upsert", "diff"]
 DEFAULT_MAX_FILE_SIZE = 256 * 1024**2
 DEFAULT_BUFFER_SIZE = 64 * 1024**2
 MIN_BUFFER_SIZE = 5 * 1024**2  # S3's smallest multipart part
+MAX_PARTS = 10_000  # S3's most parts in one multipart upload
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,12 @@ def _target(obj: dict[str, Any]) -> Target:
         buffer_size = parse_size(obj.get("bufferSize", DEFAULT_BUFFER_SIZE), "to.bufferSize")
         if buffer_size < MIN_BUFFER_SIZE:
             raise SpecError("to.bufferSize", "must be at least 5MB (S3's smallest multipart part)")
+        parts = max_file_size // buffer_size + 1  # every part but the last holds at least bufferSize
+        if parts > MAX_PARTS:
+            least = -(-max_file_size // (MAX_PARTS - 1) // 1024**2)  # MiB, rounded up
+            raise SpecError("to.bufferSize", f"a file of to.maxFileSize ({max_file_size} bytes) may take {parts} parts "
+                            f"of {buffer_size} bytes, and S3 allows {MAX_PARTS} per file; raise to.bufferSize to "
+                            f"at least {least}MB or lower to.maxFileSize")
         if_exists = obj.get("ifExists", "error")
         if if_exists not in ("error", "replace", "append"):
             raise SpecError("to.ifExists", f"got {if_exists!r}; accepted: error, replace, append")

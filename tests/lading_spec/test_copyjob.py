@@ -72,6 +72,8 @@ def test_load_spec() -> None:
         (unload(format="xml"), "to.format", "csv, parquet, json"),
         (unload(maxFileSize="10mb"), "to.maxFileSize", "did you mean MB"),
         (unload(bufferSize="1MB"), "to.bufferSize", "at least 5MB"),
+        # S3 allows 10,000 parts per upload: 100 GB in 5 MB parts would need 20,481 (fails on 1b6c3cc)
+        (unload(maxFileSize="100GB", bufferSize="5MB"), "to.bufferSize", "raise to.bufferSize to at least 11MB"),
         (unload(ifExists="overwrite"), "to.ifExists", "error, replace, append"),
         (unload(options={"header": True, "sep": ";"}), "to.options.sep", "accepted: header"),
         (unload(options={"delimiter": ";;"}), "to.options.delimiter", "single character"),

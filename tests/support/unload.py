@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from typing import Any
 
+import pyarrow as pa
+
+from lading_jobs.storage import S3Storage
+from lading_jobs.unload import formatting, naming
+from lading_jobs.unload.manifest import build_manifest
+from lading_jobs.unload.task import TaskPlan, TaskWriter
+from lading_spec.formats import CsvOptions
 from lading_spec.job import JobDocument
 
 
@@ -25,3 +33,31 @@ def s3_keys(s3_client: Any, bucket: str, prefix: str = "") -> list[str]:
 def s3_pending(s3_client: Any, bucket: str, prefix: str = "") -> list[str]:
     r = s3_client.list_multipart_uploads(Bucket=bucket, Prefix=prefix)
     return [u["Key"] for u in r.get("Uploads", [])]
+
+
+def pending_run(dest: str, mode: str, run_id: str, query: str, rows: int, tasks: int
+                ) -> tuple[list[dict[str, Any]], dict[str, Any], str | None]:
+    """An unload run's CSV files (ids 0..rows-1 over ``tasks`` tasks) as pending uploads on S3, as its
+    tasks would return them, and its manifest: what the driver publishes (no Spark needed)."""
+    token = naming.run_token(run_id) if mode != "error" else None
+    spark_schema = json.dumps({"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": False, "metadata": {}},
+        {"name": "s", "type": "string", "nullable": True, "metadata": {}}]})
+    arrow_schema, conform = formatting.arrow_target(spark_schema)
+    plan = TaskPlan(destination=dest, format="csv", options=CsvOptions(), max_file_size=64 * 1024 * 1024,
+                    buffer_size=5 * 1024 * 1024, partition_by=(), keep_partition_columns=False, token=token,
+                    spark_schema_json=spark_schema)
+    files: list[dict[str, Any]] = []
+    per = rows // tasks
+    for task in range(tasks):
+        ids = pa.array(range(task * per, (task + 1) * per), pa.int64())
+        batch = pa.RecordBatch.from_arrays([ids, ids.cast(pa.string())], names=["id", "s"])
+        w = TaskWriter(plan, task, S3Storage(), conform, arrow_schema, formatting.encoder_factory("csv", CsvOptions()))
+        w.write(batch)
+        files += w.finish()
+    now = dt.datetime.now(dt.UTC)
+    manifest = build_manifest(run_id=run_id, job={"kind": "CopyJob"}, destination=dest, source={"query": query},
+                              output={"ifExists": mode}, spark_schema=json.loads(spark_schema),
+                              arrow_schema=arrow_schema, type_mapping=formatting.type_mapping_version(),
+                              files=files, start=now, end=now)
+    return files, manifest, token

@@ -10,11 +10,15 @@ data and grows with the number of bad values, not with the rows.
 Conversions follow Spark where Arrow differs: numbers, dates and booleans are
 trimmed first; booleans accept t/true/y/yes/1 and f/false/n/no/0 in any case;
 a timestamp without an offset is UTC; a float cast to an integer truncates (but
-overflow is an error); an integer cast to a float may round.
+overflow is an error); an integer cast to a float may round. JSON numbers bound
+for integer and decimal columns arrive as exact decimals (``decode``): they cast
+only when every digit fits (``2.5`` is not a ``bigint``, ``2.675`` not a
+``decimal(12,2)``).
 """
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -84,6 +88,12 @@ def convert(arr: pa.Array, typ: pa.DataType) -> pa.Array:
     return pc.cast(arr, typ)
 
 
+def _plain(value: decimal.Decimal) -> str:
+    """``2.50000`` → ``2.5``, ``1E+3`` → ``1000``: a number without its padding zeros."""
+    text = format(value, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def _reason(arr: pa.Array, error: Exception, typ: pa.DataType, type_name: str | None) -> str:
     try:
         value = arr[0].as_py()
@@ -96,6 +106,8 @@ def _reason(arr: pa.Array, error: Exception, typ: pa.DataType, type_name: str | 
             return "invalid UTF-8"
     if isinstance(error, UnicodeDecodeError) or "UTF8" in str(error) or "UTF-8" in str(error):
         return "invalid UTF-8"
+    if isinstance(value, decimal.Decimal):  # a number read exactly (JSON): show it as written
+        value = _plain(value)
     shown = value[:80] + "…" if isinstance(value, str) and len(value) > 80 else value
     return f"{shown!r} is not a valid {type_name or typ}: {error}"
 

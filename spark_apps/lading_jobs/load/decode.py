@@ -19,7 +19,7 @@ import csv as pycsv
 import gzip
 import io
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -241,38 +241,64 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
 
 # -- JSON lines ----------------------------------------------------------------------
 
-def _read_json(data: bytes) -> pa.Table:
+EXACT_NUMBER = pa.decimal256(76, 38)
+"""How JSON numbers bound for integer and decimal columns are read: from their text, exactly."""
+
+
+class InexactNumber(ValueError):
+    """A JSON number that cannot be read exactly (more than 38 digits before or after the point)."""
+
+
+def _read_json(data: bytes, exact: Collection[str] = ()) -> pa.Table:
+    """JSON lines as a table. Numbers under a key in ``exact`` (lower-case names of the
+    integer and decimal columns they load into) are read from their text as
+    ``EXACT_NUMBER``, never through float64: pyarrow infers float64 for
+    ``1234567890123456789.12``, for ``2.675`` and for an integer column holding one
+    fraction, losing digits that the cast to the column could not restore."""
     block = max(1 << 20, min(len(data) + 1, 1 << 30))
-    return pajson.read_json(io.BytesIO(data), read_options=pajson.ReadOptions(use_threads=False, block_size=block))
+    read = pajson.ReadOptions(use_threads=False, block_size=block)
+    table = pajson.read_json(io.BytesIO(data), read_options=read)
+    lossy = [f.name for f in table.schema if f.name.lower() in exact and pa.types.is_floating(f.type)]
+    if not lossy:
+        return table
+    parse = pajson.ParseOptions(explicit_schema=pa.schema([(name, EXACT_NUMBER) for name in lossy]))
+    try:
+        return pajson.read_json(io.BytesIO(data), read_options=read, parse_options=parse)
+    except pa.ArrowInvalid as e:
+        raise InexactNumber(f"a number cannot be read exactly: {e}") from e
 
 
-def decode_json(data: bytes) -> Decoded:
-    """One JSON object per line; blank lines are skipped; each bad line is rejected on its own."""
+def decode_json(data: bytes, exact: Collection[str] = ()) -> Decoded:
+    """One JSON object per line; blank lines are skipped; each bad line is rejected on its own.
+
+    ``exact``: lower-case names of the integer and decimal columns (see ``_read_json``)."""
+    exact = frozenset(name.lower() for name in exact)
     pieces: list[Piece] = []
     out = Decoded(unit="line", pieces=pieces)
     starts, ends, raw = _line_source(data)
     solid = np.flatnonzero(~L.blank_lines(data, starts, ends))
     out.raw = raw
     try:
-        table = _read_json(data)
+        table = _read_json(data, exact)
         if table.num_rows == len(solid):
             pieces.append(Piece(table, solid.astype(np.int64) + 1))
             return out
-    except (pa.ArrowInvalid, UnicodeDecodeError):
+    except (pa.ArrowInvalid, UnicodeDecodeError, InexactNumber):
         pass
 
     def parse(lo: int, hi: int) -> None:  # lines solid[lo:hi]
         first, last = int(solid[lo]), int(solid[hi - 1])
         chunk = data[starts[first]:ends[last]]
         try:
-            table = _read_json(chunk)
+            table = _read_json(chunk, exact)
             if table.num_rows != hi - lo:
                 raise pa.ArrowInvalid("not one JSON object per line")
             pieces.append(Piece(table, solid[lo:hi].astype(np.int64) + 1))
             return
-        except (pa.ArrowInvalid, UnicodeDecodeError) as e:
+        except (pa.ArrowInvalid, UnicodeDecodeError, InexactNumber) as e:
             if hi - lo == 1:
-                reason = "invalid UTF-8" if isinstance(e, UnicodeDecodeError) else f"not a JSON object: {e}"
+                reason = ("invalid UTF-8" if isinstance(e, UnicodeDecodeError) else str(e)
+                          if isinstance(e, InexactNumber) else f"not a JSON object: {e}")
                 out.rejects.append(Reject(first + 1, reason, record=raw(first + 1)))
                 return
         mid = (lo + hi) // 2
@@ -321,9 +347,11 @@ def decode_parquet(source: pa.NativeFile | bytes, row_groups: tuple[int, int] | 
 
 
 def decode(data: bytes | pa.NativeFile, fmt: str, options: FormatOptions, columns: list[str],
-           uri: str, row_groups: tuple[int, int] | None = None, first_row: int = 1) -> Decoded:
+           uri: str, row_groups: tuple[int, int] | None = None, first_row: int = 1,
+           exact_numbers: Collection[str] = ()) -> Decoded:
     """Decode one file in ``fmt`` (csv, json: its bytes; parquet: its bytes or a ranged-read file,
-    optionally only the row groups ``[start, stop)``)."""
+    optionally only the row groups ``[start, stop)``). ``exact_numbers``: the integer and
+    decimal columns, whose JSON numbers are read from their text (``decode_json``)."""
     if fmt == "parquet":
         return decode_parquet(data, row_groups, first_row)
     assert isinstance(data, bytes)
@@ -336,4 +364,4 @@ def decode(data: bytes | pa.NativeFile, fmt: str, options: FormatOptions, column
         return Decoded(unit="line")  # an empty file loads no rows and is no error
     if fmt == "csv":
         return decode_csv(data, options if isinstance(options, CsvOptions) else CsvOptions(), columns)
-    return decode_json(data)
+    return decode_json(data, exact_numbers)

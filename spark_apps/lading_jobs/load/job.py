@@ -19,13 +19,14 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
+from lading_jobs import critical, uploadset
 from lading_jobs import storage as st
 from lading_jobs.engine import Cancelled
 from lading_jobs.load import manifest as mf
@@ -33,9 +34,19 @@ from lading_jobs.load.infer import infer_schema
 from lading_jobs.load.policy import Decision, FileOutcome, decide, merge_outcomes
 from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, run_file
+from lading_jobs.session import wait_for_tasks
 from lading_jobs.table import format as fmt
 from lading_jobs.table import writer
-from lading_jobs.table.log import LedgerEntry, TableError, TableLog
+from lading_jobs.table.log import (
+    CommitStateUnknown,
+    LedgerEntry,
+    Snapshot,
+    TableError,
+    TableExistsError,
+    TableLog,
+    find_commit,
+    new_nonce,
+)
 from lading_jobs.table.schema import SchemaError, TableSchema
 from lading_spec.copyjob import CopyJobSpec, parse_copyjob
 from lading_spec.errors import SpecError
@@ -116,16 +127,28 @@ def _abort_all(outcomes: list[FileOutcome], plan: LoadPlan, rejects_too: bool = 
                 storage_for(upload["uri"], plan.settings).abort_upload(st.PendingUpload.from_dict(upload))
 
 
-def _sweep(plan: LoadPlan) -> None:
-    """Abort uploads left under this run's prefixes (tasks killed mid-write)."""
+def _sweep(plan: LoadPlan, keep: Iterable[str] = ()) -> None:
+    """Abort uploads left pending under this run's prefixes (tasks killed mid-write, lost task
+    attempts), except the upload ids in ``keep``."""
     prefixes = [fmt.write_prefix(plan.table_uri, plan.write_id)]
     if plan.rejects_prefix:
         prefixes.append(plan.rejects_prefix)
     for prefix in prefixes:
-        storage = storage_for(prefix, plan.settings)
         with contextlib.suppress(st.StorageError, OSError):
-            for u in storage.list_pending_uploads(prefix):
-                storage.abort_upload(u)
+            uploadset.sweep(storage_for(prefix, plan.settings), prefix, lambda u: True, keep)
+
+
+def split_loaded(files: list[st.ObjectInfo], snapshot: Snapshot | None
+                 ) -> tuple[list[st.ObjectInfo], list[st.ObjectInfo]]:
+    """(files to load, files the ledger says are loaded), in listing order: one ledger
+    lookup per file, so a listing of 100,000 loaded files costs 100,000 lookups."""
+    if snapshot is None:
+        return list(files), []
+    todo: list[st.ObjectInfo] = []
+    already: list[st.ObjectInfo] = []
+    for o in files:
+        (already if snapshot.loaded(o.uri, o.etag, o.size) else todo).append(o)
+    return todo, already
 
 
 def plan_tasks(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Settings,
@@ -146,7 +169,7 @@ def plan_tasks(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Setting
 def _row_group_chunks(o: st.ObjectInfo, settings: st.S3Settings, chunk_bytes: int) -> list[tuple[int, int, int]]:
     """[(first row group, stop, first row)] of about ``chunk_bytes`` each; [] if the footer is unreadable."""
     try:
-        meta = pq.read_metadata(storage_for(o.uri, settings).open_input(o.uri, o.size))
+        meta = pq.read_metadata(storage_for(o.uri, settings).open_input(o.uri, o.size, etag=o.etag or None))
     except (pa.ArrowInvalid, OSError, st.StorageError):
         return []  # the task reports the file as unreadable
     out: list[tuple[int, int, int]] = []
@@ -175,18 +198,22 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         raise SpecError("from.files", "a load reads from.files into to.table")
     settings = _settings(spec)
     base: dict[str, Any] = {"runId": job.run_id, "destination": table_uri}
+    table_storage = storage_for(table_uri, settings)
+    manifest_uri = mf.manifest_uri(table_uri, spec.load.rejected_rows, job.run_id)
+    publishing = uploadset.UploadSet(storage_for(manifest_uri, settings),
+                                     mf.intent_uri(table_uri, spec.load.rejected_rows, job.run_id), job.run_id)
+    done = _recover(publishing, table_uri, table_storage, manifest_uri)
+    if done is not None:  # an earlier attempt of this run finished: report it, load nothing twice
+        return {**done, "durationSeconds": round(time.monotonic() - started, 3)}
     files = list_files(fileset, settings)
     if not files:
         where = (fileset.uri or "") + (f" matching {fileset.pattern!r}" if fileset.pattern else "")
         return {**base, "error": f"from.files: no files found at {where}; check the prefix and pattern",
                 "files": 0, "rows": None}
-    table_storage = storage_for(table_uri, settings)
     log = TableLog.open(table_uri, table_storage)
     snapshot = log.snapshot() if log is not None else None
     schema = _target_schema(log, spec, files[0], settings)
-    already = [] if spec.load.force or snapshot is None else \
-        [o for o in files if snapshot.loaded(o.uri, o.etag, o.size)]
-    todo = [o for o in files if o not in already]
+    todo, already = split_loaded(files, None if spec.load.force else snapshot)
     plan = LoadPlan(
         table_uri=table_uri, schema=schema,
         table_id=snapshot.table_id if snapshot is not None else uuid.uuid4().hex,
@@ -197,72 +224,116 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         rejects_prefix=mf.run_prefix(spec.load.rejected_rows, job.run_id), settings=settings)
     tasks = plan_tasks(todo, fileset.format, settings, chunk_bytes)
     outcomes: list[FileOutcome] = []
+    sc = spark.sparkContext
+    sc.setJobGroup(job.run_id, f"lading load into {table_uri}", interruptOnCancel=True)
     try:
         if tasks:
             outcomes = _run_tasks(spark, plan, tasks)
         if cancel is not None and cancel.is_set():
-            raise Cancelled()
-        decision = decide(outcomes, spec.load)
-        committed, version, rows, error = False, snapshot.version if snapshot else None, 0, decision.error
-        if decision.ok:
-            rows = sum(outcomes[i].rows_good for i in decision.loaded)
-        if decision.ok and not spec.load.validate_only and tasks:
-            version = _commit(spec, plan, log, schema, outcomes, decision, job.run_id)
-            committed = True
-        else:
-            _abort_all(outcomes, plan)
+            raise Cancelled()  # the last point where a cancel undoes the run; publishing runs to its end
     except BaseException:
+        wait_for_tasks(sc, job.run_id)  # killed tasks' workers may still be starting uploads
         _abort_all(outcomes, plan, rejects_too=True)
         _sweep(plan)
         raise
-    for o in outcomes:  # rejected rows are a report: they are written whatever the outcome
-        for upload in o.rejects_uploads:
-            storage_for(upload["uri"], settings).complete_upload(st.PendingUpload.from_dict(upload))
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    decision = decide(outcomes, spec.load)
+    committing = bool(decision.ok and not spec.load.validate_only and tasks)
+    rows = sum(outcomes[i].rows_good for i in decision.loaded) if decision.ok else 0
+    keep = decision.loaded_set if committing else frozenset()
+    writer.abort_parts(plan.table_uri, [w for o in outcomes if o.index not in keep for w in _written(o)],
+                       storage=table_storage)
+    written = [w for o in outcomes if o.index in keep for w in _written(o)]
+    rejects = [st.PendingUpload.from_dict(u) for o in outcomes for u in o.rejects_uploads]
     manifest = mf.build_manifest(
         run_id=job.run_id, table_uri=table_uri, fmt_name=fileset.format, on_error=spec.load.on_error,
         validate_only=spec.load.validate_only, outcomes=outcomes, already_loaded=already, decision=decision,
-        committed=committed, table_version=version, rows=rows if (committed or spec.load.validate_only) else 0,
-        error=error, rejected_rows=plan.rejects_prefix)
-    manifest_uri = mf.manifest_uri(table_uri, spec.load.rejected_rows, job.run_id)
-    storage_for(manifest_uri, settings).put(manifest_uri, json.dumps(manifest, indent=1).encode())
-    result: dict[str, Any] = {
-        **base, "manifest": manifest_uri,
-        "files": manifest["filesLoaded"], "filesAlreadyLoaded": len(already),
-        "filesSkipped": len(decision.skipped),
-        "bytes": sum(o.size for o in outcomes if o.index in decision.loaded) if committed else 0,
-        "rowsRejected": manifest["rowsRejected"], "tableVersion": version,
-        "durationSeconds": round(time.monotonic() - started, 3),
-        "fileResults": [{k: f[k] for k in ("file", "status", "rowsLoaded", "rowsRejected", "firstError") if k in f}
-                        for f in manifest["files"][:20]],
-    }
-    if plan.rejects_prefix:
-        result["rejectedRows"] = plan.rejects_prefix
-    if spec.load.validate_only:
-        result["validateOnly"] = True
-    if error is not None:
-        return {**result, "error": error}
-    return {**result, "rows": rows}
+        committed=committing, table_version=snapshot.version if snapshot is not None else None,
+        rows=rows if (committing or spec.load.validate_only) else 0, error=decision.error,
+        rejected_rows=plan.rejects_prefix)
+    nonce = new_nonce()
+    with critical.commit_section():
+        publishing.begin([*rejects, *(st.PendingUpload.from_dict(w.upload) for w in written)],
+                         {"committing": committing, "nonce": nonce,
+                          "base": snapshot.version if snapshot is not None else -1, "manifest": manifest})
+        try:
+            publishing.complete_all(rejects)  # rejected rows are durable before the rows commit
+            if committing:
+                manifest["tableVersion"] = _commit(spec, plan, log, schema, outcomes, decision, job.run_id,
+                                                   written, nonce)
+        except CommitStateUnknown as e:
+            raise CommitStateUnknown(f"{e}; run the load again with the same runId ({job.run_id}): it finds "
+                                     "out which and finishes or undoes it", e.nonce) from e
+        except BaseException:
+            publishing.abort_all()
+            _sweep(plan)
+            raise
+        _publish_manifest(publishing, manifest_uri, manifest)
+    _sweep(plan, keep={u.upload_id for u in rejects} | {w.upload["upload_id"] for w in written})
+    return {**mf.result(manifest, manifest_uri), "durationSeconds": round(time.monotonic() - started, 3)}
+
+
+def _publish_manifest(publishing: uploadset.UploadSet, uri: str, manifest: dict[str, Any]) -> None:
+    """Write the manifest and drop the intent. If the manifest cannot be written, the intent stays
+    and the error says the rows are committed (when they are): a rerun finishes the run."""
+    try:
+        publishing.storage.put(uri, json.dumps(manifest, indent=1).encode())
+    except BaseException as e:
+        if manifest["committed"]:
+            raise st.StorageError(f"the rows are committed (table version {manifest['tableVersion']}) but "
+                                  f"writing the manifest {uri} failed ({e}); run the load again with the same "
+                                  f"runId ({manifest['runId']}) to write it") from e
+        raise
+    publishing.finish()
+
+
+def _recover(publishing: uploadset.UploadSet, table_uri: str, table_storage: st.Storage,
+             manifest_uri: str) -> dict[str, Any] | None:
+    """What an earlier attempt of this run left: its result if it finished or committed (rolled
+    forward: the manifest written, the intent dropped), else None once it is undone."""
+    intent = publishing.read_intent()
+    if intent is None:
+        raw = _read_manifest(publishing.storage, manifest_uri)
+        if raw is not None and raw.get("runId") == publishing.run_id and raw.get("committed"):
+            return mf.result(raw, manifest_uri)
+        return None
+    manifest = dict(intent.data["manifest"])
+    with critical.commit_section():
+        if intent.data.get("committing"):
+            landed = find_commit(table_uri, table_storage, intent.data["nonce"], int(intent.data["base"]))
+            if landed is not None:
+                manifest["tableVersion"] = landed.version
+                _publish_manifest(publishing, manifest_uri, manifest)
+                return mf.result(manifest, manifest_uri)
+        publishing.roll_back(intent)
+    return None
+
+
+def _read_manifest(storage: st.Storage, uri: str) -> dict[str, Any] | None:
+    if storage.head(uri) is None:
+        return None
+    return json.loads(storage.read(uri))  # type: ignore[no-any-return]
 
 
 def _commit(spec: CopyJobSpec, plan: LoadPlan, log: TableLog | None, schema: TableSchema,
-            outcomes: list[FileOutcome], decision: Decision, run_id: str) -> int:
-    """Complete the parts of the files that load, abort the rest, and commit them in one entry."""
-    keep = set(decision.loaded)
+            outcomes: list[FileOutcome], decision: Decision, run_id: str, written: list[writer.WrittenPart],
+            nonce: str) -> int:
+    """Complete the parts of the files that load and commit them with their ledger in one entry
+    (creating the table in that same commit when there is none); the version."""
     storage = storage_for(plan.table_uri, plan.settings)
-    writer.abort_parts(plan.table_uri, [w for o in outcomes if o.index not in keep for w in _written(o)],
-                       storage=storage)
-    written = [w for o in outcomes if o.index in keep for w in _written(o)]
-    try:
-        if log is None:
-            log = TableLog.create(plan.table_uri, schema, spec.target.envelope, spec.target.key_columns,
-                                  spec.target.sort_by, storage=storage, exist_ok=True, table_id=plan.table_id)
-        if log.snapshot().table_id != plan.table_id:
-            raise TableError(f"to.table: the table at {plan.table_uri} was created or replaced by another "
-                             "writer during the load; nothing was loaded, run the load again")
-    except BaseException:
-        writer.abort_parts(plan.table_uri, written, storage=storage)
-        raise
+    if log is not None and log.snapshot().table_id != plan.table_id:
+        raise TableError(f"to.table: the table at {plan.table_uri} was created or replaced by another "
+                         "writer during the load; nothing was loaded, run the load again")
+    keep = decision.loaded_set
     ledger = {o.uri: LedgerEntry(o.etag, o.size, o.rows_good) for o in outcomes if o.index in keep}
-    snap = writer.commit_parts(plan.table_uri, written, log=log, operation="load", ledger=ledger,
-                               info={"runId": run_id, "files": len(ledger)})
+    create = None if log is not None else writer.NewTable(schema, spec.target.envelope, spec.target.key_columns,
+                                                          spec.target.sort_by, plan.table_id)
+    try:
+        snap = writer.commit_parts(plan.table_uri, written, log=log, operation="load", ledger=ledger,
+                                   info={"runId": run_id, "files": len(ledger)}, storage=storage, nonce=nonce,
+                                   create=create)
+    except TableExistsError as e:
+        raise TableError(f"to.table: a table was created at {plan.table_uri} by another writer during the load; "
+                         "nothing was loaded, run the load again (it loads into that table)") from e
     return snap.version

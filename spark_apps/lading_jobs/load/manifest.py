@@ -37,12 +37,20 @@ def manifest_uri(table_uri: str, rejected_rows: str | None, run_id: str) -> str:
     return f"{fmt.table_root(table_uri)}{LOADS_DIR}/{run_id}.json"
 
 
+def intent_uri(table_uri: str, rejected_rows: str | None, run_id: str) -> str:
+    """The run's commit intent (``lading_jobs.uploadset``), beside its manifest."""
+    prefix = run_prefix(rejected_rows, run_id)
+    if prefix is not None:
+        return st.join(prefix, "_intent.json")
+    return f"{fmt.table_root(table_uri)}{LOADS_DIR}/{run_id}.intent.json"
+
+
 def file_status(o: FileOutcome, decision: Decision, committed: bool) -> str:
     if o.file_error:
         return "failed"
     if not committed:
         return "notLoaded"
-    if o.index in decision.skipped:
+    if o.index in decision.skipped_set:
         return "skipped"
     return "partial" if o.rows_rejected else "loaded"
 
@@ -76,6 +84,28 @@ def build_manifest(*, run_id: str, table_uri: str, fmt_name: str, on_error: str,
         "validateOnly": validate_only, "committed": committed, "tableVersion": table_version,
         "rows": rows, "rowsRejected": sum(o.rows_rejected for o in outcomes),
         "filesLoaded": sum(1 for f in files if f["status"] in ("loaded", "partial")),
-        "filesAlreadyLoaded": len(already_loaded), "error": error,
+        "filesAlreadyLoaded": len(already_loaded), "filesSkipped": len(decision.skipped), "error": error,
         "rejectedRows": rejected_rows, "files": files,
     }
+
+
+def result(manifest: dict[str, Any], manifest_uri: str) -> dict[str, Any]:
+    """The run's CopyResponse fields, from its manifest (also for a retry that finds the run done)."""
+    files = manifest["files"]
+    committed = bool(manifest["committed"])
+    out: dict[str, Any] = {
+        "runId": manifest["runId"], "destination": manifest["table"], "manifest": manifest_uri,
+        "files": manifest["filesLoaded"], "filesAlreadyLoaded": manifest["filesAlreadyLoaded"],
+        "filesSkipped": manifest["filesSkipped"],
+        "bytes": sum(f["size"] for f in files if f["status"] in ("loaded", "partial")) if committed else 0,
+        "rowsRejected": manifest["rowsRejected"], "tableVersion": manifest["tableVersion"],
+        "fileResults": [{k: f[k] for k in ("file", "status", "rowsLoaded", "rowsRejected", "firstError") if k in f}
+                        for f in files[:20]],
+    }
+    if manifest.get("rejectedRows"):
+        out["rejectedRows"] = manifest["rejectedRows"]
+    if manifest["validateOnly"]:
+        out["validateOnly"] = True
+    if manifest.get("error") is not None:
+        return {**out, "error": manifest["error"]}
+    return {**out, "rows": manifest["rows"]}

@@ -16,6 +16,7 @@ unreadable file.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,14 @@ class Decision:
     error: str | None
     loaded: tuple[int, ...]  # indexes of the files whose rows commit
     skipped: tuple[int, ...]  # indexes of files left out because of their errors
+
+    @functools.cached_property
+    def loaded_set(self) -> frozenset[int]:
+        return frozenset(self.loaded)
+
+    @functools.cached_property
+    def skipped_set(self) -> frozenset[int]:
+        return frozenset(self.skipped)
 
 
 def _where(o: FileOutcome) -> str:

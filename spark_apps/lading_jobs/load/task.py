@@ -14,6 +14,7 @@ knows its upload ids.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,12 +25,17 @@ from lading_jobs.load.conform import Conformer, FileError
 from lading_jobs.load.decode import Decoded, Reject, decode
 from lading_jobs.load.policy import FileOutcome, should_write
 from lading_jobs.load.stores import storage_for
+from lading_jobs.sink import PartSink
 from lading_jobs.table import writer
-from lading_jobs.table.schema import TableSchema
+from lading_jobs.table.schema import TableSchema, arrow_type
 from lading_spec.copyjob import LoadOptions
 from lading_spec.formats import FormatOptions
 
 ERRORS_IN_RESULT = 5  # rejected records listed per file in the manifest
+REJECTS_OBJECT_BYTES = 5 * 1024**3
+"""Largest rejected-rows object: S3's largest single part, so any store takes it."""
+REJECTS_BUFFER_BYTES = 8 * 1024**2
+"""Bytes of rejected-row lines a task buffers before sending a multipart part."""
 
 
 @dataclass(frozen=True)
@@ -74,8 +80,30 @@ def reject_entry(uri: str, unit: str, r: Reject) -> dict[str, Any]:
     return entry
 
 
-def rejects_uri(prefix: str, index: int) -> str:
-    return st.join(prefix, f"rejected-{index:05d}.jsonl")
+def rejects_uri(prefix: str, index: int, k: int = 0) -> str:
+    """``rejected-<n>.jsonl``, then ``rejected-<n>-<k>.jsonl`` when one object would pass 5 GiB."""
+    return st.join(prefix, f"rejected-{index:05d}.jsonl" if k == 0 else f"rejected-{index:05d}-{k:03d}.jsonl")
+
+
+def write_rejects(storage: st.Storage, prefix: str, index: int, lines: Iterable[bytes],
+                  begun: list[st.PendingUpload], *, max_object: int = REJECTS_OBJECT_BYTES,
+                  buffer_size: int = REJECTS_BUFFER_BYTES) -> list[st.PendingUpload]:
+    """Stream rejected-row lines into pending uploads: parts of ``buffer_size`` (memory stays
+    bounded whatever the count), a new object before one would pass ``max_object``. Every
+    upload begun is appended to ``begun`` at once, so the caller can abort it on failure."""
+    uploads: list[st.PendingUpload] = []
+    sink: PartSink | None = None
+    for line in lines:
+        if sink is not None and sink.size and sink.size + len(line) > max_object:
+            uploads.append(sink.finish())
+            sink = None
+        if sink is None:
+            sink = PartSink(storage, rejects_uri(prefix, index, len(uploads)), buffer_size)
+            begun.append(sink.upload)
+        sink.write(line)
+    if sink is not None:
+        uploads.append(sink.finish())
+    return uploads
 
 
 def sort_rows(table: pa.Table, sort_by: tuple[str, ...]) -> pa.Table:
@@ -90,9 +118,19 @@ def _first_error(unit: str, r: Reject) -> str:
     return f"{unit} {r.position}{column}: {r.reason}"
 
 
+def exact_number_columns(schema: TableSchema) -> list[str]:
+    """The integer and decimal columns: text formats give their values digit by digit."""
+    return [c.name for c in schema.columns
+            if pa.types.is_integer(arrow_type(c.type)) or pa.types.is_decimal(arrow_type(c.type))]
+
+
 def _read(storage: st.Storage, task: FileTask, fmt: str) -> bytes | pa.NativeFile:
-    """Parquet through ranged reads (footer, then one row group at a time); text whole."""
-    return storage.open_input(task.uri, task.size) if fmt == "parquet" else storage.read(task.uri)
+    """Parquet through ranged reads (footer, then one row group at a time); text whole. Every
+    read is pinned to the listed ETag: the ledger records the version whose rows were read,
+    and a file rewritten meanwhile fails (``ObjectChanged``) instead of loading a mix."""
+    if fmt == "parquet":
+        return storage.open_input(task.uri, task.size, etag=task.etag or None)
+    return storage.read(task.uri, etag=task.etag or None)
 
 
 def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
@@ -108,7 +146,10 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
     try:
         decoded: Decoded = decode(_read(storage, task, plan.format), plan.format, plan.options,
                                   plan.schema.names, task.uri, row_groups=task.row_groups,
-                                  first_row=task.first_row)
+                                  first_row=task.first_row, exact_numbers=exact_number_columns(plan.schema))
+    except st.ObjectChanged as e:
+        out.file_error = str(e)
+        return out
     except (st.StorageError, OSError) as e:
         out.file_error = f"cannot be read: {e}"
         return out
@@ -131,7 +172,7 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
             else:
                 for _ in rows:
                     pass
-        except FileError as e:
+        except (FileError, st.ObjectChanged) as e:  # write_parts aborted what it began
             out.file_error = str(e)
             out.rows_read = decoded.rows_read
             return out
@@ -148,14 +189,12 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
             written, begun = [], []
         out.parts = [w.to_json() for w in written]
         if rejects and plan.rejects_prefix:
-            uri = rejects_uri(plan.rejects_prefix, task.index)
-            rstore = storage_for(uri, plan.settings)
-            upload = rstore.begin_upload(uri)
-            begun.append(upload)
-            body = "".join(json.dumps(reject_entry(task.uri, decoded.unit, r), ensure_ascii=False) + "\n"
-                           for r in rejects)
-            rstore.upload_part(upload, body.encode())
-            out.rejects_uploads, out.rejects_uris = [upload.to_dict()], [uri]
+            lines = (json.dumps(reject_entry(task.uri, decoded.unit, r), ensure_ascii=False).encode() + b"\n"
+                     for r in rejects)
+            uploads = write_rejects(storage_for(plan.rejects_prefix, plan.settings), plan.rejects_prefix,
+                                    task.index, lines, begun)
+            out.rejects_uploads = [u.to_dict() for u in uploads]
+            out.rejects_uris = [u.uri for u in uploads]
     except BaseException:
         for upload in begun:
             storage_for(upload.uri, plan.settings).abort_upload(upload)

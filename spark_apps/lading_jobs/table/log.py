@@ -17,7 +17,9 @@ Opening reads ``_last_checkpoint``, the checkpoint it names (the full state ever
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -46,6 +48,19 @@ class TableExistsError(TableError):
 
 class ConflictError(TableError):
     """A concurrent commit made this change invalid; re-plan it against the new state."""
+
+
+class CommitStateUnknown(TableError):
+    """A commit may or may not have landed and the log could not tell which: nothing may be
+    cleaned up (its parts could be referenced). ``nonce`` identifies the attempt in the log."""
+
+    def __init__(self, message: str, nonce: str) -> None:
+        super().__init__(message)
+        self.nonce = nonce
+
+
+class ConditionalWritesUnsupported(TableError):
+    """The store accepted a second create-if-absent of the same key."""
 
 
 @dataclass(frozen=True)
@@ -261,6 +276,7 @@ class TableLog:
         self.uri = fmt.table_root(uri)
         self.storage = storage
         self._state = state
+        self._proven = False  # conditional writes proven for this handle (first commit)
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
@@ -282,21 +298,44 @@ class TableLog:
     def create(cls, uri: str, schema: TableSchema, envelope: str = "append",
                key_columns: Iterable[str] = (), sort_by: Iterable[str] = (), *,
                storage: st.Storage | None = None, exist_ok: bool = False,
-               table_id: str | None = None) -> TableLog:
-        """Create the table with commit 0; ``exist_ok`` returns an existing table instead of failing."""
+               table_id: str | None = None, change: Change | None = None,
+               nonce: str | None = None) -> TableLog:
+        """Create the table with commit 0; ``exist_ok`` returns an existing table instead of failing.
+
+        ``change`` (parts, ledger, progress) goes into commit 0 itself, so a table
+        that a first write creates exists only if that write commits. ``nonce``
+        identifies the attempt (see ``commit``); an existing commit 0 carrying it
+        is this call's own (a retried request whose first attempt landed).
+        """
         storage = storage or st.open_storage(uri)
         keys, sort = tuple(key_columns), tuple(sort_by)
-        _validate_meta(schema, envelope, keys, sort)
+        validate_meta(schema, envelope, keys, sort)
+        prove_conditional_writes(storage, uri)
+        nonce = nonce or new_nonce()
         meta = TableMeta(table_id or uuid.uuid4().hex, envelope, keys, sort, _now_ms())
-        entry = {"formatVersion": fmt.FORMAT_VERSION, "version": 0, "timestamp": meta.created_at,
-                 "operation": "create", "metadata": meta.to_dict(), "schema": schema.to_dict(),
-                 "upper": 0, "since": 0}
-        if not storage.put_if_absent(fmt.commit_uri(uri, 0), _encode(entry)):
-            if exist_ok:
+        empty = _State(-1, meta, schema, {}, {}, {}, 0, 0)
+        entry = _validate(change, empty, empty) if change is not None else {}
+        entry.update({"formatVersion": fmt.FORMAT_VERSION, "version": 0, "timestamp": meta.created_at,
+                      "operation": "create", "metadata": meta.to_dict(), "schema": schema.to_dict(),
+                      "nonce": nonce})
+        entry.setdefault("upper", 0)
+        entry.setdefault("since", 0)
+        _assign_version(entry)
+        try:
+            created = storage.put_if_absent(fmt.commit_uri(uri, 0), _encode(entry))
+        except Exception as e:  # noqa: BLE001 - the request may have landed: look before deciding
+            created = _carries(storage, fmt.commit_uri(uri, 0), nonce, e)
+        if not created and _carries(storage, fmt.commit_uri(uri, 0), nonce, None):
+            created = True
+        if not created:
+            if exist_ok and change is None:
                 return cls.open_existing(uri, storage)
             raise TableExistsError(f"a lading table already exists at {uri}; load into it or choose another URI")
         state = _State(0, meta, schema, {}, {}, {}, 0, 0)
-        return cls(uri, storage, state)
+        state.apply(entry)
+        log = cls(uri, storage, state)
+        log._proven = True
+        return log
 
     # -- reading ----------------------------------------------------------------------
     @property
@@ -320,34 +359,169 @@ class TableLog:
         return state.snapshot(self.uri, as_of)
 
     # -- committing -------------------------------------------------------------------
-    def commit(self, change: Change, *, max_attempts: int = 1000) -> Snapshot:
-        """Append ``change`` as the next commit, rebasing over concurrent commits."""
+    def commit(self, change: Change, *, max_attempts: int = 1000, nonce: str | None = None) -> Snapshot:
+        """Append ``change`` as the next commit, rebasing over concurrent commits; the commit's snapshot.
+
+        Every attempt carries ``nonce`` (fresh if not given). An attempt whose
+        conditional PUT answers "already there" (412), or fails with an answer that
+        may hide success (a timeout, a dropped connection, a retried request whose
+        first try landed), is not retried blindly: the writer first reads the
+        commits it missed and, if one carries its nonce, that commit is its own.
+        Only a version held by another writer's commit proves an attempt lost; an
+        attempt whose outcome stays undecidable raises ``CommitStateUnknown``. The
+        checkpoint after a commit is best effort: the commit stands whatever
+        happens to it.
+        """
+        if not self._proven:
+            prove_conditional_writes(self.storage, self.uri)
+            self._proven = True
+        nonce = nonce or new_nonce()
         base = self._state
+        unsettled: Exception | None = None  # an attempt whose version slot is still empty
         for _ in range(max_attempts):
             entry = _validate(change, self._state, base)
             entry["version"] = self._state.version + 1
             entry["timestamp"] = _now_ms()
+            entry["nonce"] = nonce
             _assign_version(entry)
-            if self.storage.put_if_absent(fmt.commit_uri(self.uri, entry["version"]), _encode(entry)):
-                new = self._state.copy()
-                new.apply(entry)
-                self._state = new
-                if new.version % fmt.CHECKPOINT_INTERVAL == 0:
-                    self._checkpoint(new)
-                return new.snapshot(self.uri)
-            self.refresh()
+            target = fmt.commit_uri(self.uri, entry["version"])
+            try:
+                won: bool | None = self.storage.put_if_absent(target, _encode(entry))
+            except Exception as e:  # noqa: BLE001 - the request may have landed: look before deciding
+                won, unsettled = None, e
+            if won:
+                return self._won(entry)
+            try:
+                mine = self._catch_up(nonce)
+            except Exception as e:  # noqa: BLE001 - cannot read the log: cannot decide
+                raise CommitStateUnknown(
+                    f"commit state unknown: committing version {entry['version']} of {self.uri} "
+                    f"{'failed ambiguously' if won is None else 'lost a race'} and the log cannot be read "
+                    f"({e}); look for nonce {nonce} in {self.uri}{fmt.LOG_DIR}/ before retrying "
+                    "(nothing was cleaned up)", nonce) from e
+            if mine is not None:
+                return mine
+            if self._state.version >= entry["version"]:
+                unsettled = None  # the slot went to another writer: that attempt can never land
+        if unsettled is not None:
+            raise CommitStateUnknown(
+                f"commit state unknown: the last attempt to commit to {self.uri} failed with "
+                f"{unsettled} and its version is still free, so it may yet land; look for nonce {nonce} "
+                f"in {self.uri}{fmt.LOG_DIR}/ before retrying (nothing was cleaned up)", nonce)
         raise ConflictError(f"gave up committing to {self.uri} after {max_attempts} lost races; retry later")
+
+    def _won(self, entry: dict[str, Any]) -> Snapshot:
+        new = self._state.copy()
+        new.apply(entry)
+        self._state = new
+        if new.version % fmt.CHECKPOINT_INTERVAL == 0:
+            try:
+                self._checkpoint(new)
+            except Exception as e:  # noqa: BLE001 - a checkpoint is an optimisation, the commit stands
+                print(f"lading: checkpoint {new.version} of {self.uri} not written ({e}); "
+                      "opening replays a few more commits until the next one", file=sys.stderr)
+        return new.snapshot(self.uri)
+
+    def _catch_up(self, nonce: str) -> Snapshot | None:
+        """Read the commits missed since this handle's state; the snapshot of the one carrying
+        ``nonce``, if any (the state moves to the latest either way)."""
+        found: list[Snapshot] = []
+        self._state = _replay_forward(self.uri, self.storage, self._state, nonce=nonce, found=found)
+        return found[0] if found else None
+
+    def find_commit(self, nonce: str, after: int = -1) -> Snapshot | None:
+        """The snapshot of the commit after version ``after`` carrying ``nonce`` (see ``find_commit``)."""
+        return find_commit(self.uri, self.storage, nonce, after)
 
     def _checkpoint(self, state: _State) -> None:
         self.storage.put(fmt.checkpoint_uri(self.uri, state.version), _encode(state.to_dict()))
         self.storage.put(fmt.last_checkpoint_uri(self.uri), _encode({"version": state.version}))
 
 
+def snapshot_at(uri: str, storage: st.Storage, version: int, as_of: int | None = None) -> Snapshot:
+    """The table as of commit ``version`` (for reading as of ``as_of``), without reading past it:
+    a reader pinned to one version reads the same state however many times it opens it."""
+    root = fmt.table_root(uri)
+    state = _load_version(root, storage, version)
+    if as_of is not None and as_of < state.since:
+        raise TableError(f"asOf {as_of} is before the table's since frontier {state.since}: history before "
+                         f"it is consolidated; read as of a time ≥ {state.since}")
+    return state.snapshot(root, as_of)
+
+
+def find_commit(uri: str, storage: st.Storage, nonce: str, after: int = -1) -> Snapshot | None:
+    """The snapshot of the commit after version ``after`` carrying ``nonce``, or None: a retry
+    asking whether an earlier attempt of its own landed. Reads commits ``after + 1`` onward."""
+    uri = fmt.table_root(uri)
+    if after >= 0:
+        start = _load_version(uri, storage, after)
+    else:
+        first = _read_json(storage, fmt.commit_uri(uri, 0))
+        if first is None:
+            return None
+        start = _State(0, TableMeta.from_dict(first["metadata"]), TableSchema.from_dict(first["schema"]), {}, {}, {})
+        start.apply(first)
+        if first.get("nonce") == nonce:
+            return start.snapshot(uri)
+    found: list[Snapshot] = []
+    _replay_forward(uri, storage, start, nonce=nonce, found=found)
+    return found[0] if found else None
+
+
+def new_nonce() -> str:
+    """A fresh commit nonce: names one attempt to commit, so its writer can recognise it in the log."""
+    return uuid.uuid4().hex
+
+
+def _carries(storage: st.Storage, uri: str, nonce: str, error: Exception | None) -> bool:
+    """Whether the commit at ``uri`` exists and carries ``nonce`` (after an ambiguous PUT)."""
+    try:
+        entry = _read_json(storage, uri)
+    except Exception as e:  # noqa: BLE001
+        if error is None:
+            raise
+        raise CommitStateUnknown(f"commit state unknown: creating {uri} failed with {error} and it cannot be "
+                                 f"read back ({e}); look for nonce {nonce} in it before retrying", nonce) from e
+    if entry is None and error is not None:
+        raise CommitStateUnknown(f"commit state unknown: creating {uri} failed with {error} and it is not there "
+                                 f"yet; the request may still land. Look for nonce {nonce} in it before retrying",
+                                 nonce) from error
+    return entry is not None and entry.get("nonce") == nonce
+
+
+_PROVEN: set[tuple[type, str]] = set()
+
+
+def prove_conditional_writes(storage: st.Storage, uri: str) -> None:
+    """Refuse a store that ignores create-if-absent (S3 ``If-None-Match: *``): a second
+    conditional PUT of a scratch key must answer "already there". Once per store and
+    bucket per process; three requests."""
+    root = fmt.table_root(uri)
+    key = (type(storage), storage.describe(root))
+    if key in _PROVEN:
+        return
+    probe = f"{root}{fmt.LOG_DIR}/_probe-{uuid.uuid4().hex}"
+    try:
+        first = storage.put_if_absent(probe, b"1")
+        second = storage.put_if_absent(probe, b"2")
+    finally:
+        with contextlib.suppress(Exception):
+            storage.delete([probe])
+    if not first or second:
+        raise ConditionalWritesUnsupported(
+            f"{storage.describe(root)} does not honour conditional writes: a second create-if-absent "
+            f"(If-None-Match: *) of {probe} {'succeeded' if second else 'was refused although the key was new'}. "
+            "lading commits need them to keep concurrent writers from overwriting each other's commits; "
+            "use a store that supports them (AWS S3, or a MinIO/Ceph release that implements "
+            "If-None-Match on PutObject) or upgrade this one")
+    _PROVEN.add(key)
+
+
 def _encode(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
 
 
-def _validate_meta(schema: TableSchema, envelope: str, keys: tuple[str, ...], sort: tuple[str, ...]) -> None:
+def validate_meta(schema: TableSchema, envelope: str, keys: tuple[str, ...], sort: tuple[str, ...]) -> None:
     if envelope not in fmt.ENVELOPES:
         raise TableError(f"envelope {envelope!r} is not one of {', '.join(fmt.ENVELOPES)}")
     if envelope == "upsert" and not keys:
@@ -434,8 +608,10 @@ def _validate(change: Change, state: _State, base: _State) -> dict[str, Any]:
     return entry
 
 
-def _replay_forward(uri: str, storage: st.Storage, state: _State) -> _State:
-    """``state`` advanced by every commit after it (probing version by version)."""
+def _replay_forward(uri: str, storage: st.Storage, state: _State, *, nonce: str | None = None,
+                    found: list[Snapshot] | None = None) -> _State:
+    """``state`` advanced by every commit after it (probing version by version); the
+    snapshot right after a commit carrying ``nonce`` is appended to ``found``."""
     new: _State | None = None
     while True:
         entry = _read_json(storage, fmt.commit_uri(uri, (new or state).version + 1))
@@ -444,6 +620,8 @@ def _replay_forward(uri: str, storage: st.Storage, state: _State) -> _State:
         if new is None:
             new = state.copy()
         new.apply(entry)
+        if nonce is not None and found is not None and entry.get("nonce") == nonce:
+            found.append(new.copy().snapshot(uri))
 
 
 def _initial_state(uri: str, storage: st.Storage, upto: int | None) -> _State | None:

@@ -38,7 +38,7 @@ from lading_jobs.formats import spark as spark_formats
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import Part, Snapshot, TableLog
+from lading_jobs.table.log import Part, Snapshot, TableLog, snapshot_at
 from lading_jobs.table.schema import conform, field_id
 from lading_jobs.table.stats import ColumnStats, PartStats, to_stats_domain
 
@@ -211,12 +211,13 @@ def _open_snapshot(options: dict[str, str]) -> tuple[Snapshot, st.Storage]:
     if not uri:
         raise ValueError("lading: give the table URI: spark.read.format('lading').load('s3://bucket/table/')")
     storage = _storage(uri, options)
-    log = TableLog.open_existing(uri, storage)
-    as_of = options.get("asOf") or options.get("asof")
+    raw_as_of = options.get("asOf") or options.get("asof")
+    as_of = int(raw_as_of) if raw_as_of not in (None, "") else None
     version = options.get("version")
-    snapshot = log.snapshot(int(as_of) if as_of not in (None, "") else None,
-                            version=int(version) if version not in (None, "") else None)
-    return snapshot, storage
+    if version not in (None, ""):
+        assert version is not None
+        return snapshot_at(uri, storage, int(version), as_of), storage
+    return TableLog.open_existing(uri, storage).snapshot(as_of), storage
 
 
 def _storage(uri: str, options: dict[str, str]) -> st.Storage:
@@ -313,6 +314,9 @@ def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int |
                endpoint: str | None = None) -> Any:
     """The table as a DataFrame, consolidated as of logical time ``as_of``, in the table's own types.
 
+    The table is opened once: the DataFrame reads that commit's state (``version``)
+    however late it is evaluated, and its schema and data always agree.
+
     (``format("lading")`` alone shows year-month intervals as int months: a Python
     data source cannot return them; this restores them in Spark SQL.)"""
     register(spark)
@@ -324,6 +328,7 @@ def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int |
     if endpoint:
         options["endpoint"] = endpoint
     snapshot, _ = _open_snapshot(options)
+    options["version"] = str(snapshot.version)  # one snapshot: Spark's schema and scan open this version
     df = spark.read.format("lading").options(**options).load()
     return spark_formats.from_transfer(df, snapshot.schema.spark_schema())
 

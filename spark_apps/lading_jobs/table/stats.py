@@ -158,17 +158,29 @@ def _has_bounds(t: pa.DataType) -> bool:
             or pa.types.is_date32(t) or pa.types.is_timestamp(t))
 
 
-def merge_column(a: ColumnStats, b: ColumnStats, decimal_bounds: bool = False) -> ColumnStats:
-    """Statistics of the union of two value sets (``decimal_bounds``: bounds are decimal strings)."""
+def merge_column(a: ColumnStats, b: ColumnStats, decimal_bounds: bool = False, *,
+                 a_rows: int | None = None, b_rows: int | None = None) -> ColumnStats:
+    """Statistics of the union of two value sets (``decimal_bounds``: bounds are decimal strings).
+
+    ``a_rows`` / ``b_rows`` are the rows each side describes. A side without bounds
+    widens the union to "no bounds" unless it is known to hold only NULLs (its
+    ``nulls`` equals its rows): a side with values but no bounds (a NaN, a type
+    without order, statistics dropped) may hold anything. Without the row counts
+    every side without bounds counts as holding values (conservative).
+    """
     nulls = None if a.nulls is None or b.nulls is None else a.nulls + b.nulls
+    if _only_nulls(a, a_rows):
+        return ColumnStats(nulls, b.min, b.max, b.min_truncated, b.max_truncated)
+    if _only_nulls(b, b_rows):
+        return ColumnStats(nulls, a.min, a.max, a.min_truncated, a.max_truncated)
     lo, lo_t = _pick(a.min, a.min_truncated, b.min, b.min_truncated, min, decimal_bounds)
     hi, hi_t = _pick(a.max, a.max_truncated, b.max, b.max_truncated, max, decimal_bounds)
-    # A side that is all-null has no bounds but does not widen them.
-    if a.min is None and a.max is None and a.nulls is not None:
-        lo, lo_t, hi, hi_t = b.min, b.min_truncated, b.max, b.max_truncated
-    elif b.min is None and b.max is None and b.nulls is not None:
-        lo, lo_t, hi, hi_t = a.min, a.min_truncated, a.max, a.max_truncated
     return ColumnStats(nulls, lo, hi, lo_t, hi_t)
+
+
+def _only_nulls(c: ColumnStats, rows: int | None) -> bool:
+    """Whether ``c`` is known to describe NULLs only (so it does not widen bounds)."""
+    return rows is not None and c.nulls is not None and c.nulls == rows
 
 
 def _pick(x: Any, xt: bool, y: Any, yt: bool, choose: Any, numeric: bool) -> tuple[Any, bool]:
@@ -200,7 +212,8 @@ def merge(a: PartStats, b: PartStats, decimal_ids: frozenset[int] = frozenset())
     def hi(x: int | None, y: int | None) -> int | None:
         return y if x is None else x if y is None else max(x, y)
 
-    cols = {k: merge_column(a.columns[k], b.columns[k], k in decimal_ids) if k in a.columns and k in b.columns else ColumnStats()
+    cols = {k: merge_column(a.columns[k], b.columns[k], k in decimal_ids, a_rows=a.rows, b_rows=b.rows)
+            if k in a.columns and k in b.columns else ColumnStats()
             for k in set(a.columns) | set(b.columns)}
     return PartStats(a.rows + b.rows, a.bytes + b.bytes, lo(a.min_time, b.min_time), hi(a.max_time, b.max_time),
                      lo(a.min_diff, b.min_diff), hi(a.max_diff, b.max_diff), cols)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,17 +25,31 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lading_jobs import critical, uploadset
 from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.sink import PartSink
 from lading_jobs.table import format as fmt
 from lading_jobs.table import stats as stx
-from lading_jobs.table.log import Change, LedgerEntry, Part, Snapshot, TableError, TableLog
+from lading_jobs.table.log import (
+    Change,
+    CommitStateUnknown,
+    LedgerEntry,
+    Part,
+    Snapshot,
+    TableError,
+    TableLog,
+    find_commit,
+    new_nonce,
+    validate_meta,
+)
 from lading_jobs.table.schema import TableSchema, conform
 
 DEFAULT_MAX_FILE_SIZE = 128 * 1024**2
 DEFAULT_BUFFER_SIZE = 8 * 1024**2
 DEFAULT_ROW_GROUP_ROWS = 128 * 1024
+DEFAULT_ROW_GROUP_BYTES = 64 * 1024**2
+"""Arrow bytes a part writer buffers before writing a row group, whatever the row count (wide rows)."""
 
 
 @dataclass(frozen=True)
@@ -80,13 +96,14 @@ class PartWriter:
                  table_id: str = "", envelope: str = "", storage: st.Storage | None = None,
                  max_file_size: int = DEFAULT_MAX_FILE_SIZE, buffer_size: int = DEFAULT_BUFFER_SIZE,
                  row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, compression: str = "zstd",
-                 single_put: bool = False) -> None:
+                 single_put: bool = False, row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES) -> None:
         self.uri, self.schema, self.write_id, self.task = fmt.table_root(uri), schema, write_id, task
         self.single_put = single_put
         self.storage = storage or st.open_storage(uri)
         self.arrow_schema = schema.arrow_schema(table_id=table_id, envelope=envelope)
         self.max_file_size, self.buffer_size = max_file_size, buffer_size
         self.row_group_rows, self.compression = row_group_rows, compression
+        self.row_group_bytes = max(1, row_group_bytes)
         self.ids = {c.name: c.id for c in schema.columns}
         self.decimal_ids = frozenset(c.id for c in schema.columns if c.type.startswith("decimal"))
         self.done: list[WrittenPart] = []
@@ -95,18 +112,29 @@ class PartWriter:
         self._stats: stx.PartStats | None = None
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
+        self._pending_bytes = 0
 
     def write(self, part_rows: pa.Table) -> None:
-        """Rows already ``prepare``d; buffered into row groups of ``row_group_rows``."""
+        """Rows already ``prepare``d; buffered into row groups of ``row_group_rows`` rows or
+        ``row_group_bytes`` Arrow bytes, whichever comes first (memory stays bounded for wide rows)."""
         if part_rows.num_rows == 0:
             return
         self._pending.append(part_rows)
         self._pending_rows += part_rows.num_rows
-        while self._pending_rows >= self.row_group_rows:
+        self._pending_bytes += part_rows.nbytes
+        while self._pending_rows >= self.row_group_rows or self._pending_bytes >= self.row_group_bytes:
             table = pa.concat_tables(self._pending)
-            self._write_group(table.slice(0, self.row_group_rows))
-            rest = table.slice(self.row_group_rows)
-            self._pending, self._pending_rows = ([rest] if rest.num_rows else []), rest.num_rows
+            take = min(self.row_group_rows, self._rows_within_bytes(table))
+            self._write_group(table.slice(0, take))
+            rest = table.slice(take)
+            self._pending = [rest] if rest.num_rows else []
+            self._pending_rows, self._pending_bytes = rest.num_rows, rest.nbytes if rest.num_rows else 0
+
+    def _rows_within_bytes(self, table: pa.Table) -> int:
+        """Leading rows of ``table`` that hold about ``row_group_bytes`` (at least one)."""
+        if table.nbytes <= self.row_group_bytes:
+            return table.num_rows
+        return max(1, int(table.num_rows * self.row_group_bytes / table.nbytes))
 
     def _write_group(self, group: pa.Table) -> None:
         if self._open is None:
@@ -143,7 +171,7 @@ class PartWriter:
     def finish(self) -> list[WrittenPart]:
         if self._pending_rows:
             self._write_group(pa.concat_tables(self._pending))
-            self._pending, self._pending_rows = [], 0
+            self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
         self._close_file()
         return self.done
 
@@ -163,7 +191,7 @@ def write_parts(uri: str, tables: Iterable[pa.Table | pa.RecordBatch], schema: T
                 table_id: str = "", envelope: str = "", storage: st.Storage | None = None,
                 max_file_size: int = DEFAULT_MAX_FILE_SIZE, buffer_size: int = DEFAULT_BUFFER_SIZE,
                 row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, one_part_per_table: bool = False,
-                single_put: bool = False) -> list[WrittenPart]:
+                single_put: bool = False, row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES) -> list[WrittenPart]:
     """Write Arrow data as pending parts (see the module doc); aborts its own uploads on error.
 
     ``one_part_per_table`` closes a part after every input table (each table
@@ -174,7 +202,7 @@ def write_parts(uri: str, tables: Iterable[pa.Table | pa.RecordBatch], schema: T
     """
     writer = PartWriter(uri, schema, write_id, task, table_id=table_id, envelope=envelope, storage=storage,
                         max_file_size=max_file_size, buffer_size=buffer_size, row_group_rows=row_group_rows,
-                        single_put=single_put)
+                        single_put=single_put, row_group_bytes=row_group_bytes)
     try:
         for data in tables:
             writer.write(prepare(data, schema, logical_time, diff))
@@ -199,38 +227,86 @@ def abort_parts(uri: str, written: Iterable[WrittenPart], write_ids: Iterable[st
                 storage.abort_upload(upload)
 
 
+@dataclass(frozen=True)
+class NewTable:
+    """The table a write creates if none exists: recorded in commit 0 with the write's parts."""
+
+    schema: TableSchema
+    envelope: str = "append"
+    key_columns: tuple[str, ...] = ()
+    sort_by: tuple[str, ...] = ()
+    table_id: str | None = None
+
+
 def commit_parts(uri: str, written: Iterable[WrittenPart], *, log: TableLog | None = None,
                  operation: str = "append", remove: Iterable[str] = (),
                  ledger: Mapping[str, LedgerEntry | Mapping[str, Any]] | None = None,
                  source_progress: Mapping[str, Any] | None = None, upper: int | None = None,
                  since: int | None = None, info: Mapping[str, Any] | None = None,
-                 storage: st.Storage | None = None) -> Snapshot:
+                 storage: st.Storage | None = None, nonce: str | None = None,
+                 create: NewTable | None = None) -> Snapshot:
     """Complete the pending parts and commit them (plus ledger/progress) as one log entry.
 
-    If the commit fails, the completed parts are deleted again and the error is raised.
+    ``create``: when no table exists at ``uri``, commit 0 creates it *with* these
+    parts (a failed first write leaves no table). ``nonce`` names the attempt in the
+    log (fresh if not given; an engine that wrote it into a commit intent passes it,
+    so a retry can look for it with ``TableLog.find_commit``). Outcomes:
+
+    * the commit landed (also when the PUT's answer was lost or a retried request
+      answered 412 to its own first try): its snapshot; parts are never deleted;
+    * it certainly did not (a conflict, a failure before the PUT, a version taken
+      by another writer's commit): the completed parts are deleted, the pending
+      ones aborted, the error raised;
+    * it cannot be decided: ``CommitStateUnknown``, and nothing is cleaned up.
+
+    The whole call is a commit section: a SIGTERM waits for it (``lading_jobs.critical``).
     """
     written = list(written)
-    log = log or TableLog.open_existing(uri, storage)
-    storage = log.storage
-    completed: list[str] = []
+    if log is None:
+        log = TableLog.open(uri, storage) if create is not None else TableLog.open_existing(uri, storage)
+    storage = log.storage if log is not None else (storage or st.open_storage(uri))
+    nonce = nonce or new_nonce()
+    base = log.version if log is not None else -1
+    uploads = [st.PendingUpload.from_dict(w.upload) for w in written]
+    put_sent = False
+    with critical.commit_section():
+        try:
+            uploadset.complete_all(storage, uploads)
+            entries = {k: v if isinstance(v, LedgerEntry) else LedgerEntry.from_dict(v)
+                       for k, v in (ledger or {}).items()}
+            now = int(time.time() * 1000)
+            entries = {k: LedgerEntry(v.etag, v.size, v.rows, v.version, v.loaded_at or now)
+                       for k, v in entries.items()}
+            change = Change(operation=operation, add=tuple(w.part for w in written), remove=tuple(remove),
+                            ledger=entries, source_progress=dict(source_progress or {}), upper=upper, since=since,
+                            info=dict(info or {}))
+            put_sent = True
+            if log is None:
+                assert create is not None
+                created = TableLog.create(uri, create.schema, create.envelope, create.key_columns, create.sort_by,
+                                          storage=storage, table_id=create.table_id, change=change, nonce=nonce)
+                return created.snapshot(version=0)
+            return log.commit(change, nonce=nonce)
+        except CommitStateUnknown:
+            raise
+        except BaseException as e:
+            if put_sent and not isinstance(e, TableError) and _landed(uri, storage, nonce, base, e):
+                raise  # interrupted after the commit landed: it stands, with its parts
+            failures = uploadset.discard(storage, uploads)
+            if failures:
+                print(f"lading: removing the parts of a failed commit to {uri}: {len(failures)} failed, first "
+                      f"{failures[0]}", file=sys.stderr)
+            raise
+
+
+def _landed(uri: str, storage: st.Storage, nonce: str, base: int, error: BaseException) -> bool:
+    """Whether a commit carrying ``nonce`` is in the log after version ``base``."""
     try:
-        for w in written:
-            storage.complete_upload(st.PendingUpload.from_dict(w.upload))
-            completed.append(fmt.part_uri(uri, w.part.path))
-        entries = {k: v if isinstance(v, LedgerEntry) else LedgerEntry.from_dict(v)
-                   for k, v in (ledger or {}).items()}
-        now = int(time.time() * 1000)
-        entries = {k: LedgerEntry(v.etag, v.size, v.rows, v.version, v.loaded_at or now) for k, v in entries.items()}
-        change = Change(operation=operation, add=tuple(w.part for w in written), remove=tuple(remove),
-                        ledger=entries, source_progress=dict(source_progress or {}), upper=upper, since=since,
-                        info=dict(info or {}))
-        return log.commit(change)
-    except BaseException:
-        rest = written[len(completed):]
-        abort_parts(uri, rest, storage=storage)
-        with contextlib.suppress(Exception):
-            storage.delete(completed)
-        raise
+        return find_commit(uri, storage, nonce, after=base) is not None
+    except Exception as e:  # noqa: BLE001
+        raise CommitStateUnknown(f"commit state unknown: committing to {uri} was interrupted ({error!r}) and "
+                                 f"the log cannot be read ({e}); look for nonce {nonce} before retrying "
+                                 "(nothing was cleaned up)", nonce) from e
 
 
 def default_time(snapshot: Snapshot) -> int:
@@ -252,19 +328,27 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
     (delete markers for upsert tables, ±n for diff tables).
     """
     uri = fmt.table_root(uri)
-    log = TableLog.open(uri)
+    storage = st.open_storage(uri)
+    log = TableLog.open(uri, storage)
+    new_table: NewTable | None = None
     if log is None:
         if not create:
             raise TableError(f"no lading table at {uri}; create it first")
-        schema = TableSchema.from_spark(df.schema)
-        log = TableLog.create(uri, schema, envelope, key_columns, sort_by, exist_ok=True)
-    snapshot = log.snapshot()
-    time_ = default_time(snapshot) if logical_time is None else logical_time
-    schema_json, table_id, env = snapshot.schema.to_json(), snapshot.table_id, snapshot.envelope
+        new_table = NewTable(TableSchema.from_spark(df.schema), envelope, tuple(key_columns), tuple(sort_by),
+                             uuid.uuid4().hex)
+        validate_meta(new_table.schema, envelope, new_table.key_columns, new_table.sort_by)
+        schema, table_id, env, order, upper = (new_table.schema, new_table.table_id or "", envelope,
+                                               new_table.sort_by, 0)
+    else:
+        snapshot = log.snapshot()
+        schema, table_id, env, order, upper = (snapshot.schema, snapshot.table_id, snapshot.envelope,
+                                               snapshot.sort_by, snapshot.upper)
+    time_ = max(upper, int(time.time() * 1000)) if logical_time is None else logical_time
+    schema_json = schema.to_json()
     write_id = fmt.new_write_id()
     settings = st.S3Settings.from_env()
-    if snapshot.sort_by:
-        df = df.sortWithinPartitions(*snapshot.sort_by)
+    if order:
+        df = df.sortWithinPartitions(*order)
     df = spark_formats.to_transfer(df)  # year-month intervals cross to Python as int months
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -285,31 +369,34 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
     try:
         rows = df.mapInArrow(task, "written string").collect()
     except BaseException:
-        _wait_for_tasks(sc, write_id)  # tasks being killed may still begin uploads
-        abort_parts(uri, [], [write_id], storage=log.storage)
+        from lading_jobs.session import wait_for_tasks
+
+        wait_for_tasks(sc, write_id)  # tasks being killed may still begin uploads
+        abort_parts(uri, [], [write_id], storage=storage)
         raise
     finally:
         sc.setLocalProperty("spark.jobGroup.id", previous_group)
     written = [WrittenPart.from_json(r["written"]) for r in rows]
-    return commit_parts(uri, written, log=log, operation=operation, ledger=ledger, source_progress=source_progress,
-                        info=info, storage=log.storage)
+    snap = commit_parts(uri, written, log=log, operation=operation, ledger=ledger, source_progress=source_progress,
+                        info=info, storage=storage, create=new_table)
+    sweep_write(uri, write_id, written, storage)
+    return snap
+
+
+def sweep_write(uri: str, write_id: str, written: Iterable[WrittenPart], storage: st.Storage) -> int:
+    """After a commit: abort uploads still pending under the write's prefix that the commit did not
+    take (a lost or speculative task attempt's); the number aborted."""
+    committed = {w.upload["upload_id"] for w in written}
+    with contextlib.suppress(st.StorageError, OSError):
+        return uploadset.sweep(storage, fmt.write_prefix(uri, write_id), lambda u: True, keep=committed)
+    return 0
 
 
 def _wait_for_tasks(sc: Any, group: str, deadline_seconds: float = 120.0) -> None:
-    """Block until no task of the job group ``group`` is still running (a failed job's
-    other tasks are killed asynchronously), or the deadline passes."""
-    tracker = sc.statusTracker()
-    deadline = time.monotonic() + deadline_seconds
-    while time.monotonic() < deadline:
-        active = 0
-        for job_id in tracker.getJobIdsForGroup(group):
-            job = tracker.getJobInfo(job_id)
-            for stage_id in job.stageIds if job is not None else ():
-                stage = tracker.getStageInfo(stage_id)
-                active += stage.numActiveTasks if stage is not None else 0
-        if active == 0:
-            return
-        time.sleep(0.2)
+    """Kept for engines that call it here; the helper lives in ``lading_jobs.session``."""
+    from lading_jobs.session import wait_for_tasks
+
+    wait_for_tasks(sc, group, deadline_seconds)
 
 
 def delete_where(spark: Any, uri: str, condition: str, *, logical_time: int | None = None) -> Snapshot:

@@ -1,22 +1,41 @@
-"""The driver's side of the commit protocol: check, complete, manifest last, or abort all.
+"""The unload's side of the publish protocol (``lading_jobs.uploadset``): intent, complete, manifest, replace.
 
-``check_destination`` makes the one list call ``ifExists: error`` needs before
-any work. ``commit`` completes every pending upload the tasks returned, then
-writes the manifest (the success marker), then, for ``replace``, removes the
-objects that were there before. ``abort_run`` aborts the uploads the driver
-knows about and sweeps the destination for pending uploads of this run that it
-does not know about (tasks killed before they could report or abort).
+Objects under a destination, per ``ifExists`` (``token``: 8 hex digits of the run id):
+
+============  ==========================  ==============================  ==========================
+mode          files                       manifest (the commit point)     intent (while publishing)
+============  ==========================  ==============================  ==========================
+``error``     ``part-T-S.ext``            ``_lading_manifest.json``,      ``_lading_intent.json``
+                                          created only if absent
+``replace``   ``part-T-S-<token>.ext``    ``_lading_manifest.json``       ``_lading_intent.json``
+``append``    ``part-T-S-<token>.ext``    ``_lading_manifest-<token>``    ``_lading_intent-<token>``
+============  ==========================  ==============================  ==========================
+
+``publish`` (one commit section: a SIGTERM waits for it) writes the intent with
+create-if-absent, so under ``error`` and ``replace`` one run at a time publishes
+to a destination; under ``error`` it then checks again that nothing but its
+intent is there (two runs that both passed the early check cannot both
+publish). It completes every upload, writes the manifest, and under ``replace``
+only then deletes every object the new manifest does not list. New files never
+take an existing object's name: ``error`` publishes into an empty prefix, the
+others carry the run token. Any failure before the manifest undoes the
+completed files; a failure after it leaves the intent so the run can finish.
+
+``recover`` runs first in every run: an intent this run left (a killed
+attempt) is rolled forward when its manifest was written (finish the
+``replace`` deletes, drop the intent; the run is done) and back otherwise
+(delete what it completed, abort what is pending, drop the intent). An intent
+of *another* run is refused with a message naming it.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from lading_jobs.storage import LocalStorage, PendingUpload, Storage, join
+from lading_jobs import critical, uploadset
+from lading_jobs.storage import PendingUpload, Storage, StorageError, join
 from lading_jobs.unload import naming
 
 
@@ -24,66 +43,157 @@ class DestinationNotEmpty(ValueError):
     pass
 
 
+class DestinationBusy(RuntimeError):
+    """Another run's intent is at the destination (publishing now, or killed while publishing)."""
+
+
+class PublishStateUnknown(RuntimeError):
+    """The manifest write failed ambiguously and could not be checked: the intent stays."""
+
+
+def intent_name(mode: str, token: str | None) -> str:
+    return "_lading_intent.json" if mode != "append" or token is None else f"_lading_intent-{token}.json"
+
+
 def check_destination(storage: Storage, destination: str) -> None:
     """``ifExists: error``: fail, naming the prefix and one key, if anything is there."""
     first = next(iter(storage.list_objects(destination)), None)
     if first is not None:
+        if first.uri.rsplit("/", 1)[-1].startswith("_lading_intent"):
+            raise DestinationBusy(_busy_message(destination, first.uri, None))
         raise DestinationNotEmpty(
             f"to.files: the destination {destination} is not empty (found {first.uri}); "
             "set to.ifExists to replace or append, or choose an empty prefix "
             "(e.g. add {run_time:%Y%m%dT%H%M%SZ} to it)")
 
 
-def existing_objects(storage: Storage, destination: str) -> list[str]:
-    return [o.uri for o in storage.list_objects(destination)]
+def _busy_message(destination: str, intent_uri: str, run_id: str | None) -> str:
+    who = f"run {run_id}" if run_id else "another run"
+    return (f"to.files: {who} is publishing to {destination}, or was killed while publishing (its intent "
+            f"{intent_uri} is there). Wait for it, or rerun {who} (the same runId) to finish or undo it; "
+            f"if that run will never run again, delete {intent_uri} and the files it lists")
 
 
-def _parallel(fn: Any, items: Iterable[Any]) -> None:
-    items = list(items)
-    if not items:
-        return
-    with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
-        for _ in pool.map(fn, items):
-            pass
+def read_manifest(storage: Storage, uri: str) -> dict[str, Any] | None:
+    if storage.head(uri) is None:
+        return None
+    try:
+        return json.loads(storage.read(uri))  # type: ignore[no-any-return]
+    except StorageError:
+        return None if storage.head(uri) is None else _raise_again(uri)
 
 
-def commit(storage: Storage, destination: str, files: list[dict[str, Any]], manifest: dict[str, Any],
-           manifest_name: str, replace_old: list[str]) -> str:
-    """Complete all uploads, write the manifest, then drop replaced objects; return the manifest URI."""
-    _parallel(lambda f: storage.complete_upload(PendingUpload.from_dict(f["upload"])), files)
-    manifest_uri = join(destination, manifest_name)
-    storage.put(manifest_uri, json.dumps(manifest, indent=1, sort_keys=False).encode())
-    written = {join(destination, f["path"]) for f in files} | {manifest_uri}
-    stale = [u for u in replace_old if u not in written]
+def _raise_again(uri: str) -> dict[str, Any]:
+    raise StorageError(f"reading the manifest {uri} failed; check the destination")
+
+
+def recover(storage: Storage, destination: str, mode: str, run_id: str, token: str | None) -> dict[str, Any] | None:
+    """Finish or undo what an earlier attempt of ``run_id`` left; its manifest if it had committed."""
+    manifest_uri = join(destination, naming.manifest_name(token if mode == "append" else None))
+    us = uploadset.UploadSet(storage, join(destination, intent_name(mode, token)), run_id)
+    intent = us.read_intent()
+    manifest = read_manifest(storage, manifest_uri)
+    ours = manifest is not None and manifest.get("runId") == run_id
+    if intent is None:
+        return manifest if ours else None
+    if intent.run_id != run_id:
+        raise DestinationBusy(_busy_message(destination, us.intent_uri, intent.run_id))
+    with critical.commit_section():
+        if ours:
+            assert manifest is not None
+            if mode == "replace":
+                delete_replaced(storage, destination, manifest, us.intent_uri)
+            storage.delete([us.intent_uri])
+            return manifest
+        us.roll_back(intent)
+    return None
+
+
+def delete_replaced(storage: Storage, destination: str, manifest: dict[str, Any], intent_uri: str) -> None:
+    """``replace`` after its manifest: delete every object the manifest does not list."""
+    keep = {join(destination, f["path"]) for f in manifest["files"]}
+    keep |= {join(destination, naming.MANIFEST_NAME), intent_uri}
+    stale = [o.uri for o in storage.list_objects(destination) if o.uri not in keep]
     if stale:
         storage.delete(stale)
+
+
+def publish(storage: Storage, destination: str, files: list[dict[str, Any]], manifest: dict[str, Any], *,
+            mode: str, run_id: str, token: str | None) -> str:
+    """Intent → complete every upload → manifest → (replace) delete the old → drop the intent."""
+    manifest_uri = join(destination, naming.manifest_name(token if mode == "append" else None))
+    us = uploadset.UploadSet(storage, join(destination, intent_name(mode, token)), run_id)
+    uploads = [PendingUpload.from_dict(f["upload"]) for f in files]
+    body = json.dumps(manifest, indent=1, sort_keys=False).encode()
+    with critical.commit_section():
+        try:
+            us.begin(uploads, {"manifest": manifest_uri, "mode": mode}, exclusive=True, owned=mode != "error")
+        except uploadset.IntentHeld as e:
+            held = e.intent.run_id if e.intent is not None else None
+            uploadset.abort_pending(storage, uploads)
+            raise DestinationBusy(_busy_message(destination, us.intent_uri, held)) from e
+        try:
+            if mode == "error":  # untokened names: ours only once the prefix is known to be empty
+                _still_empty(storage, destination, us.intent_uri)
+                us.own()
+            us.complete_all()
+        except BaseException:
+            us.abort_all()
+            raise
+        _write_manifest(storage, us, manifest_uri, body, mode, run_id)
+        if mode == "replace":
+            delete_replaced(storage, destination, manifest, us.intent_uri)
+        us.finish()
     return manifest_uri
 
 
+def _still_empty(storage: Storage, destination: str, intent_uri: str) -> None:
+    for o in storage.list_objects(destination):
+        if o.uri != intent_uri:
+            raise DestinationNotEmpty(
+                f"to.files: the destination {destination} is not empty (found {o.uri}, written while this run "
+                "worked); set to.ifExists to replace or append, or choose an empty prefix")
+
+
+def _write_manifest(storage: Storage, us: uploadset.UploadSet, uri: str, body: bytes, mode: str,
+                    run_id: str) -> None:
+    """The commit point. Before it lands the run can be undone; an ambiguous failure is checked."""
+    try:
+        if mode == "error":
+            if not storage.put_if_absent(uri, body):
+                raise DestinationNotEmpty(f"to.files: another run wrote {uri} while this run published; "
+                                          "nothing of this run was kept")
+        else:
+            storage.put(uri, body)
+        return
+    except DestinationNotEmpty:
+        us.abort_all()
+        raise
+    except BaseException as e:
+        try:
+            landed = read_manifest(storage, uri)
+        except Exception as check:  # noqa: BLE001 - cannot tell: keep the intent for the rerun
+            raise PublishStateUnknown(
+                f"writing the manifest {uri} failed ({e}) and it cannot be read back ({check}); the intent "
+                f"{us.intent_uri} stays: rerun {run_id} (the same runId) to finish or undo the run") from e
+        if landed is not None and landed.get("runId") == run_id:
+            return  # it landed: the run is committed
+        us.abort_all()
+        raise
+
+
 def _is_ours(storage: Storage, upload: PendingUpload, token: str | None) -> bool:
-    if isinstance(storage, LocalStorage):
-        return True  # staged files carry no key; everything staged under the destination is a run's
     return naming.is_part_of_run(upload.uri, token)
 
 
-def sweep(storage: Storage, destination: str, token: str | None) -> int:
-    """Abort pending uploads under ``destination`` that belong to this run's naming; return how many."""
-    found = [u for u in storage.list_pending_uploads(destination) if _is_ours(storage, u, token)]
-    _parallel(storage.abort_upload, found)
-    return len(found)
+def sweep(storage: Storage, destination: str, token: str | None, keep: Iterable[str] = ()) -> int:
+    """Abort pending uploads under ``destination`` with this run's naming, except the upload ids
+    in ``keep``; return how many."""
+    return uploadset.sweep(storage, destination, lambda u: _is_ours(storage, u, token), keep)
 
 
-def abort_run(storage: Storage, destination: str, files: list[dict[str, Any]], token: str | None,
-              settle_seconds: float = 20.0) -> None:
-    """Abort every upload of the run; sweep until two sweeps in a row find nothing (or time runs out).
-
-    Killed tasks' Python workers may still be starting an upload when the driver
-    gets here, which is why one sweep is not enough.
-    """
-    _parallel(lambda f: storage.abort_upload(PendingUpload.from_dict(f["upload"])), files)
-    deadline = time.monotonic() + settle_seconds
-    quiet = 0
-    while quiet < 2 and time.monotonic() < deadline:
-        quiet = quiet + 1 if sweep(storage, destination, token) == 0 else 0
-        if quiet < 2:
-            time.sleep(0.5)
+def abort_run(storage: Storage, destination: str, files: list[dict[str, Any]], token: str | None) -> None:
+    """Abort every upload the driver knows of, then sweep the run's naming (call once Spark
+    reports the run's tasks ended, so no killed task is still starting one)."""
+    uploadset.parallel(lambda f: storage.abort_upload(PendingUpload.from_dict(f["upload"])), files)
+    sweep(storage, destination, token)

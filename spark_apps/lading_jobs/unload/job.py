@@ -1,13 +1,17 @@
 """``run_unload``: one CopyJob run from a query or a table to files, start to commit.
 
-  resolve destination ─► ifExists check (one list call) ─► Spark plan
-      ─► mapInArrow tasks write pending uploads ─► driver completes them
-      ─► manifest (success marker) ─► replace: drop old objects
-  any failure or cancellation ─► abort every upload of the run, sweep, re-raise
+  resolve destination ─► recover an earlier attempt of this run (roll forward: done; or back)
+      ─► ifExists check (one list call) ─► Spark plan
+      ─► mapInArrow tasks write pending uploads ─► publish (unload.commit): intent,
+         complete every upload, manifest (the commit point), replace: drop old objects
+      ─► sweep pending uploads of this run that no manifest names
+  any failure or cancellation before publishing ─► wait for the run's tasks to end,
+      abort every upload of the run, sweep, re-raise
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import threading
@@ -22,7 +26,8 @@ from pyspark.sql import functions as F
 
 from lading_jobs.engine import Cancelled, Progress
 from lading_jobs.formats import spark as spark_formats
-from lading_jobs.storage import S3Settings, open_storage
+from lading_jobs.session import wait_for_tasks
+from lading_jobs.storage import S3Settings, Storage, StorageError, join, open_storage
 from lading_jobs.unload import commit, formatting, naming
 from lading_jobs.unload.manifest import build_manifest
 from lading_jobs.unload.task import OUTPUT_SCHEMA, SEQ_COLUMN, TaskPlan, write_partition
@@ -80,8 +85,12 @@ def _prepare_partitioning(df: DataFrame, spec: CopyJobSpec) -> DataFrame:
 
 
 def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
-               cancel: threading.Event | None = None, progress: Progress | None = None) -> dict[str, Any]:
-    """Run the unload; return the result fields (``rows``, ``files``, ``bytes``, ``manifest``, ``destination``)."""
+               cancel: threading.Event | None = None, progress: Progress | None = None,
+               storage: Storage | None = None) -> dict[str, Any]:
+    """Run the unload; return the result fields (``rows``, ``files``, ``bytes``, ``manifest``, ``destination``).
+
+    ``storage`` (tests: a fault-injecting wrapper) is the driver's; tasks open their own.
+    """
     start = dt.datetime.now(dt.UTC)
     target = spec.target
     assert target.files is not None
@@ -90,11 +99,15 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
     if not destination.endswith("/"):
         destination += "/"
     settings = S3Settings.from_env(endpoint=spec.connection.endpoint, region=spec.connection.region)
-    storage = open_storage(destination, settings)
-    token = naming.run_token(doc.run_id) if target.if_exists == "append" else None
-    if target.if_exists == "error":
+    storage = storage or open_storage(destination, settings)
+    mode = target.if_exists
+    token = naming.run_token(doc.run_id) if mode != "error" else None
+    done = commit.recover(storage, destination, mode, doc.run_id, token)
+    if done is not None:  # an earlier attempt of this run committed: report it, write nothing
+        commit.sweep(storage, destination, token, keep=())
+        return _result(done, destination, naming.manifest_name(token if mode == "append" else None))
+    if mode == "error":
         commit.check_destination(storage, destination)
-    replace_old = commit.existing_objects(storage, destination) if target.if_exists == "replace" else []
 
     df = _prepare_partitioning(source_frame(spark, spec), spec)
     spark_schema_json = df.drop(SEQ_COLUMN).schema.json() if SEQ_COLUMN in df.columns else df.schema.json()
@@ -124,7 +137,7 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
         rows = spark_formats.to_transfer(df).mapInArrow(body, OUTPUT_SCHEMA).collect()
         files = sorted((json.loads(r[0]) for r in rows), key=lambda f: (f["task"], f["seq"]))
         if cancel is not None and cancel.is_set():
-            raise Cancelled()
+            raise Cancelled()  # the last point where a cancel undoes the run; publishing runs to its end
         arrow_schema = _arrow_schema(spark_schema_json, spec)
         end = dt.datetime.now(dt.UTC)
         manifest = build_manifest(
@@ -134,21 +147,25 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
             destination=destination, source=_source_summary(spec), output=_output_summary(spec),
             spark_schema=json.loads(spark_schema_json), arrow_schema=arrow_schema,
             type_mapping=formatting.type_mapping_version(), files=files, start=start, end=end)
-        manifest_uri = commit.commit(storage, destination, files, manifest, naming.manifest_name(token), replace_old)
     except BaseException as e:
+        wait_for_tasks(sc, doc.run_id)  # killed tasks' workers may still be starting uploads
         commit.abort_run(storage, destination, files, token)
         if cancel is not None and cancel.is_set():
             raise Cancelled() from e
         raise
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    return {
-        "rows": sum(f["rows"] for f in files),
-        "files": len(files),
-        "bytes": sum(f["bytes"] for f in files),
-        "manifest": manifest_uri,
-        "destination": destination,
-    }
+    commit.publish(storage, destination, files, manifest, mode=mode, run_id=doc.run_id, token=token)
+    # uploads of lost or duplicate task attempts carry this run's naming but no manifest names them
+    with contextlib.suppress(StorageError, OSError):
+        commit.sweep(storage, destination, token, keep={f["upload"]["upload_id"] for f in files})
+    return _result(manifest, destination, naming.manifest_name(token if mode == "append" else None))
+
+
+def _result(manifest: dict[str, Any], destination: str, manifest_name: str) -> dict[str, Any]:
+    totals = manifest["totals"]
+    return {"rows": totals["rows"], "files": totals["files"], "bytes": totals["bytes"],
+            "manifest": join(destination, manifest_name), "destination": destination}
 
 
 def _arrow_schema(spark_schema_json: str, spec: CopyJobSpec) -> pa.Schema | None:

@@ -4,8 +4,8 @@ Rows are buffered into row groups of ``rowGroupSize`` rows (default ~1 M: small
 row groups make files larger) and written by pyarrow into a ``PartSink``. The
 footer's size is bounded before it exists: the exact footer of an empty file
 with this schema, plus, per row group, a bound on each leaf column's metadata
-(statistics of byte arrays are at most 4096 bytes each, Arrow's
-``max_statistics_size``). A row group is written unmeasured only when its
+(a byte-array column's statistics are the group's minimum and maximum value,
+each at most 4096 bytes, Arrow's ``max_statistics_size``). A row group is written unmeasured only when its
 estimate (Arrow bytes × the largest Parquet/Arrow ratio seen) is well inside
 the room left; near the ceiling the candidate row group is first encoded into
 memory to learn its exact size (encoding is deterministic, so the real write
@@ -103,20 +103,28 @@ class FooterModel:
                                 or pa.types.is_large_string(f.type) or pa.types.is_large_binary(f.type)]
 
     def reserve(self, table: pa.Table) -> int:
-        """A bound on the footer bytes one row group of ``table`` adds (min/max/min_value/max_value)."""
-        stats = 4 * MAX_STAT * self.nested_byte_arrays
+        """A bound on the footer bytes one row group of ``table`` adds.
+
+        A byte-array column chunk's statistics hold the group's minimum and maximum
+        value once each (``min_value``/``max_value``; pyarrow writes neither the
+        deprecated ``min``/``max`` for them nor values over ``MAX_STAT`` bytes), so
+        the reserve is the byte lengths of the two values Arrow's byte-wise
+        ``min_max`` (Parquet's order for strings and binary) finds, each capped
+        at ``MAX_STAT``. Nested leaves keep the coarse bound."""
+        stats = 2 * MAX_STAT * self.nested_byte_arrays
         for name in self.top_byte_arrays:
             column = table.column(name)
             if column.null_count == len(column):
                 continue
-            longest = pc.max(pc.binary_length(column)).as_py() or 0
-            stats += 4 * min(MAX_STAT, longest)
+            mm = pc.min_max(column)
+            for value in (mm["min"], mm["max"]):
+                stats += min(MAX_STAT, len(value.as_buffer()) if value.is_valid else 0)
         return self.fixed_per_row_group + stats
 
     def bound(self, row_groups: int) -> int:
         """A coarse bound (statistics of every byte array at the limit), for the up-front check."""
         return self.empty_size + row_groups * (self.fixed_per_row_group
-                                               + 4 * MAX_STAT * (self.nested_byte_arrays + len(self.top_byte_arrays)))
+                                               + 2 * MAX_STAT * (self.nested_byte_arrays + len(self.top_byte_arrays)))
 
 
 def _encoded_size(table: pa.Table, schema: pa.Schema, options: dict[str, Any]) -> int:

@@ -94,3 +94,43 @@ def test_parquet_values_that_do_not_cast_are_rows_and_truncation_is_a_file_error
 def test_corrupt_compression_is_a_file_error() -> None:
     decoded = decode(b"not gzip at all", "json", JsonOptions(compression="gzip"), SCHEMA.names, "s3://b/x")
     assert decoded.error is not None and "decompress" in decoded.error
+
+
+EXACT = TableSchema.of([("id", "bigint"), ("small", "int"), ("amount", "decimal(22,2)"), ("ratio", "double")])
+
+
+def test_json_numbers_load_into_integers_and_decimals_from_their_text() -> None:
+    """Fails on 1b6c3cc: the numbers went through float64 (…768.00, 2.67, 9007199254740992)."""
+    data = (b'{"id": 9007199254740993, "small": 1, "amount": 1234567890123456789.12, "ratio": 0.5}\n'
+            b'{"id": 2, "small": 2, "amount": 2.675, "ratio": 1}\n'
+            b'{"id": 2.5, "small": 3, "amount": 0.1}\n'
+            b'{"id": 4, "small": 1e3, "amount": "7.10"}\n'
+            b'{"id": 5, "small": 99999999999, "amount": 1e-2}\n')
+    decoded = decode(data, "json", JsonOptions(), EXACT.names, "s3://b/n.jsonl",
+                     exact_numbers=["id", "small", "amount"])
+    result = conform(decoded, EXACT)
+    assert result.table.to_pylist() == [
+        {"id": 9007199254740993, "small": 1, "amount": Decimal("1234567890123456789.12"), "ratio": 0.5},
+        {"id": 4, "small": 1000, "amount": Decimal("7.10"), "ratio": None},
+    ]
+    reasons = {(r.position, r.column): r.reason for r in result.rejects}
+    assert sorted(reasons) == [(2, "amount"), (3, "id"), (5, "small")]
+    assert reasons[(2, "amount")].startswith("'2.675' is not a valid decimal(22,2)")
+    assert reasons[(3, "id")].startswith("'2.5' is not a valid bigint")
+
+
+def test_a_json_number_with_more_digits_than_any_column_holds_is_rejected_not_rounded() -> None:
+    data = b'{"id": 1, "amount": 1.000000000000000000000000000000000000001}\n{"id": 2, "amount": 3}\n'
+    decoded = decode(data, "json", JsonOptions(), EXACT.names, "s3://b/n.jsonl", exact_numbers=["id", "amount"])
+    result = conform(decoded, EXACT)
+    assert result.table.column("id").to_pylist() == [2]
+    assert [r.position for r in result.rejects] == [1]
+    assert "cannot be read exactly" in result.rejects[0].reason
+
+
+def test_exact_numbers_follow_keys_matched_ignoring_case() -> None:
+    data = b'{"ID": 9007199254740993, "Amount": 0.1}\n{"ID": 1.5, "Amount": 2}\n'
+    decoded = decode(data, "json", JsonOptions(), EXACT.names, "s3://b/n.jsonl", exact_numbers=["id", "amount"])
+    result = conform(decoded, EXACT)
+    assert result.table.select(["id", "amount"]).to_pylist() == [{"id": 9007199254740993, "amount": Decimal("0.10")}]
+    assert [(r.position, r.column) for r in result.rejects] == [(2, "id")]

@@ -22,7 +22,8 @@ from lading_jobs import storage as st
 from lading_jobs.load.job import Cancelled, run_load
 from lading_jobs.load.stores import storage_for
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log import Change, LedgerEntry, TableLog
+from lading_jobs.table.schema import TableSchema
 from lading_spec.job import JobDocument
 
 pytestmark = [pytest.mark.spark]
@@ -174,7 +175,7 @@ def test_ledger_skips_loaded_files_until_they_change_or_force(spark: Any, root: 
     assert run_load(spark, job(spec, "r1"))["rows"] == 3
     again = run_load(spark, job(spec, "r2"))
     assert again["rows"] == 0 and again["filesAlreadyLoaded"] == 2 and ids(table) == [1, 2, 3]
-    assert TableLog.open(table, store(table)).snapshot().version == 1  # type: ignore[union-attr]  # nothing committed
+    assert TableLog.open(table, store(table)).snapshot().version == 0  # type: ignore[union-attr]  # nothing committed (commit 0 created the table with the first load)
     put_files(src, {"b.csv": b"3,c,3\n4,d,4\n"})  # a new version of b.csv: a different ETag and size
     changed = run_load(spark, job(spec, "r3"))
     assert changed["rows"] == 2 and changed["filesAlreadyLoaded"] == 1
@@ -283,3 +284,42 @@ def test_a_big_parquet_file_is_read_by_several_tasks(spark: Any, root: str) -> N
     assert sorted(e["row"] for e in rejected) == [150, 480]
     ledger = TableLog.open(root + "t/", store(root)).snapshot().ledger  # type: ignore[union-attr]
     assert ledger[root + "in/big.parquet"].rows == 598
+
+
+def test_json_numbers_load_exactly_into_decimal_and_bigint(spark: Any, file_uri: Callable[[str], str]) -> None:
+    """Fails on 1b6c3cc: 1234567890123456789.12 loaded as …768.00, 2.675 as 2.67, 2^53 + 1 as 2^53."""
+    root = file_uri("root/")
+    put_files(root + "in/", {"n.jsonl": b'{"id": 9007199254740993, "amount": 1234567890123456789.12}\n'
+                                        b'{"id": 2, "amount": 2.675}\n{"id": 3, "amount": 0.07}\n'})
+    spec = {"from": {"files": root + "in/", "format": "json"},
+            "to": {"table": root + "t/", "schema": [{"name": "id", "type": "bigint"},
+                                                   {"name": "amount", "type": "decimal(22,2)"}]},
+            "onError": "continue"}
+    result = run_load(spark, job(spec))
+    assert result["rows"] == 2 and result["rowsRejected"] == 1, result
+    assert [(r["id"], str(r["amount"])) for r in table_rows(root + "t/")] == [
+        (3, "0.07"), (9007199254740993, "1234567890123456789.12")]
+    assert result["fileResults"][0]["firstError"].startswith("line 2, column amount: '2.675' is not a valid")
+
+
+def test_the_ledger_check_is_linear_in_the_files_listed(spark: Any, file_uri: Callable[[str], str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails on 1b6c3cc: a list membership test per file compared ObjectInfos n²/2 times."""
+    root, n = file_uri("root/"), 3000
+    src, table = root + "in/", root + "t/"
+    put_files(src, {f"f{i:05d}.csv": b"1,a,1\n" for i in range(n)})
+    listed = list(store(src).list_objects(src))
+    log = TableLog.create(table, TableSchema.of([("id", "bigint", False), ("name", "string"), ("amount", "decimal(10,2)")]), storage=store(table))
+    log.commit(Change(operation="load", ledger={o.uri: LedgerEntry(o.etag, o.size, 1) for o in listed}))
+    compared = 0
+    original = st.ObjectInfo.__eq__
+
+    def counting(self: st.ObjectInfo, other: object) -> bool:
+        nonlocal compared
+        compared += 1
+        return original(self, other)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(st.ObjectInfo, "__eq__", counting)
+    result = run_load(spark, job({"from": {"files": src, "format": "csv"}, "to": {"table": table}}))
+    assert result["rows"] == 0 and result["filesAlreadyLoaded"] == n
+    assert compared <= n, compared
