@@ -91,7 +91,7 @@ def run_killed(doc: JobDocument, tmp: Path, kills: int, feed: Any, seed: int) ->
                                     start_new_session=True)
             try:
                 if mode == "none":
-                    proc.wait(timeout=rng.uniform(1.0, 20.0))
+                    proc.wait(timeout=rng.uniform(2.0, 12.0))
                 else:
                     proc.wait(timeout=300)
             except subprocess.TimeoutExpired:
@@ -106,6 +106,7 @@ def run_killed(doc: JobDocument, tmp: Path, kills: int, feed: Any, seed: int) ->
     return done
 
 
+@pytest.mark.timeout(1200)  # 20 driver JVMs started and killed, one after the other
 def test_kafka_exactly_once_across_sigkills(spark: Any, kafka: str, make_topic: Any, bucket: str,
                                             tmp_path: Path, progress_env: None) -> None:
     kills = int(os.environ.get("LADING_FAULT_KILLS", "20"))
@@ -161,6 +162,7 @@ def test_kafka_exactly_once_across_sigkills(spark: Any, kafka: str, make_topic: 
     assert pending_uploads(table) == []
 
 
+@pytest.mark.timeout(900)
 def test_files_exactly_once_across_sigkills(spark: Any, bucket: str, s3_client: Any, tmp_path: Path,
                                             progress_env: None) -> None:
     kills = int(os.environ.get("LADING_FAULT_FILE_KILLS", "10"))
