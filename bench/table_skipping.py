@@ -60,7 +60,7 @@ def start_server() -> tuple[str, Counting]:
     server = make_server("127.0.0.1", 0, counting, threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     endpoint = f"http://127.0.0.1:{server.server_port}"
-    os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+    os.environ.update({"AWS_ENDPOINT_URL_S3": endpoint, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
                        "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1"})
     return endpoint, counting
 

@@ -6,7 +6,8 @@ ignored), with a progress bar on a terminal, ending as PostgreSQL does with
 ``COPY <rows>`` and where the manifest is (a Compaction: ``COMPACT`` and a
 summary line; a StreamCopy: its stream until Ctrl-C, or with ``--once`` until the
 source holds nothing new, one line per batch). S3 is found through the standard ``AWS_*``
-environment (``AWS_ENDPOINT_URL`` included). ``render`` prints the
+environment (``AWS_ENDPOINT_URL_S3`` for the endpoint: the global
+``AWS_ENDPOINT_URL`` would send STS calls there too). ``render`` prints the
 SparkApplication the operator would create (``lading_operator.render_cli``).
 """
 

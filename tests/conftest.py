@@ -44,7 +44,9 @@ def s3_endpoint() -> Iterator[str]:
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
     os.environ.update({
-        "AWS_ENDPOINT_URL": endpoint,
+        # S3 only, as the operator renders it: nothing in lading may depend on the global
+        # AWS_ENDPOINT_URL, which would also redirect STS (and the pod's IRSA token).
+        "AWS_ENDPOINT_URL_S3": endpoint,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",

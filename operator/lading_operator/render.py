@@ -6,7 +6,8 @@ name. Building is separate from sending (see :mod:`lading_operator.k8s`).
 
 The Spark app receives the job document (``--job <JSON>``, the contract of
 :mod:`lading_spec.job`); credentials reach it only as ``envFrom`` a Secret named
-in ``spec.connection.secretRef``; the endpoint and region as plain env.
+in ``spec.connection.secretRef``; the endpoint (as ``AWS_ENDPOINT_URL_S3``, which
+STS never reads) and region as plain env.
 
 What the installation decides (the Helm chart passes it to the operator as
 environment, :func:`installation_from_env`): the image, its pull policy and pull
@@ -47,6 +48,8 @@ ENV_PULL_POLICY = "LADING_SPARK_IMAGE_PULL_POLICY"
 ENV_PULL_SECRETS = "LADING_SPARK_IMAGE_PULL_SECRETS"
 ENV_SERVICE_ACCOUNT = "LADING_SPARK_SERVICE_ACCOUNT"
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+# The endpoint variable botocore reads for S3 clients only (never the global AWS_ENDPOINT_URL).
+ENDPOINT_ENV = "AWS_ENDPOINT_URL_S3"
 MAIN_APPLICATION_FILE = "local:///opt/lading/spark_apps/lading_jobs/main.py"
 
 # Linux's MAX_ARG_STRLEN (32 pages): the longest single command-line argument, its
@@ -319,7 +322,9 @@ def _env(spec: Mapping[str, Any]) -> list[dict[str, str]]:
     connection = spec.get("connection") or {}
     env = []
     if connection.get("endpoint"):
-        env.append({"name": "AWS_ENDPOINT_URL", "value": str(connection["endpoint"])})
+        # S3 only: botocore also sends STS calls (AssumeRoleWithWebIdentity, with the
+        # pod's IRSA token) to the global AWS_ENDPOINT_URL, i.e. to the tenant's server.
+        env.append({"name": ENDPOINT_ENV, "value": str(connection["endpoint"])})
     if connection.get("region"):
         env.append({"name": "AWS_REGION", "value": str(connection["region"])})
     return env

@@ -7,9 +7,11 @@ Uploads are two-phase so nothing partial is ever visible: ``begin_upload`` /
 visible and ``abort_upload`` discards. For ``file://`` a pending upload is a file
 in a staging directory beside the destination that completion renames into place.
 
-Credentials come from the process environment (``AWS_ACCESS_KEY_ID``, ... and
-``AWS_ENDPOINT_URL``) or the pod's identity, never from a spec; ``S3Settings``
-carries only the endpoint and region, so it can be shipped to Spark executors.
+Credentials come from the process environment (``AWS_ACCESS_KEY_ID``, ...) or the
+pod's identity, never from a spec; ``S3Settings`` carries only the endpoint and
+region, so it can be shipped to Spark executors. The endpoint is given to the S3
+client alone (``endpoint_url``), never to STS, and one carrying credentials
+(``http://user:pass@host``) is refused.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ import botocore.config
 import botocore.exceptions
 import pyarrow as pa
 
+from lading_spec.uris import check_endpoint
+
 STAGING_DIR = ".lading-staging"
 SINGLE_PUT = "single-put"
 """The upload id of an object already written whole by ``put_pending`` (completing it is a no-op;
@@ -45,10 +49,20 @@ class S3Settings:
     endpoint: str | None = None
     region: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.endpoint is not None:
+            check_endpoint(self.endpoint, "S3 endpoint")
+
     @classmethod
     def from_env(cls, endpoint: str | None = None, region: str | None = None) -> S3Settings:
+        """The spec's endpoint, else ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL`` (each checked, naming its source)."""
+        sources = [("connection.endpoint", endpoint),
+                   *((name, os.environ.get(name)) for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"))]
+        source, chosen = next(((n, v) for n, v in sources if v), ("", None))
+        if chosen is not None:
+            check_endpoint(chosen, source)
         return cls(
-            endpoint=endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
+            endpoint=chosen,
             region=region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
         )
 

@@ -20,7 +20,7 @@ from lading_spec.formats import (
 )
 from lading_spec.sizes import parse_size
 from lading_spec.templates import check_template
-from lading_spec.uris import check_uri
+from lading_spec.uris import check_endpoint, check_uri
 
 IfExists = Literal["error", "replace", "append"]
 OnError = Literal["abort", "skipFile", "continue"]
@@ -277,8 +277,8 @@ def _connection(obj: dict[str, Any]) -> Connection:
     secret = _mapping(obj.get("secretRef"), "connection.secretRef")
     _only(secret, "connection.secretRef", ("name",))
     endpoint = obj.get("endpoint")
-    if endpoint is not None and (not isinstance(endpoint, str) or not endpoint.startswith(("http://", "https://"))):
-        raise SpecError("connection.endpoint", f"expected an http:// or https:// URL, got {endpoint!r}")
+    if endpoint is not None:
+        check_endpoint(endpoint, "connection.endpoint")
     return Connection(secret_name=secret.get("name"), endpoint=endpoint, region=obj.get("region"))
 
 

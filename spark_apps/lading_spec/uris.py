@@ -1,8 +1,8 @@
-"""Storage URIs lading accepts: ``s3://bucket/prefix`` and ``file:///abs/path``."""
+"""Storage URIs lading accepts (``s3://bucket/prefix``, ``file:///abs/path``) and S3 endpoints (``http(s)://host[:port]``)."""
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 from lading_spec.errors import SpecError
 
@@ -22,4 +22,32 @@ def check_uri(value: object, field: str, *, allow_glob: bool = False) -> str:
         raise SpecError(field, f"{value!r} must be an absolute file:///path (three slashes)")
     if not allow_glob and any(c in value for c in "*?["):
         raise SpecError(field, f"{value!r} must not contain glob characters here")
+    return value
+
+
+def check_endpoint(value: object, field: str) -> str:
+    """Return ``value`` if it is a plain ``http(s)://host[:port][/path]`` S3 endpoint, else raise naming ``field``.
+
+    Refused: user information (``http://user:pass@host``), which botocore would
+    send on to the server and lading would print in messages; backslashes,
+    whitespace and control characters, which URL parsers disagree about (one
+    reads ``http://a\\@b`` as host ``a``, another as ``b``); a query or fragment.
+    Credentials belong in the Secret named by ``connection.secretRef``.
+    """
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise SpecError(field, f"expected an http:// or https:// URL such as http://minio:9000, got {value!r}")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 or c == "\\" for c in value):
+        raise SpecError(field, "must not contain whitespace, control characters or backslashes")
+    parsed = urlsplit(value)
+    if "@" in value:
+        raise SpecError(field, "must not carry credentials (user:password@host); put them in the Secret "
+                               "named by connection.secretRef, as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+    if parsed.query or parsed.fragment or "?" in value or "#" in value:
+        raise SpecError(field, "must not have a query or fragment; an endpoint is scheme://host[:port][/path]")
+    try:
+        port = parsed.port
+    except ValueError:
+        port = -1
+    if not parsed.hostname or port == -1:
+        raise SpecError(field, f"{value!r} has no valid host[:port]; expected e.g. http://minio:9000")
     return value

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lading_jobs.storage import LocalStorage, S3Storage, Storage, open_storage
+from lading_jobs.storage import LocalStorage, S3Settings, S3Storage, Storage, open_storage
+from lading_spec.errors import SpecError
 
 
 @pytest.fixture(params=["s3", "file"])
@@ -129,3 +130,17 @@ def test_a_part_sink_refuses_a_ten_thousand_and_first_part(file_uri: Callable[[s
     with pytest.raises(StorageError, match="at most 10000 parts"):
         sink.write(b"x" * sink.buffer_size)  # a full buffer: the 10,001st part
     sink.abort()
+
+
+def test_endpoint_with_credentials_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever names the endpoint (the spec or the environment), user:password@ is refused, naming it."""
+    with pytest.raises(SpecError, match="connection.endpoint: must not carry credentials"):
+        S3Settings.from_env(endpoint="http://key:secret@127.0.0.1:9000")
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://key:secret@127.0.0.1:9000")
+    with pytest.raises(SpecError, match="AWS_ENDPOINT_URL: must not carry credentials"):
+        S3Settings.from_env()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9000")
+    assert S3Settings.from_env().endpoint == "http://127.0.0.1:9000"
+    with pytest.raises(SpecError, match="must not carry credentials"):
+        S3Settings(endpoint="http://key:secret@127.0.0.1:9000")

@@ -105,7 +105,8 @@ def test_shape_identity_and_credentials_by_reference() -> None:
     for role in ("driver", "executor"):
         pod = spec[role]
         assert pod["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
-        assert {"name": "AWS_ENDPOINT_URL", "value": "http://minio:9000"} in pod["env"]
+        assert {"name": "AWS_ENDPOINT_URL_S3", "value": "http://minio:9000"} in pod["env"]
+        assert "AWS_ENDPOINT_URL" not in {e["name"] for e in pod["env"]}  # STS reads it: IRSA token leak
         assert {"name": "AWS_REGION", "value": "eu-west-1"} in pod["env"]
         assert pod["serviceAccount"] == "lading-spark"
         assert pod["labels"]["lading.io/run-id"] == "20260101020000"

@@ -99,3 +99,31 @@ def test_invalid_specs_name_the_field(spec: dict[str, Any], field: str, needle: 
         parse_copyjob(spec)
     assert info.value.field == field
     assert needle in str(info.value)
+
+
+@pytest.mark.parametrize("endpoint", [
+    "http://minio:9000", "https://s3.eu-west-1.example.com", "http://10.0.0.5:9000/base/", "http://[::1]:9000",
+])
+def test_endpoint_accepted(endpoint: str) -> None:
+    spec = {"from": {"query": "SELECT 1"}, "to": {"files": "s3://bkt/o/"}, "connection": {"endpoint": endpoint}}
+    assert parse_copyjob(spec).connection.endpoint == endpoint
+
+
+@pytest.mark.parametrize(("endpoint", "needle"), [
+    ("http://user:secret@minio:9000", "must not carry credentials"),
+    ("http://minio:9000/@x", "must not carry credentials"),
+    ("http://evil.example\\@minio:9000", "backslashes"),
+    ("http://minio :9000", "whitespace"),
+    ("http://minio:9000/?x=1", "query or fragment"),
+    ("http://minio:9000#f", "query or fragment"),
+    ("http://minio:notaport", "no valid host"),
+    ("http://", "no valid host"),
+    ("minio:9000", "http:// or https://"),
+    ("ftp://minio", "http:// or https://"),
+])
+def test_endpoint_refused_naming_the_field(endpoint: str, needle: str) -> None:
+    spec = {"from": {"query": "SELECT 1"}, "to": {"files": "s3://bkt/o/"}, "connection": {"endpoint": endpoint}}
+    with pytest.raises(SpecError) as info:
+        parse_copyjob(spec)
+    assert info.value.field == "connection.endpoint" and needle in info.value.message
+    assert "user:secret" not in str(info.value)  # the message never repeats a password
