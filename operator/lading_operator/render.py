@@ -31,6 +31,7 @@ from lading_operator import names
 from lading_spec.copyjob import OPERATOR_FIELDS
 from lading_spec.errors import SpecError
 from lading_spec.job import API_VERSION, JobDocument
+from lading_spec.sparkconf import SANDBOX_CONF, parse_spark_conf
 from lading_spec.version import VERSION
 
 SPARK_API_VERSION = "sparkoperator.k8s.io/v1beta2"
@@ -242,9 +243,7 @@ def parse_spark_options(raw: Any, installation: Installation | None = None) -> S
     version = raw.get("sparkVersion", SPARK_VERSION)
     if not isinstance(version, str) or not re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", version):
         raise SpecError("spark.sparkVersion", f"expected a version such as 4.0.1, got {version!r}")
-    conf = raw.get("sparkConf") or {}
-    if not isinstance(conf, dict) or not all(isinstance(k, str) for k in conf):
-        raise SpecError("spark.sparkConf", "expected a mapping of Spark properties to values")
+    conf = parse_spark_conf(raw.get("sparkConf"))
     return SparkOptions(
         image=image,
         spark_version=version,
@@ -252,7 +251,7 @@ def parse_spark_options(raw: Any, installation: Installation | None = None) -> S
         service_account=account,
         driver=_pod_size(raw.get("driver"), "spark.driver", defaults.driver, executor=False),
         executor=_pod_size(raw.get("executor"), "spark.executor", defaults.executor, executor=True),
-        spark_conf={k: str(v) for k, v in sorted(conf.items())},
+        spark_conf=conf,
         image_pull_secrets=defaults.image_pull_secrets,
         pod_security_context=_security_context(raw.get("podSecurityContext"), "spark.podSecurityContext",
                                                _POD_SC_KEYS, defaults.pod_security_context),
@@ -381,8 +380,8 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
         app_spec["imagePullPolicy"] = options.image_pull_policy
     if options.image_pull_secrets:
         app_spec["imagePullSecrets"] = list(options.image_pull_secrets)
-    if options.spark_conf:
-        app_spec["sparkConf"] = dict(options.spark_conf)
+    # The sandbox settings come last: a query reads only its inputs (lading_jobs.sandbox).
+    app_spec["sparkConf"] = {**options.spark_conf, **SANDBOX_CONF}
     return {
         "apiVersion": SPARK_API_VERSION,
         "kind": SPARK_KIND,

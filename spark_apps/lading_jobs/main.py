@@ -5,6 +5,8 @@ engine on the Spark session spark-submit gave it (``--master`` for local runs),
 and reports one result (lading_jobs.result). Exit code 0 only for ``rows``.
 Engines (lading_jobs.engine: one interface, one ``Cancelled``) are imported
 lazily by kind, so this file works whichever of them are installed.
+Nothing it prints or reports carries the pod's secrets (lading_jobs.scrub), and a
+query reads only its inputs (lading_jobs.sandbox).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ if __package__ in (None, ""):  # run as a file: make lading_jobs / lading_spec i
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lading_jobs import result as results  # noqa: E402
+from lading_jobs import scrub  # noqa: E402
 from lading_jobs.engine import ENGINES, Cancelled, Engine, ProgressListener, RunContext  # noqa: E402
 from lading_spec.errors import SpecError  # noqa: E402
 from lading_spec.job import JobDocument, parse_job_document  # noqa: E402
@@ -79,7 +82,7 @@ def execute(doc: JobDocument, spark_factory: Any, cancellation: results.Cancella
         out = {"cancelled": True}  # an engine's own cancelled result keeps its summary
     out.update(extra)
     out["durationSeconds"] = round(time.monotonic() - started, 3)
-    return out
+    return scrub.result(out)
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -92,6 +95,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one job. Every exit path is inside the scrubbing filter (stdout, stderr, the JVM's
+    included) and reports through ``results.emit``, which scrubs the result."""
+    with scrub.protected_output():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parse_args(argv)
     cancellation = results.Cancellation()
     cancellation.install()

@@ -1,7 +1,8 @@
 """Reporting a run's result (CopyResponse), and turning SIGTERM into a clean cancellation.
 
 The result is one JSON object: ``{"rows": N, ...}``, ``{"error": "..."}`` or
-``{"cancelled": true}``. ``emit`` prints it as the last stdout line after
+``{"cancelled": true}``. ``emit`` scrubs the pod's secrets out of it
+(:mod:`lading_jobs.scrub`), prints it as the last stdout line after
 ``LADING_RESULT `` and writes it to the termination log (``$LADING_TERMINATION_LOG``,
 else ``/dev/termination-log`` when it exists), where the operator reads it.
 
@@ -22,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from lading_jobs import critical
+from lading_jobs import critical, scrub
 from lading_spec.job import RESULT_MARKER, TERMINATION_LOG, encode_result
 
 EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 143
@@ -42,12 +43,13 @@ _done = False
 
 
 def emit(result: dict[str, Any]) -> int:
-    """Print and record ``result`` once; return the exit code it implies."""
+    """Print and record ``result`` once, secrets scrubbed; return the exit code it implies."""
     global _done
+    result = scrub.result(result)
     with _emitted:
         if not _done:
             _done = True
-            text = encode_result(result)
+            text = scrub.text(encode_result(result))
             path = termination_log_path()
             if path:
                 try:
@@ -127,4 +129,5 @@ class Cancellation:
                 return
         emit({"cancelled": True, **self.extra,
               "error": "cancelled; clean-up did not finish in time, pending uploads may remain"})
+        scrub.flush_output()
         os._exit(EXIT_CANCELLED)

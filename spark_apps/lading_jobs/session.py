@@ -2,7 +2,10 @@
 
 Python data sources with ``pushFilters`` need ``spark.sql.python.filterPushdown.enabled``;
 Arrow batches are not capped by bytes (a byte cap makes Spark measure every row:
-see DESIGN.md, "What was measured here").
+see DESIGN.md, "What was measured here"). A tenant's query reads only its inputs
+(:mod:`lading_jobs.sandbox`): SQL on paths (``csv.`s3://...```) is off, and so is
+``${...}`` substitution, which would put ``${env:AWS_SECRET_ACCESS_KEY}`` into the
+query text. These settings come last, over any ``conf`` given.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import time
 from typing import Any
 
 from pyspark.sql import SparkSession
+
+from lading_spec.sparkconf import SANDBOX_CONF
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.sql.python.filterPushdown.enabled": "true",
@@ -42,9 +47,12 @@ def build_session(master: str | None = None, app_name: str = "lading", conf: dic
         builder = builder.master(master)
         settings.update(LOCAL_CONF)
     settings.update({k: str(v) for k, v in (conf or {}).items()})
+    settings.update(SANDBOX_CONF)
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
+    for key, value in SANDBOX_CONF.items():  # an existing session (spark-submit's) keeps its own conf otherwise
+        session.conf.set(key, value)
     session.sparkContext.setLogLevel("WARN")
     return session
 

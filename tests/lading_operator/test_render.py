@@ -101,7 +101,8 @@ def test_shape_identity_and_credentials_by_reference() -> None:
     assert spec["restartPolicy"] == {"type": "Never"}
     assert spec["mainApplicationFile"] == "local:///opt/lading/spark_apps/lading_jobs/main.py"
     assert spec["image"] == "registry.local/lading:dev"
-    assert spec["sparkConf"] == {"spark.sql.shuffle.partitions": "8"}
+    assert spec["sparkConf"] == {"spark.sql.shuffle.partitions": "8", "spark.sql.runSQLOnFiles": "false",
+                                 "spark.sql.variable.substitute": "false"}
     for role in ("driver", "executor"):
         pod = spec[role]
         assert pod["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
@@ -178,6 +179,8 @@ def test_contract_rendered_arguments_parse_in_the_spark_app() -> None:
     ({"podSecurityContext": {"runAsUser": -1}}, "spark.podSecurityContext.runAsUser"),
     ({"podSecurityContext": {"seccompProfile": {"type": "Localhost"}}}, "spark.podSecurityContext.seccompProfile"),
     ({"podSecurityContext": "restricted"}, "spark.podSecurityContext"),
+    ({"sparkConf": {"spark.sql.runSQLOnFiles": "true"}}, "spark.sparkConf.spark.sql.runSQLOnFiles"),
+    ({"sparkConf": {"spark.sql.variable.substitute": "TRUE"}}, "spark.sparkConf.spark.sql.variable.substitute"),
 ])
 def test_bad_spark_options_name_the_field(spark: dict[str, Any], field: str) -> None:
     with pytest.raises(SpecError) as e:
@@ -227,3 +230,10 @@ def test_a_job_document_too_long_for_one_argument_names_the_field(source: dict[s
     from lading_operator import kinds, reconcile
     verdict = reconcile.validate(kinds.COPYJOB, spec, "data", None, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
     assert verdict is not None and verdict[0] == "InvalidSpec" and verdict[1].startswith(f"spec.{field}: ")
+
+
+def test_sandbox_settings_are_always_rendered() -> None:
+    """A tenant's query reads only its inputs: SQL on paths and ${env:...} substitution stay off."""
+    for spec in (LOAD, UNLOAD, {**UNLOAD, "spark": {"sparkConf": {"spark.sql.runSQLOnFiles": "false"}}}):
+        conf = render.build_sparkapplication(spec, run())["spec"]["sparkConf"]
+        assert conf["spark.sql.runSQLOnFiles"] == "false" and conf["spark.sql.variable.substitute"] == "false"

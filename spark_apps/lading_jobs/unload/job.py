@@ -44,7 +44,9 @@ def source_frame(spark: SparkSession, spec: CopyJobSpec) -> DataFrame:
             from lading_jobs.sources import files as sources_files
 
             sources_files.register_inputs(spark, spec.source.inputs)
-        return spark.sql(spec.source.query)
+        from lading_jobs import sandbox
+
+        return sandbox.query_frame(spark, spec.source.query, [i.name for i in spec.source.inputs])
     if spec.source.table is not None:
         from lading_jobs.table import reader
 
