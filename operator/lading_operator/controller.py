@@ -38,7 +38,16 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from lading_operator import k8s, lifecycle, metrics, policy, progress, sparkapp_state, wakeups
+from lading_operator import (
+    k8s,
+    lifecycle,
+    metrics,
+    policy,
+    progress,
+    render,
+    sparkapp_state,
+    wakeups,
+)
 from lading_operator import reconcile as rc
 from lading_operator import result as results
 from lading_operator import status as st
@@ -74,8 +83,9 @@ def set_policy(value: policy.Policy) -> None:
     _policy = value
 
 
-def check_uris(namespace: str, uris: list[tuple[str, str]]) -> str | None:
-    return policy.check_uris(_policy, namespace, uris)
+def check_policy(namespace: str, uris: list[tuple[str, str]], spark: Any) -> str | None:
+    return policy.check_resource(_policy, namespace, uris, spark, render.DEFAULT_IMAGE,
+                                 render.DEFAULT_SERVICE_ACCOUNT)
 
 
 def app_event(namespace: str, name: str, app: Mapping[str, Any] | None) -> None:
@@ -275,7 +285,7 @@ def reconcile(kind: Kind, namespace: str, name: str, known: dict[str, Any] | Non
     resource.setdefault("kind", kind.name)
     timeout = start_timeout()
     obs = observe(kind, resource, timeout=timeout)
-    plan = rc.plan(obs, check_uris, kind=kind, start_timeout=timeout)
+    plan = rc.plan(obs, check_policy, kind=kind, start_timeout=timeout)
     if not plan.status and not plan.create and not plan.delete_apps and (resource.get("status") or {}).get("phase"):
         metrics.observe_phase(kind.name, namespace, name, str(resource["status"]["phase"]))
     return execute(kind, obs, plan, timeout)

@@ -23,7 +23,8 @@ from lading_operator.phases import Phase, Trigger, next_phase
 if TYPE_CHECKING:
     from lading_operator.triggers import Policy
 
-UriCheck = Callable[[str, list[tuple[str, str]]], str | None]
+# (namespace, storage URIs with their field paths, raw spec.spark) → the policy's refusal, or None.
+PolicyCheck = Callable[[str, list[tuple[str, str]], Any], str | None]
 START_TIMEOUT = 120.0   # a SparkApplication not started after this long gets a condition saying why
 
 

@@ -1,14 +1,34 @@
-"""Where tenants may make lading read and write: an allow-list of URI prefixes.
+"""What tenants may make lading do, per namespace: storage prefixes, images, service accounts, Spark properties.
 
-The cluster admin sets ``policy.allowedPrefixes`` in the Helm values; the chart
-mounts it as a YAML file and points ``LADING_POLICY_FILE`` at it::
+The cluster admin sets ``policy.*`` in the Helm values; the chart mounts it as a
+YAML file and points ``LADING_POLICY_FILE`` at it::
 
     allowedPrefixes:
       default: ["s3://shared-exports/{namespace}/"]   # every namespace not listed
       namespaces:
         analytics: ["s3://analytics-lake/", "s3://shared-exports/analytics/"]
+    images:            # spec.spark.image: exact references, or prefixes ending in / : or @
+      default: []      # only the operator's own image
+      namespaces: {ml: ["registry.corp/ml/"]}
+    serviceAccounts:   # spec.spark.serviceAccount
+      default: []      # only the chart's Spark ServiceAccount
+      namespaces: {analytics: ["lading-spark", "analytics-reader"]}
+    sparkConf:         # keys beyond the safe tuning list; "x." allows every key under x.
+      namespaces: {gpu: ["spark.kubernetes.node.selector."]}
 
-Rules (pure, in :func:`check_uris`):
+Each section works like ``allowedPrefixes``: a listed namespace gets exactly its
+list, any other gets ``default``, ``{namespace}`` stands for the namespace.
+
+Images and service accounts (pure, in :func:`check_spark`): without a policy file
+any is allowed; with one, a resource that sets ``spec.spark.image`` or
+``spec.spark.serviceAccount`` to something other than the operator's defaults
+needs an entry (a missing section allows only the defaults). Spark properties:
+with or without a policy file, a key must be safe tuning
+(:func:`lading_spec.sparkconf.is_safe`) or listed for the namespace; keys that
+change where or as whom a job runs are refused by lading_spec whatever the
+policy says, and a policy that lists one is refused at start-up.
+
+Storage rules (pure, in :func:`check_uris`):
 
 - no policy file: everything is allowed (the policy is opt-in);
 - a namespace listed under ``namespaces`` gets exactly its list (it replaces
@@ -25,8 +45,8 @@ Rules (pure, in :func:`check_uris`):
 - a URI with a ``.`` or ``..`` path segment (also percent-encoded) is never
   allowed: it could climb out of its prefix on file:// storage.
 
-Errors name the field, the URI and the allowed prefixes, so the user can fix the
-spec (or ask for the prefix) without reading the policy file.
+Errors name the field, the value and what is allowed, so the user can fix the
+spec (or ask the admin) without reading the policy file.
 """
 
 from __future__ import annotations
@@ -40,6 +60,8 @@ from urllib.parse import unquote, urlsplit
 
 import yaml
 
+from lading_spec import sparkconf
+
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _CUT = re.compile(r"[{*?\[]")
 
@@ -49,17 +71,34 @@ class PolicyError(ValueError):
 
 
 @dataclass(frozen=True)
+class Allowed:
+    """One section of the policy: a ``default`` list and per-namespace lists that replace it."""
+
+    default: tuple[str, ...] = ()
+    namespaces: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def for_namespace(self, namespace: str) -> tuple[str, ...]:
+        raw = self.namespaces.get(namespace, self.default)
+        return tuple(p.replace("{namespace}", namespace) for p in raw)
+
+
+@dataclass(frozen=True)
 class Policy:
-    """An allow-list; ``enabled=False`` (no policy file) allows everything."""
+    """An allow-list; ``enabled=False`` (no policy file) allows every URI, image and service account."""
 
     enabled: bool = False
     default: tuple[str, ...] = ()
     namespaces: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    images: Allowed = field(default_factory=Allowed)
+    service_accounts: Allowed = field(default_factory=Allowed)
+    spark_conf: Allowed = field(default_factory=Allowed)
 
     def prefixes_for(self, namespace: str) -> tuple[str, ...]:
         """The prefixes ``namespace`` may use, with ``{namespace}`` filled in."""
-        raw = self.namespaces.get(namespace, self.default)
-        return tuple(p.replace("{namespace}", namespace) for p in raw)
+        return Allowed(self.default, self.namespaces).for_namespace(namespace)
+
+
+SECTIONS = ("allowedPrefixes", "images", "serviceAccounts", "sparkConf")
 
 
 def parse_policy(document: Any, source: str = "policy") -> Policy:
@@ -67,27 +106,64 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
     if document is None:
         document = {}
     if not isinstance(document, dict):
-        raise PolicyError(f"{source}: expected a mapping with key allowedPrefixes")
-    unknown = set(document) - {"allowedPrefixes"}
+        raise PolicyError(f"{source}: expected a mapping with keys {', '.join(SECTIONS)}")
+    unknown = set(document) - set(SECTIONS)
     if unknown:
-        raise PolicyError(f"{source}: unknown key(s) {sorted(unknown)}; the only key is allowedPrefixes")
-    allowed = document.get("allowedPrefixes") or {}
+        raise PolicyError(f"{source}: unknown key(s) {sorted(unknown)}; the keys are {', '.join(SECTIONS)}")
+    prefixes = _section(document, "allowedPrefixes", source, _prefix_list)
+    return Policy(enabled=True, default=prefixes.default, namespaces=prefixes.namespaces,
+                  images=_section(document, "images", source, _image_list),
+                  service_accounts=_section(document, "serviceAccounts", source, _account_list),
+                  spark_conf=_section(document, "sparkConf", source, _conf_list))
+
+
+def _section(document: dict[str, Any], name: str, source: str, items: Any) -> Allowed:
+    allowed = document.get(name)
+    allowed = {} if allowed is None else allowed
     if not isinstance(allowed, dict):
-        raise PolicyError(f"{source}: allowedPrefixes must be a mapping with default and namespaces")
+        raise PolicyError(f"{source}: {name} must be a mapping with default and namespaces")
     unknown = set(allowed) - {"default", "namespaces"}
     if unknown:
-        raise PolicyError(
-            f"{source}: allowedPrefixes has unknown key(s) {sorted(unknown)}; use default and namespaces"
-        )
-    default = _prefix_list(allowed.get("default"), f"{source}: allowedPrefixes.default")
+        raise PolicyError(f"{source}: {name} has unknown key(s) {sorted(unknown)}; use default and namespaces")
+    default = items(allowed.get("default"), f"{source}: {name}.default")
     namespaces_doc = allowed.get("namespaces") or {}
     if not isinstance(namespaces_doc, dict):
-        raise PolicyError(f"{source}: allowedPrefixes.namespaces must map a namespace to a list of prefixes")
-    namespaces = {
-        str(ns): _prefix_list(prefixes, f"{source}: allowedPrefixes.namespaces.{ns}")
-        for ns, prefixes in namespaces_doc.items()
-    }
-    return Policy(enabled=True, default=default, namespaces=namespaces)
+        raise PolicyError(f"{source}: {name}.namespaces must map a namespace to a list")
+    namespaces = {str(ns): items(values, f"{source}: {name}.namespaces.{ns}") for ns, values in namespaces_doc.items()}
+    return Allowed(default=default, namespaces=namespaces)
+
+
+def _strings(value: Any, where: str, what: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v and not any(c.isspace() for c in v)
+                                              for v in value):
+        raise PolicyError(f"{where} must be a list of {what}")
+    return list(value)
+
+
+def _image_list(value: Any, where: str) -> tuple[str, ...]:
+    return tuple(_strings(value, where, "image references or prefixes ending in /, : or @ (registry.corp/team/)"))
+
+
+def _account_list(value: Any, where: str) -> tuple[str, ...]:
+    out = _strings(value, where, "ServiceAccount names")
+    for i, item in enumerate(out):
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", item.replace("{namespace}", "ns")):
+            raise PolicyError(f"{where}[{i}]: {item!r} is not a ServiceAccount name")
+    return tuple(out)
+
+
+def _conf_list(value: Any, where: str) -> tuple[str, ...]:
+    out = _strings(value, where, "Spark property names, or prefixes ending in '.'")
+    for i, item in enumerate(out):
+        if not sparkconf.KEY.match(item):
+            raise PolicyError(f"{where}[{i}]: {item!r} is not a Spark property name (spark.…)")
+        probe = item + "x" if item.endswith(".") else item
+        why = sparkconf.never_allowed(probe, "")
+        if why:
+            raise PolicyError(f"{where}[{i}]: {item!r} can never be allowed ({why})")
+    return tuple(out)
 
 
 def _prefix_list(value: Any, where: str) -> tuple[str, ...]:
@@ -199,3 +275,69 @@ def _expand_sample(uri: str) -> str:
 def _has_dot_segment(uri: str) -> bool:
     path = urlsplit(uri.replace("?", "%3F").replace("#", "%23")).path
     return any(seg in (".", "..") for text in (path, unquote(path)) for seg in text.split("/"))
+
+
+def image_allowed(image: str, entries: tuple[str, ...]) -> bool:
+    """An entry ending in ``/``, ``:`` or ``@`` is a prefix; one without a tag or digest allows that
+    repository with any tag or digest; otherwise the reference must match exactly."""
+    for entry in entries:
+        if entry.endswith(("/", ":", "@")):
+            if image.startswith(entry):
+                return True
+        elif image == entry or (_bare_repository(entry) and image.startswith((entry + ":", entry + "@"))):
+            return True
+    return False
+
+
+def _bare_repository(reference: str) -> bool:
+    return "@" not in reference and ":" not in reference.rsplit("/", 1)[-1]
+
+
+def check_spark(policy: Policy, namespace: str, spark: Any, default_image: str,
+                default_service_account: str) -> str | None:
+    """An error for the first ``spec.spark`` setting the policy forbids in ``namespace``, else None.
+
+    ``spark`` is the raw ``spec.spark`` (already validated by ``render.parse_spark_options``).
+    """
+    spark = spark if isinstance(spark, dict) else {}
+    image = spark.get("image")
+    if policy.enabled and isinstance(image, str) and image != default_image:
+        allowed = policy.images.for_namespace(namespace)
+        if not image_allowed(image, allowed):
+            return (f"spec.spark.image: {image!r} is not an allowed image in namespace {namespace!r} "
+                    f"({_allowed_text(allowed, default_image)}); remove it to use the operator's image, "
+                    "or ask the cluster admin to add it to policy.images")
+    account = spark.get("serviceAccount")
+    if policy.enabled and isinstance(account, str) and account != default_service_account:
+        allowed = policy.service_accounts.for_namespace(namespace)
+        if account not in allowed:
+            return (f"spec.spark.serviceAccount: {account!r} is not allowed in namespace {namespace!r} "
+                    f"({_allowed_text(allowed, default_service_account)}); remove it to use "
+                    f"{default_service_account!r}, or ask the cluster admin to add it to policy.serviceAccounts")
+    extra = policy.spark_conf.for_namespace(namespace)
+    for key in sorted((spark.get("sparkConf") or {}) if isinstance(spark.get("sparkConf"), dict) else {}):
+        if not conf_allowed(key, extra):
+            more = f"; also allowed here: {', '.join(extra)}" if extra else ""
+            return (f"spec.spark.sparkConf.{key}: not an allowed Spark property in namespace {namespace!r}: "
+                    "every namespace may set tuning properties (spark.sql.shuffle.partitions, "
+                    f"spark.sql.adaptive.*, spark.executor.memoryOverhead, ... see docs/security.md){more}; "
+                    "remove it, or ask the cluster admin to add it to policy.sparkConf")
+    return None
+
+
+def conf_allowed(key: str, extra: tuple[str, ...]) -> bool:
+    """Safe tuning, or listed for the namespace (an entry ending in ``.`` is a prefix)."""
+    if sparkconf.is_safe(key):
+        return True
+    return any(key == e or (e.endswith(".") and key.startswith(e)) for e in extra)
+
+
+def _allowed_text(allowed: tuple[str, ...], default: str) -> str:
+    return "allowed: " + ", ".join((default, *allowed))
+
+
+def check_resource(policy: Policy, namespace: str, uris: list[tuple[str, str]], spark: Any,
+                   default_image: str, default_service_account: str) -> str | None:
+    """The policy's verdict on one resource: its storage URIs, then its ``spec.spark``."""
+    return check_uris(policy, namespace, uris) or check_spark(policy, namespace, spark, default_image,
+                                                              default_service_account)

@@ -33,7 +33,7 @@ from lading_operator import kinds, lifecycle, render, schedule, triggers
 from lading_operator import status as st
 from lading_operator.kinds import Kind
 from lading_operator.lifecycle import FOLLOW_INTERVAL
-from lading_operator.observed import START_TIMEOUT, Ctx, Observed, Plan, UriCheck
+from lading_operator.observed import START_TIMEOUT, Ctx, Observed, Plan, PolicyCheck
 from lading_operator.phases import ACTIVE, TERMINAL, Phase, Trigger
 from lading_operator.triggers import scheduled
 from lading_spec.errors import SpecError
@@ -46,7 +46,7 @@ LIMITS = ("activeDeadlineSeconds", "backoffLimit", "ttlSecondsAfterFinished", "s
 __all__ = ["FOLLOW_INTERVAL", "Observed", "Plan", "context", "plan", "submission_failed", "validate"]
 
 
-def validate(kind: Kind, spec: Mapping[str, Any], namespace: str, check_uris: UriCheck | None,
+def validate(kind: Kind, spec: Mapping[str, Any], namespace: str, check_policy: PolicyCheck | None,
              created: dt.datetime) -> tuple[str, str] | None:
     """``(reason, message)`` when the spec cannot run, else ``None``. Messages name ``spec.<field>``."""
     try:
@@ -66,8 +66,8 @@ def validate(kind: Kind, spec: Mapping[str, Any], namespace: str, check_uris: Ur
             raise SpecError("activeDeadlineSeconds", "must be at least 1 (seconds)")
     except SpecError as e:
         return "InvalidSpec", f"spec.{e.field}: {e.message}"
-    if check_uris is not None:
-        denied = check_uris(namespace, kind.uris(spec))
+    if check_policy is not None:
+        denied = check_policy(namespace, kind.uris(spec), spec.get("spark"))
         if denied:
             return "Forbidden", denied
     return None
@@ -79,11 +79,11 @@ def context(obs: Observed, kind: Kind | None = None, start_timeout: float = STAR
     return Ctx(kind, obs, triggers.policy_for(kind, obs.resource.get("spec") or {}), start_timeout)
 
 
-def plan(obs: Observed, check_uris: UriCheck | None = None, *, kind: Kind | None = None,
+def plan(obs: Observed, check_policy: PolicyCheck | None = None, *, kind: Kind | None = None,
          start_timeout: float = START_TIMEOUT) -> Plan:
     """The single reconcile decision for a resource (see the module docstring)."""
     ctx, others_changed = scheduled.follow_others(context(obs, kind, start_timeout))
-    out = _plan(ctx, check_uris)
+    out = _plan(ctx, check_policy)
     if others_changed and "lastRuns" not in out.status:
         out.status["lastRuns"] = ctx.status["lastRuns"]
     under_way = scheduled.active_other_runs(ctx.status)
@@ -103,12 +103,12 @@ def submission_failed(obs: Observed, error: str, kind: Kind | None = None) -> Pl
     return lifecycle.submission_failed(context(obs, kind), error)
 
 
-def _plan(ctx: Ctx, check_uris: UriCheck | None) -> Plan:
+def _plan(ctx: Ctx, check_policy: PolicyCheck | None) -> Plan:
     phase = ctx.phase
     never_ran = phase == Phase.FAILED and ctx.reason in NEVER_RAN
     if phase in TERMINAL and not never_ran:
         return _terminal(ctx, say_ignored=True)
-    invalid = validate(ctx.kind, ctx.spec, str(ctx.meta.get("namespace") or ""), check_uris, ctx.created)
+    invalid = validate(ctx.kind, ctx.spec, str(ctx.meta.get("namespace") or ""), check_policy, ctx.created)
     if invalid is not None and phase != Phase.CANCELLING:
         out = _invalid(ctx, *invalid)
         return out if out.status or phase not in TERMINAL else _terminal(ctx, say_ignored=False)
@@ -119,7 +119,7 @@ def _plan(ctx: Ctx, check_uris: UriCheck | None) -> Plan:
         out = ctx.transition(Plan(), Trigger.RESUME, "SpecFixed", "the spec is valid now; starting")
         fresh = Ctx(ctx.kind, Observed(ctx.obs.with_status(out.status).resource, now=ctx.now), ctx.policy,
                     ctx.start_timeout)
-        return out.merge(_plan(fresh, check_uris))
+        return out.merge(_plan(fresh, check_policy))
     if not ctx.kind.engine_available:
         return ctx.policy.idle(ctx)
     if ctx.spec.get("cancel") or phase == Phase.CANCELLING:

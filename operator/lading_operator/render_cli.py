@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
-from lading_operator import kinds, names, reconcile, render, schedule
+from lading_operator import kinds, names, policy, reconcile, render, schedule
 from lading_operator import status as st
+from lading_operator.observed import PolicyCheck
 from lading_spec.errors import SpecError
 from lading_spec.job import API_VERSION
 
@@ -39,18 +40,32 @@ def _run_time(text: str | None) -> dt.datetime:
     return value
 
 
+def _policy_check(policy_file: str | None) -> PolicyCheck:
+    """The operator's policy check: the file's, else no file (Spark properties must still be safe)."""
+    loaded = policy.load_policy(policy_file)
+
+    def check(namespace: str, uris: list[tuple[str, str]], spark: Any) -> str | None:
+        return policy.check_resource(loaded, namespace, uris, spark, render.DEFAULT_IMAGE,
+                                     render.DEFAULT_SERVICE_ACCOUNT)
+
+    return check
+
+
 def render_document(doc: dict[str, Any], namespace: str, run_time: dt.datetime,
-                    kind: kinds.Kind = kinds.COPYJOB) -> dict[str, Any]:
-    """The SparkApplication for one manifest of ``kind`` (raises SpecError naming the field)."""
+                    kind: kinds.Kind = kinds.COPYJOB, policy_file: str | None = None) -> dict[str, Any]:
+    """The SparkApplication for one manifest of ``kind`` (raises SpecError naming the field).
+
+    ``policy_file``: check it as the operator would with that ``LADING_POLICY_FILE``."""
     meta = doc.get("metadata") or {}
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise SpecError("metadata.name", "missing")
     spec = doc.get("spec") or {}
     ns = str(meta.get("namespace") or namespace)
-    invalid = reconcile.validate(kind, spec, ns, None, run_time)
+    invalid = reconcile.validate(kind, spec, ns, _policy_check(policy_file), run_time)
     if invalid is not None:
-        raise SpecError(invalid[1].split(":", 1)[0], invalid[1].split(":", 1)[1].strip())
+        field, _, message = invalid[1].partition(":")
+        raise SpecError(field.removeprefix("spec."), message.strip())
     uid = str(meta.get("uid") or "")
     generation = int(meta.get("generation") or 1)
     if spec.get("schedule"):
@@ -68,7 +83,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("file", help="a YAML file with one or more lading resources ('-' = stdin)")
     parser.add_argument("--namespace", "-n", default="default", help="namespace for resources without one")
     parser.add_argument("--run-time", help="the run time to render (RFC 3339; default: now)")
+    parser.add_argument("--policy", metavar="FILE", default=None,
+                        help="check the resources against this policy file, as the operator does with "
+                             "LADING_POLICY_FILE (default: no policy file: any storage, image and service "
+                             "account; Spark properties must be safe tuning)")
     args = parser.parse_args(argv)
+    try:
+        policy.load_policy(args.policy)
+    except policy.PolicyError as e:
+        print(f"lading render: --policy: {e}", file=sys.stderr)
+        return 2
     try:
         text = sys.stdin.read() if args.file == "-" else open(args.file).read()  # noqa: SIM115
         docs = [d for d in yaml.safe_load_all(text) if d]
@@ -91,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             others += 1
             continue
         try:
-            out.append(render_document(doc, args.namespace, _run_time(args.run_time), kind))
+            out.append(render_document(doc, args.namespace, _run_time(args.run_time), kind, args.policy))
         except SpecError as e:
             print(f"lading render: {where}: spec.{e.field}: {e.message}"
                   if not e.field.startswith(("-", "metadata")) else f"lading render: {where}: {e}", file=sys.stderr)

@@ -16,6 +16,7 @@ from typing import Any
 from lading_spec.copyjob import Connection, _connection, _mapping, _only, _str_list
 from lading_spec.errors import SpecError
 from lading_spec.sizes import parse_size
+from lading_spec.sparkconf import check_spark_section
 from lading_spec.streamcopy import parse_duration
 from lading_spec.uris import check_uri
 
@@ -100,6 +101,7 @@ def parse_compaction(spec: dict[str, Any]) -> CompactionSpec:
     spec = _mapping(spec, "spec")
     _only(spec, "", ("table", "targetFileSize", "minInputFiles", "since", "sortBy", "scope", "maxBytesPerRun",
                      "retention", "connection", *OPERATOR_FIELDS))
+    check_spark_section(spec.get("spark"))
     if spec.get("table") is None:
         raise SpecError("table", "missing; give the lading table's URI (s3://bucket/prefix/ or file:///path/)")
     min_files = spec.get("minInputFiles", DEFAULT_MIN_INPUT_FILES)

@@ -19,6 +19,7 @@ from lading_spec.formats import (
     parse_options,
 )
 from lading_spec.sizes import parse_size
+from lading_spec.sparkconf import check_spark_section
 from lading_spec.templates import check_template
 from lading_spec.uris import check_endpoint, check_uri
 
@@ -317,6 +318,7 @@ def parse_copyjob(spec: dict[str, Any]) -> CopyJobSpec:
     spec = _mapping(spec, "spec")
     _only(spec, "", ("from", "to", "connection", "onError", "maxErrors", "maxErrorRatio",
                      "rejectedRows", "validateOnly", "force", *OPERATOR_FIELDS))
+    check_spark_section(spec.get("spark"))
     if "from" not in spec:
         raise SpecError("from", "missing; give from.query, from.table or from.files")
     if "to" not in spec:

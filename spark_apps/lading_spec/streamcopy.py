@@ -27,6 +27,7 @@ from lading_spec.copyjob import (
 from lading_spec.errors import SpecError
 from lading_spec.formats import FileFormat, FormatOptions, parse_format, parse_options
 from lading_spec.sizes import parse_size
+from lading_spec.sparkconf import check_spark_section
 from lading_spec.uris import check_uri
 
 Envelope = Literal["append", "upsert", "diff"]
@@ -210,6 +211,7 @@ def parse_streamcopy(spec: dict[str, Any]) -> StreamCopySpec:
     spec = _mapping(spec, "spec")
     _only(spec, "", ("source", "target", "batching", "maxErrorNumber", "deadLetter", "suspend", "spark",
                      "connection"))
+    check_spark_section(spec.get("spark"))
     source_obj = _mapping(spec.get("source"), "source")
     _only(source_obj, "source", ("kafka", "files"))
     given = [k for k in ("kafka", "files") if source_obj.get(k) is not None]

@@ -51,3 +51,39 @@ def test_endpoint_admission(kind: str, endpoint: str, refused: bool, tmp_path: P
     spec = {**SPECS[kind], "connection": {"endpoint": endpoint}}
     errors = field_errors(kind, spec, "spec.connection.endpoint", tmp_path)
     assert bool(errors) is refused, errors
+
+
+@pytest.mark.parametrize("kind", sorted(PLURALS))
+@pytest.mark.parametrize(("key", "refused"), [
+    ("spark.sql.shuffle.partitions", False),
+    ("spark.kubernetes.driver.annotation.example.com/team", False),  # the policy decides, not admission
+    ("spark.kubernetes.namespace", True),
+    ("spark.kubernetes.authenticate.driver.serviceAccountName", True),
+    ("spark.kubernetes.driver.secrets.other-team", True),
+    ("spark.kubernetes.executor.secretKeyRef.AWS_SECRET_ACCESS_KEY", True),
+    ("spark.kubernetes.container.image", True),
+    ("spark.kubernetes.driver.podTemplateFile", True),
+    ("spark.kubernetes.executor.volumes.hostPath.root.mount.path", True),
+    ("spark.jars.packages", True),
+    ("spark.executor.instances", True),
+    ("spark.kubernetes.namespace=kube-system#", True),  # '=' would split into another key
+    ("hive.metastore.uris", True),
+])
+def test_spark_conf_admission(kind: str, key: str, refused: bool, tmp_path: Path) -> None:
+    spec = {**SPECS[kind], "spark": {"sparkConf": {key: "x"}}}
+    errors = field_errors(kind, spec, "spec.spark.sparkConf", tmp_path)
+    assert bool(errors) is refused, errors
+
+
+def test_crd_rule_lists_what_lading_spec_never_allows() -> None:
+    """The admission rule and lading_spec.sparkconf refuse the same fixed keys and prefixes."""
+    from lading_spec import sparkconf
+
+    for plural in PLURALS.values():
+        crd = yaml.safe_load((REPO / "crds" / f"{plural}.lading.io.yaml").read_text())
+        spark = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["spark"]
+        rules = " ".join(r["rule"] for r in spark["properties"]["sparkConf"]["x-kubernetes-validations"])
+        for pattern, _ in sparkconf.NEVER:
+            assert f"'{pattern}'" in rules, (plural, pattern)
+        for key in sparkconf.SPEC_FIELDS:
+            assert f"'{key}'" in rules, (plural, key)

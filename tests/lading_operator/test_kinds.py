@@ -178,7 +178,7 @@ def test_an_invalid_parked_spec_fails_naming_the_field_and_runs_nowhere_once_fix
 def test_the_storage_policy_checks_every_kinds_uris() -> None:
     seen: list[tuple[str, str]] = []
 
-    def deny(namespace: str, uris: list[tuple[str, str]]) -> str | None:
+    def deny(namespace: str, uris: list[tuple[str, str]], spark: Any) -> str | None:
         seen.extend(uris)
         return f"{uris[0][0]}: {uris[0][1]!r} is outside the allowed storage"
 

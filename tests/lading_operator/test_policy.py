@@ -144,3 +144,127 @@ def test_empty_policy_file_is_enabled_and_denies(tmp_path: Path) -> None:
     p = pol.load_policy(str(path))
     assert p.enabled
     assert pol.check_uris(p, "x", [("to.files", "s3://a/")]) is not None
+
+
+# --- images, ServiceAccounts and Spark properties (issue 14.3, issue 9.7) ---------------------
+
+IMAGE, ACCOUNT = "ghcr.io/lading/lading:0.1.0", "lading-spark"
+SPARK_POLICY = """
+allowedPrefixes: {default: ["s3://"]}
+images:
+  default: ["registry.corp/{namespace}/", "ghcr.io/lading/lading"]
+  namespaces:
+    pinned: ["ghcr.io/lading/lading@sha256:abc"]
+serviceAccounts:
+  default: ["{namespace}-spark"]
+  namespaces: {analytics: ["lading-spark", "analytics-reader"]}
+sparkConf:
+  default: ["spark.kubernetes.driver.annotation."]
+  namespaces: {gpu: ["spark.kubernetes.node.selector.gpu", "spark.executor.extraJavaOptions"]}
+"""
+
+
+@pytest.fixture
+def spark_policy(tmp_path: Path) -> pol.Policy:
+    path = tmp_path / "policy.yaml"
+    path.write_text(SPARK_POLICY)
+    return pol.load_policy(str(path))
+
+
+@pytest.mark.parametrize(("namespace", "spark", "field"), [
+    # images: not set, the operator's own, a prefix with {namespace}, a bare repository (any tag)
+    ("team-a", {}, None),
+    ("team-a", {"image": IMAGE}, None),
+    ("team-a", {"image": "registry.corp/team-a/lading:2"}, None),
+    ("team-a", {"image": "registry.corp/team-b/lading:2"}, "spec.spark.image"),
+    ("team-a", {"image": "ghcr.io/lading/lading:9.9"}, None),
+    ("team-a", {"image": "ghcr.io/lading/lading@sha256:def"}, None),
+    ("team-a", {"image": "ghcr.io/lading/lading-evil:1"}, "spec.spark.image"),
+    ("team-a", {"image": "ghcr.io/lading/lading/evil:1"}, "spec.spark.image"),
+    ("pinned", {"image": "ghcr.io/lading/lading@sha256:abc"}, None),
+    ("pinned", {"image": "ghcr.io/lading/lading:9.9"}, "spec.spark.image"),
+    # service accounts
+    ("team-a", {"serviceAccount": ACCOUNT}, None),
+    ("team-a", {"serviceAccount": "team-a-spark"}, None),
+    ("team-a", {"serviceAccount": "team-b-spark"}, "spec.spark.serviceAccount"),
+    ("analytics", {"serviceAccount": "analytics-reader"}, None),
+    ("analytics", {"serviceAccount": "analytics-spark"}, "spec.spark.serviceAccount"),
+    # Spark properties: safe tuning everywhere, others where listed
+    ("team-a", {"sparkConf": {"spark.sql.shuffle.partitions": "8", "spark.sql.adaptive.enabled": "true"}}, None),
+    ("team-a", {"sparkConf": {"spark.kubernetes.driver.annotation.example.com/x": "y"}}, None),
+    ("team-a", {"sparkConf": {"spark.kubernetes.node.selector.gpu": "true"}},
+     "spec.spark.sparkConf.spark.kubernetes.node.selector.gpu"),
+    ("gpu", {"sparkConf": {"spark.kubernetes.node.selector.gpu": "true"}}, None),
+    ("gpu", {"sparkConf": {"spark.kubernetes.driver.annotation.x": "y"}},
+     "spec.spark.sparkConf.spark.kubernetes.driver.annotation.x"),
+    ("gpu", {"sparkConf": {"spark.executor.extraJavaOptions": "-XX:+UseG1GC"}}, None),
+    ("team-a", {"sparkConf": {"spark.plugins": "com.example.Plugin"}}, "spec.spark.sparkConf.spark.plugins"),
+    ("team-a", {"sparkConf": {"spark.sql.parquet.output.committer.class": "x"}},
+     "spec.spark.sparkConf.spark.sql.parquet.output.committer.class"),
+])
+def test_check_spark(spark_policy: pol.Policy, namespace: str, spark: dict[str, object], field: str | None) -> None:
+    error = pol.check_spark(spark_policy, namespace, spark, IMAGE, ACCOUNT)
+    if field is None:
+        assert error is None, error
+    else:
+        assert error is not None and error.startswith(f"{field}: ")
+        assert "ask the cluster admin" in error and f"{namespace!r}" in error
+
+
+def test_without_a_policy_file_images_and_accounts_are_free_but_spark_properties_are_not() -> None:
+    p = pol.load_policy(None)
+    assert pol.check_spark(p, "x", {"image": "any/image:1", "serviceAccount": "any"}, IMAGE, ACCOUNT) is None
+    assert pol.check_spark(p, "x", {"sparkConf": {"spark.sql.shuffle.partitions": "4"}}, IMAGE, ACCOUNT) is None
+    error = pol.check_spark(p, "x", {"sparkConf": {"spark.kubernetes.driver.annotation.a": "b"}}, IMAGE, ACCOUNT)
+    assert error is not None and "spark.sql.shuffle.partitions" in error and "policy.sparkConf" in error
+
+
+def test_check_resource_reports_storage_first(spark_policy: pol.Policy) -> None:
+    error = pol.check_resource(spark_policy, "team-a", [("spec.to.files", "http://x/")],
+                               {"image": "evil/x:1"}, IMAGE, ACCOUNT)
+    assert error is not None and error.startswith("spec.to.files")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("images: {default: 'x'}\n", "images.default must be a list"),
+    ("images: {default: ['has space']}\n", "images.default must be a list"),
+    ("serviceAccounts: {namespaces: {a: ['Bad_Name']}}\n", "serviceAccounts.namespaces.a[0]"),
+    ("sparkConf: {default: ['spark.kubernetes.namespace']}\n", "can never be allowed"),
+    ("sparkConf: {default: ['spark.kubernetes.authenticate.']}\n", "can never be allowed"),
+    ("sparkConf: {default: ['spark.kubernetes.driverEnv.AWS_ROLE_ARN']}\n", "can never be allowed"),
+    ("sparkConf: {default: ['hive.metastore.uris']}\n", "not a Spark property"),
+    ("sparkConf: {defaults: []}\n", "unknown key"),
+    ("images: []\n", "images must be a mapping"),
+])
+def test_malformed_spark_sections_are_rejected_naming_the_field(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    with pytest.raises(pol.PolicyError) as info:
+        pol.load_policy(str(path))
+    assert message in str(info.value) and "LADING_POLICY_FILE" in str(info.value)
+
+
+def test_operator_refuses_before_rendering(spark_policy: pol.Policy) -> None:
+    """Through the planner: a forbidden image fails the CopyJob as Forbidden and creates nothing."""
+    import datetime as dt
+
+    from lading_operator import reconcile as rc
+
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    spec = {"from": {"query": "SELECT 1"}, "to": {"files": "s3://out/x/"}, "spark": {"image": "evil/miner:1"}}
+    obj = {"apiVersion": "lading.io/v1alpha1", "kind": "CopyJob",
+           "metadata": {"name": "c", "namespace": "team-a", "uid": "u", "generation": 1,
+                        "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": spec}
+
+    def check(namespace: str, uris: list[tuple[str, str]], spark: object) -> str | None:
+        return pol.check_resource(spark_policy, namespace, uris, spark, IMAGE, ACCOUNT)
+
+    plan = rc.plan(rc.Observed(obj, now=now), check)
+    assert plan.create is None and plan.status["phase"] == "Failed"
+    ready = next(c for c in plan.status["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "Forbidden" and ready["message"].startswith("spec.spark.image: 'evil/miner:1'")
+    never = {**spec, "spark": {"sparkConf": {"spark.kubernetes.namespace": "kube-system"}}}
+    plan = rc.plan(rc.Observed({**obj, "spec": never}, now=now), check)
+    ready = next(c for c in plan.status["conditions"] if c["type"] == "Ready")
+    assert plan.create is None and ready["reason"] == "InvalidSpec"
+    assert ready["message"].startswith("spec.spark.sparkConf.spark.kubernetes.namespace: never allowed")

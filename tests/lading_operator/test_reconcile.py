@@ -78,8 +78,8 @@ def test_invalid_spec_fails_naming_the_field(spec: dict[str, Any], field: str) -
 
 
 def test_policy_denial_is_forbidden() -> None:
-    def deny(namespace: str, uris: list[tuple[str, str]]) -> str | None:
-        assert ("spec.to.files", "s3://out/x/") in uris and namespace == "ns"
+    def deny(namespace: str, uris: list[tuple[str, str]], spark: Any) -> str | None:
+        assert ("spec.to.files", "s3://out/x/") in uris and namespace == "ns" and spark is None
         return "spec.to.files: 's3://out/x/' is outside the allowed storage (allowed prefixes: s3://ok/)"
 
     plan = rc.plan(rc.Observed(job(), now=NOW), deny)

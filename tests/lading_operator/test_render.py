@@ -181,6 +181,9 @@ def test_contract_rendered_arguments_parse_in_the_spark_app() -> None:
     ({"podSecurityContext": "restricted"}, "spark.podSecurityContext"),
     ({"sparkConf": {"spark.sql.runSQLOnFiles": "true"}}, "spark.sparkConf.spark.sql.runSQLOnFiles"),
     ({"sparkConf": {"spark.sql.variable.substitute": "TRUE"}}, "spark.sparkConf.spark.sql.variable.substitute"),
+    ({"sparkConf": {"spark.kubernetes.namespace": "kube-system"}}, "spark.sparkConf.spark.kubernetes.namespace"),
+    ({"sparkConf": {"spark.kubernetes.authenticate.driver.serviceAccountName": "admin"}},
+     "spark.sparkConf.spark.kubernetes.authenticate.driver.serviceAccountName"),
 ])
 def test_bad_spark_options_name_the_field(spark: dict[str, Any], field: str) -> None:
     with pytest.raises(SpecError) as e:

@@ -61,3 +61,35 @@ def test_streamcopy_only_file_renders_nothing_without_error(tmp_path: Path,
     assert render_cli.main([str(path)]) == 0
     captured = capsys.readouterr()
     assert captured.out == "" and "later release" in captured.err
+
+
+def test_policy_is_checked_as_the_operator_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(MANIFEST.replace("  connection: {secretRef: {name: s3}}\n",
+                                     "  connection: {secretRef: {name: s3}}\n  spark: {image: 'evil/miner:1'}\n"))
+    assert render_cli.main([str(path)]) == 0  # no policy file: any image
+    capsys.readouterr()
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("allowedPrefixes: {default: ['s3://']}\nimages: {namespaces: {data: ['registry.corp/']}}\n")
+    assert render_cli.main([str(path), "--policy", str(policy)]) == 2
+    err = capsys.readouterr().err
+    assert "document 1: spec.spark.image: 'evil/miner:1' is not an allowed image in namespace 'data'" in err
+    assert "spec.spec." not in err
+    policy.write_text("images: {default: 'x'}\n")
+    assert render_cli.main([str(path), "--policy", str(policy)]) == 2
+    assert "--policy: LADING_POLICY_FILE=" in capsys.readouterr().err
+
+
+def test_spark_properties_outside_the_safe_list_need_a_policy(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(MANIFEST.replace(
+        "  connection: {secretRef: {name: s3}}\n",
+        "  connection: {secretRef: {name: s3}}\n  spark: {sparkConf: {spark.kubernetes.node.selector.gpu: 'y'}}\n"))
+    assert render_cli.main([str(path)]) == 2
+    assert "spec.spark.sparkConf.spark.kubernetes.node.selector.gpu: not an allowed Spark property" in \
+        capsys.readouterr().err
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("allowedPrefixes: {default: ['s3://']}\n"
+                      "sparkConf: {namespaces: {data: ['spark.kubernetes.node.selector.']}}\n")
+    assert render_cli.main([str(path), "--policy", str(policy)]) == 0

@@ -1,0 +1,48 @@
+"""The chart's policy values reach the operator's policy file: images, ServiceAccounts, Spark properties."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chart import helm
+
+from lading_operator import policy as pol
+
+VALUES = {"policy": {
+    "enabled": True,
+    "allowedPrefixes": {"default": ["s3://exports/{namespace}/"]},
+    "images": {"default": ["registry.corp/{namespace}/"], "namespaces": {"ml": ["ghcr.io/ml/trainer"]}},
+    "serviceAccounts": {"namespaces": {"team-a": ["team-a-reader"]}},
+    "sparkConf": {"namespaces": {"gpu": ["spark.kubernetes.node.selector."]}},
+}}
+IMAGE, ACCOUNT = "ghcr.io/lading/lading:0.1.0", "lading-spark"
+
+
+def _policy(values: dict[str, object], tmp_path: Path) -> pol.Policy:
+    cm = helm.one(helm.render(values), "ConfigMap")
+    path = tmp_path / "policy.yaml"
+    path.write_text(cm["data"]["policy.yaml"])
+    return pol.load_policy(str(path))
+
+
+def test_policy_sections_read_back_as_the_values_say(tmp_path: Path) -> None:
+    p = _policy(VALUES, tmp_path)
+
+    def check(namespace: str, spark: dict[str, object]) -> str | None:
+        return pol.check_spark(p, namespace, spark, IMAGE, ACCOUNT)
+
+    assert check("team-a", {"image": "registry.corp/team-a/lading:2"}) is None
+    assert check("team-a", {"image": "registry.corp/team-b/lading:2"}) is not None
+    assert check("ml", {"image": "ghcr.io/ml/trainer:7"}) is None
+    assert check("ml", {"image": "registry.corp/ml/lading:2"}) is not None  # a listed namespace replaces default
+    assert check("team-a", {"serviceAccount": "team-a-reader"}) is None
+    assert check("team-b", {"serviceAccount": "team-a-reader"}) is not None
+    assert check("gpu", {"sparkConf": {"spark.kubernetes.node.selector.gpu": "true"}}) is None
+    assert check("team-a", {"sparkConf": {"spark.kubernetes.node.selector.gpu": "true"}}) is not None
+
+
+def test_enabled_without_the_new_sections_allows_only_the_defaults(tmp_path: Path) -> None:
+    p = _policy({"policy": {"enabled": True, "allowedPrefixes": {"default": ["s3://x/"]}}}, tmp_path)
+    assert pol.check_spark(p, "team-a", {"image": IMAGE, "serviceAccount": ACCOUNT}, IMAGE, ACCOUNT) is None
+    assert pol.check_spark(p, "team-a", {"image": "other/image:1"}, IMAGE, ACCOUNT) is not None
+    assert pol.check_spark(p, "team-a", {"serviceAccount": "default"}, IMAGE, ACCOUNT) is not None
