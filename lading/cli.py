@@ -25,22 +25,21 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lading_spec import manifests
 from lading_spec.errors import SpecError
 from lading_spec.job import KINDS, JobDocument
 
 
 def load_manifest(path: str) -> dict[str, Any]:
-    """The first lading resource in a YAML file (``-`` reads stdin)."""
-    import yaml
-
+    """The first lading resource in a YAML file (``-`` reads stdin), read as kubectl reads it."""
     try:
         text = sys.stdin.read() if path == "-" else open(path).read()  # noqa: SIM115
     except OSError as e:
         raise SpecError("FILE", f"cannot read {path}: {e.strerror}") from e
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d]
-    except yaml.YAMLError as e:
-        raise SpecError("FILE", f"{path} is not valid YAML: {e}") from e
+        docs = manifests.load_all(text)
+    except SpecError as e:
+        raise SpecError("FILE", f"{path}: {e.message}") from e
     for d in docs:
         if isinstance(d, dict) and d.get("kind") in KINDS:
             return d
@@ -259,7 +258,7 @@ def write_sample_orders(prefix: str, rows: int, files: int = 4, seed: int = 42) 
 
 
 def cmd_sample_data(args: argparse.Namespace) -> int:
-    written = write_sample_orders(args.prefix, args.rows, args.files)
+    written = write_sample_orders(args.prefix, args.rows, args.files, args.seed)
     print(f"wrote {args.rows} sample orders in {len(written)} Parquet files under {args.prefix}")
     return 0
 
@@ -274,16 +273,92 @@ def cmd_render(argv: list[str]) -> int:
     return int(module.main(argv))
 
 
+RUN_HELP = """\
+Runs the resource in FILE on local Spark, as the operator would run it on a
+cluster, and prints its outcome: COPY <rows> for a CopyJob, COMPACT ... for a
+Compaction, a line per batch and STREAM <rows> for a StreamCopy (--json: the
+result as JSON). Operator-only fields (schedule, spark, backoffLimit, ...) are
+ignored, except that a spark.sparkConf no cluster would accept is refused. The
+file is read as kubectl reads it.
+
+kinds it runs:
+  {kinds}
+
+environment it reads:
+  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
+                        S3 credentials (or AWS_PROFILE, AWS_ROLE_ARN +
+                        AWS_WEB_IDENTITY_TOKEN_FILE: boto3's usual chain)
+  AWS_REGION, AWS_DEFAULT_REGION
+                        the region, unless connection.region is set
+                        (default us-east-1)
+  AWS_ENDPOINT_URL_S3   the S3 endpoint (MinIO, Ceph ...), unless
+                        connection.endpoint is set; AWS_ENDPOINT_URL is read
+                        when it is absent, but it also redirects STS
+  LADING_SPARK_MASTER   the default of --master
+
+needs:
+  Java 17 (Spark 4 runs on it; java on PATH or JAVA_HOME)
+
+exit codes:
+  0    the rows are committed (a StreamCopy also when stopped by Ctrl-C:
+       the next run resumes from the committed position)
+  1    an error: the spec, the query, storage; nothing partial is left
+  2    usage: unknown option or missing FILE
+  143  a CopyJob or Compaction cancelled (SIGTERM or Ctrl-C); nothing is
+       left under the destination
+"""
+
+SAMPLE_HELP = """\
+Writes a sample "orders" table (id, region, customer, total, created_at, note;
+nulls, quotes and commas included) as Parquet files under PREFIX: the input of
+examples/quickstart.yaml and the other examples. The same --seed gives the
+same data. S3 is found as for lading run (AWS_* environment).
+"""
+
+
+def _kinds_text() -> str:
+    """The kinds this installation runs: an engine module that is present (not imported)."""
+    import importlib.util
+
+    from lading_jobs.engine import ENGINES
+
+    def present(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            return False
+
+    runs = [k for k, m in ENGINES.items() if present(m)]
+    later = [k for k in ENGINES if k not in runs]
+    what = {"CopyJob": "CopyJob: unload (from.query or from.table to to.files), load (from.files into to.table)",
+            "StreamCopy": "StreamCopy: Kafka or arriving files into a table, until Ctrl-C (--once: until "
+                          "nothing is new)",
+            "Compaction": "Compaction: rewrites a table's small parts into large ones"}
+    lines = [what.get(k, k) for k in runs]
+    if later:
+        lines.append(f"not in this installation: {', '.join(later)}")
+    return "\n  ".join(lines)
+
+
+def _version() -> str:
+    from lading_spec.version import VERSION
+
+    return f"lading {VERSION}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "render":
         return cmd_render(argv[1:])
     p = argparse.ArgumentParser(prog="lading", description="Move data with Spark: COPY to and from S3.")
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a CopyJob, StreamCopy or Compaction manifest on local Spark")
+    run = sub.add_parser("run", help="run a CopyJob, StreamCopy or Compaction manifest on local Spark",
+                         description=RUN_HELP.format(kinds=_kinds_text()),
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("file", help="a YAML manifest (the file you would kubectl apply); - for stdin")
     run.add_argument("--master", default=os.environ.get("LADING_SPARK_MASTER", "local[*]"),
-                     help="Spark master (default local[*])")
+                     help="Spark master (default: $LADING_SPARK_MASTER, else local[*])")
     run.add_argument("--run-id", default=None, help="run id (default: derived from the name and time)")
     run.add_argument("--json", action="store_true", help="print the result as JSON instead of COPY <rows>")
     run.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
@@ -291,11 +366,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="StreamCopy: load what the source holds now, then exit (default: run until Ctrl-C)")
     run.add_argument("--progress-port", type=int, default=None,
                      help="StreamCopy: serve the progress JSON on this port of 127.0.0.1 (default: none)")
-    sub.add_parser("render", help="print the SparkApplication the operator would create (lading render -h)")
-    sample = sub.add_parser("sample-data", help="write the sample orders dataset (Parquet) the examples read")
+    sub.add_parser("render", help="print the SparkApplication the operator would create (lading render -h)",
+                   add_help=False)
+    sample = sub.add_parser("sample-data", help="write the sample orders dataset (Parquet) the examples read",
+                            description=SAMPLE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     sample.add_argument("prefix", help="where, e.g. s3://lading-demo/raw/orders/ or file:///tmp/orders/")
-    sample.add_argument("--rows", type=int, default=200_000)
-    sample.add_argument("--files", type=int, default=4)
+    sample.add_argument("--rows", type=int, default=200_000, help="how many orders (default 200000)")
+    sample.add_argument("--files", type=int, default=4,
+                        help="how many Parquet files to spread them over (default 4)")
+    sample.add_argument("--seed", type=int, default=42, help="random seed; the same seed writes the same data "
+                                                              "(default 42)")
     args = p.parse_args(argv)
     if args.command == "run":
         return cmd_run(args)

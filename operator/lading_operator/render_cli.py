@@ -20,8 +20,19 @@ import yaml
 from lading_operator import kinds, names, policy, reconcile, render, schedule
 from lading_operator import status as st
 from lading_operator.observed import PolicyCheck
+from lading_spec import manifests
 from lading_spec.errors import SpecError
 from lading_spec.job import API_VERSION
+
+DESCRIPTION = """\
+Prints the SparkApplication the operator would create for each resource in
+FILE whose kind has an engine in this release (a CopyJob): a dry run to diff in
+GitOps. Each resource is validated as the operator validates it (with --policy,
+against that policy file too) and rendered by the same code; a scheduled one
+renders the run of its next slot (--run-time picks another). The file is read
+as kubectl reads it. Exit code 0: rendered; 1: FILE holds nothing to render;
+2: a resource is invalid or forbidden, or FILE cannot be read.
+"""
 
 
 class _PlainDumper(yaml.SafeDumper):
@@ -79,7 +90,8 @@ def render_document(doc: dict[str, Any], namespace: str, run_time: dt.datetime,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="lading render", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="lading render", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", help="a YAML file with one or more lading resources ('-' = stdin)")
     parser.add_argument("--namespace", "-n", default="default", help="namespace for resources without one")
     parser.add_argument("--run-time", help="the run time to render (RFC 3339; default: now)")
@@ -95,9 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         text = sys.stdin.read() if args.file == "-" else open(args.file).read()  # noqa: SIM115
-        docs = [d for d in yaml.safe_load_all(text) if d]
-    except (OSError, yaml.YAMLError) as e:
+        docs = manifests.load_all(text)  # as kubectl reads it: keys are strings, y/on are true ...
+    except OSError as e:
         print(f"lading render: cannot read {args.file}: {e}", file=sys.stderr)
+        return 2
+    except SpecError as e:
+        print(f"lading render: {args.file}: {e.message}", file=sys.stderr)
         return 2
     out = []
     status = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,86 @@ def test_render_is_delegated(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     code = cli.main(["render", str(EXAMPLES / "quickstart.yaml")])
     out = capsys.readouterr().out
     assert code == 0 and "SparkApplication" in out and "lading_jobs/main.py" in out
+
+
+# --- the same YAML on a laptop and on a cluster; the CLI's own help (issue 14) ---------------
+
+NULL_MANIFEST = """\
+apiVersion: lading.io/v1alpha1
+kind: CopyJob
+metadata: {{name: nulls}}
+spec:
+  from: {{query: "SELECT id, CASE WHEN id = 1 THEN NULL ELSE 'x' END AS s FROM range(2)"}}
+  to:
+    files: "{dest}"
+    format: csv
+    options: {{{null_key}: '\\N', header: y}}
+"""
+
+
+@pytest.mark.spark
+def test_same_yaml_on_a_laptop_and_on_a_cluster(spark: Any, tmp_path: Path, keep_signals: None,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """One file, both ways: kubectl's YAML reading (tools/crd-check) and ``lading run`` / ``lading render``."""
+    from support.kubectl_yaml import crd_check_values
+
+    dest = f"file://{tmp_path}/out/"
+    quoted = tmp_path / "quoted.yaml"
+    quoted.write_text(NULL_MANIFEST.format(dest=dest, null_key="'null'"))
+    # kubectl: options are {"null": "\\N", "header": true}
+    spec_yaml = "".join("  " + line + "\n" for line in quoted.read_text().split("spec:\n", 1)[1].splitlines())
+    kubectl, output = crd_check_values(spec_yaml, tmp_path)
+    assert kubectl["to"]["options"] == {"null": "\\N", "header": True}, output
+    # lading render: the same options in the job document
+    assert cli.main(["render", str(quoted)]) == 0
+    app = yaml.safe_load(capsys.readouterr().out)
+    assert json.loads(app["spec"]["arguments"][1])["spec"]["to"]["options"] == kubectl["to"]["options"]
+    # lading run: the CSV has the header and \N for the null
+    assert cli.main(["run", str(quoted), "--master", "local[2]", "--no-progress"]) == 0, capsys.readouterr().err
+    written = "".join(p.read_text() for p in (tmp_path / "out").rglob("*.csv"))
+    assert written.splitlines()[0] == "id,s" and "1,\\N" in written.splitlines()
+
+    unquoted = tmp_path / "unquoted.yaml"
+    unquoted.write_text(NULL_MANIFEST.format(dest=dest, null_key="null"))
+    spec_yaml = "".join("  " + line + "\n" for line in unquoted.read_text().split("spec:\n", 1)[1].splitlines())
+    kubectl, output = crd_check_values(spec_yaml, tmp_path)
+    assert "unsupported map key of type" in output  # kubectl refuses an unquoted null key ...
+    capsys.readouterr()
+    assert cli.main(["run", str(unquoted), "--master", "local[2]"]) == 1  # ... and so does lading, saying how
+    assert "a key is null" in capsys.readouterr().err
+    assert cli.main(["render", str(unquoted)]) == 2
+    assert "'null': '\\N'" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import tomllib
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--version"])
+    assert info.value.code == 0
+    version = tomllib.loads((EXAMPLES.parent / "pyproject.toml").read_text())["project"]["version"]
+    assert capsys.readouterr().out.strip() == f"lading {version}"
+
+
+def test_run_help_says_what_it_reads_needs_runs_and_returns(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    text = capsys.readouterr().out
+    for needle in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+                   "AWS_ENDPOINT_URL_S3", "LADING_SPARK_MASTER", "Java 17", "CopyJob: unload"):
+        assert needle in text, needle
+    codes = re.findall(r"^  (\d+) ", text, re.M)
+    assert codes == ["0", "1", "2", "143"]
+    from lading_jobs.result import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK
+    assert [EXIT_OK, EXIT_ERROR, EXIT_CANCELLED] == [0, 1, 143]
+
+
+@pytest.mark.parametrize("command", [["render", "--help"], ["sample-data", "--help"], ["--help"]])
+def test_help_is_plain_text(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(command)
+    text = capsys.readouterr().out
+    assert "``" not in text and ":func:" not in text and ":mod:" not in text
+    if command[0] == "sample-data":
+        assert "--rows ROWS    how many orders" in text and "--files FILES  how many Parquet files" in text
+        assert "--seed" in text
