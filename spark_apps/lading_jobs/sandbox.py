@@ -165,6 +165,31 @@ def check_analysed(spark: SparkSession, analysed: Any, inputs: set[str]) -> None
                                        "inside the Spark pods")
 
 
+def filter_column(spark: SparkSession, text: str, field: str) -> Any:
+    """A tenant's SQL expression (a Compaction's ``scope.filter``) as a Column, checked like a query.
+
+    No denied function, no ``IDENTIFIER(<expression>)``, and no subquery (a filter
+    compares the row's own columns): :class:`SpecError` on ``field`` otherwise.
+    """
+    from pyspark.sql import functions as F
+
+    expression = spark._jsparkSession.sessionState().sqlParser().parseExpression(text)  # type: ignore[attr-defined]
+    stack = [expression]
+    while stack:
+        expr = stack.pop()
+        kind = str(expr.nodeName())
+        if kind in UNRESOLVED_IDENTIFIERS:
+            raise SpecError(field, "IDENTIFIER(<expression>) is not allowed; write the name itself")
+        if kind in ("ScalarSubquery", "Exists", "ListQuery", "InSubquery", "LateralSubquery"):
+            raise SpecError(field, "a subquery is not allowed here; compare the table's own columns")
+        function = _function_name(expr, kind)
+        if function in DENIED_FUNCTIONS:
+            raise SpecError(field, f"{function}() is not allowed: it calls Java code or reads files inside the "
+                                   "Spark pods")
+        stack.extend(_seq(expr.children()))
+    return F.expr(text)
+
+
 def _describe(plan: Any) -> str:
     text = str(plan.simpleString(1))
     return text if len(text) <= 120 else text[:117] + "..."

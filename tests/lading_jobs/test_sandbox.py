@@ -131,3 +131,22 @@ def test_session_keeps_the_sandbox_settings_whatever_conf_says(spark: Any) -> No
     assert SANDBOX_CONF == {"spark.sql.runSQLOnFiles": "false", "spark.sql.variable.substitute": "false"}
     os.environ.setdefault("HOME", "/root")
     assert session.sql("SELECT '${env:HOME}' AS x").collect()[0][0] == "${env:HOME}"
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("day >= '2024-01-01' AND length(java_method('java.lang.System', 'getenv', 'HOME')) > 0", "java_method()"),
+    ("reflect('java.lang.System', 'getenv', 'HOME') IS NOT NULL", "reflect()"),
+    ("id IN (SELECT 1)", "subquery"),
+    ("EXISTS (SELECT 1)", "subquery"),
+    ("IDENTIFIER('i' || 'd') > 1", "IDENTIFIER"),
+])
+def test_filter_expressions_are_checked_too(spark: Any, text: str, needle: str) -> None:
+    """A Compaction's scope.filter is tenant SQL as well."""
+    with pytest.raises(SpecError) as info:
+        sandbox.filter_column(spark, text, "scope.filter")
+    assert info.value.field == "scope.filter" and needle in info.value.message
+
+
+def test_a_plain_filter_expression_works(spark: Any) -> None:
+    column = sandbox.filter_column(spark, "id % 2 = 0 AND id < 4", "scope.filter")
+    assert [r[0] for r in spark.range(6).where(column).collect()] == [0, 2]
