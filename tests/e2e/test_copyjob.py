@@ -98,7 +98,9 @@ def test_copyjob_succeeds_with_rows_and_manifest(
     assert row[1:3] == ["Succeeded", str(SOURCE_ROWS)]
 
 
-SLOW_QUERY = ("SELECT id, java_method('java.lang.Thread', 'sleep', CAST(40 AS BIGINT)) AS pause "
+# ~40 ms of CPU per row (about as long as the Thread.sleep(40) this used to call through java_method,
+# which the query sandbox now refuses: a query may not call Java).
+SLOW_QUERY = ("SELECT id, aggregate(sequence(1, 200000), 0L, (a, x) -> a + x % (id + 1)) AS pause "
               "FROM range(0, {rows}, 1, 2)")
 
 
