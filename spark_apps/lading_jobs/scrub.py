@@ -12,6 +12,9 @@ Which values are secret (:func:`secret_values`):
 - every ``AWS_*`` variable except those that only say where or how to reach AWS
   (region, endpoints, role ARN, token *file* paths...), plus the content of the
   web-identity and container-credential token files;
+- the files of a Secret mounted as a directory (a StreamCopy's Kafka
+  credentials, ``$LADING_KAFKA_PROPERTIES_DIR``), and the password inside a
+  ``sasl.jaas.config``;
 - any variable whose name says it is one (``SECRET``, ``TOKEN``, ``PASSWORD``,
   ``CREDENTIAL``, ``PRIVATE``, ``API_KEY``, ``ACCESS_KEY``, ...);
 - inside a Kubernetes pod (``KUBERNETES_SERVICE_HOST`` is set), every variable
@@ -51,6 +54,9 @@ PUBLIC_AWS = frozenset({
     "AWS_RESPONSE_CHECKSUM_VALIDATION", "AWS_SDK_UA_APP_ID", "AWS_EXECUTION_ENV",
 })
 TOKEN_FILES = ("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
+# Secrets mounted as directories of files (one file per key): (variable naming the directory, its default).
+SECRET_DIRS = (("LADING_KAFKA_PROPERTIES_DIR", "/etc/lading/kafka"),)
+_JAAS_PASSWORD = re.compile(r'password\s*=\s*"([^"]*)"')
 _SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSW|PASSPHRASE|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|AUTH|SASL|"
                           r"SIGNING|_KEY$|^KEY$", re.I)
 _PATH_NAME = re.compile(r"_(FILE|PATH|DIR|HOME|URI|URL|ARN|REGION)$", re.I)
@@ -92,6 +98,9 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
         if path:
             with contextlib.suppress(OSError, UnicodeDecodeError), open(path) as f:
                 values.add(f.read().strip())
+    for name, default in SECRET_DIRS:
+        values.update(_directory_values(env.get(name) or default))
+    values.update(m for v in list(values) for m in _JAAS_PASSWORD.findall(v))
     out: set[str] = set()
     for value in values:
         for candidate in (value, *value.splitlines()):
@@ -99,6 +108,18 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
             if len(candidate) >= MIN_LENGTH:
                 out.update({candidate, json.dumps(candidate)[1:-1], quote(candidate, safe="")})
     return sorted(out, key=len, reverse=True)
+
+
+def _directory_values(directory: str) -> set[str]:
+    """The contents of the files of a mounted Secret (one file per key; Kubernetes' ``..data`` skipped)."""
+    out: set[str] = set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory):
+            if entry.name.startswith(".") or not entry.is_file():
+                continue
+            with contextlib.suppress(OSError, UnicodeDecodeError), open(entry.path) as f:
+                out.add(f.read(65536).strip())
+    return out
 
 
 class Scrubber:

@@ -87,3 +87,15 @@ def test_output_filter_covers_this_process_and_its_children(tmp_path: Path) -> N
     assert f"tail {scrub.REDACTED}" in proc.stdout
     assert f"child says {scrub.REDACTED}" in proc.stderr and f"err {scrub.REDACTED}" in proc.stderr
     assert proc.stdout.rstrip().endswith("after the filter")
+
+
+def test_a_mounted_secret_directory_is_secret(tmp_path: Path) -> None:
+    """A StreamCopy's Kafka credentials arrive as files, one per key (and Kubernetes' ..data link)."""
+    (tmp_path / "sasl.jaas.config").write_text(
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="app" password="kafka-pw-77";')
+    (tmp_path / "ssl.key.password").write_text("key-password-88\n")
+    (tmp_path / "..data").mkdir()
+    values = set(scrub.secret_values({"LADING_KAFKA_PROPERTIES_DIR": str(tmp_path)}))
+    assert {"kafka-pw-77", "key-password-88"} <= values
+    assert not any(v == "app" for v in values)
+    assert "kafka-pw-77" not in scrub.Scrubber(values).text("login failed for app with kafka-pw-77")

@@ -127,12 +127,14 @@ def bind_filter(spark: Any, text: str, schema: TableSchema) -> ex.Expr:
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
+    from lading_jobs import sandbox
     from lading_jobs.formats import spark as spark_formats
 
     spark_schema = spark_formats.transfer_schema(schema.spark_schema())
     columns = [F.lit(None).cast(f.dataType).alias(f.name) for f in spark_schema.fields]
     try:
-        df = spark.range(0).select(*columns).where(text)
+        # Tenant SQL: no Java calls, file-reading functions or subqueries (lading_jobs.sandbox).
+        df = spark.range(0).select(*columns).where(sandbox.filter_column(spark, text, "scope.filter"))
         plan = df._jdf.queryExecution().analyzed()
     except PySparkException as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
