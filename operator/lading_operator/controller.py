@@ -84,8 +84,10 @@ def set_policy(value: policy.Policy) -> None:
 
 
 def check_policy(namespace: str, uris: list[tuple[str, str]], spark: Any) -> str | None:
-    return policy.check_resource(_policy, namespace, uris, spark, render.DEFAULT_IMAGE,
-                                 render.DEFAULT_SERVICE_ACCOUNT)
+    """The policy's verdict; the installation's own image and ServiceAccount (chart values, as
+    the rendered SparkApplications use them) are always allowed."""
+    install = render.installation_from_env()
+    return policy.check_resource(_policy, namespace, uris, spark, install.image, install.service_account)
 
 
 def app_event(namespace: str, name: str, app: Mapping[str, Any] | None) -> None:

@@ -55,9 +55,10 @@ def _policy_check(policy_file: str | None) -> PolicyCheck:
     """The operator's policy check: the file's, else no file (Spark properties must still be safe)."""
     loaded = policy.load_policy(policy_file)
 
+    install = render.installation_from_env()  # the image and account the rendering uses
+
     def check(namespace: str, uris: list[tuple[str, str]], spark: Any) -> str | None:
-        return policy.check_resource(loaded, namespace, uris, spark, render.DEFAULT_IMAGE,
-                                     render.DEFAULT_SERVICE_ACCOUNT)
+        return policy.check_resource(loaded, namespace, uris, spark, install.image, install.service_account)
 
     return check
 

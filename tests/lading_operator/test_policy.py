@@ -268,3 +268,23 @@ def test_operator_refuses_before_rendering(spark_policy: pol.Policy) -> None:
     ready = next(c for c in plan.status["conditions"] if c["type"] == "Ready")
     assert plan.create is None and ready["reason"] == "InvalidSpec"
     assert ready["message"].startswith("spec.spark.sparkConf.spark.kubernetes.namespace: never allowed")
+
+
+def test_the_installations_image_and_account_are_the_defaults_the_policy_allows(
+        spark_policy: pol.Policy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chart's image.repository/tag and spark.serviceAccount.name reach the operator as
+    LADING_SPARK_IMAGE / LADING_SPARK_SERVICE_ACCOUNT: a resource naming them is allowed, the
+    built-in ghcr.io default is not special (failed before: the check compared with the built-in
+    default whatever the installation said)."""
+    from lading_operator import controller
+
+    monkeypatch.setenv("LADING_SPARK_IMAGE", "registry.example.com/data/lading:0.1.0")
+    monkeypatch.setenv("LADING_SPARK_SERVICE_ACCOUNT", "lading-jobs")
+    monkeypatch.setattr(controller, "_policy", spark_policy)
+    ok = {"image": "registry.example.com/data/lading:0.1.0", "serviceAccount": "lading-jobs"}
+    assert controller.check_policy("pinned", [], ok) is None
+    error = controller.check_policy("pinned", [], {"image": IMAGE})
+    assert error is not None and error.startswith("spec.spark.image: ")
+    assert "registry.example.com/data/lading:0.1.0" in error  # the allowed list names the installation's
+    error = controller.check_policy("pinned", [], {"serviceAccount": ACCOUNT})
+    assert error is not None and "'lading-jobs'" in error

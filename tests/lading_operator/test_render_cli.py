@@ -80,6 +80,20 @@ def test_policy_is_checked_as_the_operator_does(tmp_path: Path, capsys: pytest.C
     assert "--policy: LADING_POLICY_FILE=" in capsys.readouterr().err
 
 
+def test_policy_allows_the_installations_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """LADING_SPARK_IMAGE (the chart's image.*) is the image every rendering uses: naming it is allowed."""
+    monkeypatch.setenv("LADING_SPARK_IMAGE", "registry.example.com/data/lading:0.1.0")
+    path = tmp_path / "job.yaml"
+    path.write_text(MANIFEST.replace(
+        "  connection: {secretRef: {name: s3}}\n",
+        "  connection: {secretRef: {name: s3}}\n  spark: {image: 'registry.example.com/data/lading:0.1.0'}\n"))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("allowedPrefixes: {default: ['s3://']}\nimages: {namespaces: {data: ['registry.corp/']}}\n")
+    assert render_cli.main([str(path), "--policy", str(policy)]) == 0, capsys.readouterr().err
+    assert "image: registry.example.com/data/lading:0.1.0" in capsys.readouterr().out
+
+
 def test_spark_properties_outside_the_safe_list_need_a_policy(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "job.yaml"
