@@ -25,8 +25,10 @@ from typing import Any
 
 from lading_jobs import critical, scrub
 from lading_spec.job import RESULT_MARKER, TERMINATION_LOG, encode_result
+from lading_spec.streamprogress import REASONS as STOP_REASONS
 
 EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 143
+EXIT_STOPPED = 0  # a stream stopped on purpose: no restartPolicy may restart it (see exit_code)
 GRACE_SECONDS = 25.0
 
 
@@ -64,9 +66,19 @@ def emit(result: dict[str, Any]) -> int:
 
 
 def exit_code(result: dict[str, Any]) -> int:
+    """0 for rows, 143 for cancelled, 1 for an error, and 0 for a stream stopped on purpose.
+
+    A StreamCopy driver that stops on ``TooManyErrors``, ``DataLoss`` or
+    ``SourceConflict`` (its result's ``reason``) exits 0: its SparkApplication's
+    ``restartPolicy: OnFailure`` restarts a driver that *failed*, and this one must
+    stay stopped until its spec changes. The result still says ``error``; the
+    operator reads it from the termination log and shows the StreamCopy Failed.
+    """
     if "rows" in result and "error" not in result:
         return EXIT_OK
-    return EXIT_CANCELLED if result.get("cancelled") else EXIT_ERROR
+    if result.get("cancelled"):
+        return EXIT_CANCELLED
+    return EXIT_STOPPED if result.get("reason") in STOP_REASONS else EXIT_ERROR
 
 
 def describe_error(error: BaseException) -> str:

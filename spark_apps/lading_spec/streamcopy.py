@@ -39,6 +39,10 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 # Consumer properties that carry credentials: they belong in the Secret.
 SECRET_CONSUMER_PROPERTIES = ("sasl.jaas.config", "ssl.keystore.password", "ssl.key.password",
                               "ssl.truststore.password", "sasl.password", "ssl.keystore.key")
+# Where the Kafka credentials Secret (source.kafka.secretRef) is mounted in the driver and
+# executor pods, one file per consumer property (the operator renders the mount, the engine reads it).
+KAFKA_PROPERTIES_DIR = "/etc/lading/kafka"
+KAFKA_PROPERTIES_DIR_ENV = "LADING_KAFKA_PROPERTIES_DIR"
 _BROKER = re.compile(r"^[^\s:]+:\d{1,5}$")
 _TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 

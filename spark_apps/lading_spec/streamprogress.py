@@ -19,11 +19,20 @@ A running StreamCopy driver serves ``GET /progress`` on port ``PROGRESS_PORT``
 For a files source ``lag`` is ``{"total": n, "filesPending": n, "atLeast": bool}``
 and ``offsets`` is ``{"files": loaded}``. ``status_fields`` maps a document onto the
 StreamCopy status fields; pure, so the operator can use it without Spark.
+
+The document comes from the driver, which runs the tenant's image: the operator
+treats it as untrusted input. ``status_fields`` keeps only values the CRD's status
+schema accepts (integers within int64, RFC 3339 times, bounded text) and at most
+``MAX_ENTRIES`` partitions per map, so a hostile or broken driver can neither make
+the status write fail nor bloat the resource.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import math
+from collections.abc import Mapping
 from typing import Any
 
 PROGRESS_PORT = 8090
@@ -31,6 +40,11 @@ PROGRESS_PORT_ENV = "LADING_PROGRESS_PORT"
 PROGRESS_PATH = "/progress"
 STATES = ("starting", "running", "stopping", "stopped", "failed")
 REASONS = ("TooManyErrors", "DataLoss", "SourceConflict")
+"""Why a stream stopped on purpose (its result's ``reason``): it must not restart until its spec changes."""
+MAX_ENTRIES = 1000        # partitions kept per map in status (offsets, lagPartitions, lastBatch.end)
+MAX_KEY = 300             # a "topic:partition" key: topic names are at most 249 characters
+MAX_TEXT = 1000           # lastBatch.range
+INT64_MAX = 2**63 - 1
 
 
 def parse_progress(text: str | bytes) -> dict[str, Any]:
@@ -46,17 +60,85 @@ def parse_progress(text: str | bytes) -> dict[str, Any]:
     return doc
 
 
-def status_fields(doc: dict[str, Any]) -> dict[str, Any]:
-    """The StreamCopy status fields a progress document fills (``lag``, ``rowsTotal``, ``batches``,
-    ``lastBatchTime``, ``offsets``); fields the document lacks are left out."""
-    out: dict[str, Any] = {"rowsTotal": int(doc["rowsTotal"]), "batches": int(doc["batches"])}
-    lag = doc.get("lag") or {}
-    if isinstance(lag.get("total"), int):
-        out["lag"] = max(0, lag["total"])
-    last = doc.get("lastBatch") or {}
-    if isinstance(last.get("time"), str):
+def _count(value: Any) -> int | None:
+    """A non-negative int64, else None (bools, floats, strings, out of range)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64_MAX:
+        return None
+    return value
+
+
+def _time(value: Any) -> str | None:
+    """An RFC 3339 time with a zone, as the driver wrote it, else None."""
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if parsed.tzinfo is not None and "T" in value else None
+
+
+def _positions(value: Any) -> dict[str, int]:
+    """``{"topic:partition": n}`` (or ``{"files": n}``): the first MAX_ENTRIES valid entries in key order."""
+    if not isinstance(value, Mapping):
+        return {}
+    out: dict[str, int] = {}
+    for key in sorted(k for k in value if isinstance(k, str) and 0 < len(k) <= MAX_KEY):
+        n = _count(value[key])
+        if n is not None:
+            out[key] = n
+            if len(out) == MAX_ENTRIES:
+                break
+    return out
+
+
+def _last_batch(value: Any) -> dict[str, Any] | None:
+    if not isinstance(value, Mapping) or _time(value.get("time")) is None:
+        return None
+    out: dict[str, Any] = {"time": value["time"]}
+    for key in ("rows", "bytes", "rejected"):
+        n = _count(value.get(key))
+        if n is not None:
+            out[key] = n
+    seconds = value.get("durationSeconds")
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and math.isfinite(seconds) \
+            and 0 <= seconds < 1e9:
+        out["durationSeconds"] = round(float(seconds), 3)
+    if isinstance(value.get("range"), str) and value["range"]:
+        text = value["range"]
+        out["range"] = text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "…"
+    end = _positions(value.get("end"))
+    if end:
+        out["end"] = end
+    return out
+
+
+def status_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The StreamCopy status fields a progress document fills: ``rowsTotal``, ``batches``, ``lag``
+    (with ``lagPartitions`` for Kafka, ``lagAtLeast`` when a files listing stopped counting),
+    ``lastBatchTime``, ``lastBatch`` (time, rows, bytes, rejected, durationSeconds, range, end) and
+    ``offsets``; fields the document lacks, or holds in a shape the status schema would refuse,
+    are left out."""
+    out: dict[str, Any] = {}
+    for key in ("rowsTotal", "batches"):
+        n = _count(doc.get(key))
+        if n is not None:
+            out[key] = n
+    lag = doc.get("lag") if isinstance(doc.get("lag"), Mapping) else {}
+    total = lag.get("total")
+    if isinstance(total, int) and not isinstance(total, bool):
+        out["lag"] = min(max(0, total), INT64_MAX)
+    partitions = _positions(lag.get("partitions"))
+    if partitions:
+        out["lagPartitions"] = partitions
+    if lag.get("atLeast") is True:
+        out["lagAtLeast"] = True
+    last = _last_batch(doc.get("lastBatch"))
+    if last is not None:
         out["lastBatchTime"] = last["time"]
+        if len(last) > 1:  # more than the time a restarted driver knows from the table
+            out["lastBatch"] = last
     offsets = doc.get("offsets")
-    if isinstance(offsets, dict):
-        out["offsets"] = {str(k): int(v) for k, v in offsets.items() if isinstance(v, int)}
+    if isinstance(offsets, Mapping):
+        out["offsets"] = _positions(offsets)
     return out

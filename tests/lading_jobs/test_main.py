@@ -51,6 +51,16 @@ def test_exit_codes_and_error_descriptions() -> None:
         == "boom"
 
 
+@pytest.mark.parametrize("reason", ["TooManyErrors", "DataLoss", "SourceConflict"])
+def test_a_stream_stopped_on_purpose_exits_0_so_restart_on_failure_leaves_it_stopped(reason: str) -> None:
+    # restartPolicy OnFailure (the StreamCopy's SparkApplication) restarts a driver that exits non-zero;
+    # a stream that stopped on too many bad rows must stay stopped until its spec changes.
+    assert exit_code({"error": "batch t/0@0..9: 3 rejected rows exceed maxErrorNumber 0", "reason": reason}) == 0
+    assert exit_code({"error": "Kafka unreachable", "reason": None}) == 1  # a crash: restarted
+    assert exit_code({"error": "x", "reason": "Whatever"}) == 1
+    assert exit_code({"cancelled": True, "rowsTotal": 5}) == 143  # evicted: restarted
+
+
 def test_a_kind_whose_engine_is_not_shipped_reports_not_implemented(spark: Any,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from lading_jobs import engine

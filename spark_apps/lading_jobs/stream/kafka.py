@@ -29,9 +29,10 @@ import numpy as np
 import pyarrow as pa
 
 from lading_jobs.stream.positions import Range, Watermarks
+from lading_spec.streamcopy import KAFKA_PROPERTIES_DIR, KAFKA_PROPERTIES_DIR_ENV
 
-PROPERTIES_DIR_ENV = "LADING_KAFKA_PROPERTIES_DIR"
-DEFAULT_PROPERTIES_DIR = "/etc/lading/kafka"
+PROPERTIES_DIR_ENV = KAFKA_PROPERTIES_DIR_ENV
+DEFAULT_PROPERTIES_DIR = KAFKA_PROPERTIES_DIR
 METADATA_TIMEOUT = 30.0
 READ_STALL_SECONDS = 120.0
 """A task that receives nothing for this long while its range is unfinished fails the batch."""

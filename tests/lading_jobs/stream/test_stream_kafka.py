@@ -170,8 +170,14 @@ def test_time_flush_advances_upper_without_data_and_progress_is_served(
     assert [s["batches"] for s in served] == [1, 2, 3, 4]
     last = served[-1]
     assert last["state"] == "running" and last["upper"] == uppers[-1] and last["lastBatch"]["rows"] == 0
-    assert status_fields(last) == {"rowsTotal": 0, "batches": 4, "lag": 0, "lastBatchTime": last["lastBatch"]["time"],
-                                   "offsets": {f"{topic}:0": 0, f"{topic}:1": 0}}
+    batch = last["lastBatch"]
+    assert status_fields(last) == {
+        "rowsTotal": 0, "batches": 4, "lag": 0, "lagPartitions": {f"{topic}:0": 0, f"{topic}:1": 0},
+        "lastBatchTime": batch["time"],
+        "lastBatch": {"time": batch["time"], "rows": 0, "bytes": 0, "rejected": 0,
+                      "durationSeconds": round(batch["durationSeconds"], 3), "range": batch["range"],
+                      "end": {f"{topic}:0": 0, f"{topic}:1": 0}},
+        "offsets": {f"{topic}:0": 0, f"{topic}:1": 0}}
 
 
 def test_suspend_drops_the_running_batch_and_resume_with_a_new_spec_loses_nothing(
