@@ -24,12 +24,19 @@ The driver's UI runs the tenant's code, so the poller treats it as hostile:
   still starting) costs nothing and is retried at the normal interval;
 - every error (refused, reset, truncated body, bad JSON, wrong shapes) is caught and
   means "no progress".
+
+A StreamCopy driver serves its own progress document (``GET /progress``,
+:mod:`lading_spec.streamprogress`) at its pod's address: an application followed
+with ``source="stream"`` is polled there, with one request and the same limits,
+and its latest value is that document (checked by ``parse_progress``) plus
+``fetchedAt``, the time it was read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import logging
 import threading
@@ -40,8 +47,11 @@ from typing import Any
 
 import aiohttp
 
+from lading_spec import streamprogress
+
 log = logging.getLogger(__name__)
 Key = tuple[str, str]  # (namespace, SparkApplication name)
+SOURCES = ("spark", "stream")  # Spark's REST API at the UI; a StreamCopy driver's /progress
 
 
 @dataclass(frozen=True)
@@ -61,7 +71,7 @@ class FetchError(Exception):
 
 @dataclass(frozen=True)
 class Fetched:
-    progress: dict[str, int] | None
+    progress: dict[str, Any] | None
     error: str | None = None
     cheap: bool = False   # a failure that cost nothing (refused, nothing listed yet): no backoff
 
@@ -95,6 +105,10 @@ def session(limits: Limits = Limits()) -> aiohttp.ClientSession:
 
 
 async def _get(client: aiohttp.ClientSession, url: str, limits: Limits) -> Any:
+    return json.loads(await _read(client, url, limits))
+
+
+async def _read(client: aiohttp.ClientSession, url: str, limits: Limits) -> bytes:
     async with client.get(url, allow_redirects=False,
                           headers={"Accept": "application/json", "Accept-Encoding": "identity"}) as response:
         if 300 <= response.status < 400:
@@ -108,25 +122,37 @@ async def _get(client: aiohttp.ClientSession, url: str, limits: Limits) -> Any:
             body += chunk
             if len(body) > limits.max_bytes:
                 raise FetchError(f"response over {limits.max_bytes} bytes")
-        return json.loads(bytes(body))
+        return bytes(body)
+
+
+async def _spark(client: aiohttp.ClientSession, address: str, limits: Limits) -> Fetched:
+    root = base_url(address) + "/api/v1/applications"
+    apps = await _get(client, root, limits)
+    if not apps:
+        return Fetched(None, "no application yet", cheap=True)
+    app_id = apps[0]["id"]
+    jobs = await _get(client, f"{root}/{app_id}/jobs", limits)
+    stages = await _get(client, f"{root}/{app_id}/stages", limits)
+    return Fetched(summarize(jobs, stages))
+
+
+async def _stream(client: aiohttp.ClientSession, address: str, limits: Limits) -> Fetched:
+    doc = streamprogress.parse_progress(await _read(client, base_url(address) + streamprogress.PROGRESS_PATH,
+                                                    limits))
+    fetched_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Fetched({**doc, "fetchedAt": fetched_at})
 
 
 async def fetch(web_ui_address: str, client: aiohttp.ClientSession | None = None,
-                limits: Limits = Limits()) -> Fetched:
-    """Progress of the (first) application at ``web_ui_address``; never raises."""
+                limits: Limits = Limits(), source: str = "spark") -> Fetched:
+    """Progress of the (first) application at ``web_ui_address`` (``source="stream"``: the
+    StreamCopy progress document at that address); never raises."""
     try:
         async with contextlib.AsyncExitStack() as stack:
             if client is None:
                 client = await stack.enter_async_context(session(limits))
             async with asyncio.timeout(limits.deadline):
-                root = base_url(web_ui_address) + "/api/v1/applications"
-                apps = await _get(client, root, limits)
-                if not apps:
-                    return Fetched(None, "no application yet", cheap=True)
-                app_id = apps[0]["id"]
-                jobs = await _get(client, f"{root}/{app_id}/jobs", limits)
-                stages = await _get(client, f"{root}/{app_id}/stages", limits)
-                return Fetched(summarize(jobs, stages))
+                return await (_stream if source == "stream" else _spark)(client, web_ui_address, limits)
     except TimeoutError:
         return Fetched(None, f"no complete answer within {limits.deadline:g}s")
     except aiohttp.ClientConnectorError as e:  # refused, unreachable: the UI is not up (yet)
@@ -141,6 +167,7 @@ async def fetch(web_ui_address: str, client: aiohttp.ClientSession | None = None
 class _Entry:
     address: str
     wanted_at: float
+    source: str = "spark"
     next_at: float = 0.0
     failures: int = 0
     busy: bool = False
@@ -155,21 +182,26 @@ class Poller:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[Key, _Entry] = {}
-        self._latest: dict[Key, dict[str, int]] = {}
+        self._latest: dict[Key, dict[str, Any]] = {}
         self._task: asyncio.Task[None] | None = None
         self._client: aiohttp.ClientSession | None = None
 
     # --- called from reconcile threads -------------------------------------------------
 
-    def want(self, key: Key, address: str | None) -> None:
-        """Follow ``key``'s driver UI at ``address`` (a pass calls this while the run runs)."""
+    def want(self, key: Key, address: str | None, source: str = "spark") -> None:
+        """Follow ``key``'s driver at ``address`` (a pass calls this while the run runs).
+
+        ``source``: ``"spark"`` (Spark's REST API at the UI) or ``"stream"`` (a
+        StreamCopy driver's ``/progress``)."""
         if not address:
             return
+        if source not in SOURCES:
+            raise ValueError(f"source is one of {SOURCES}, got {source!r}")
         now = self._clock()
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None or entry.address != address:
-                self._entries[key] = _Entry(address, now)
+            if entry is None or entry.address != address or entry.source != source:
+                self._entries[key] = _Entry(address, now, source)
             else:
                 entry.wanted_at = now
 
@@ -178,7 +210,7 @@ class Poller:
             self._entries.pop(key, None)
             self._latest.pop(key, None)
 
-    def latest(self, key: Key) -> dict[str, int] | None:
+    def latest(self, key: Key) -> dict[str, Any] | None:
         with self._lock:
             value = self._latest.get(key)
             return dict(value) if value is not None else None
@@ -207,7 +239,7 @@ class Poller:
 
         async def one(key: Key, entry: _Entry) -> None:
             async with gate:
-                got = await fetch(entry.address, self._client, self.limits)
+                got = await fetch(entry.address, self._client, self.limits, entry.source)
             with self._lock:
                 entry.busy = False
                 if got.progress is not None:

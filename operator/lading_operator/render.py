@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lading_operator import names
+from lading_operator import names, render_stream
 from lading_spec.copyjob import OPERATOR_FIELDS
 from lading_spec.errors import SpecError
 from lading_spec.job import API_VERSION, JobDocument
@@ -337,12 +337,14 @@ def _env_from(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
 def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
                            options: SparkOptions | None = None,
                            operator_fields: Collection[str] = OPERATOR_FIELDS,
-                           installation: Installation | None = None) -> dict[str, Any]:
+                           installation: Installation | None = None,
+                           continuous: bool = False) -> dict[str, Any]:
     """The SparkApplication for one attempt of one run of a resource (pure, given the
     installation; by default that is read from the environment).
 
     ``operator_fields``: the spec fields of ``run.kind`` that stay out of the job
     document (CopyJob's by default; see :mod:`lading_operator.kinds`).
+    ``continuous``: a kind kept running (StreamCopy): see :mod:`lading_operator.render_stream`.
     """
     options = options or parse_spark_options(spec.get("spark"), installation)
     document = job_document(spec, run, operator_fields).to_json()
@@ -382,6 +384,8 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
         app_spec["imagePullSecrets"] = list(options.image_pull_secrets)
     # The sandbox settings come last: a query reads only its inputs (lading_jobs.sandbox).
     app_spec["sparkConf"] = {**options.spark_conf, **SANDBOX_CONF}
+    if continuous:
+        app_spec = render_stream.continuous_spec(app_spec, spec)
     return {
         "apiVersion": SPARK_API_VERSION,
         "kind": SPARK_KIND,

@@ -87,7 +87,8 @@ def render_document(doc: dict[str, Any], namespace: str, run_time: dt.datetime,
         run_id, when = names.oneshot_run_id(f"{uid or name}/{generation}", name), run_time
     run = render.RunIdentity(kind=kind.name, namespace=ns, name=name, uid=uid, generation=generation,
                              run_id=run_id, run_time=when)
-    return render.build_sparkapplication(spec, run, operator_fields=kind.operator_fields)
+    return render.build_sparkapplication(spec, run, operator_fields=kind.operator_fields,
+                                         continuous=kind.trigger == "continuous")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -266,3 +266,99 @@ def test_fetch_from_a_live_spark_ui(spark) -> None:  # type: ignore[no-untyped-d
     assert current is not None
     assert current["tasksTotal"] >= 2 and current["tasksDone"] >= 2
     assert current["tasksDone"] <= current["tasksTotal"]
+
+
+# --- a StreamCopy driver's own progress document ---------------------------------------------
+
+STREAM_DOC = {"kind": "StreamProgress", "runId": "r1", "state": "running", "source": "kafka", "rowsTotal": 7,
+              "batches": 2, "lag": {"total": 3, "partitions": {"t:0": 3}}, "offsets": {"t:0": 7}}
+
+
+def stream_fetch(address: str, limits: progress.Limits = LIMITS) -> progress.Fetched:
+    return asyncio.run(asyncio.wait_for(progress.fetch(address, limits=limits, source="stream"), GUARD))
+
+
+def answer(body: bytes, status: int = 200) -> Callable[[BaseHTTPRequestHandler], None]:
+    def behave(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    return behave
+
+
+def test_a_stream_driver_is_asked_once_for_its_progress_document() -> None:
+    with UI(answer(json.dumps(STREAM_DOC).encode())) as ui:
+        got = stream_fetch(f"http://{ui.address}")
+    assert got.error is None and got.progress is not None
+    fetched_at = got.progress.pop("fetchedAt")
+    assert got.progress == STREAM_DOC and fetched_at.endswith("Z")
+    assert ui.requests == ["/progress"]
+
+
+def test_the_real_driver_progress_server_is_read(progress_server: tuple[Any, int]) -> None:
+    doc, port = progress_server
+    doc.update(state="running", rowsTotal=42, batches=3, lag={"total": 1, "partitions": {"t:0": 1}})
+    got = stream_fetch(f"http://127.0.0.1:{port}")
+    assert got.progress is not None and got.progress["rowsTotal"] == 42 and got.progress["runId"] == "run-9"
+
+
+@pytest.fixture
+def progress_server() -> Iterator[tuple[Any, int]]:
+    from lading_jobs.stream.progress import Progress, ProgressServer
+
+    doc = Progress("run-9", "kafka")
+    server = ProgressServer(doc, "127.0.0.1", 0)
+    yield doc, server.port
+    server.close()
+
+
+@pytest.mark.parametrize("body", [b"<html/>", b"[]", b'{"kind": "StreamProgress"}',
+                                  json.dumps({**STREAM_DOC, "state": "exploding"}).encode(),
+                                  json.dumps({**STREAM_DOC, "rowsTotal": -1}).encode(),
+                                  json.dumps({**STREAM_DOC, "kind": "Other"}).encode()])
+def test_a_document_that_is_not_stream_progress_gives_none(body: bytes) -> None:
+    with UI(answer(body)) as ui:
+        got = stream_fetch(ui.address)
+    assert got.progress is None and got.error and not got.cheap  # costly: backed off
+
+
+def test_a_stream_driver_gets_the_same_hostile_limits(good: UI) -> None:
+    def redirect(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(307)
+        handler.send_header("Location", f"http://{good.address}/progress")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    def endless(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.end_headers()
+        while True:
+            handler.wfile.write(b'{"kind": "StreamProgress", ' + b" " * 32 * 1024)
+
+    with UI(redirect) as ui:
+        assert "redirect refused: 307" in str(stream_fetch(ui.address).error)
+    assert good.requests == []
+    with UI(endless) as ui:
+        assert f"over {LIMITS.max_bytes} bytes" in str(stream_fetch(ui.address).error)
+
+
+def test_the_poller_follows_a_stream_at_its_progress_endpoint(good: UI) -> None:
+    poller = progress.Poller(LIMITS)
+
+    async def scenario(stream: UI) -> None:
+        poller.want(("ns", "stream"), f"http://{stream.address}", "stream")
+        poller.want(("ns", "copy"), good.address)
+        assert await poller.poll_once() == 2
+        latest = poller.latest(("ns", "stream"))
+        assert latest is not None and latest["rowsTotal"] == 7 and "fetchedAt" in latest
+        assert poller.latest(("ns", "copy")) == {"tasksDone": 5, "tasksTotal": 6, "rows": 15, "bytes": 150}
+        await poller.stop()
+
+    with UI(answer(json.dumps(STREAM_DOC).encode())) as stream:
+        asyncio.run(asyncio.wait_for(scenario(stream), GUARD))
+        assert stream.requests == ["/progress"]
+    with pytest.raises(ValueError, match="source is one of"):
+        poller.want(("ns", "x"), "127.0.0.1:1", "ftp")
