@@ -124,7 +124,8 @@ def status_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
         n = _count(doc.get(key))
         if n is not None:
             out[key] = n
-    lag = doc.get("lag") if isinstance(doc.get("lag"), Mapping) else {}
+    raw_lag = doc.get("lag")
+    lag: Mapping[str, Any] = raw_lag if isinstance(raw_lag, Mapping) else {}
     total = lag.get("total")
     if isinstance(total, int) and not isinstance(total, bool):
         out["lag"] = min(max(0, total), INT64_MAX)
