@@ -16,7 +16,8 @@ registers by being listed in :data:`ALL`. A description says
   status.response, status.output, the kind's own status fields, the lastRuns
   entry, the success message);
 - how it is triggered: ``trigger`` — ``"runs"`` (one-shot, or one run per slot
-  with ``spec.schedule``) or ``"continuous"`` (StreamCopy: kept running);
+  with ``spec.schedule``) or ``"continuous"`` (StreamCopy: kept running, its
+  application rendered for a long run: :mod:`lading_operator.render_stream`);
 - ``engine_available``: the one switch. ``False`` parks the kind: a valid spec
   stays ``Pending`` (reason ``EngineNotAvailable``) and nothing runs.
 """
@@ -103,6 +104,18 @@ def compaction_result(result: Mapping[str, Any] | None) -> RunResult:
                      bytes=got["bytesAfter"] or _int((result or {}).get("bytes")) or 0)
 
 
+def stream_result(result: Mapping[str, Any] | None) -> RunResult:
+    """A StreamCopy driver's result: it stopped (error, reason), was stopped (cancelled), or loaded
+    what there was (``rows``, ``--once``); with the stream's counters (rowsTotal, batches)."""
+    fields = {k: v for k in ("rowsTotal", "batches") if (v := _int((result or {}).get(k))) is not None}
+    response = st.response_from_result(result)
+    if response.get("error"):
+        summary = f"stopped: {response['error']}"
+    else:
+        summary = f"stopped after {fields.get('batches', 0)} batches ({fields.get('rowsTotal', 0)} rows in all)"
+    return RunResult(response=response, fields=fields, summary=summary)
+
+
 def copyjob_uris(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Every storage URI in a CopyJob spec, with its field path (for the policy check)."""
     out: list[tuple[str, str]] = []
@@ -165,9 +178,8 @@ STREAMCOPY = Kind(
     name="StreamCopy", plural="streamcopies",
     phases=("Pending", "Submitted", "Running", "Suspended", "Failed"),
     parse=streamcopy.parse_streamcopy, uris=streamcopy_uris, operator_fields=("spark",),
-    read_result=copy_result,
+    read_result=stream_result,
     trigger="continuous",
-    engine_available=False,  # needs its engine and the "continuous" trigger policy
 )
 
 ALL: tuple[Kind, ...] = (COPYJOB, STREAMCOPY, COMPACTION)

@@ -40,8 +40,9 @@ class Observed:
     # A SparkApplication of the name in status whose owner is not this resource (a deleted
     # namesake's, still being stopped): never followed, never adopted.
     foreign_app: Mapping[str, Any] | None = None
-    # The latest progress polled from the current app's driver UI (lading_operator.progress).
-    progress: Mapping[str, int] | None = None
+    # The latest progress polled from the current app's driver (lading_operator.progress): Spark's
+    # task counters, or a StreamCopy driver's progress document.
+    progress: Mapping[str, Any] | None = None
 
     def with_status(self, patch: Mapping[str, Any]) -> Observed:
         """The same observation with ``patch`` merged into the resource's status."""
@@ -59,6 +60,8 @@ class Plan:
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
     requeue_after: float | None = None                      # look again after (seconds)
     follow_progress: bool = False                           # poll the driver's REST API
+    progress_source: str = "spark"                          # "stream": a StreamCopy driver's /progress
+    progress_address: str | None = None                     # where, for "stream" (the driver pod's address)
     finished_run: dict[str, Any] | None = None              # outcome/seconds/rows/bytes for metrics
 
     @property
@@ -74,6 +77,8 @@ class Plan:
         self.delete_resource = self.delete_resource or other.delete_resource
         self.events += other.events
         self.requeue_after = other.requeue_after
+        if other.follow_progress:
+            self.progress_source, self.progress_address = other.progress_source, other.progress_address
         self.follow_progress = self.follow_progress or other.follow_progress
         self.finished_run = other.finished_run or self.finished_run
         return self

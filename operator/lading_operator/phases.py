@@ -10,6 +10,9 @@ piece of the lifecycle owns one and composes it with the others:
   terminal phase;
 - :data:`lading_operator.triggers.scheduled.TABLE` — a run per schedule slot,
   back to Scheduled after each;
+- :data:`lading_operator.triggers.continuous.TABLE` — one long-running run kept
+  alive (StreamCopy): restarted on a spec change or a crash, stopped by suspend
+  or by a reason to stop (Failed until the spec changes);
 - :data:`lading_operator.triggers.parked.TABLE` — a kind whose engine is not in
   this release: Pending, or Failed for an invalid spec.
 
@@ -52,6 +55,7 @@ class Trigger(enum.StrEnum):
     SUSPEND = "Suspend"
     RESUME = "Resume"
     PARK = "Park"                  # a valid spec of a kind whose engine is not in this release
+    RESTART = "Restart"            # a continuous run starts again (spec change, crash, app replaced)
 
 
 TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED})

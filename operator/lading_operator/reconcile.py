@@ -106,7 +106,8 @@ def submission_failed(obs: Observed, error: str, kind: Kind | None = None) -> Pl
 def _plan(ctx: Ctx, check_policy: PolicyCheck | None) -> Plan:
     phase = ctx.phase
     never_ran = phase == Phase.FAILED and ctx.reason in NEVER_RAN
-    if phase in TERMINAL and not never_ran:
+    # A continuous kind (StreamCopy) is never finished: a Failed stream starts again on a spec change.
+    if phase in TERMINAL and not never_ran and ctx.policy.style != "continuous":
         return _terminal(ctx, say_ignored=True)
     invalid = validate(ctx.kind, ctx.spec, str(ctx.meta.get("namespace") or ""), check_policy, ctx.created)
     if invalid is not None and phase != Phase.CANCELLING:
@@ -117,9 +118,7 @@ def _plan(ctx: Ctx, check_policy: PolicyCheck | None) -> Plan:
             return _terminal(ctx, say_ignored=False)  # nothing new to run
         # The spec was fixed: start afresh.
         out = ctx.transition(Plan(), Trigger.RESUME, "SpecFixed", "the spec is valid now; starting")
-        fresh = Ctx(ctx.kind, Observed(ctx.obs.with_status(out.status).resource, now=ctx.now), ctx.policy,
-                    ctx.start_timeout)
-        return out.merge(_plan(fresh, check_policy))
+        return out.merge(_plan(ctx.with_status(out.status), check_policy))
     if not ctx.kind.engine_available:
         return ctx.policy.idle(ctx)
     if ctx.spec.get("cancel") or phase == Phase.CANCELLING:

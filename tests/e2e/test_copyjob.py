@@ -250,8 +250,8 @@ def test_scheduled_copyjob_runs_twice_into_two_destinations(
     assert conditions(obj)["Ready"]["status"] == "True"
 
 
-@pytest.mark.parametrize("example", ["compaction.yaml", "streamcopy-files.yaml"])
-def test_streamcopy_and_compaction_wait_for_their_engines(
+@pytest.mark.parametrize("example", ["compaction.yaml"])
+def test_compaction_waits_for_its_engine(
         kube: Kube, kube_namespace: str, operator_process: OperatorProcess, example: str) -> None:
     doc = yaml.safe_load((REPO / "examples" / example).read_text())
     doc["metadata"]["namespace"] = kube_namespace

@@ -72,8 +72,7 @@ def test_every_phase_a_running_kind_reaches_is_one_its_crd_accepts(kind: kinds.K
 
 
 def test_parked_kinds_reach_only_pending_and_failed() -> None:
-    for kind in (kinds.STREAMCOPY, kinds.COMPACTION):
-        assert not kind.engine_available
+    for kind in kinds.ALL:  # whichever kind's switch is off, or is turned off again
         assert {str(p) for p in phases.reachable(parked.TABLE)} <= set(kind.phases)
 
 
@@ -152,16 +151,18 @@ def test_a_scheduled_compaction_waits_for_the_run_under_way() -> None:
 @pytest.mark.parametrize("kind", ["Compaction", "StreamCopy"])
 def test_parked_kinds_are_validated_then_pending(kind: str) -> None:
     spec = example(kind)
-    plan = rc.plan(rc.Observed(resource(kind, spec, generation=2), now=NOW))
+    off = dataclasses.replace(kinds.BY_NAME[kind], engine_available=False)  # its switch off
+    plan = rc.plan(rc.Observed(resource(kind, spec, generation=2), now=NOW), kind=off)
     assert plan.phase == "Pending" and plan.status["observedGeneration"] == 2 and plan.create is None
     ready = cond(plan, "Ready")
     assert ready["status"] == "False" and ready["reason"] == "EngineNotAvailable" and "later" in ready["message"]
     assert cond(plan, "Reconciling")["status"] == "False" and not plan.events
     # Nothing changes while nothing changes.
-    again = rc.plan(rc.Observed(resource(kind, spec, plan.status, generation=2), now=NOW))
+    again = rc.plan(rc.Observed(resource(kind, spec, plan.status, generation=2), now=NOW), kind=off)
     assert not again.status and not again.events and again.create is None
     # Cancel or suspend of a parked resource starts nothing either.
-    cancelled = rc.plan(rc.Observed(resource(kind, {**spec, "suspend": True}, plan.status, generation=3), now=NOW))
+    cancelled = rc.plan(rc.Observed(resource(kind, {**spec, "suspend": True}, plan.status, generation=3), now=NOW),
+                        kind=off)
     assert cancelled.create is None and cancelled.status.get("phase", "Pending") == "Pending"
 
 

@@ -54,8 +54,23 @@ def test_file_without_copyjobs(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert render_cli.main([str(path)]) == 1
 
 
-def test_streamcopy_only_file_renders_nothing_without_error(tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_streamcopy_renders_its_long_running_application(capsys: pytest.CaptureFixture[str]) -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    assert render_cli.main([str(examples / "streamcopy-kafka.yaml"), "-n", "data"]) == 0
+    (app,) = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert app["metadata"]["name"].startswith("orders-from-kafka-streamcopy-")
+    assert app["spec"]["restartPolicy"]["type"] == "OnFailure"
+    assert app["spec"]["driver"]["ports"] == [{"name": "progress", "containerPort": 8090, "protocol": "TCP"}]
+    assert app["spec"]["executor"]["secrets"][0]["name"] == "kafka-credentials"
+
+
+def test_a_kind_without_its_engine_renders_nothing_without_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import dataclasses
+
+    from lading_operator import kinds
+
+    monkeypatch.setitem(kinds.BY_NAME, "StreamCopy", dataclasses.replace(kinds.STREAMCOPY, engine_available=False))
     path = tmp_path / "stream.yaml"
     path.write_text("apiVersion: lading.io/v1alpha1\nkind: StreamCopy\nmetadata: {name: s}\nspec: {}\n")
     assert render_cli.main([str(path)]) == 0

@@ -6,12 +6,11 @@ kind; a *policy* wraps it:
 - :mod:`.oneshot` — one run, then a terminal phase (a CopyJob without a schedule);
 - :mod:`.scheduled` — one run per ``spec.schedule`` slot, back to Scheduled after
   each, with ``concurrencyPolicy`` and history limits;
+- :mod:`.continuous` — one long-running application kept alive (StreamCopy):
+  restarted on a spec change or a crash, stopped by suspend, Failed on a reason
+  to stop until the spec changes;
 - :mod:`.parked` — a kind whose engine is not in this release: validated, then
-  ``Pending`` (``EngineNotAvailable``); nothing runs;
-- ``continuous`` (StreamCopy: keep one long-running application alive, restart it
-  on a spec change or a crash, stop it on suspend) is the next one: a module
-  ``triggers/continuous.py`` implementing :class:`Policy`, registered in
-  :data:`POLICIES` under ``"continuous"``.
+  ``Pending`` (``EngineNotAvailable``); nothing runs.
 
 Each policy owns its transition table, composed with the lifecycle's
 :data:`lading_operator.lifecycle.RUN`.
@@ -49,10 +48,11 @@ class Policy(Protocol):
         """When the current run was due (retries keep it, so they write where the first attempt did)."""
 
 
-from lading_operator.triggers import oneshot, parked, scheduled  # noqa: E402  (they implement Policy)
+from lading_operator.triggers import continuous, oneshot, parked, scheduled  # noqa: E402  (they implement Policy)
 
 POLICIES: dict[str, Callable[[Mapping[str, Any]], Policy]] = {
     "runs": lambda spec: scheduled.POLICY if spec.get("schedule") else oneshot.POLICY,
+    "continuous": lambda spec: continuous.POLICY,
 }
 
 
