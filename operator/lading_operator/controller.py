@@ -42,6 +42,7 @@ from lading_operator import (
     k8s,
     lifecycle,
     metrics,
+    names,
     policy,
     progress,
     render,
@@ -154,13 +155,19 @@ def observe(kind: Kind, resource: dict[str, Any], now: dt.datetime | None = None
     app = pod = foreign = None
     checked = False
     app_name = status.get("sparkApplication")
-    if app_name and status.get("phase") in {str(p) for p in ACTIVE}:
+    # A continuous kind's application is looked at in every phase: before the next one starts,
+    # the last one (stopped for a spec change or a suspend) and its driver pod must be gone.
+    continuous = kind.trigger == "continuous"
+    if app_name and (status.get("phase") in {str(p) for p in ACTIVE} or continuous):
         app = _get_app(namespace, str(app_name))
         if app is not None and not lifecycle.owned_by(app, uid):
             foreign, app = app, None
         if app is not None and (sparkapp_state.needs_driver_pod(sparkapp_state.app_state(app))
                                 or _may_be_stuck(app, now, timeout)):
             pod = _pod_of(namespace, app)
+            checked = True
+        elif app is None and foreign is None and continuous:
+            pod = k8s.get_pod(namespace, names.driver_pod_name(str(app_name)))
             checked = True
     others: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {}
     for other in scheduled.active_other_runs(status):
@@ -239,8 +246,11 @@ def execute(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float | None =
         requeue = follow.requeue_after
     app_name = str((obs.resource.get("status") or {}).get("sparkApplication") or "")
     if plan.follow_progress and obs.app is not None:
-        address = ((obs.app.get("status") or {}).get("driverInfo") or {}).get("webUIAddress")
-        progress.POLLER.want((namespace, app_name), address)
+        if plan.progress_source == "stream":
+            address = plan.progress_address
+        else:
+            address = ((obs.app.get("status") or {}).get("driverInfo") or {}).get("webUIAddress")
+        progress.POLLER.want((namespace, app_name), address, plan.progress_source)
     elif app_name:
         progress.POLLER.forget((namespace, app_name))
     if plan.delete_resource:
