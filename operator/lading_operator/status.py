@@ -47,9 +47,14 @@ def _condition_states(phase: Phase, reason: str, scheduled: bool, continuous: bo
     Every phase that will not change by itself reads as done for kstatus
     (Ready=True, or Stalled=True for a failure), so GitOps health checks finish:
     ``Cancelled`` is what ``spec.cancel`` asked for, and a continuous kind's
-    steady state (a StreamCopy that is ``Running``) is Ready, not Reconciling.
+    steady state (a StreamCopy that is ``Running``) is Ready, not Reconciling;
+    one that is ``Suspended`` while its driver still stops (reason ``Suspending``)
+    is Reconciling, so a wait for the suspend ends once nothing runs.
     """
     active = phase in (Phase.PENDING, Phase.SUBMITTED, Phase.RUNNING, Phase.CANCELLING)
+    if continuous and phase == Phase.SUSPENDED and reason == "Suspending":
+        # A stream being suspended still has a driver to stop: under way until it is gone.
+        return {"Ready": "False", "Succeeded": "Unknown", "Failed": "False", "Reconciling": "True", "Stalled": "False"}
     if continuous and phase == Phase.RUNNING:
         return {"Ready": "True", "Succeeded": "Unknown", "Failed": "False", "Reconciling": "False", "Stalled": "False"}
     if phase == Phase.SUCCEEDED:

@@ -366,3 +366,58 @@ def test_a_parked_streamcopy_kind_still_parks() -> None:
     parked = dataclasses.replace(kinds.STREAMCOPY, engine_available=False)
     plan = rc.plan(rc.Observed(Stream().resource(), now=NOW), kind=parked)
     assert plan.phase == "Pending" and plan.create is None
+
+
+# --- how Flux (kstatus) and Argo CD read a stream's life ----------------------------------------
+
+def kstatus_check() -> str:
+    """The real kstatus (``shared/tools/kstatus-check``, beside or inside the checkout, or on PATH)."""
+    import os
+    import shutil
+
+    for candidate in (os.environ.get("LADING_KSTATUS_CHECK", ""), str(REPO / "shared" / "tools" / "kstatus-check"),
+                      str(REPO.parent / "shared" / "tools" / "kstatus-check"), shutil.which("kstatus-check") or ""):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise AssertionError("kstatus-check not found: set LADING_KSTATUS_CHECK or put shared/tools beside the checkout")
+
+
+def test_kstatus_reads_each_step_of_a_stream_right() -> None:
+    import subprocess
+
+    s = Stream()
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    def snap(what: str) -> None:
+        seen.append((what, {**s.resource(), "metadata": {**s.resource()["metadata"], "name": what}}))
+
+    s.plan()
+    snap("submitted")
+    s.plan(app(s.app_name, "RUNNING"), pod(s.app_name))
+    snap("running")
+    name = s.app_name
+    s.plan(app(name, "FAILING"), pod(name, result={"error": "Kafka: broker down"}, exit_code=1, phase="Failed"))
+    snap("restarting")
+    s.plan(app(name, "RUNNING"), pod(name))
+    s.change(batching={"maxBatchInterval": "5s"})
+    snap("spec-changed-not-seen-yet")
+    s.plan(app(name, "RUNNING"), pod(name))
+    snap("stopping-for-the-new-spec")
+    s.plan(None, None)
+    s.plan(app(s.app_name, "RUNNING"), pod(s.app_name))
+    s.change(suspend=True)
+    s.plan(app(s.app_name, "RUNNING"), pod(s.app_name))
+    snap("suspending")
+    s.plan(None, None)
+    snap("suspended")
+    s.change(suspend=False)
+    s.plan(None, None)
+    s.plan(app(s.app_name, "RUNNING"), pod(s.app_name))
+    s.plan(app(s.app_name, "COMPLETED"), pod(s.app_name, result=TOO_MANY, phase="Succeeded"))
+    snap("too-many-errors")
+    docs = "".join(json.dumps(obj) + "\n" for _, obj in seen)
+    out = subprocess.run([kstatus_check(), "--json", "-"], input=docs, capture_output=True, text=True, check=True)
+    got = {(d := json.loads(line))["name"]: d["status"] for line in out.stdout.splitlines() if line.strip()}
+    assert got == {"submitted": "InProgress", "running": "Current", "restarting": "InProgress",
+                   "spec-changed-not-seen-yet": "InProgress", "stopping-for-the-new-spec": "InProgress",
+                   "suspending": "InProgress", "suspended": "Current", "too-many-errors": "Failed"}, out.stdout
