@@ -21,7 +21,16 @@ plus the kubelet would do for each one, with the real Spark app:
    ``containerStatuses[].state.terminated.message`` as the kubelet does, and moves
    the application through SUCCEEDING/FAILING to COMPLETED/FAILED;
 5. when the application is deleted, SIGTERMs the process (SIGKILL after the
-   grace period), deletes the driver Pod and removes the finalizer.
+   grace period), deletes the driver Pod and removes the finalizer;
+6. ``restartPolicy: OnFailure`` (a StreamCopy's): a driver that exits non-zero is
+   rerun, as spark-operator does, up to ``onFailureRetries`` times: FAILING, then
+   PENDING_RERUN with the old driver pod deleted, then a new driver pod and
+   process (the retry interval is not waited: nothing here is timed). Only then
+   does the application end FAILED;
+7. the driver pod has ``podIP`` 127.0.0.1. Every driver runs on this one host, so
+   a declared container port named ``progress`` (a StreamCopy driver's progress
+   endpoint) is given a free port of its own, and ``LADING_PROGRESS_PORT`` follows
+   it; ``LADING_PROGRESS_HOST`` is 127.0.0.1.
 
 ``mode="instant"`` is a test double for measuring operator overhead ONLY (the
 scale benchmark): no Spark; each application is completed at once with a
@@ -59,6 +68,8 @@ API = "sparkoperator.k8s.io/v1beta2"
 PLURAL = "sparkapplications"
 FINALIZER = "sparkoperator.k8s.io/finalizer"
 DRIVER_CONTAINER = "spark-kubernetes-driver"
+PROGRESS_PORT_NAME = "progress"            # lading_operator.render_stream: a StreamCopy driver's port
+PROGRESS_PORT_ENV = "LADING_PROGRESS_PORT"
 GRACE_SECONDS = 30.0
 
 
@@ -208,8 +219,9 @@ class SparkOperatorStandIn:
             self.client.patch(API, PLURAL, meta["namespace"], meta["name"],
                               {"metadata": {"finalizers": [*finalizers, FINALIZER]}})
 
-    def _create_driver_pod(self, run: _Run, app: Obj) -> Obj:
-        """The driver pod as spark-submit creates it, mutated as spark-operator's webhook does."""
+    def _create_driver_pod(self, run: _Run, app: Obj, progress_port: int | None = None) -> Obj:
+        """The driver pod as spark-submit creates it, mutated as spark-operator's webhook does
+        (``progress_port``: this driver's own port for a declared ``progress`` port, see 7.)."""
         meta = app["metadata"]
         pod_name = f"{run.name}-driver"
         driver = (app.get("spec") or {}).get("driver") or {}
@@ -224,6 +236,14 @@ class SparkOperatorStandIn:
                     container[key] = copy.deepcopy(driver[key])
             if driver.get("podSecurityContext"):
                 pod_spec["securityContext"] = copy.deepcopy(driver["podSecurityContext"])
+            # One host for every driver: the progress port gets a port of its own (see 7.).
+            progress_port = progress_port or _free_port()
+            ports = [dict(p, containerPort=progress_port) if p.get("name") == PROGRESS_PORT_NAME else dict(p)
+                     for p in driver.get("ports") or []]
+            if ports:
+                container["ports"] = ports
+                container["env"] = [e for e in container.get("env") or [] if e.get("name") != PROGRESS_PORT_ENV] \
+                    + [{"name": PROGRESS_PORT_ENV, "value": str(progress_port)}]
         pod = {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
@@ -239,7 +259,7 @@ class SparkOperatorStandIn:
         with contextlib.suppress(ApiStatusError):
             self.client.create(pod, "pods")
         return self.client.patch_status("v1", "pods", run.namespace, pod_name, {
-            "phase": "Running", "startTime": _now(),
+            "phase": "Running", "startTime": _now(), "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
             "containerStatuses": [{"name": DRIVER_CONTAINER, "ready": True, "restartCount": 0,
                                    "state": {"running": {"startedAt": _now()}}}]})
 
@@ -278,6 +298,7 @@ class SparkOperatorStandIn:
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "SPARK_LOCAL_IP": "127.0.0.1",
             "LADING_TERMINATION_LOG": str(termination_log),
+            "LADING_PROGRESS_HOST": "127.0.0.1",
             "PYTHONPATH": str(REPO / "spark_apps"),
             "PYTHONUNBUFFERED": "1",
         })
@@ -297,31 +318,46 @@ class SparkOperatorStandIn:
         script = REPO / main_file[len(IMAGE_ROOT):]
         self._app_status(run, {"applicationState": {"state": "SUBMITTED"}, "driverInfo": {},
                                "submissionAttempts": 1, "lastSubmissionAttemptTime": _now()})
-        pod = self._create_driver_pod(run, app)
-        pod_name = pod["metadata"]["name"]
+        policy = spec.get("restartPolicy") or {}
+        retries = int(policy.get("onFailureRetries") or 0) if policy.get("type") == "OnFailure" else 0
         workdir = self.log_dir / f"{run.namespace}-{run.name}"
         workdir.mkdir(parents=True, exist_ok=True)
         termination_log = workdir / "termination-log"
-        ui_port = _free_port()
-        env = self._env(app, pod, termination_log, ui_port)
-        if run.deleting.is_set():
-            return
-        with open(workdir / "driver.log", "wb") as log:
-            run.process = subprocess.Popen([sys.executable, str(script), *spec.get("arguments", [])],
-                                           env=env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
-            self._app_status(run, {"applicationState": {"state": "RUNNING"},
-                                   "sparkApplicationId": f"local-{run.name}",
-                                   "executionAttempts": 1,
-                                   "driverInfo": {"podName": pod_name, "webUIAddress": f"127.0.0.1:{ui_port}",
-                                                  "webUIPort": ui_port}})
-            exit_code = run.process.wait()
-        message = termination_log.read_text() if termination_log.exists() else ""
-        if not message:
-            tail = (workdir / "driver.log").read_bytes()[-2000:].decode(errors="replace")
-            message = tail
-        self._terminate_pod(run, pod_name, exit_code, message)
-        if run.deleting.is_set():
-            return
+        for execution in range(1, retries + 2):
+            pod = self._create_driver_pod(run, app, _free_port())
+            pod_name = pod["metadata"]["name"]
+            termination_log.unlink(missing_ok=True)
+            ui_port = _free_port()
+            env = self._env(app, pod, termination_log, ui_port)
+            if run.deleting.is_set():
+                return
+            with open(workdir / "driver.log", "ab") as log:
+                run.process = subprocess.Popen([sys.executable, str(script), *spec.get("arguments", [])],
+                                               env=env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+                self._app_status(run, {"applicationState": {"state": "RUNNING"},
+                                       "sparkApplicationId": f"local-{run.name}-{execution}",
+                                       "executionAttempts": execution,
+                                       "driverInfo": {"podName": pod_name, "webUIAddress": f"127.0.0.1:{ui_port}",
+                                                      "webUIPort": ui_port}})
+                exit_code = run.process.wait()
+            message = termination_log.read_text() if termination_log.exists() else ""
+            if not message:
+                tail = (workdir / "driver.log").read_bytes()[-2000:].decode(errors="replace")
+                message = tail
+            self._terminate_pod(run, pod_name, exit_code, message)
+            if run.deleting.is_set():
+                return
+            if exit_code == 0 or execution > retries:
+                break
+            # restartPolicy OnFailure: spark-operator deletes the driver pod and submits again (see 6.).
+            self._app_status(run, {"applicationState": {"state": "FAILING",
+                                                        "errorMessage": f"driver container exited with code "
+                                                                        f"{exit_code}"}})
+            self._app_status(run, {"applicationState": {"state": "PENDING_RERUN"}, "driverInfo": {}})
+            with contextlib.suppress(ApiStatusError):
+                self.client.delete("v1", "pods", run.namespace, pod_name)
+            self._app_status(run, {"applicationState": {"state": "SUBMITTED"}, "driverInfo": {},
+                                   "submissionAttempts": execution + 1, "lastSubmissionAttemptTime": _now()})
         self._finish(run, exit_code, message)
 
     def _finish(self, run: _Run, exit_code: int, message: str) -> None:
