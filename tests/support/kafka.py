@@ -10,6 +10,9 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,33 @@ def start_broker(port: int) -> subprocess.Popen[bytes]:
             time.sleep(0.05)
     proc.kill()
     raise RuntimeError("tansu did not listen within 30 s")
+
+
+@contextmanager
+def broker() -> Iterator[str]:
+    """A broker for the ``with`` block: yields ``127.0.0.1:PORT``; stopped at the end."""
+    port = free_port()
+    proc = start_broker(port)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def create_topic(kafka: str, partitions: int = 3, prefix: str = "t") -> str:
+    """A new topic with a unique name."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": kafka})  # kept alive until the futures resolve
+    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(30)
+    return name
 
 
 def producer(kafka: str, **conf: Any) -> Any:

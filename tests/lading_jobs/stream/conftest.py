@@ -10,39 +10,23 @@ test_kafka_broker.py), which is exact only then.
 from __future__ import annotations
 
 import os
-import subprocess
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from support.kafka import free_port, start_broker
+from support.kafka import broker, create_topic
 
 
 @pytest.fixture(scope="session")
 def kafka() -> Iterator[str]:
     """``127.0.0.1:PORT`` of a tansu broker for this test session."""
-    port = free_port()
-    proc = start_broker(port)
-    yield f"127.0.0.1:{port}"
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    with broker() as address:
+        yield address
 
 
 @pytest.fixture
 def make_topic(kafka: str) -> Callable[..., str]:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": kafka})
-
     def make(partitions: int = 3, prefix: str = "t") -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-        for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-            f.result(30)
-        return name
+        return create_topic(kafka, partitions, prefix)
 
     return make
 
