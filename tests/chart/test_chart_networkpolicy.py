@@ -9,6 +9,7 @@ from typing import Any
 from chart import helm
 
 from lading_operator import render
+from lading_spec.streamprogress import PROGRESS_PORT
 
 OPERATOR = f"{helm.RELEASE}-lading-operator"
 SPARK = f"{helm.RELEASE}-lading-spark"
@@ -63,7 +64,7 @@ def test_operator_policy_selects_the_operator_pod_and_opens_health_metrics_api_a
     egress = {frozenset(ports(r)): r for r in policy["egress"]}
     assert {53} in [set(p) for p in egress]
     assert [b["ipBlock"]["cidr"] for b in egress[frozenset({443, 6443})]["to"]] == ["10.96.0.1/32", "172.20.0.0/16"]
-    (ui_peer,) = egress[frozenset({4040})]["to"]
+    (ui_peer,) = egress[frozenset({4040, PROGRESS_PORT})]["to"]  # the Spark UI and a StreamCopy's /progress
     for ns in ("team-a", "batch"):
         assert selects(ui_peer["namespaceSelector"], {"kubernetes.io/metadata.name": ns})
         labels = spark_pod_labels(ns)
@@ -81,7 +82,7 @@ def test_spark_policy_selects_the_rendered_spark_pods_and_lets_the_operator_read
         assert not selects(policy["podSelector"], {"app": "something-else"})
         between, ui = policy["ingress"]
         assert selects(between["from"][0]["podSelector"], labels["executor"]) and "ports" not in between
-        assert ports(ui) == {4040}
+        assert ports(ui) == {4040, PROGRESS_PORT}  # the Spark UI and a StreamCopy driver's /progress
         assert selects(ui["from"][0]["podSelector"], operator_labels)
         assert selects(ui["from"][0]["namespaceSelector"], {"kubernetes.io/metadata.name": helm.NAMESPACE})
         egress_ports = [ports(r) for r in policy["egress"]]
