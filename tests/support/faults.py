@@ -9,6 +9,8 @@ process before it reaches the store. Actions:
 * ``lost_answer``: make the call, then return False (a retried conditional PUT
   answering 412 to its own first attempt);
 * ``kill`` / ``kill_after``: SIGKILL this process before / after the call;
+* ``kill_midway``: for a call over a list of URIs (``delete``), make it for the first half
+  of them, then SIGKILL this process (a batch the store applied only in part);
 * ``term``: send SIGTERM to this process, then make the call;
 * ``hook``: call ``hook()`` (e.g. rewrite an object behind the reader's back), then make the call.
 
@@ -76,6 +78,10 @@ class FaultyStorage(Storage):
         if fault is None:
             return fn(*args, **kwargs)
         if fault.action == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if fault.action == "kill_midway":
+            uris = list(args[0])
+            fn(uris[: len(uris) // 2], *args[1:], **kwargs)
             os.kill(os.getpid(), signal.SIGKILL)
         if fault.action == "raise":
             raise StorageError(f"injected failure: {method} {uri}")

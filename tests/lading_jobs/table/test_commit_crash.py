@@ -3,7 +3,8 @@
 A child process (tests/support/crash_child.py) runs ``writer.commit_parts`` for two pending
 parts as commit 10 (so a checkpoint follows) through a storage wrapper that SIGKILLs it
 before or after the chosen call: a part's completion, the conditional PUT of the commit, the
-checkpoint, ``_last_checkpoint``; or sends SIGTERM during completion. Afterwards, on the real
+checkpoint, ``_last_checkpoint``; or sends SIGTERM during completion, before the PUT or
+before the checkpoint (the commit runs to its end and reports). Afterwards, on the real
 S3 server, the table opens and reads: the rows of commit 9, plus the new ones exactly when
 commit 10 exists; every part any commit references exists (none was ever deleted); and the
 next commit succeeds.
@@ -37,7 +38,10 @@ STEPS = {  # (method, match, nth, action)
     "after the checkpoint": ("put", "checkpoint.json", 1, "kill_after"),
     "after _last_checkpoint": ("put", fmt.LAST_CHECKPOINT, 1, "kill_after"),
     "SIGTERM during completion": ("complete_upload", "", 1, "term"),
+    "SIGTERM before the PUT": ("put_if_absent", fmt.commit_name(10), 1, "term"),
+    "SIGTERM before the checkpoint": ("put", "checkpoint.json", 1, "term"),
 }
+NOT_LANDED = ("first completion", "between completions", "before the PUT")  # killed before the commit exists
 
 
 def _parts(uri: str, first: int, n: int) -> list[writer.WrittenPart]:
@@ -69,7 +73,7 @@ def test_a_commit_killed_at_any_step_leaves_a_table_that_opens_and_reads(bucket:
     snap = TableLog.open_existing(uri).snapshot()
     landed = snap.version == 10
     assert snap.version in (9, 10)
-    assert landed == (step not in ("first completion", "between completions", "before the PUT"))
+    assert landed == (step not in NOT_LANDED)
     assert _ids(uri) == list(range(10)) + (list(range(100, 120)) if landed else [])
     objects = {o.uri for o in st.S3Storage().list_objects(uri + fmt.DATA_DIR + "/")}
     assert {snap.part_uri(p) for p in snap.parts} <= objects  # every referenced part is there

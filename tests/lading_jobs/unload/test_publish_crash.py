@@ -2,8 +2,11 @@
 
 A child process (tests/support/crash_child.py) publishes a run's pending uploads through a
 storage wrapper that SIGKILLs it, or sends it SIGTERM, at one chosen call: the intent, the
-first and second completion, the manifest (before and after), ``replace``'s deletes (before
-and after), the intent's removal. Then, against the real S3 server:
+first and second completion, the manifest (before and after), ``replace``'s deletes (before,
+midway: half of the old files deleted, and after), the intent's removal. SIGTERM is sent before
+anything completes (``replace``), during completion, after it (before the manifest), after the
+manifest (``replace``: before its deletes; ``error``: before the intent's removal). Then,
+against the real S3 server:
 
 * the destination shows the old state or the new one whole: every manifest there lists
   files that exist with the size and CRC-32 it records (``replace``'s old files are never
@@ -46,6 +49,7 @@ STEPS = {
     "before manifest": ("MANIFEST", "_lading_manifest", 1, "kill"),
     "after manifest": ("MANIFEST", "_lading_manifest", 1, "kill_after"),
     "before deletes": ("delete", "old", 1, "kill"),
+    "midway through deletes": ("delete", "old", 1, "kill_midway"),
     "after deletes": ("delete", "old", 1, "kill_after"),
     "intent removal": ("delete", "_lading_intent", 1, "kill"),
 }
@@ -53,6 +57,7 @@ CASES = [(mode, step, "kill") for mode in ("error", "replace", "append") for ste
          if "deletes" not in step or mode == "replace"]
 CASES += [(mode, step, "term") for mode in ("error", "replace", "append")
           for step in ("second completion", "before manifest") + (("before deletes",) if mode == "replace" else ())]
+CASES += [("replace", "intent", "term"), ("error", "intent removal", "term")]  # before completing; after the manifest
 
 
 def _spec(dest: str, mode: str) -> dict[str, Any]:
