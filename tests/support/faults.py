@@ -12,7 +12,8 @@ process before it reaches the store. Actions:
 * ``kill_midway``: for a call over a list of URIs (``delete``), make it for the first half
   of them, then SIGKILL this process (a batch the store applied only in part);
 * ``term``: send SIGTERM to this process, then make the call;
-* ``hook``: call ``hook()`` (e.g. rewrite an object behind the reader's back), then make the call.
+* ``hook``: call ``hook()`` (e.g. rewrite an object behind the reader's back), then make the call;
+* ``hook_after``: make the call, then call ``hook()`` (e.g. another run acts on what it returned).
 
 ``match`` narrows the calls counted to those whose first argument (a URI, or an
 upload's URI) contains it. Every call is also recorded in ``calls`` (method, uri).
@@ -93,6 +94,11 @@ class FaultyStorage(Storage):
             os.kill(os.getpid(), signal.SIGTERM)
             return fn(*args, **kwargs)
         out = fn(*args, **kwargs)
+        if fault.action == "hook_after":
+            assert fault.hook is not None
+            if isinstance(out, Iterator):  # a listing: what the caller saw before the hook acted
+                out = list(out)
+            fault.hook()
         if fault.action == "kill_after":
             os.kill(os.getpid(), signal.SIGKILL)
         if fault.action == "raise_after":

@@ -146,3 +146,32 @@ def test_two_error_runs_that_both_passed_the_check_publish_one(s3_client: Any, b
     assert sorted(s3_keys(s3_client, bucket, prefix)) == sorted(
         [prefix + "_lading_manifest.json"] + [prefix + f["path"] for f in published["files"]])
     assert s3_pending(s3_client, bucket) == []
+
+
+def test_two_error_runs_racing_end_to_end_publish_one(spark: Any, s3_client: Any, bucket: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Right after run a's early check found the prefix empty, run b (which finds it empty too)
+    runs start to end and publishes. Run a then runs its query and fails at publishing (its
+    second check, under its intent, finds b's files), leaving b's files and manifest as they
+    are (a's same-named uploads are aborted, never completed over b's). On 2b0dce2 both runs
+    reported success, a's files and manifest overwriting b's."""
+    dest, prefix = f"s3://{bucket}/race/", "race/"
+    other: dict[str, Any] = {}
+
+    def run_b() -> None:
+        doc = job_doc(_spec(dest, "error", 500), run_id="run-b")
+        try:
+            other.update(run_unload(spark, doc, parse_copyjob(doc.spec)))
+        except Exception as e:  # noqa: BLE001 - the result the app would report
+            other["error"] = str(e)
+
+    first = _run(spark, dest, "error", "run-a", Fault("list_objects", "hook_after", match=dest, hook=run_b),
+                 monkeypatch=monkeypatch)
+    assert other.get("rows") == 500, other
+    assert "is not empty" in first.get("error", ""), first
+    published = _manifest(s3_client, bucket, prefix + "_lading_manifest.json")
+    assert published["runId"] == "run-b"
+    _assert_true(s3_client, bucket, prefix, published)
+    assert sorted(s3_keys(s3_client, bucket, prefix)) == sorted(
+        [prefix + "_lading_manifest.json"] + [prefix + f["path"] for f in published["files"]])
+    assert s3_pending(s3_client, bucket) == []
