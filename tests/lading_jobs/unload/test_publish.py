@@ -58,6 +58,16 @@ def _assert_true(s3: Any, bucket: str, prefix: str, manifest: dict[str, Any]) ->
         assert f"{zlib.crc32(body):08x}" == f["crc32"], f"{f['path']} no longer holds what its manifest says"
 
 
+def _assert_only_published(s3: Any, bucket: str, prefix: str, run_id: str) -> None:
+    """The prefix holds exactly ``run_id``'s manifest and the files it lists, as listed; nothing pending."""
+    published = _manifest(s3, bucket, prefix + "_lading_manifest.json")
+    assert published["runId"] == run_id
+    _assert_true(s3, bucket, prefix, published)
+    assert sorted(s3_keys(s3, bucket, prefix)) == sorted(
+        [prefix + "_lading_manifest.json"] + [prefix + f["path"] for f in published["files"]])
+    assert s3_pending(s3, bucket) == []
+
+
 def test_replace_never_overwrites_the_old_files_before_it_commits(spark: Any, s3_client: Any, bucket: str,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     dest, prefix = f"s3://{bucket}/r/", "r/"
@@ -140,12 +150,7 @@ def test_two_error_runs_that_both_passed_the_check_publish_one(s3_client: Any, b
     commit.publish(storage, dest, one, m1, mode="error", run_id="run-1", token=None)
     with pytest.raises(DestinationNotEmpty, match="not empty"):
         commit.publish(storage, dest, three, m3, mode="error", run_id="run-3", token=None)
-    published = _manifest(s3_client, bucket, prefix + "_lading_manifest.json")
-    assert published["runId"] == "run-1"
-    _assert_true(s3_client, bucket, prefix, published)
-    assert sorted(s3_keys(s3_client, bucket, prefix)) == sorted(
-        [prefix + "_lading_manifest.json"] + [prefix + f["path"] for f in published["files"]])
-    assert s3_pending(s3_client, bucket) == []
+    _assert_only_published(s3_client, bucket, prefix, "run-1")
 
 
 def test_two_error_runs_racing_end_to_end_publish_one(spark: Any, s3_client: Any, bucket: str,
@@ -169,9 +174,4 @@ def test_two_error_runs_racing_end_to_end_publish_one(spark: Any, s3_client: Any
                  monkeypatch=monkeypatch)
     assert other.get("rows") == 500, other
     assert "is not empty" in first.get("error", ""), first
-    published = _manifest(s3_client, bucket, prefix + "_lading_manifest.json")
-    assert published["runId"] == "run-b"
-    _assert_true(s3_client, bucket, prefix, published)
-    assert sorted(s3_keys(s3_client, bucket, prefix)) == sorted(
-        [prefix + "_lading_manifest.json"] + [prefix + f["path"] for f in published["files"]])
-    assert s3_pending(s3_client, bucket) == []
+    _assert_only_published(s3_client, bucket, prefix, "run-b")
