@@ -21,6 +21,7 @@ from lading_spec.formats import (
 from lading_spec.sizes import parse_size
 from lading_spec.sparkconf import check_spark_section
 from lading_spec.templates import check_template
+from lading_spec.transform import Transform, parse_transform
 from lading_spec.uris import check_endpoint, check_uri
 
 IfExists = Literal["error", "replace", "append"]
@@ -112,6 +113,7 @@ class CopyJobSpec:
     target: Target
     connection: Connection = field(default_factory=Connection)
     load: LoadOptions = field(default_factory=LoadOptions)
+    transform: Transform | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -317,7 +319,7 @@ def parse_copyjob(spec: dict[str, Any]) -> CopyJobSpec:
     """Validate and default a CopyJob ``spec``; raise :class:`SpecError` naming the field."""
     spec = _mapping(spec, "spec")
     _only(spec, "", ("from", "to", "connection", "onError", "maxErrors", "maxErrorRatio",
-                     "rejectedRows", "validateOnly", "force", *OPERATOR_FIELDS))
+                     "rejectedRows", "validateOnly", "force", "transform", *OPERATOR_FIELDS))
     check_spark_section(spec.get("spark"))
     if "from" not in spec:
         raise SpecError("from", "missing; give from.query, from.table or from.files")
@@ -331,10 +333,22 @@ def parse_copyjob(spec: dict[str, Any]) -> CopyJobSpec:
         raise SpecError("from.files", "loading into a table (to.table) reads files (from.files)")
     if target.kind == "table" and not target.schema and not target.infer_schema:
         pass  # an existing table supplies its own schema; checked by the job
+    transform = parse_transform(spec.get("transform"))
+    if transform is not None and source.kind != "files":
+        raise SpecError("transform", "applies to loads only (from.files into to.table); a query is from.query")
+    if transform is not None and target.infer_schema:
+        raise SpecError("to.inferSchema", "a transform needs the table's schema: give to.schema (or load into an "
+                        "existing table)")
+    if transform is not None and target.schema:
+        known = {c.name.lower() for c in target.schema}
+        for i, name in enumerate(transform.columns):
+            if name.lower() not in known:
+                raise SpecError(f"transform.columns[{i}]", f"{name!r} is not a column of to.schema")
     return CopyJobSpec(
         source=source,
         target=target,
         connection=_connection(_mapping(spec.get("connection"), "connection")),
         load=_load(spec, is_load=source.kind == "files"),
+        transform=transform,
         raw=spec,
     )
