@@ -30,6 +30,7 @@ from lading_jobs import critical, uploadset
 from lading_jobs import storage as st
 from lading_jobs.engine import Cancelled
 from lading_jobs.load import manifest as mf
+from lading_jobs.load import transform as tf
 from lading_jobs.load.infer import infer_schema
 from lading_jobs.load.policy import Decision, FileOutcome, decide, merge_outcomes
 from lading_jobs.load.stores import storage_for
@@ -223,11 +224,16 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         write_id=fmt.new_write_id(), format=fileset.format, options=fileset.options, load=spec.load,
         rejects_prefix=mf.run_prefix(spec.load.rejected_rows, job.run_id), settings=settings)
     tasks = plan_tasks(todo, fileset.format, settings, chunk_bytes)
+    tplan = None
+    if spec.transform is not None and tasks:
+        tplan = tf.plan_transform(spec, schema, tf.source_schema(spec, todo[0], settings))
     outcomes: list[FileOutcome] = []
     sc = spark.sparkContext
     sc.setJobGroup(job.run_id, f"lading load into {table_uri}", interruptOnCancel=True)
     try:
-        if tasks:
+        if tplan is not None:
+            outcomes = tf.run_tasks(spark, plan, tplan, tasks)
+        elif tasks:
             outcomes = _run_tasks(spark, plan, tasks)
         if cancel is not None and cancel.is_set():
             raise Cancelled()  # the last point where a cancel undoes the run; publishing runs to its end

@@ -63,6 +63,8 @@ def file_entry(o: FileOutcome, decision: Decision, committed: bool) -> dict[str,
         "rowsLoaded": o.rows_good if status in ("loaded", "partial") else 0,
         "rowsRejected": o.rows_rejected,
     }
+    if o.rows_filtered:
+        entry["rowsFiltered"] = o.rows_filtered
     if o.file_error or o.first_error:
         entry["firstError"] = o.file_error or o.first_error
     if o.errors:
@@ -83,6 +85,7 @@ def build_manifest(*, run_id: str, table_uri: str, fmt_name: str, on_error: str,
         "kind": "load", "runId": run_id, "table": table_uri, "format": fmt_name, "onError": on_error,
         "validateOnly": validate_only, "committed": committed, "tableVersion": table_version,
         "rows": rows, "rowsRejected": sum(o.rows_rejected for o in outcomes),
+        "rowsFiltered": sum(o.rows_filtered for o in outcomes),
         "filesLoaded": sum(1 for f in files if f["status"] in ("loaded", "partial")),
         "filesAlreadyLoaded": len(already_loaded), "filesSkipped": len(decision.skipped), "error": error,
         "rejectedRows": rejected_rows, "files": files,
@@ -98,7 +101,8 @@ def result(manifest: dict[str, Any], manifest_uri: str) -> dict[str, Any]:
         "files": manifest["filesLoaded"], "filesAlreadyLoaded": manifest["filesAlreadyLoaded"],
         "filesSkipped": manifest["filesSkipped"],
         "bytes": sum(f["size"] for f in files if f["status"] in ("loaded", "partial")) if committed else 0,
-        "rowsRejected": manifest["rowsRejected"], "tableVersion": manifest["tableVersion"],
+        "rowsRejected": manifest["rowsRejected"], "rowsFiltered": manifest.get("rowsFiltered", 0),
+        "tableVersion": manifest["tableVersion"],
         "fileResults": [{k: f[k] for k in ("file", "status", "rowsLoaded", "rowsRejected", "firstError") if k in f}
                         for f in files[:20]],
     }

@@ -35,6 +35,7 @@ class FileOutcome:
     rows_read: int = 0
     rows_good: int = 0
     rows_rejected: int = 0
+    rows_filtered: int = 0  # removed by the transform's WHERE (neither loaded nor rejected)
     file_error: str | None = None
     first_error: str | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)  # the first few rejects
@@ -68,6 +69,7 @@ def merge_outcomes(chunks: list[FileOutcome]) -> FileOutcome:
         first.index, first.uri, first.etag, first.size, first.unit,
         rows_read=sum(c.rows_read for c in chunks), rows_good=sum(c.rows_good for c in chunks),
         rows_rejected=sum(c.rows_rejected for c in chunks),
+        rows_filtered=sum(c.rows_filtered for c in chunks),
         file_error=next((c.file_error for c in chunks if c.file_error), None),
         first_error=next((c.first_error for c in chunks if c.first_error), None),
         errors=errors, parts=[p for c in chunks for p in c.parts],

@@ -14,7 +14,7 @@ knows its upload ids.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,11 +124,12 @@ def exact_number_columns(schema: TableSchema) -> list[str]:
             if pa.types.is_integer(arrow_type(c.type)) or pa.types.is_decimal(arrow_type(c.type))]
 
 
-def _read(storage: st.Storage, task: FileTask, fmt: str) -> bytes | pa.NativeFile:
+def read_task(plan: LoadPlan, task: FileTask) -> bytes | pa.NativeFile:
     """Parquet through ranged reads (footer, then one row group at a time); text whole. Every
     read is pinned to the listed ETag: the ledger records the version whose rows were read,
     and a file rewritten meanwhile fails (``ObjectChanged``) instead of loading a mix."""
-    if fmt == "parquet":
+    storage = storage_for(task.uri, plan.settings)
+    if plan.format == "parquet":
         return storage.open_input(task.uri, task.size, etag=task.etag or None)
     return storage.read(task.uri, etag=task.etag or None)
 
@@ -142,9 +143,8 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
     known at its end, and the clean case should not pay for the rare one.
     """
     out = FileOutcome(task.file, task.uri, task.etag, task.size)
-    storage = storage_for(task.uri, plan.settings)
     try:
-        decoded: Decoded = decode(_read(storage, task, plan.format), plan.format, plan.options,
+        decoded: Decoded = decode(read_task(plan, task), plan.format, plan.options,
                                   plan.schema.names, task.uri, row_groups=task.row_groups,
                                   first_row=task.first_row, exact_numbers=exact_number_columns(plan.schema))
     except st.ObjectChanged as e:
@@ -158,11 +158,20 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
         out.file_error = decoded.error
         return out
     conformer = Conformer(decoded, plan.schema)
+    return finish_file(plan, task, out, conformer.tables(),
+                       lambda: (conformer.rejects, decoded.rows_read, conformer.rows_good))
+
+
+def finish_file(plan: LoadPlan, task: FileTask, out: FileOutcome, tables: Iterator[pa.Table],
+                result: Callable[[], tuple[list[Reject], int, int]]) -> FileOutcome:
+    """Write a task's good rows (``tables``, in the table's schema) as pending parts and its
+    rejects as a pending rejected-rows file; ``result()``, once ``tables`` is exhausted, gives
+    (rejects, rows read, good rows). Whatever it began it aborts if it fails."""
     table_storage = storage_for(plan.table_uri, plan.settings)
     begun: list[st.PendingUpload] = []
     written: list[writer.WrittenPart] = []
     try:
-        rows = (sort_rows(t, plan.sort_by) for t in conformer.tables())
+        rows = (sort_rows(t, plan.sort_by) for t in tables)
         try:
             if should_write(plan.load, clean=True):
                 written = writer.write_parts(
@@ -174,22 +183,20 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
                     pass
         except (FileError, st.ObjectChanged) as e:  # write_parts aborted what it began
             out.file_error = str(e)
-            out.rows_read = decoded.rows_read
+            out.rows_read = result()[1]
             return out
         begun += [st.PendingUpload.from_dict(w.upload) for w in written]
-        rejects = conformer.rejects
-        out.rows_read = decoded.rows_read
-        out.rows_good = conformer.rows_good
+        rejects, out.rows_read, out.rows_good = result()
         out.rows_rejected = sum(r.count for r in rejects)
         if rejects:
-            out.first_error = _first_error(decoded.unit, rejects[0])
-            out.errors = [reject_entry(task.uri, decoded.unit, r) for r in rejects[:ERRORS_IN_RESULT]]
+            out.first_error = _first_error(out.unit, rejects[0])
+            out.errors = [reject_entry(task.uri, out.unit, r) for r in rejects[:ERRORS_IN_RESULT]]
         if written and not should_write(plan.load, out.clean):
             writer.abort_parts(plan.table_uri, written, storage=table_storage)
             written, begun = [], []
         out.parts = [w.to_json() for w in written]
         if rejects and plan.rejects_prefix:
-            lines = (json.dumps(reject_entry(task.uri, decoded.unit, r), ensure_ascii=False).encode() + b"\n"
+            lines = (json.dumps(reject_entry(task.uri, out.unit, r), ensure_ascii=False).encode() + b"\n"
                      for r in rejects)
             uploads = write_rejects(storage_for(plan.rejects_prefix, plan.settings), plan.rejects_prefix,
                                     task.index, lines, begun)

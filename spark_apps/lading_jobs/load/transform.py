@@ -1,0 +1,359 @@
+"""A load with a transform (``spec.transform``): decode → Spark SQL → write, one Spark stage.
+
+  range(tasks).mapInArrow(decode)  one partition per file task: its records as Arrow
+        │                          (CSV fields as strings, named ``$1``… or transform.fields),
+        │                          plus its decode rejects and one summary row
+        ▼
+  select (Spark SQL, JVM)          per target column TryEval(struct(CAST(item AS type))),
+        │                          the WHERE the same way: a failing expression (a bad cast
+        │                          under ANSI, an overflow) gives a NULL struct, not a failed task
+        ▼
+  mapInArrow(write)                per partition, Arrow only: WHERE false → filtered, a NULL
+                                   struct → rejected row (file, line), the rest → pending parts
+
+Every projection is narrow, so partition i of the last step holds exactly task i's
+rows and the task finishes its file like ``task.run_file`` (same outcome, same
+rejected-rows files, same error policy, ledger and one commit in ``job``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from lading_jobs.load import decode as dec
+from lading_jobs.load.decode import Reject
+from lading_jobs.load.infer import _read_sample
+from lading_jobs.load.policy import FileOutcome, merge_outcomes
+from lading_jobs.load.stores import storage_for
+from lading_jobs.load.task import FileTask, LoadPlan, finish_file, read_task
+from lading_jobs.storage import ObjectChanged, ObjectInfo, S3Settings, StorageError
+from lading_jobs.table.schema import TableSchema, arrow_type, default_scalar, spark_type
+from lading_spec.copyjob import CopyJobSpec
+from lading_spec.errors import SpecError
+from lading_spec.formats import CsvOptions
+from lading_spec.transform import resolve_fields
+
+POS, KIND, INFO, REC, WHERE = "_lading_pos", "_lading_kind", "_lading_info", "_lading_rec", "_lading_where"
+DATA, REJECT, SUMMARY = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class TransformPlan:
+    """What the tasks need besides the ``LoadPlan``: the source's columns and the targets."""
+
+    source: pa.Schema  # the view ``source``: the files' fields, as the decode step emits them
+    targets: tuple[str, ...]  # the table column each item fills, in item order
+    items: tuple[str, ...]  # the items' Spark SQL, ``$k`` resolved
+    where: str | None
+
+
+def _item_column(i: int) -> str:
+    return f"_lading_c{i}"
+
+
+def source_schema(spec: CopyJobSpec, first: ObjectInfo, settings: S3Settings) -> pa.Schema:
+    """The columns of ``source``, from the first file: CSV fields are strings named by the
+    header, by ``transform.fields`` or ``$1``, ``$2``…; Parquet and JSON keep their types."""
+    transform, files = spec.transform, spec.source.files
+    assert transform is not None and files is not None
+    data = storage_for(first.uri, settings).read(first.uri)
+    try:
+        if files.format == "csv":
+            opts = files.options if isinstance(files.options, CsvOptions) else CsvOptions()
+            text = dec.decompress(data, opts.compression, first.uri)
+            if opts.header:
+                names = dec._header(text, opts)
+            elif transform.fields:
+                names = list(transform.fields)
+            else:
+                count = len(_read_sample(data, "csv", opts, first.uri)) if text.strip() else 0
+                names = [f"${k}" for k in range(1, (count or transform.field_refs()) + 1)]
+            schema = pa.schema([pa.field(n, pa.string()) for n in names])
+        else:
+            schema = _read_sample(data, files.format, files.options, first.uri)
+            schema = pa.schema([f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in schema])
+    except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as e:
+        raise SpecError("transform", f"cannot read the fields of {first.uri}: {e}") from e
+    if transform.fields and len(transform.fields) != len(schema):
+        if files.format == "csv" and not (isinstance(files.options, CsvOptions) and files.options.header):
+            return schema
+        raise SpecError("transform.fields", f"names {len(transform.fields)} field(s) but {first.uri} has "
+                        f"{len(schema)}; name them all, in order")
+    if transform.fields:
+        schema = pa.schema([f.with_name(n) for f, n in zip(schema, transform.fields, strict=True)])
+    return schema
+
+
+def plan_transform(spec: CopyJobSpec, schema: TableSchema, source: pa.Schema) -> TransformPlan:
+    """Map the items to table columns and resolve ``$k``; errors name the spec field."""
+    transform = spec.transform
+    assert transform is not None
+    by_name = {c.name.lower(): c for c in schema.columns}
+    if transform.columns:
+        targets = []
+        for i, name in enumerate(transform.columns):
+            column = by_name.get(name.lower())
+            if column is None:
+                raise SpecError(f"transform.columns[{i}]", f"{name!r} is not a column of the table "
+                                f"({', '.join(schema.names)})")
+            targets.append(column.name)
+    else:
+        if len(transform.items) != len(schema.columns):
+            raise SpecError("transform.select", f"gives {len(transform.items)} item(s) for the table's "
+                            f"{len(schema.columns)} column(s) ({', '.join(schema.names)}); give one item per "
+                            "column or list the columns it fills in transform.columns")
+        targets = schema.names
+    for c in schema.columns:
+        if c.name not in targets and not c.nullable and c.default is None:
+            raise SpecError("transform.columns", f"the table's column {c.name!r} is NOT NULL without a default: "
+                            "the transform must fill it")
+    names = source.names
+    return TransformPlan(source=source, targets=tuple(targets),
+                         items=tuple(resolve_fields(t, names) for t in transform.items),
+                         where=resolve_fields(transform.where, names) if transform.where else None)
+
+
+def _try_struct(spark: SparkSession, sql: str) -> Column:
+    """``TryEval(struct(sql))``: NULL where evaluating ``sql`` throws, else a struct holding its value
+    (which may itself be NULL). Spark SQL has no generic TRY, so the Catalyst node is built directly."""
+    jvm = spark._jvm
+    assert jvm is not None
+    parsed = spark._jsparkSession.sessionState().sqlParser().parseExpression(f"struct({sql})")
+    node = jvm.org.apache.spark.sql.classic.ExpressionColumnNode.apply(
+        jvm.org.apache.spark.sql.catalyst.expressions.TryEval(parsed))
+    return Column(jvm.org.apache.spark.sql.Column(node))
+
+
+def _spark_error(e: Exception) -> str:
+    text = str(getattr(e, "desc", None) or e)
+    return text.strip().splitlines()[0] if text.strip() else type(e).__name__
+
+
+def transformed(spark: SparkSession, raw: DataFrame, tplan: TransformPlan, schema: TableSchema) -> DataFrame:
+    """The decoded rows with, per item, its value cast to its column's type (a struct, NULL on
+    error), the WHERE likewise, and for failing rows only the record as JSON (for the rejects)."""
+    types = {c.name: c.type for c in schema.columns}
+    computed = [_item_column(i) for i in range(len(tplan.items))] + ([WHERE] if tplan.where else [])
+    source = ", ".join(_quote(n) for n in tplan.source.names)
+    failed = " OR ".join(f"{c} IS NULL" for c in computed)
+    try:
+        cols = [_try_struct(spark, f"CAST(({item}) AS {spark_type(types[target])})").alias(_item_column(i))
+                for i, (item, target) in enumerate(zip(tplan.items, tplan.targets, strict=True))]
+        if tplan.where is not None:
+            cols.append(_try_struct(spark, f"CAST(({tplan.where}) AS boolean)").alias(WHERE))
+        step = raw.select(raw[POS], raw[KIND], raw[INFO], *cols, *[raw[_quote(n)] for n in tplan.source.names])
+        return step.selectExpr(POS, KIND, INFO, *computed,
+                               f"CASE WHEN {KIND} = {DATA} AND ({failed}) THEN to_json(struct({source})) END AS {REC}")
+    except Exception as e:  # a parse or analysis error in the user's SQL
+        raise SpecError("transform.select", f"Spark cannot evaluate it: {_spark_error(e)}") from e
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+# -- step 1: decode (executor) -------------------------------------------------------
+
+def _meta(n: int, kind: int, info: Sequence[str | None], pos: Sequence[int], source: pa.Schema) -> pa.RecordBatch:
+    arrays = [pa.nulls(n, f.type) for f in source]
+    return pa.RecordBatch.from_arrays(
+        [*arrays, pa.array(pos, pa.int64()), pa.array([kind] * n, pa.int8()), pa.array(info, pa.string())],
+        schema=decode_schema(source))
+
+
+def decode_schema(source: pa.Schema) -> pa.Schema:
+    return pa.schema([*source, pa.field(POS, pa.int64()), pa.field(KIND, pa.int8()), pa.field(INFO, pa.string())])
+
+
+def _fit(table: pa.Table, source: pa.Schema) -> pa.Table:
+    """A decoded piece in the source's columns (matched by name; missing ones NULL)."""
+    arrays = []
+    for f in source:
+        if f.name in table.column_names:
+            arr = table.column(f.name)
+            arrays.append(arr if arr.type == f.type else arr.cast(f.type))
+        else:
+            arrays.append(pa.nulls(table.num_rows, f.type))
+    return pa.Table.from_arrays(arrays, schema=source)
+
+
+def decode_task(plan: LoadPlan, source: pa.Schema, task: FileTask) -> Iterator[pa.RecordBatch]:
+    """One task's records for the view ``source``; its decode rejects; last, one summary row."""
+    summary: dict[str, Any] = {"unit": "line"}
+    try:
+        decoded = dec.decode(read_task(plan, task), plan.format, plan.options, source.names, task.uri,
+                             row_groups=task.row_groups, first_row=task.first_row)
+    except ObjectChanged as e:
+        summary["fileError"] = str(e)
+    except (StorageError, OSError) as e:
+        summary["fileError"] = f"cannot be read: {e}"
+    else:
+        summary["unit"] = decoded.unit
+        if decoded.error:
+            summary["fileError"] = decoded.error
+    if "fileError" in summary:
+        yield _meta(1, SUMMARY, [json.dumps(summary)], [0], source)
+        return
+    try:
+        for piece in decoded.iter_pieces():
+            table = _fit(piece.table, source)
+            offset = 0
+            for batch in table.to_batches():
+                m = batch.num_rows
+                yield pa.RecordBatch.from_arrays(
+                    [*batch.columns, pa.array(piece.positions[offset:offset + m], pa.int64()),
+                     pa.array(np.zeros(m, dtype=np.int8)), pa.nulls(m, pa.string())],
+                    schema=decode_schema(source))
+                offset += m
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        summary["fileError"] = f"its fields do not fit the source's columns ({e})"
+    rejects = decoded.rejects
+    if rejects:
+        info = [json.dumps({"reason": r.reason, "column": r.column, "record": r.record, "count": r.count})
+                for r in rejects]
+        yield _meta(len(rejects), REJECT, info, [r.position for r in rejects], source)
+    summary["rowsRead"] = decoded.rows_read
+    yield _meta(1, SUMMARY, [json.dumps(summary)], [0], source)
+
+
+# -- step 3: write (executor) --------------------------------------------------------
+
+class _Rows:
+    """Splits a task's transformed batches into good rows (table schema) and the rest."""
+
+    def __init__(self, tplan: TransformPlan, schema: TableSchema) -> None:
+        self.tplan, self.schema = tplan, schema
+        self.target = pa.schema([pa.field(c.name, arrow_type(c.type)) for c in schema.columns])
+        self.rejects: list[Reject] = []
+        self.summary: dict[str, Any] = {}
+        self.rows_good = self.rows_filtered = 0
+
+    def tables(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+        for batch in batches:
+            kind = batch.column(KIND).to_numpy(zero_copy_only=False)
+            if (kind != DATA).any():
+                self._notes(batch, kind)
+            if (kind == DATA).any():
+                table = self._data(batch.filter(pa.array(kind == DATA)))
+                if table.num_rows:
+                    self.rows_good += table.num_rows
+                    yield table
+        self.rejects.sort(key=lambda r: r.position)
+
+    def _notes(self, batch: pa.RecordBatch, kind: np.ndarray) -> None:
+        pos = batch.column(POS).to_pylist()
+        info = batch.column(INFO).to_pylist()
+        for i in np.flatnonzero(kind != DATA).tolist():
+            note = json.loads(info[i])
+            if kind[i] == SUMMARY:
+                self.summary = note
+            else:
+                self.rejects.append(Reject(pos[i], note["reason"], note.get("column"), note.get("record"),
+                                           note.get("count", 1)))
+
+    def _data(self, batch: pa.RecordBatch) -> pa.Table:
+        n = batch.num_rows
+        bad = np.zeros(n, dtype=bool)
+        reason: dict[int, tuple[str | None, str]] = {}
+        keep = np.ones(n, dtype=bool)
+        if self.tplan.where is not None:
+            where = batch.column(WHERE)
+            failed = pc.is_null(where).to_numpy(zero_copy_only=False)
+            for i in np.flatnonzero(failed).tolist():
+                reason[i] = (None, f"the WHERE condition failed ({self.tplan.where}): an invalid cast, overflow "
+                                   "or other error under ANSI SQL")
+            value = pc.fill_null(pc.struct_field(where, [0]), False).to_numpy(zero_copy_only=False)
+            filtered = ~failed & ~value.astype(bool)
+            self.rows_filtered += int(filtered.sum())
+            keep &= ~filtered
+            bad |= failed
+        values: dict[str, pa.Array] = {}
+        for i, target in enumerate(self.tplan.targets):
+            col = batch.column(_item_column(i))
+            failed = pc.is_null(col).to_numpy(zero_copy_only=False) & keep & ~bad
+            for r in np.flatnonzero(failed).tolist():
+                reason.setdefault(r, (target, f"the expression for column {target!r} ({self.tplan.items[i]}) "
+                                              "failed: an invalid cast, overflow or other error under ANSI SQL"))
+            bad |= failed
+            values[target] = pc.struct_field(col, [0])
+        arrays = []
+        for c in self.schema.columns:
+            typ = arrow_type(c.type)
+            if c.name in values:
+                arr = values[c.name]
+                arr = arr if arr.type == typ else arr.cast(typ)
+                if not c.nullable and arr.null_count:
+                    nulls = pc.is_null(arr).to_numpy(zero_copy_only=False) & keep & ~bad
+                    for r in np.flatnonzero(nulls).tolist():
+                        reason.setdefault(r, (c.name, f"NULL in column {c.name!r}, which is NOT NULL"))
+                    bad |= nulls
+            else:
+                value = default_scalar(c.default, c.type) if c.default is not None else pa.scalar(None, typ)
+                arr = pa.repeat(value, n) if value.is_valid else pa.nulls(n, typ)
+            arrays.append(arr)
+        if bad.any():
+            pos = batch.column(POS).to_pylist()
+            records = batch.column(REC).to_pylist()
+            for r in np.flatnonzero(bad).tolist():
+                column, why = reason[r]
+                self.rejects.append(Reject(int(pos[r]), why, column=column, record=records[r]))
+        table = pa.Table.from_arrays(arrays, schema=self.target)
+        mask = keep & ~bad
+        return table if mask.all() else table.filter(pa.array(mask))
+
+
+def write_task(plan: LoadPlan, tplan: TransformPlan, task: FileTask,
+               batches: Iterator[pa.RecordBatch]) -> FileOutcome:
+    """Finish one task: its good rows as pending parts, its rejects as a pending file."""
+    out = FileOutcome(task.file, task.uri, task.etag, task.size)
+    rows = _Rows(tplan, plan.schema)
+
+    def result() -> tuple[list[Reject], int, int]:
+        out.unit = rows.summary.get("unit", "line")
+        out.rows_filtered = rows.rows_filtered
+        if rows.summary.get("fileError"):  # before the policy looks at out.clean
+            out.file_error = rows.summary["fileError"]
+        return rows.rejects, rows.summary.get("rowsRead", 0), rows.rows_good
+
+    return finish_file(plan, task, out, rows.tables(batches), result)
+
+
+# -- the driver ----------------------------------------------------------------------
+
+def run_tasks(spark: SparkSession, plan: LoadPlan, tplan: TransformPlan, tasks: list[FileTask]) -> list[FileOutcome]:
+    """Decode, transform and write every task in one Spark stage; the files' outcomes."""
+    source = tplan.source
+
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                yield from decode_task(plan, source, tasks[i])
+
+    raw = (spark.range(0, len(tasks), 1, numPartitions=len(tasks))
+           .mapInArrow(decode, from_arrow_schema(decode_schema(source))))
+    out = transformed(spark, raw, tplan, plan.schema)
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        assert context is not None
+        outcome = write_task(plan, tplan, tasks[context.partitionId()], batches)
+        yield pa.RecordBatch.from_pydict({"outcome": [json.dumps(outcome.to_dict())]})
+
+    spark.sparkContext.setJobDescription(f"lading load with a transform into {plan.table_uri} ({len(tasks)} files)")
+    by_file: dict[int, list[FileOutcome]] = {}
+    for r in out.mapInArrow(write, "outcome string").collect():
+        o = FileOutcome.from_dict(json.loads(r.outcome))
+        by_file.setdefault(o.index, []).append(o)
+    return [merge_outcomes(chunks) for _, chunks in sorted(by_file.items())]
+
