@@ -173,7 +173,13 @@ def filter_column(spark: SparkSession, text: str, field: str) -> Any:
     """
     from pyspark.sql import functions as F
 
-    expression = spark._jsparkSession.sessionState().sqlParser().parseExpression(text)  # type: ignore[attr-defined]
+    check_expression(spark._jsparkSession.sessionState().sqlParser().parseExpression(text), field)  # type: ignore[attr-defined]
+    return F.expr(text)
+
+
+def check_expression(expression: Any, field: str) -> None:
+    """A parsed tenant expression (``filter_column``; a load's ``transform.select`` items): no denied
+    function, no ``IDENTIFIER(<expression>)``, no subquery; :class:`SpecError` on ``field`` otherwise."""
     stack = [expression]
     while stack:
         expr = stack.pop()
@@ -187,7 +193,6 @@ def filter_column(spark: SparkSession, text: str, field: str) -> Any:
             raise SpecError(field, f"{function}() is not allowed: it calls Java code or reads files inside the "
                                    "Spark pods")
         stack.extend(_seq(expr.children()))
-    return F.expr(text)
 
 
 def _describe(plan: Any) -> str:

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from lading_jobs import sandbox
 from lading_jobs.load import decode as dec
 from lading_jobs.load.decode import Reject
 from lading_jobs.load.infer import _read_sample
@@ -128,6 +129,7 @@ def _try_struct(spark: SparkSession, sql: str) -> Column:
     jvm = spark._jvm
     assert jvm is not None
     parsed = spark._jsparkSession.sessionState().sqlParser().parseExpression(f"struct({sql})")
+    sandbox.check_expression(parsed, "transform.select")  # a tenant's SQL: no reflection, no subquery
     node = jvm.org.apache.spark.sql.classic.ExpressionColumnNode.apply(
         jvm.org.apache.spark.sql.catalyst.expressions.TryEval(parsed))
     return Column(jvm.org.apache.spark.sql.Column(node))
@@ -153,6 +155,8 @@ def transformed(spark: SparkSession, raw: DataFrame, tplan: TransformPlan, schem
         step = raw.select(raw[POS], raw[KIND], raw[INFO], *cols, *[raw[_quote(n)] for n in tplan.source.names])
         return step.selectExpr(POS, KIND, INFO, *computed,
                                f"CASE WHEN {KIND} = {DATA} AND ({failed}) THEN to_json(struct({source})) END AS {REC}")
+    except SpecError:
+        raise
     except Exception as e:  # a parse or analysis error in the user's SQL
         raise SpecError("transform.select", f"Spark cannot evaluate it: {_spark_error(e)}") from e
 

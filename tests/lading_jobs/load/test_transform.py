@@ -190,6 +190,12 @@ def test_bad_sql_names_the_field(spark: Any, root: str) -> None:
             "transform": {"select": "SELECT no_such_column FROM source"}}
     with pytest.raises(SpecError, match="transform.select"):
         run_load(spark, job(spec))
+    spec["transform"] = {"select": "SELECT java_method('java.lang.System', 'getenv', 'HOME') FROM source"}
+    with pytest.raises(SpecError, match=r"transform.select: java_method\(\) is not allowed"):
+        run_load(spark, job(spec))
+    spec["transform"] = {"select": "SELECT $1 FROM source WHERE $1 IN (SELECT 1)"}
+    with pytest.raises(SpecError, match="transform.select: a subquery is not allowed"):
+        run_load(spark, job(spec))
     spec["transform"] = {"select": "SELECT $3 FROM source"}
     with pytest.raises(SpecError, match=r"transform.select: \$3 is not a field"):
         run_load(spark, job(spec))
