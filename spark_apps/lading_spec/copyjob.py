@@ -256,9 +256,12 @@ def _target(obj: dict[str, Any]) -> Target:
             keep_partition_columns=bool(obj.get("keepPartitionColumns", False)),
             if_exists=if_exists,
         )
-    for key in ("format", "options", "maxFileSize", "bufferSize", "partitionBy", "keepPartitionColumns", "ifExists"):
+    for key in ("format", "options", "maxFileSize", "bufferSize", "partitionBy", "keepPartitionColumns"):
         if key in obj:
             raise SpecError(f"to.{key}", "applies to files targets only (to.files), not to to.table")
+    table_if_exists = obj.get("ifExists", "append")
+    if table_if_exists not in ("error", "replace", "append"):
+        raise SpecError("to.ifExists", f"got {table_if_exists!r}; accepted: append, replace, error")
     envelope = obj.get("envelope", "append")
     if envelope not in ("append", "upsert", "diff"):
         raise SpecError("to.envelope", f"got {envelope!r}; accepted: append, upsert, diff")
@@ -272,6 +275,7 @@ def _target(obj: dict[str, Any]) -> Target:
         envelope=envelope,
         key_columns=keys,
         sort_by=_str_list(obj.get("sortBy"), "to.sortBy"),
+        if_exists=table_if_exists,
     )
 
 
@@ -329,8 +333,15 @@ def parse_copyjob(spec: dict[str, Any]) -> CopyJobSpec:
     target = _target(_mapping(spec["to"], "to"))
     if source.kind == "files" and target.kind != "table":
         raise SpecError("to.table", "a load (from.files) needs a table target (to.table)")
-    if target.kind == "table" and source.kind != "files":
-        raise SpecError("from.files", "loading into a table (to.table) reads files (from.files)")
+    if target.kind == "table" and source.kind == "table":
+        raise SpecError("from.table", "a table into a table is a query: from.query 'SELECT * FROM t' with "
+                        "from.inputs [{name: t, table: ...}]")
+    if source.kind == "files" and "ifExists" in _mapping(spec["to"], "to"):
+        raise SpecError("to.ifExists", "a load (from.files) always appends; ifExists applies to a query into a "
+                        "table (from.query) or to files targets")
+    if source.kind == "query" and target.kind == "table" and (target.schema or target.infer_schema):
+        raise SpecError("to.schema" if target.schema else "to.inferSchema",
+                        "a query into a table takes its columns from the query (a new table) or from the table")
     if target.kind == "table" and not target.schema and not target.infer_schema:
         pass  # an existing table supplies its own schema; checked by the job
     transform = parse_transform(spec.get("transform"))

@@ -72,3 +72,20 @@ def test_transform_is_for_loads_only_and_columns_must_exist() -> None:
     with pytest.raises(SpecError) as e:
         parse_copyjob(load({"select": "SELECT a FROM source"}, inferSchema=True))
     assert e.value.field == "to.inferSchema"
+
+
+def test_query_into_table_takes_if_exists() -> None:
+    spec = parse_copyjob({"from": {"query": "SELECT 1 AS x"}, "to": {"table": "s3://bkt/t/", "ifExists": "replace"}})
+    assert spec.source.kind == "query" and spec.target.if_exists == "replace"
+    assert parse_copyjob({"from": {"query": "SELECT 1 AS x"}, "to": {"table": "s3://bkt/t/"}}).target.if_exists \
+        == "append"
+    for bad, field in [({"from": {"table": "s3://bkt/s/"}, "to": {"table": "s3://bkt/t/"}}, "from.table"),
+                       ({"from": {"files": "s3://bkt/in/"}, "to": {"table": "s3://bkt/t/", "ifExists": "replace"}},
+                        "to.ifExists"),
+                       ({"from": {"query": "SELECT 1"}, "to": {"table": "s3://bkt/t/", "ifExists": "merge"}},
+                        "to.ifExists"),
+                       ({"from": {"query": "SELECT 1"}, "to": {"table": "s3://bkt/t/", "inferSchema": True}},
+                        "to.inferSchema")]:
+        with pytest.raises(SpecError) as e:
+            parse_copyjob(bad)
+        assert e.value.field == field

@@ -193,6 +193,10 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
     """Run the load ``job`` asks for; return the CopyResponse result (``rows`` or ``error``)."""
     started = time.monotonic()
     spec = spec or parse_copyjob(job.spec)
+    if spec.source.kind == "query":  # INSERT INTO t SELECT …
+        from lading_jobs.load.insert import run_insert
+
+        return run_insert(spark, job, spec, cancel)
     fileset = spec.source.files
     table_uri = spec.target.table
     if fileset is None or table_uri is None:

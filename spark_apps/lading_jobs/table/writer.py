@@ -320,8 +320,11 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
            key_columns: Iterable[str] = (), sort_by: Iterable[str] = (), create: bool = True,
            max_file_size: int = DEFAULT_MAX_FILE_SIZE, buffer_size: int = DEFAULT_BUFFER_SIZE,
            row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, info: Mapping[str, Any] | None = None,
-           operation: str = "append") -> Snapshot:
+           operation: str = "append", replace: bool = False) -> Snapshot:
     """Append a DataFrame as one commit (creating the table from its schema if ``create``).
+
+    ``replace``: the same commit removes every part of the version the write started
+    from, so readers see the old contents or the new ones, never a mix.
 
     The DataFrame's columns are matched to the table's by name; optional
     ``_lading_time`` / ``_lading_diff`` columns give per-row times and diffs
@@ -377,8 +380,9 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
     finally:
         sc.setLocalProperty("spark.jobGroup.id", previous_group)
     written = [WrittenPart.from_json(r["written"]) for r in rows]
-    snap = commit_parts(uri, written, log=log, operation=operation, ledger=ledger, source_progress=source_progress,
-                        info=info, storage=storage, create=new_table)
+    remove = [p.path for p in log.snapshot().parts] if replace and log is not None else []
+    snap = commit_parts(uri, written, log=log, operation=operation, remove=remove, ledger=ledger,
+                        source_progress=source_progress, info=info, storage=storage, create=new_table)
     sweep_write(uri, write_id, written, storage)
     return snap
 
