@@ -104,6 +104,27 @@ SLOW_QUERY = ("SELECT id, aggregate(sequence(1, 200000), 0L, (a, x) -> a + x % (
               "FROM range(0, {rows}, 1, 2)")
 
 
+def test_transforming_load_succeeds_with_its_rows(
+        kube: Kube, kube_namespace: str, operator_process: OperatorProcess, standin: SparkOperatorStandIn,
+        s3_client: Any, bucket: str, s3_secret: str, s3_endpoint: str) -> None:
+    """A load with spec.transform (issue 10): Succeeded, response.rows = the rows the WHERE kept."""
+    s3_client.put_object(Bucket=bucket, Key="in/a.csv", Body=b"1,x,5\n2,y,1\n3,z,9\n")
+    spec = {"from": {"files": f"s3://{bucket}/in/", "format": "csv"},
+            "to": {"table": f"s3://{bucket}/tables/t/",
+                   "schema": [{"name": "id", "type": "bigint"}, {"name": "label", "type": "string"}]},
+            "transform": {"select": "SELECT $1::bigint * 10, upper($2) FROM source WHERE $3::int > 2"},
+            "connection": {"secretRef": {"name": s3_secret}, "endpoint": s3_endpoint, "region": "us-east-1"}}
+    kube.client.create({"apiVersion": API, "kind": "CopyJob",
+                        "metadata": {"name": "load-transform", "namespace": kube_namespace}, "spec": spec}, "copyjobs")
+    done = wait_phase(kube.client, kube_namespace, "load-transform", {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded", (done["status"], operator_process.log())
+    assert done["status"]["response"]["rows"] == 2
+    parts = [k for k in keys(s3_client, bucket, "tables/t/") if k.endswith(".parquet")]
+    rows = pa.concat_tables([pq.read_table(io.BytesIO(s3_client.get_object(Bucket=bucket, Key=k)["Body"].read()))
+                             for k in parts]).select(["id", "label"]).to_pylist()
+    assert sorted(rows, key=lambda r: r["id"]) == [{"id": 10, "label": "X"}, {"id": 30, "label": "Z"}]
+
+
 def test_invalid_specs_are_rejected_naming_the_field(
         kube: Kube, kube_namespace: str, operator_process: OperatorProcess) -> None:
     # Admission (CRD schema / CEL) rejects what it can see...
