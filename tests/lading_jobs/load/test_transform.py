@@ -233,3 +233,46 @@ def test_lading_render_carries_the_transform(capsys: pytest.CaptureFixture[str])
     app = next(d for d in docs if d.get("kind") == "SparkApplication")
     document = json.loads(next(a for a in app["spec"]["arguments"] if a.startswith("{")))
     assert document["spec"]["transform"] == yaml.safe_load(EXAMPLE.read_text())["spec"]["transform"]
+
+
+def test_parquet_chunks_through_a_transform(spark: Any, root: str) -> None:
+    """A Parquet source keeps its types; a file read by several tasks merges its counts and rejects."""
+    import io
+
+    from lading_jobs.load.job import plan_tasks
+
+    ids_ = list(range(1, 301))
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": ids_, "code": [str(i) if i != 151 else "bad" for i in ids_]}), buf,
+                   row_group_size=50)
+    store(root).put(root + "in/big.parquet", buf.getvalue())
+    chunk = len(buf.getvalue()) // 3
+    listed = store(root).list_objects(root + "in/")
+    assert len(plan_tasks(listed, "parquet", st.S3Settings.from_env(), chunk)) >= 3
+    spec = {"from": {"files": root + "in/", "format": "parquet"},
+            "to": {"table": root + "t/", "schema": [{"name": "id", "type": "bigint"}, {"name": "n", "type": "int"}]},
+            "onError": "continue", "rejectedRows": root + "rej/",
+            "transform": {"select": "SELECT id, code::int FROM source WHERE id % 3 <> 0"}}
+    result = run_load(spark, job(spec), chunk_bytes=chunk)
+    kept = [i for i in ids_ if i % 3 and i != 151]  # 151 does not cast: rejected; multiples of 3: filtered
+    assert result["rows"] == len(kept) and result["rowsFiltered"] == 100 and result["rowsRejected"] == 1
+    assert sorted(r["id"] for r in table_rows(root + "t/")) == kept
+    assert {r["id"]: r["n"] for r in table_rows(root + "t/")}[152] == 152
+    rejected = [json.loads(line) for o in store(root + "rej/").list_objects(root + "rej/") if o.uri.endswith(".jsonl")
+                for line in store(o.uri).read(o.uri).decode().splitlines()]
+    assert [(e["row"], e["column"]) for e in rejected] == [(151, "n")]
+
+
+def test_a_cancelled_transform_load_leaves_nothing_behind(spark: Any, root: str) -> None:
+    import threading
+
+    from lading_jobs.load.job import Cancelled
+
+    put(root + "in/", SALES)
+    cancel = threading.Event()
+    cancel.set()  # as if SIGTERM arrived while the tasks ran: they wrote pending parts and rejects
+    with pytest.raises(Cancelled):
+        run_load(spark, job(_sales_spec(root + "in/", root + "t/", "continue", root + "rej/")), cancel=cancel)
+    assert TableLog.open(root + "t/", store(root)) is None
+    assert store(root).list_pending_uploads(root) == []
+    assert [o.uri for o in store(root).list_objects(root) if "/in/" not in o.uri] == []
