@@ -30,6 +30,7 @@ import copy
 import datetime as dt
 import json
 import logging
+import math
 import os
 import threading
 from collections import OrderedDict
@@ -64,9 +65,22 @@ CREATE_BACKOFF = (2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)  # after a create re
 GONE = "gone"  # reconcile's answer when the resource no longer exists
 
 
-def start_timeout() -> float:
-    """``LADING_START_TIMEOUT``: seconds a SparkApplication may take to start before a condition says why."""
-    return float(os.environ.get("LADING_START_TIMEOUT") or START_TIMEOUT)
+def start_timeout(env: Mapping[str, str] | None = None) -> float:
+    """``LADING_START_TIMEOUT``: seconds a SparkApplication may take to start before a condition says why.
+
+    A value that is not a positive number is a ValueError naming the variable (main.configure
+    reads it at start-up, so a bad chart value stops the operator before any reconcile)."""
+    raw = ((os.environ if env is None else env).get("LADING_START_TIMEOUT") or "").strip()
+    if not raw:
+        return START_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"LADING_START_TIMEOUT={raw[:50]!r}: expected a positive number of seconds "
+                         f"(the chart's operator.startTimeout; default {START_TIMEOUT:g})")
+    return value
 
 
 ResourceKey = tuple[str, str, str]  # (kind, namespace, name)

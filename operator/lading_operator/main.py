@@ -5,7 +5,8 @@ Environment (see docs/operator.md): ``LADING_NAMESPACES`` (comma-separated; empt
 ``LADING_METRICS_ADDRESS`` (the address /metrics binds, ``0.0.0.0``),
 ``LADING_POLICY_FILE`` (optional storage allow-list), ``LADING_LIVENESS``
 (``http://0.0.0.0:8080/healthz``; ``off`` disables), ``LADING_WORKERS`` (threads
-for API calls, 16); and what every SparkApplication gets, ``LADING_SPARK_IMAGE``,
+for API calls, 16), ``LADING_START_TIMEOUT`` (seconds, 120; :func:`lading_operator.controller.start_timeout`);
+and what every SparkApplication gets, ``LADING_SPARK_IMAGE``,
 ``LADING_SPARK_IMAGE_PULL_POLICY``, ``LADING_SPARK_IMAGE_PULL_SECRETS``,
 ``LADING_SPARK_SERVICE_ACCOUNT`` (:func:`lading_operator.render.installation_from_env`;
 a bad value stops the operator at start-up).
@@ -48,10 +49,12 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = 330
     controller.set_policy(policy.load_policy(os.environ.get("LADING_POLICY_FILE")))
     install = render.installation_from_env()  # fails closed on a bad value, before any reconcile
+    timeout = controller.start_timeout()  # likewise
     logging.getLogger(__name__).info(
         "SparkApplications: image %s, pull policy %s, pull secrets %s, service account %s",
         install.image, install.image_pull_policy or "(the cluster's default)",
         ", ".join(install.image_pull_secrets) or "none", install.service_account)
+    logging.getLogger(__name__).info("a SparkApplication not started after %gs gets a condition saying why", timeout)
     port = os.environ.get("LADING_METRICS_PORT", "9090")
     if port.lower() != "off":
         metrics.start_metrics_server(int(port), os.environ.get("LADING_METRICS_ADDRESS") or "0.0.0.0")

@@ -13,7 +13,8 @@ import pytest
 import yaml
 from chart import helm
 
-from lading_operator import render
+from lading_operator import controller, render
+from lading_operator.observed import START_TIMEOUT
 
 ROOT = Path(__file__).resolve().parents[2]
 CUSTOM: dict[str, Any] = {
@@ -143,3 +144,24 @@ def test_annotations_for_a_namespace_that_is_not_a_job_namespace_fail_the_instal
     result = helm.run_helm("template", helm.RELEASE, str(helm.CHART), "--namespace", helm.NAMESPACE, values=values)
     assert result.returncode != 0
     assert 'annotationsByNamespace names "analytcs", which is not a job namespace (analytics)' in result.stderr
+
+
+def test_the_start_timeout_reaches_the_operator() -> None:
+    """operator.startTimeout is LADING_START_TIMEOUT, which the operator reads (controller.start_timeout);
+    the chart's default is the operator's own."""
+    assert controller.start_timeout(chart_env({"operator": {"startTimeout": 600}})) == 600.0
+    assert chart_env({})["LADING_START_TIMEOUT"] == "120"
+    assert controller.start_timeout(chart_env({})) == controller.start_timeout({}) == START_TIMEOUT
+
+
+@pytest.mark.parametrize("value", [0, -5, "soon"])
+def test_a_start_timeout_that_is_not_a_positive_number_fails_the_install(value: Any) -> None:
+    result = helm.run_helm("template", helm.RELEASE, str(helm.CHART), "--namespace", helm.NAMESPACE,
+                           values={"operator": {"startTimeout": value}})
+    assert result.returncode != 0 and "startTimeout" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", "inf"])
+def test_a_bad_start_timeout_names_the_variable(value: str) -> None:
+    with pytest.raises(ValueError, match="LADING_START_TIMEOUT.*positive number of seconds"):
+        controller.start_timeout({"LADING_START_TIMEOUT": value})

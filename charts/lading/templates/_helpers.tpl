@@ -71,7 +71,7 @@ the Role in each watched namespace. docs/security.md lists them; tests/chart che
 Nothing on Secrets: credentials reach Spark pods by envFrom, resolved by the kubelet.
 */}}
 {{- define "lading.operatorRules" -}}
-# Our resources: watch them, patch them (kopf's finalizers, annotations, progress).
+# Our resources: watch them, patch them (kopf's lading.io/ annotations).
 - apiGroups: ["lading.io"]
   resources: ["copyjobs", "streamcopies", "compactions"]
   verbs: ["get", "list", "watch", "patch", "update"]
