@@ -141,3 +141,10 @@ def test_rbac_can_be_left_to_the_admin() -> None:
     objects = helm.render(values)
     assert not roles(objects)
     assert not [o for o in objects if o["kind"].endswith("Binding")]
+
+
+def test_security_md_promises_no_finalizer() -> None:
+    """The operator puts no finalizer on anything (handlers/resources.py): security.md names the
+    word only as the RBAC subresource blockOwnerDeletion needs."""
+    text = re.sub(r"`(copyjobs|streamcopies|compactions)/finalizers`", "", DOC.read_text())
+    assert "finaliz" not in text.lower()

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -362,3 +364,20 @@ def test_the_poller_follows_a_stream_at_its_progress_endpoint(good: UI) -> None:
         assert stream.requests == ["/progress"]
     with pytest.raises(ValueError, match="source is one of"):
         poller.want(("ns", "x"), "127.0.0.1:1", "ftp")
+
+
+def test_security_md_lists_the_pollers_connection_and_its_limits() -> None:
+    """docs/security.md (Network) lists the poller's connection to driver UIs, with the limits the
+    poller really has."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    network = doc[doc.index("## Network"):]
+    network = network[:network.index("\n## ", 4)]
+    paragraph = re.sub(r"\s+", " ", network[network.index("**progress poller**"):])
+    limits = progress.Limits()
+    assert "no credentials" in paragraph and "no redirect" in paragraph
+    assert "| out | each running Spark driver's web UI | `status.driverInfo.webUIAddress`" in network
+    assert f"after {limits.connect:g} s and a whole poll after {limits.deadline:g} s" in paragraph
+    assert f"at most {limits.max_bytes // 2**20} MiB per answer" in paragraph
+    assert f"(up to {max(limits.backoff) / 60:g} minutes)" in paragraph
+    assert f"at most {limits.concurrency} drivers at once" in paragraph
+    assert "| operator pod | Spark driver pods (job namespaces) | 4040" in network
