@@ -25,9 +25,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lading_spec import manifests
+from lading_spec import compaction_result, manifests
 from lading_spec.errors import SpecError
 from lading_spec.job import KINDS, JobDocument
+from lading_spec.sizes import human_size
 
 
 def load_manifest(path: str) -> dict[str, Any]:
@@ -60,14 +61,6 @@ def job_document(manifest: dict[str, Any], run_id: str | None = None,
                        run_time=run_time, spec=spec)
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 class ProgressBar:
     """Tasks done / total from Spark's status tracker; rows, bytes, files from task accumulators."""
 
@@ -96,7 +89,7 @@ class ProgressBar:
         filled = int(width * done / total) if total else 0
         bar = "#" * filled + "-" * (width - filled)
         c = self.counters
-        return (f"\r[{bar}] {done}/{total} tasks  {c.rows.value:,} rows  {_human(c.bytes.value)}  "
+        return (f"\r[{bar}] {done}/{total} tasks  {c.rows.value:,} rows  {human_size(c.bytes.value)}  "
                 f"{c.files.value} files ")
 
     def _loop(self) -> None:
@@ -164,7 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"COPY {out['rows']}")
             if out.get("manifest"):
                 print(f"manifest: {out['manifest']}")
-                print(f"{out.get('files', 0)} files, {_human(out.get('bytes', 0))} in {out.get('durationSeconds')} s "
+                print(f"{out.get('files', 0)} files, {human_size(out.get('bytes', 0))} in {out.get('durationSeconds')} s "
                       f"under {out.get('destination')}")
         return 0
     if out.get("cancelled"):
@@ -175,19 +168,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def compaction_summary(out: dict[str, Any]) -> str:
-    """One line for a Compaction run: parts and bytes before → after, rows, the frontier, retention."""
-    line = (f"COMPACT {out.get('partsBefore', 0)} → {out.get('partsAfter', 0)} parts, "
-            f"{_human(out.get('bytesBefore', 0))} → {_human(out.get('bytesAfter', 0))}, "
-            f"{out.get('rowsRead', 0):,} rows read, {out.get('rowsWritten', 0):,} written "
-            f"({out.get('rowsConsolidated', 0):,} consolidated), since {out.get('since')}")
-    if out.get("nothingToDo"):
-        line += f"; nothing to rewrite: {out['nothingToDo']}"
-    ret = out.get("retention")
-    if ret:
-        verb = "would delete" if ret.get("dryRun") else "deleted"
-        line += (f"; retention {verb} {ret.get('partsDeleted', 0) + ret.get('orphansDeleted', 0)} parts "
-                 f"({_human(ret.get('bytesDeleted', 0))}), aborted {ret.get('uploadsAborted', 0)} uploads")
-    return line
+    """One line for a Compaction run (the words the operator's Event uses too)."""
+    return "COMPACT " + compaction_result.describe(out)
 
 
 def _batch_line(reported: Mapping[str, Any]) -> None:

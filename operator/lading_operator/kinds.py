@@ -30,6 +30,7 @@ from typing import Any
 
 from lading_operator import status as st
 from lading_spec import compaction, copyjob, streamcopy
+from lading_spec import compaction_result as compaction_result_text
 
 ResultReader = Callable[[Mapping[str, Any] | None], "RunResult"]
 
@@ -64,6 +65,12 @@ def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _count(value: Any) -> int | None:
+    """A count for a status field whose schema says ``minimum: 0`` (anything else is left out, not refused)."""
+    number = _int(value)
+    return number if number is not None and number >= 0 else None
+
+
 def _history(result: Mapping[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if result and result.get("rows") is not None:
@@ -83,25 +90,55 @@ def copy_result(result: Mapping[str, Any] | None) -> RunResult:
                      history=_history(result), summary=summary, bytes=_int((result or {}).get("bytes")) or 0)
 
 
-COMPACTION_FIELDS = ("partsBefore", "partsAfter", "bytesBefore", "bytesAfter")
+# A Compaction's own status fields: the last run's figures (docs/compaction.md#status).
+COMPACTION_COUNTS = ("partsBefore", "partsAfter", "bytesBefore", "bytesAfter", "rowsRead", "rowsWritten",
+                     "rowsConsolidated", "sinceBefore", "since", "tableVersion")
+COMPACTION_FIELDS = (*COMPACTION_COUNTS, "partsSummary", "nothingToDo", "retention")
+RETENTION_COUNTS = ("partsDeleted", "orphansDeleted", "bytesDeleted", "uploadsAborted")
+RETENTION_LISTED = 20  # paths a retention summary names (the engine lists at most that many)
+COMPACTION_HISTORY = ("partsBefore", "partsAfter", "rowsConsolidated", "since")
+
+
+def _retention(raw: Any) -> dict[str, Any] | None:
+    """The result's ``retention`` as its status field: dryRun, the counts, the paths it names.
+
+    Every key is present (``None`` where absent): status is merge-patched, and a
+    dry run after a real one must not keep the real one's ``deleted`` list.
+    """
+    if not isinstance(raw, Mapping):
+        return None
+    dry = bool(raw.get("dryRun"))
+    out: dict[str, Any] = {"dryRun": dry, **{key: _count(raw.get(key)) for key in RETENTION_COUNTS},
+                           "deleted": None, "wouldDelete": None}
+    listed = raw.get("wouldDelete" if dry else "deleted")
+    if isinstance(listed, list):
+        out["wouldDelete" if dry else "deleted"] = [str(p) for p in listed[:RETENTION_LISTED]]
+    return out
 
 
 def compaction_result(result: Mapping[str, Any] | None) -> RunResult:
-    """A Compaction's result: rows written, and parts/bytes before and after (status fields)."""
-    got = {k: _int((result or {}).get(k)) for k in COMPACTION_FIELDS}
-    fields: dict[str, Any] = {k: v for k, v in got.items() if v is not None}
-    if got["partsBefore"] is not None and got["partsAfter"] is not None:
-        fields["partsSummary"] = f"{got['partsBefore']} → {got['partsAfter']}"
-    rows = (result or {}).get("rows")
-    if "partsSummary" in fields:
-        summary = f"compacted {got['partsBefore']} parts into {got['partsAfter']}"
+    """A Compaction's result: rows written, and what the run did to the table (its status fields).
+
+    Every field of :data:`COMPACTION_FIELDS` is written (``None`` where the result
+    lacks it), so a run that failed or was cancelled clears the figures of the run
+    before it instead of leaving them under a new ``completionTime``.
+    """
+    result = result or {}
+    fields: dict[str, Any] = {k: _count(result.get(k)) for k in COMPACTION_COUNTS}
+    before, after = fields["partsBefore"], fields["partsAfter"]
+    fields["partsSummary"] = f"{before} → {after}" if before is not None and after is not None else None
+    nothing = result.get("nothingToDo")
+    fields["nothingToDo"] = str(nothing)[:1000] if isinstance(nothing, str) and nothing else None
+    fields["retention"] = _retention(result.get("retention"))
+    history = _history(result)
+    history.update({k: fields[k] for k in COMPACTION_HISTORY if fields[k] is not None})
+    if result.get("rows") is not None:
+        summary = "compacted " + compaction_result_text.describe(result)
     else:
-        summary = "completed" if rows is not None else "completed (the driver left no result)"
-    if rows is not None:
-        summary += f" ({rows} rows)"
+        summary = "completed (the driver left no result)"
     return RunResult(response=st.response_from_result(result), output=st.output_from_result(result),
-                     fields=fields, history=_history(result), summary=summary,
-                     bytes=got["bytesAfter"] or _int((result or {}).get("bytes")) or 0)
+                     fields=fields, history=history, summary=summary,
+                     bytes=fields["bytesAfter"] or _int(result.get("bytes")) or 0)
 
 
 def stream_result(result: Mapping[str, Any] | None) -> RunResult:
@@ -172,7 +209,6 @@ COMPACTION = Kind(
     read_result=compaction_result,
     # Two compactions of one table only race each other: a slot due while one runs waits.
     default_concurrency="Forbid",
-    engine_available=False,  # the switch: True once lading_jobs runs Compaction documents
 )
 STREAMCOPY = Kind(
     name="StreamCopy", plural="streamcopies",

@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if kind is None:
             continue
         if not kind.engine_available:
-            print(f"# {where}: {kind.name} {doc.get('metadata', {}).get('name')}: no SparkApplication yet "
+            print(f"# {where}: {kind.name} {doc.get('metadata', {}).get('name')}: no SparkApplication "
                   "(its engine ships in a later release)", file=sys.stderr)
             others += 1
             continue

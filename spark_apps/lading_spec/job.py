@@ -92,17 +92,42 @@ def parse_job_document(text: str) -> JobDocument:
     )
 
 
+ESSENTIAL = ("rows", "error", "cancelled", "files", "bytes", "manifest", "destination", "runId", "reason",
+             "rowsTotal", "batches")
+"""What a result keeps whatever its size: the CopyResponse, and a stream's reason and totals."""
+SHORT_STRING = 1000
+
+
 def encode_result(result: dict[str, Any]) -> str:
-    """The result as compact JSON that fits the termination log (details trimmed first)."""
-    text = json.dumps(result, separators=(",", ":"), sort_keys=True, default=str)
-    if len(text.encode()) <= TERMINATION_LOG_LIMIT - 64:
-        return text
-    slim = {k: v for k, v in result.items() if k in ("rows", "error", "cancelled", "files", "bytes",
-                                                       "manifest", "destination", "runId", "reason",
-                                                       "rowsTotal", "batches")}
-    if isinstance(slim.get("error"), str):
-        slim["error"] = slim["error"][:2000] + ("…" if len(slim["error"]) > 2000 else "")
-    return json.dumps(slim, separators=(",", ":"), sort_keys=True, default=str)
+    """The result as compact JSON that fits the termination log, trimming details first.
+
+    Tried in turn until one fits: the whole result; without lists (lists of
+    paths, per-file details), keeping every count; the top-level numbers, flags
+    and short strings, with the error cut to 2,000 characters; only the
+    CopyResponse fields and what the operator needs to say why a run stopped.
+    """
+    error = result.get("error")
+    short_error = error[:2000] + ("…" if len(error) > 2000 else "") if isinstance(error, str) else error
+    candidates = (
+        result,
+        _without_lists(result),
+        {k: (short_error if k == "error" else v) for k, v in result.items()
+         if k == "error" or v is None or isinstance(v, int | float | bool)
+         or (isinstance(v, str) and len(v) <= SHORT_STRING)},
+        {k: (short_error if k == "error" else v) for k, v in result.items() if k in ESSENTIAL},
+    )
+    text = ""
+    for candidate in candidates:
+        text = json.dumps(candidate, separators=(",", ":"), sort_keys=True, default=str)
+        if len(text.encode()) <= TERMINATION_LOG_LIMIT - 64:
+            break
+    return text
+
+
+def _without_lists(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_lists(v) for k, v in value.items() if not isinstance(v, list | tuple)}
+    return value
 
 
 def parse_result(text: str) -> dict[str, Any] | None:

@@ -46,3 +46,12 @@ def format_size(size: int) -> str:
         if size % UNITS[unit] == 0:
             return f"{size // UNITS[unit]}{unit}"
     return f"{size}B"
+
+
+def human_size(n: float) -> str:
+    """Bytes for people, multiplier 1024, one decimal: ``900 B``, ``61.2 MB`` (not parseable back)."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)

@@ -89,7 +89,8 @@ def test_three_kinds_with_the_agreed_names():
     ("StreamCopy", [("Phase", ".status.phase"), ("Lag", ".status.lag"),
                     ("Rows", ".status.rowsTotal"), ("Last batch", ".status.lastBatchTime")]),
     ("Compaction", [("Phase", ".status.phase"), ("Parts", ".status.partsSummary"),
-                    ("Age", ".metadata.creationTimestamp")]),
+                    ("Rows", ".status.response.rows"), ("Consolidated", ".status.rowsConsolidated"),
+                    ("Since", ".status.since"), ("Age", ".metadata.creationTimestamp")]),
 ])
 def test_printer_columns(kind, columns):
     version = CRDS[kind]["spec"]["versions"][0]
@@ -134,8 +135,9 @@ def test_status_is_spelled_out(kind):
 def test_kind_specific_status_and_phases():
     status = {k: SCHEMAS[k]["properties"]["status"]["properties"] for k in SCHEMAS}
     assert {"lag", "rowsTotal", "batches", "lastBatchTime", "offsets"} <= set(status["StreamCopy"])
-    assert {"partsBefore", "partsAfter", "bytesBefore", "bytesAfter",
-            "partsSummary"} <= set(status["Compaction"])
+    assert {"partsBefore", "partsAfter", "bytesBefore", "bytesAfter", "partsSummary", "rowsRead", "rowsWritten",
+            "rowsConsolidated", "sinceBefore", "since", "tableVersion", "nothingToDo",
+            "retention"} <= set(status["Compaction"])
     assert status["CopyJob"]["phase"]["enum"] == [
         "Pending", "Submitted", "Running", "Cancelling", "Succeeded", "Failed", "Cancelled",
         "Scheduled", "Suspended"]

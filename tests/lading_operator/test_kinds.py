@@ -1,8 +1,9 @@
 """The kind descriptions: they agree with the CRDs, and one lifecycle runs every kind.
 
-A Compaction with its engine switch on (as it will be once its engine lands) is
-planned through exactly the same steps as a CopyJob: one-shot and scheduled
-runs, the same status, retries, cancel and history. Parked kinds stay Pending.
+A Compaction is planned through exactly the same steps as a CopyJob: one-shot and
+scheduled runs, the same status, retries, cancel and history; its result fills
+its own status fields, which its CRD's status schema admits as written. Parked
+kinds (StreamCopy, until its engine ships) stay Pending.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from harness import schema as schemas
+from harness.kube import load_crds, types_from_crd
 from lading_operator import kinds, phases
 from lading_operator import reconcile as rc
 from lading_operator.triggers import oneshot, parked, scheduled
@@ -23,7 +26,8 @@ from lading_spec.job import parse_job_document
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = dt.datetime(2026, 1, 1, 2, 0, 5, tzinfo=dt.UTC)
-RUNNING_COMPACTION = dataclasses.replace(kinds.COMPACTION, engine_available=True)
+RUNNING_COMPACTION = kinds.COMPACTION
+PARKED_COMPACTION = dataclasses.replace(kinds.COMPACTION, engine_available=False)
 
 
 def example(kind: str) -> dict[str, Any]:
@@ -90,7 +94,7 @@ def test_a_copyjob_and_a_compaction_of_one_name_get_their_own_applications() -> 
     assert compaction.create["metadata"]["name"] == "nightly-compaction-20260101020000-1"
 
 
-def test_a_compaction_runs_like_a_copyjob_once_its_engine_is_on() -> None:
+def test_a_compaction_runs_like_a_copyjob() -> None:
     spec = {k: v for k, v in example("Compaction").items() if k != "schedule"}
     first = rc.plan(rc.Observed(resource("Compaction", spec), now=NOW), kind=RUNNING_COMPACTION)
     assert first.phase == "Submitted" and first.create is not None
@@ -109,7 +113,7 @@ def test_a_compaction_runs_like_a_copyjob_once_its_engine_is_on() -> None:
     assert (done.status["partsBefore"], done.status["partsAfter"], done.status["partsSummary"]) == (120, 8, "120 → 8")
     assert done.status["bytesAfter"] == 800 and done.finished_run is not None and done.finished_run["bytes"] == 800
     assert cond(done, "Succeeded")["status"] == "True"
-    assert ("Normal", "Succeeded", "compacted 120 parts into 8 (1200 rows)") in done.events
+    assert ("Normal", "Succeeded", "compacted 120 → 8 parts, 900 B → 800 B") in done.events
 
 
 def test_a_running_compaction_retries_and_cancels_like_a_copyjob() -> None:
@@ -168,12 +172,20 @@ def test_parked_kinds_are_validated_then_pending(kind: str) -> None:
 
 def test_an_invalid_parked_spec_fails_naming_the_field_and_runs_nowhere_once_fixed() -> None:
     spec = dict(example("Compaction"), targetFileSize="huge")
-    failed = rc.plan(rc.Observed(resource("Compaction", spec), now=NOW))
+    failed = rc.plan(rc.Observed(resource("Compaction", spec), now=NOW), kind=PARKED_COMPACTION)
     assert failed.phase == "Failed" and failed.status["response"]["error"].startswith("spec.targetFileSize")
     assert cond(failed, "Ready")["reason"] == "InvalidSpec"
-    fixed = rc.plan(rc.Observed(resource("Compaction", example("Compaction"), failed.status, generation=2), now=NOW))
+    fixed = rc.plan(rc.Observed(resource("Compaction", example("Compaction"), failed.status, generation=2), now=NOW),
+                    kind=PARKED_COMPACTION)
     assert fixed.phase == "Pending" and cond(fixed, "Ready")["reason"] == "EngineNotAvailable"
     assert fixed.create is None
+
+
+def test_a_valid_compaction_is_no_longer_parked() -> None:
+    spec = {k: v for k, v in example("Compaction").items() if k != "schedule"}
+    plan = rc.plan(rc.Observed(resource("Compaction", spec), now=NOW))  # the kind as the operator registers it
+    assert plan.phase == "Submitted" and plan.create is not None
+    assert cond(plan, "Ready")["reason"] == "Submitted"
 
 
 def test_the_storage_policy_checks_every_kinds_uris() -> None:
@@ -184,6 +196,115 @@ def test_the_storage_policy_checks_every_kinds_uris() -> None:
         return f"{uris[0][0]}: {uris[0][1]!r} is outside the allowed storage"
 
     plan = rc.plan(rc.Observed(resource("Compaction", example("Compaction")), now=NOW), deny)
-    assert seen == [("spec.table", "s3://warehouse/tables/orders/")]
+    assert seen == [("spec.table", example("Compaction")["table"])]
     assert plan.phase == "Failed" and cond(plan, "Ready")["reason"] == "Forbidden"
     assert kinds.streamcopy_uris(example("StreamCopy"))  # a StreamCopy names its table and source
+
+
+# --- a Compaction's result in status -----------------------------------------------------
+
+CRD = next(c for c in load_crds([REPO / "crds" / "compactions.lading.io.yaml"]))
+SCHEMA = types_from_crd(CRD)[0].schema
+RESULT = {
+    "rows": 40, "partsBefore": 20, "partsAfter": 1, "bytesBefore": 61_000, "bytesAfter": 9_000,
+    "rowsRead": 500, "rowsWritten": 40, "rowsConsolidated": 460, "files": 1, "bytes": 9_000,
+    "destination": "s3://lake/orders/", "groups": 1, "groupsReplanned": 1, "sinceBefore": 6, "since": 10,
+    "tableVersion": 12, "runId": "r1", "durationSeconds": 3.5,
+    "retention": {"dryRun": False, "partsDeleted": 3, "orphansDeleted": 1, "bytesDeleted": 4096,
+                  "uploadsAborted": 2, "deleted": [f"data/w-{i}/part-00000.parquet" for i in range(4)]},
+}
+
+
+def finish(result: dict[str, Any] | None, status: dict[str, Any] | None = None, schedule: str | None = None,
+           app_state: str = "COMPLETED") -> tuple[rc.Plan, dict[str, Any]]:
+    """One run of a Compaction ends with ``result``: the plan, and the resource as the API server stores it."""
+    spec = {k: v for k, v in example("Compaction").items() if k != "schedule"}
+    if schedule:
+        spec["schedule"] = schedule
+    base = {"phase": "Running", "runId": "r2", "attempts": 1, "sparkApplication": "nightly-compaction-r2-1",
+            "startTime": "2026-01-01T02:00:00Z", **(status or {})}
+    message = json.dumps(result) if result is not None else ""
+    plan = rc.plan(rc.Observed(resource("Compaction", spec, base), app(app_state, base["sparkApplication"]),
+                               pod(message) if result is not None else None, True, NOW + dt.timedelta(minutes=1)))
+    stored = {k: v for k, v in {**base, **plan.status}.items() if v is not None}
+    for key in ("retention", "response"):  # merge patch: None inside a nested object removes the key
+        if isinstance(stored.get(key), dict):
+            stored[key] = {k: v for k, v in {**(base.get(key) or {}), **stored[key]}.items() if v is not None}
+    return plan, stored
+
+
+def admitted(status: dict[str, Any]) -> dict[str, Any]:
+    """The status as the CRD's schema admits it: nothing pruned, nothing refused."""
+    obj = {"apiVersion": "lading.io/v1alpha1", "kind": "Compaction", "metadata": {"name": "nightly"},
+           "spec": {"table": "s3://lake/orders/"}, "status": status}
+    pruned, errors = schemas.admit(obj, SCHEMA)
+    assert pruned == [] and errors == [], (pruned, errors)
+    return status
+
+
+def test_a_compactions_result_fills_its_status_and_its_crd_admits_every_field() -> None:
+    plan, status = finish(RESULT)
+    assert plan.phase == "Succeeded"
+    admitted(status)
+    assert status["response"] == {"rows": 40}
+    assert status["output"] == {"files": 1, "bytes": 9_000, "destination": "s3://lake/orders/"}
+    assert (status["partsBefore"], status["partsAfter"], status["partsSummary"]) == (20, 1, "20 → 1")
+    assert (status["bytesBefore"], status["bytesAfter"]) == (61_000, 9_000)
+    assert (status["rowsRead"], status["rowsWritten"], status["rowsConsolidated"]) == (500, 40, 460)
+    assert (status["sinceBefore"], status["since"], status["tableVersion"]) == (6, 10, 12)
+    assert status["retention"] == {"dryRun": False, "partsDeleted": 3, "orphansDeleted": 1, "bytesDeleted": 4096,
+                                   "uploadsAborted": 2, "deleted": RESULT["retention"]["deleted"]}
+    assert "nothingToDo" not in status
+    message = ("compacted 20 → 1 parts, 59.6 kB → 8.8 kB, 500 rows read, 40 written (460 consolidated), "
+               "since 6 → 10; retention deleted 3 parts and 1 orphan (4.0 kB), aborted 2 uploads")
+    assert ("Normal", "Succeeded", message) in plan.events
+    assert cond(plan, "Ready")["message"] == message
+    assert plan.finished_run is not None and plan.finished_run["rows"] == 40 and plan.finished_run["bytes"] == 9_000
+
+
+def test_a_run_with_nothing_to_do_and_a_dry_run_say_so() -> None:
+    _, first = finish(RESULT)
+    nothing = {"rows": 0, "partsBefore": 0, "partsAfter": 0, "bytesBefore": 0, "bytesAfter": 0, "rowsRead": 0,
+               "rowsWritten": 0, "rowsConsolidated": 0, "sinceBefore": 10, "since": 10, "tableVersion": 12,
+               "nothingToDo": "3 parts are smaller than half of targetFileSize; minInputFiles is 4",
+               "retention": {"dryRun": True, "partsDeleted": 2, "orphansDeleted": 0, "bytesDeleted": 100,
+                             "uploadsAborted": 0, "wouldDelete": ["data/w-1/a.parquet", "data/w-1/b.parquet"]}}
+    plan, status = finish(nothing, {k: v for k, v in first.items() if k not in ("phase",)})
+    admitted(status)
+    assert status["partsSummary"] == "0 → 0" and status["nothingToDo"] == nothing["nothingToDo"]
+    # The real run's list of deleted paths does not survive a dry run (status is merge-patched).
+    assert status["retention"] == {"dryRun": True, "partsDeleted": 2, "orphansDeleted": 0, "bytesDeleted": 100,
+                                   "uploadsAborted": 0, "wouldDelete": ["data/w-1/a.parquet", "data/w-1/b.parquet"]}
+    message = cond(plan, "Ready")["message"]
+    assert "since 10," not in message and message.endswith(
+        "since 10; nothing to rewrite: 3 parts are smaller than half of targetFileSize; minInputFiles is 4; "
+        "retention (dry run) would delete 2 parts and 0 orphans (100 B) and abort 0 uploads")
+
+
+def test_a_failed_run_clears_the_figures_of_the_run_before() -> None:
+    _, first = finish(RESULT)
+    plan, status = finish({"error": "sortBy[0]: no column 'x' in the table"},
+                          {k: v for k, v in first.items() if k != "phase"}, app_state="FAILED")
+    admitted(status)
+    assert plan.phase == "Failed" and status["response"] == {"error": "sortBy[0]: no column 'x' in the table"}
+    for key in kinds.COMPACTION_FIELDS:
+        assert key not in status, key
+
+
+def test_a_scheduled_runs_history_entry_has_its_parts_and_the_new_since() -> None:
+    plan, status = finish(RESULT, {"lastScheduleTime": "2026-01-01T02:00:00Z"}, schedule="0 2 * * *")
+    admitted(status)
+    assert plan.phase == "Scheduled"
+    (entry,) = status["lastRuns"]
+    assert entry["phase"] == "Succeeded" and entry["rows"] == 40 and entry["destination"] == "s3://lake/orders/"
+    assert (entry["partsBefore"], entry["partsAfter"], entry["rowsConsolidated"], entry["since"]) == (20, 1, 460, 10)
+    assert cond(plan, "Ready")["message"].startswith("run r2 succeeded: compacted 20 → 1 parts")
+
+
+def test_figures_the_schema_would_refuse_are_left_out_not_written() -> None:
+    odd = {**RESULT, "rowsConsolidated": -3, "partsAfter": "many", "retention": {"dryRun": False,
+                                                                                   "deleted": ["x"] * 50}}
+    _, status = finish(odd)
+    admitted(status)  # a refused status write would leave the run looking unfinished
+    assert "rowsConsolidated" not in status and "partsAfter" not in status and "partsSummary" not in status
+    assert len(status["retention"]["deleted"]) == kinds.RETENTION_LISTED

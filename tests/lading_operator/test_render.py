@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from harness.admission import Admission
-from lading_operator import names, render
+from lading_operator import kinds, names, render
+from lading_spec.compaction import parse_compaction
 from lading_spec.copyjob import parse_copyjob
 from lading_spec.errors import SpecError
 from lading_spec.job import parse_job_document
@@ -55,19 +56,30 @@ def run(name: str = "orders-export", attempt: int = 1) -> render.RunIdentity:
                               attempt=attempt)
 
 
-def example_specs() -> list[tuple[str, dict[str, Any]]]:
-    out = [("inline-unload", UNLOAD), ("inline-load", LOAD)]
+def example_specs(kind: str = "CopyJob") -> list[tuple[str, dict[str, Any]]]:
+    out = [("inline-unload", UNLOAD), ("inline-load", LOAD)] if kind == "CopyJob" else []
     for path in sorted((REPO / "examples").glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
-            if isinstance(doc, dict) and doc.get("kind") == "CopyJob":
+            if isinstance(doc, dict) and doc.get("kind") == kind:
                 out.append((f"{path.name}:{doc['metadata']['name']}", doc["spec"]))
     return out
 
 
-@pytest.mark.parametrize(("label", "spec"), example_specs(), ids=lambda v: v if isinstance(v, str) else "")
-def test_rendered_app_validates_against_upstream_schema(upstream: Admission, label: str,
+def compaction_run() -> render.RunIdentity:
+    return render.RunIdentity(kind="Compaction", namespace="data", name="orders-nightly", uid="7a1d-uid",
+                              generation=2, run_id="20260101020000",
+                              run_time=dt.datetime(2026, 1, 1, 2, tzinfo=dt.UTC))
+
+
+RUNNING_KINDS = [k for k in kinds.ALL if k.engine_available]
+EXAMPLES = [(kind, label, spec) for kind in RUNNING_KINDS for label, spec in example_specs(kind.name)]
+
+
+@pytest.mark.parametrize(("kind", "label", "spec"), EXAMPLES, ids=[f"{k.name}-{label}" for k, label, _ in EXAMPLES])
+def test_rendered_app_validates_against_upstream_schema(upstream: Admission, kind: kinds.Kind, label: str,
                                                         spec: dict[str, Any]) -> None:
-    app = render.build_sparkapplication(spec, run())
+    identity = run() if kind is kinds.COPYJOB else compaction_run()
+    app = render.build_sparkapplication(spec, identity, operator_fields=kind.operator_fields)
     ok, message = admitted(upstream, app)
     assert ok, message
     for required in ("sparkVersion", "type", "mainApplicationFile", "driver", "executor"):
@@ -164,6 +176,38 @@ def test_contract_rendered_arguments_parse_in_the_spark_app() -> None:
     assert parsed.connection.secret_name == "s3-creds"
     # Operator-only fields stay with the operator.
     assert "spark" not in doc.spec and "schedule" not in doc.spec and "backoffLimit" not in doc.spec
+
+
+def test_contract_a_rendered_compaction_parses_in_the_spark_app() -> None:
+    """The Compaction example as the operator renders it, read back as the Spark app reads it."""
+    from lading_jobs import main  # the Spark side, imported on purpose
+
+    (_, spec), = example_specs("Compaction")
+    spec = {**spec, "backoffLimit": 2, "activeDeadlineSeconds": 900, "suspend": False,
+            "spark": {"executor": {"instances": 2}}}
+    app = render.build_sparkapplication(spec, compaction_run(), operator_fields=kinds.COMPACTION.operator_fields)
+    assert app["metadata"]["name"] == "orders-nightly-compaction-20260101020000-1"
+    assert app["metadata"]["labels"]["lading.io/kind"] == "Compaction"
+    assert app["spec"]["executor"]["instances"] == 2
+    args = app["spec"]["arguments"]
+    assert args[0] == "--job" and main._parse_args(args).job == args[1]
+    doc = parse_job_document(args[1])
+    assert (doc.kind, doc.namespace, doc.name, doc.uid, doc.generation, doc.run_id) == \
+        ("Compaction", "data", "orders-nightly", "7a1d-uid", 2, "20260101020000")
+    # The engine main.py dispatches to by the document's kind validates it as parse_compaction does.
+    compaction = main.engine_for(doc.kind)
+    assert compaction is not None and compaction.kind == "Compaction"
+    parsed = compaction.validate(doc)
+    whole = parse_compaction(spec)  # what the operator validated, operator-only fields included
+    for name in ("table", "target_file_size", "min_input_files", "since", "sort_by", "scope_filter",
+                 "max_bytes_per_run", "retention", "connection"):
+        assert getattr(parsed, name) == getattr(whole, name), name
+    assert parsed.table == spec["table"] and parsed.sort_by == tuple(spec["sortBy"])
+    assert parsed.retention is not None and parsed.retention.grace_period == 24 * 3600
+    assert parsed.connection.secret_name == "s3-credentials"
+    # Operator-only fields stay with the operator; everything else reaches the engine.
+    assert not set(doc.spec) & set(kinds.COMPACTION.operator_fields)
+    assert set(doc.spec) == set(spec) - set(kinds.COMPACTION.operator_fields)
 
 
 @pytest.mark.parametrize(("spark", "field"), [

@@ -122,3 +122,14 @@ def test_spark_properties_outside_the_safe_list_need_a_policy(tmp_path: Path,
     policy.write_text("allowedPrefixes: {default: ['s3://']}\n"
                       "sparkConf: {namespaces: {data: ['spark.kubernetes.node.selector.']}}\n")
     assert render_cli.main([str(path), "--policy", str(policy)]) == 0
+
+
+def test_renders_the_compaction_example(capsys: pytest.CaptureFixture[str]) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "compaction.yaml"
+    assert render_cli.main([str(example), "-n", "data", "--run-time", "2026-01-01T00:00:00Z"]) == 0
+    captured = capsys.readouterr()
+    (app,) = list(yaml.safe_load_all(captured.out))
+    name = yaml.safe_load(example.read_text())["metadata"]["name"]
+    assert app["metadata"]["name"] == f"{name}-compaction-20260101020000-1"  # the next nightly slot
+    assert app["metadata"]["labels"]["lading.io/kind"] == "Compaction"
+    assert '"kind":"Compaction"' in app["spec"]["arguments"][1] and '"schedule"' not in app["spec"]["arguments"][1]

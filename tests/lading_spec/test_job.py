@@ -56,6 +56,21 @@ def test_a_trimmed_stream_result_keeps_its_reason() -> None:
     assert "batch" not in parsed
 
 
+def test_a_compaction_result_that_does_not_fit_keeps_its_counts_and_drops_its_lists() -> None:
+    paths = [f"data/w-{'f' * 32}/part-{i:05d}-{'e' * 36}.parquet" for i in range(20)]
+    result = {"rows": 40, "partsBefore": 20, "partsAfter": 1, "rowsConsolidated": 460, "since": 10,
+              "destination": "s3://lake/" + "t" * 2500 + "/",
+              "retention": {"dryRun": False, "partsDeleted": 3, "bytesDeleted": 4096, "deleted": paths}}
+    assert len(json.dumps(result)) > TERMINATION_LOG_LIMIT
+    text = encode_result(result)
+    assert len(text.encode()) <= TERMINATION_LOG_LIMIT
+    parsed = parse_result(text)
+    assert parsed is not None and parsed["partsBefore"] == 20 and parsed["since"] == 10
+    assert parsed["retention"] == {"dryRun": False, "partsDeleted": 3, "bytesDeleted": 4096}
+    small = {**result, "destination": "s3://lake/t/"}
+    assert parse_result(encode_result(small)) == small  # what fits is kept whole
+
+
 def test_parse_result_reads_the_last_marked_line_of_a_log() -> None:
     log = "spark noise\n{\"not\": \"a result\"}\n" + RESULT_MARKER + json.dumps({"rows": 42}) + "\n"
     assert parse_result(log) == {"rows": 42}
