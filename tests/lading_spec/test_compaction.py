@@ -24,10 +24,11 @@ def test_defaults():
 
 def test_example_parses():
     spec = parse_compaction(yaml.safe_load((EXAMPLES / "compaction.yaml").read_text())["spec"])
-    assert spec.since.retain_for == 168 * 3600 and spec.min_input_files == 8
-    assert spec.max_bytes_per_run == 50 * 1024**3 and spec.sort_by == ("order_id",)
+    assert spec.since.retain_for == 168 * 3600 and spec.min_input_files == 2
+    assert spec.max_bytes_per_run == 50 * 1024**3 and spec.sort_by == ("id",)
     assert spec.retention is not None and spec.retention.grace_period == 24 * 3600
-    assert spec.schedule == "0 2 * * *" and spec.scope_filter and "updated_at" in spec.scope_filter
+    assert spec.schedule == "0 2 * * *" and spec.scope_filter and "created_at" in spec.scope_filter
+    assert spec.table == "s3://lading-demo/tables/orders/"  # the table examples/copyjob-load-parquet.yaml loads
 
 
 @pytest.mark.parametrize("since, expected", [

@@ -1,7 +1,10 @@
-"""The load examples: ``lading run examples/copyjob-load-parquet.yaml`` on the S3 server, twice.
+"""The load examples: ``lading run examples/copyjob-load-parquet.yaml`` on the S3 server, twice, then
+``lading run examples/compaction.yaml`` on the table it loaded, twice.
 
-The first run creates the table from the files and loads every row; the second
-loads nothing, because the table's ledger already holds the files.
+The first load creates the table from the files and loads every row; the second
+loads nothing, because the table's ledger already holds the files. The first
+compaction rewrites the loads' parts into one sorted part, the second finds
+nothing to do; the table reads the same rows throughout.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import pytest
 import yaml
 
 from lading import cli
+from lading_jobs.compact.plan import written_by_compaction
 from lading_jobs import storage as st
 from lading_jobs.load.stores import storage_for
 from lading_jobs.table.log import TableLog
@@ -46,3 +50,16 @@ def test_lading_run_loads_the_sample_orders_once(spark: Any, s3_client: Any, kee
     assert snap.rows == 20_000 and len(snap.ledger) == 3
     assert [c.name for c in snap.schema.columns] == ["id", "region", "customer", "total", "created_at", "note"]
     assert snap.schema.column("total").type == "decimal(12,2)"
+
+    # examples/compaction.yaml compacts that table (its schedule is ignored by lading run).
+    before = snap
+    example = str(EXAMPLES / "compaction.yaml")
+    assert cli.main(["run", example, "--master", "local[2]"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith(f"COMPACT {len(before.parts)} → 1 parts,") and "20,000 rows read" in line, line
+    after = TableLog.open(table, storage_for(table, st.S3Settings.from_env())).snapshot()  # type: ignore[union-attr]
+    assert after.rows == 20_000 and len(after.parts) == 1 and written_by_compaction(after.parts[0])
+    assert after.ledger == before.ledger  # the loads' ledger survives: a third load still loads nothing
+    assert cli.main(["run", example, "--master", "local[2]", "--json"]) == 0
+    second = yaml.safe_load(capsys.readouterr().out.strip().splitlines()[-1])
+    assert second["partsBefore"] == 0 and second["nothingToDo"] and second["rows"] == 0
