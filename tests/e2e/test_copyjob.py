@@ -14,13 +14,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from harness.client import ApiStatusError, wait_until
 from harness.fixtures import Kube
 from harness.spark_operator import SparkOperatorStandIn
 
-from .conftest import API, REPO, OperatorProcess, apps_of, conditions, wait_phase
+from .conftest import API, OperatorProcess, apps_of, conditions, wait_phase
 
 pytestmark = [pytest.mark.k8s, pytest.mark.s3, pytest.mark.slow]
 SOURCE_ROWS = 500
@@ -269,18 +268,3 @@ def test_scheduled_copyjob_runs_twice_into_two_destinations(
         assert keys(s3_client, bucket, destination.split("/", 3)[3]), destination
     assert obj["status"]["lastScheduleTime"] and obj["status"]["nextScheduleTime"]
     assert conditions(obj)["Ready"]["status"] == "True"
-
-
-@pytest.mark.parametrize("example", ["compaction.yaml"])
-def test_compaction_waits_for_its_engine(
-        kube: Kube, kube_namespace: str, operator_process: OperatorProcess, example: str) -> None:
-    doc = yaml.safe_load((REPO / "examples" / example).read_text())
-    doc["metadata"]["namespace"] = kube_namespace
-    plural = {"Compaction": "compactions", "StreamCopy": "streamcopies"}[doc["kind"]]
-    kube.client.create(doc, plural)
-    obj = kube.client.wait_for(API, plural, kube_namespace, doc["metadata"]["name"],
-                               lambda o: ((o or {}).get("status") or {}).get("phase") is not None, timeout=60,
-                               interval=0.2)
-    assert obj is not None and obj["status"]["phase"] == "Pending"
-    assert conditions(obj)["Ready"]["reason"] == "EngineNotAvailable"
-    assert apps_of(kube.client, kube_namespace) == []
