@@ -176,3 +176,25 @@ def test_gitops_doc_points_at_the_scripts() -> None:
     for kind in EXPECTED:
         assert f"resource.customizations.health.lading.io_{kind}" in doc
         assert f"gitops/argocd/lading.io_{kind}/health.lua" in doc
+
+
+def test_a_succeeded_compaction_says_what_it_did() -> None:
+    """The status the operator writes when a Compaction's run ends, through Argo CD's script."""
+    import json
+
+    from lading_operator import reconcile as rc
+
+    result = {"rows": 30, "partsBefore": 12, "partsAfter": 1, "bytesBefore": 23_940, "bytesAfter": 2_311,
+              "rowsRead": 240, "rowsWritten": 30, "rowsConsolidated": 210, "sinceBefore": 0, "since": 7}
+    status = {"phase": "Running", "runId": "r", "attempts": 1, "sparkApplication": "c-compaction-r-1",
+              "startTime": "2030-01-02T03:00:00Z"}
+    obj: dict[str, Any] = {"apiVersion": "lading.io/v1alpha1", "kind": "Compaction",
+                           "metadata": {"name": "c", "namespace": "ns", "uid": "u", "generation": 1},
+                           "spec": {"table": "s3://lake/t/"}, "status": status}
+    pod = {"status": {"containerStatuses": [{"name": "spark-kubernetes-driver",
+                                             "state": {"terminated": {"exitCode": 0, "message": json.dumps(result)}}}]}}
+    app = {"metadata": {"name": "c-compaction-r-1"}, "status": {"applicationState": {"state": "COMPLETED"}}}
+    plan = rc.plan(rc.Observed(obj, app, pod, True, NOW))
+    obj["status"] = {**status, **plan.status}
+    assert health("Compaction", obj) == ("Healthy", "compacted 12 → 1 parts, 23.4 kB → 2.3 kB, 240 rows read, "
+                                                    "30 written (210 consolidated), since 0 → 7")

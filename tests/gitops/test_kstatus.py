@@ -128,3 +128,52 @@ def test_conditions_carry_observed_generation_and_the_kstatus_types() -> None:
     conds = resource("CopyJob", Phase.RUNNING)["status"]["conditions"]
     assert {c["type"] for c in conds} >= {"Ready", "Reconciling", "Stalled"}
     assert all(c["observedGeneration"] == 2 and c["lastTransitionTime"] for c in conds)
+
+
+@pytest.mark.parametrize("kind", ["CopyJob", "Compaction"])
+def test_a_scheduled_run_under_way_is_in_progress_for_every_running_kind(kind: str) -> None:
+    assert kstatus(resource(kind, Phase.RUNNING, scheduled=True)) == "InProgress"
+    assert kstatus(resource(kind, Phase.SCHEDULED, scheduled=True)) == "Current"
+
+
+def test_a_compaction_as_the_operator_plans_it_reads_right_at_every_step() -> None:
+    """Statuses from the operator's planner itself (not a builder call), one-shot and scheduled."""
+    import json
+
+    from lading_operator import reconcile as rc
+
+    def obj(spec: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "lading.io/v1alpha1", "kind": "Compaction",
+                "metadata": {"name": "c", "namespace": "ns", "uid": "u", "generation": 1,
+                             "creationTimestamp": "2030-01-02T03:04:00Z"},
+                "spec": spec, "status": status}
+
+    def pod(result: dict[str, Any]) -> dict[str, Any]:
+        return {"status": {"containerStatuses": [{"name": "spark-kubernetes-driver", "state": {
+            "terminated": {"exitCode": 0 if "rows" in result else 1, "message": json.dumps(result)}}}]}}
+
+    def step(spec: dict[str, Any], status: dict[str, Any], state: str | None = None,
+             result: dict[str, Any] | None = None) -> dict[str, Any]:
+        app = ({"metadata": {"name": status["sparkApplication"]}, "status": {"applicationState": {"state": state}}}
+               if state else None)
+        plan = rc.plan(rc.Observed(obj(spec, status), app, pod(result) if result else None, result is not None,
+                                   NOW))
+        return {**status, **{k: v for k, v in plan.status.items() if v is not None}}
+
+    spec = {"table": "s3://lake/t/"}
+    submitted = step(spec, {})
+    assert submitted["phase"] == "Submitted" and kstatus(obj(spec, submitted)) == "InProgress"
+    running = step(spec, submitted, "RUNNING")
+    assert running["phase"] == "Running" and kstatus(obj(spec, running)) == "InProgress"
+    done = step(spec, running, "COMPLETED", {"rows": 3, "partsBefore": 4, "partsAfter": 1})
+    assert done["phase"] == "Succeeded" and kstatus(obj(spec, done)) == "Current"
+    failed = step(spec, running, "FAILED", {"error": "scope.filter: no column x"})
+    assert failed["phase"] == "Failed" and kstatus(obj(spec, failed)) == "Failed"
+    cancelling = step({**spec, "cancel": True}, running, "RUNNING")
+    assert cancelling["phase"] == "Cancelling" and kstatus(obj(spec, cancelling)) == "InProgress"
+    cancelled = step({**spec, "cancel": True}, cancelling)
+    assert cancelled["phase"] == "Cancelled" and kstatus(obj(spec, cancelled)) == "Current"
+
+    nightly = {**spec, "schedule": "@every 1m"}
+    scheduled = step(nightly, {})
+    assert scheduled["phase"] == "Scheduled" and kstatus(obj(nightly, scheduled)) == "Current"
