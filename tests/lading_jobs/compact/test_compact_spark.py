@@ -70,7 +70,7 @@ def test_lading_run_compacts_consolidates_and_a_second_run_rewrites_nothing(
     spec = {"table": uri, "since": {"version": 6}, "sortBy": ["id"], "minInputFiles": 4, "targetFileSize": "64MB"}
     assert cli.main(["run", str(manifest(tmp_path, spec)), "--master", "local[2]"]) == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]
-    assert line.startswith("COMPACT 20 → 1 parts,") and "since 6" in line, line
+    assert line.startswith("COMPACT 20 → 1 parts,") and line.endswith("since 0 → 6"), line
     snap = log.snapshot()
     assert snap.since == 6 and len(snap.parts) == 1 and written_by_compaction(snap.parts[0])
     assert snap.rows < 500  # versions below since consolidated: one per key, plus the newer ones
