@@ -127,6 +127,9 @@ class TableSchema:
     last_column_id: int = 0
     schema_id: int = 0
     _by_name: dict[str, Column] = field(default_factory=dict, compare=False, repr=False)
+    # not an init field, so dataclasses.replace (a new schema id) starts with an empty cache
+    _arrow: dict[tuple[bool, str, str], pa.Schema] = field(default_factory=dict, init=False, compare=False,
+                                                           repr=False)
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
@@ -231,7 +234,16 @@ class TableSchema:
 
     # -- Arrow and Spark --------------------------------------------------------------
     def arrow_schema(self, *, internal: bool = True, table_id: str = "", envelope: str = "") -> pa.Schema:
-        """The Arrow schema of a part (user columns, then ``_lading_time``, ``_lading_diff``)."""
+        """The Arrow schema of a part (user columns, then ``_lading_time``, ``_lading_diff``).
+
+        Built once per argument set (the schema is immutable; every part read asks for it).
+        """
+        cached = self._arrow.get((internal, table_id, envelope))
+        if cached is None:
+            cached = self._arrow[(internal, table_id, envelope)] = self._build_arrow(internal, table_id, envelope)
+        return cached
+
+    def _build_arrow(self, internal: bool, table_id: str, envelope: str) -> pa.Schema:
         fields = [c.arrow_field() for c in self.columns]
         if internal:
             fields += [
