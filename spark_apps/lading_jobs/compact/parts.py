@@ -73,8 +73,9 @@ class CeilingPartWriter:
         self._n += 1
         sink = PartSink(self.storage, fmt.part_uri(self.uri, path), self.buffer_size)
         self.begun.append(sink)
+        # the part's statistics come from stx.table_stats at close (by column id), not the unload's
         f = ParquetFile(sink, self.arrow_schema, dict(self._options), self._footer, self.max_size,
-                        self.row_group_rows, self._ratio)
+                        self.row_group_rows, self._ratio, column_stats=False)
         return _Open(path, sink, f)
 
     def write(self, rows: pa.Table) -> None:

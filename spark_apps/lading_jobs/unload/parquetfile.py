@@ -139,11 +139,12 @@ def _encoded_size(table: pa.Table, schema: pa.Schema, options: dict[str, Any]) -
 
 class ParquetFile:
     def __init__(self, sink: PartSink, schema: pa.Schema, options: dict[str, Any], footer: FooterModel,
-                 max_size: int, row_group_rows: int, ratio: list[float]) -> None:
+                 max_size: int, row_group_rows: int, ratio: list[float], column_stats: bool = True) -> None:
+        """``column_stats=False``: count rows only (a caller that computes its own statistics)."""
         self.sink, self.schema, self.options, self.footer = sink, schema, options, footer
         self.max_size, self.row_group_rows = max_size, row_group_rows
         self.ratio = ratio  # shared per task: [largest parquet bytes / arrow bytes seen]
-        self.stats = FileStats(schema)
+        self.stats = FileStats(schema, columns=column_stats)
         self.row_groups = 0
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
@@ -174,9 +175,12 @@ class ParquetFile:
         self.pending_rows += batch.num_rows
         self.pending_bytes += batch.nbytes
         est = self.pending_bytes * self.ratio[0]
-        if (self.pending_rows >= self.row_group_rows or self.pending_bytes >= MAX_PENDING_BYTES
-                or est >= SAFE_FRACTION * self._room()):
-            rest = self._flush()
+        near_ceiling = est >= SAFE_FRACTION * self._room()
+        if self.pending_rows >= self.row_group_rows or self.pending_bytes >= MAX_PENDING_BYTES or near_ceiling:
+            # Enough rows for a row group: write the whole row groups and keep the rest pending (small
+            # input batches would otherwise leave a runt row group at every flush), unless the ceiling
+            # is near, where every pending row is measured now.
+            rest = self._flush(keep_tail=not near_ceiling and self.pending_bytes < MAX_PENDING_BYTES)
             if rest is not None:
                 return rest.combine_chunks().to_batches()[0] if rest.num_rows else None
         return None
@@ -190,12 +194,30 @@ class ParquetFile:
         if table.nbytes:
             self.ratio[0] = max(self.ratio[0], (self.sink.size - before) / table.nbytes)
 
-    def _flush(self) -> pa.Table | None:
-        """Write the pending rows as row groups; return the rows left over once the file is full."""
+    def _flush(self, keep_tail: bool = False) -> pa.Table | None:
+        """Write the pending rows as row groups; return the rows left over once the file is full.
+
+        ``keep_tail``: write only whole row groups of ``row_group_rows``; the rows after
+        the last whole one stay pending for the next.
+        """
         if not self.pending:
             return None
         table = pa.Table.from_batches(self.pending, self.schema)
         self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
+        tail: pa.Table | None = None
+        if keep_tail and table.num_rows > self.row_group_rows:
+            whole = table.num_rows - table.num_rows % self.row_group_rows
+            table, tail = table.slice(0, whole), table.slice(whole)
+        rest = self._write_groups(table)
+        if tail is not None and tail.num_rows:
+            if rest is not None:
+                return pa.concat_tables([rest, tail])
+            self.pending = tail.to_batches()
+            self.pending_rows, self.pending_bytes = tail.num_rows, tail.nbytes
+        return rest
+
+    def _write_groups(self, table: pa.Table) -> pa.Table | None:
+        """Write ``table`` as row groups; return the rows left over once the file is full."""
         while table.num_rows:
             take = min(table.num_rows, self.row_group_rows)
             head = table.slice(0, take)

@@ -82,14 +82,16 @@ class ColumnStats:
 
 
 class FileStats:
-    """Statistics of the rows written to one file."""
+    """Statistics of the rows written to one file (``columns=False``: the row count only)."""
 
-    def __init__(self, schema: pa.Schema) -> None:
+    def __init__(self, schema: pa.Schema, columns: bool = True) -> None:
         self.rows = 0
-        self.columns = [ColumnStats(f.name, _orderable(f.type)) for f in schema]
+        self.columns = [ColumnStats(f.name, _orderable(f.type)) for f in schema] if columns else []
 
     def update(self, batch: pa.RecordBatch | pa.Table) -> None:
         self.rows += batch.num_rows
+        if not self.columns:
+            return
         for stats, column in zip(self.columns, batch.columns, strict=True):
             stats.update(column)
 
