@@ -101,7 +101,7 @@ def _sum_identical(table: pa.Table, names: Sequence[str], since: int) -> pa.Tabl
     if table.num_rows == 0 or pc.min(table.column(fmt.TIME_COLUMN)).as_py() >= since:
         return table  # nothing to consolidate: no copy
     old_mask = pc.less(table.column(fmt.TIME_COLUMN), since)
-    old = table.filter(old_mask)
+    old = table.filter(old_mask).combine_chunks()  # taken from below: one chunk per column
     new = table.filter(pc.invert(old_mask))
     if old.num_rows == 0:
         return table
@@ -124,11 +124,12 @@ def consolidate(table: pa.Table, envelope: str, key_columns: Sequence[str], sinc
                 drop_deletes: bool = False, sort_by: Sequence[str] = ()) -> Consolidated:
     """The group's rows consolidated up to ``since`` (see the module doc), sorted by ``sort_by``."""
     rows_in = table.num_rows
-    # One chunk per column: sorting and taking across a chunk per part is many times slower.
-    table = table.combine_chunks()
     names = cons.user_columns(table)
+    # Sorting and taking across a chunk per part is many times slower than over one chunk per
+    # column, so the paths that sort or take combine first; a group with nothing to consolidate
+    # and nothing to sort is not copied at all (the writer takes its chunks as they are).
     if envelope == "upsert":
-        out = _upsert(table, key_columns, since, drop_deletes)
+        out = _upsert(table.combine_chunks(), key_columns, since, drop_deletes)
     elif envelope in ("diff", "append"):
         # row order carries no meaning here (every row counts): no ranking sort
         out = _sum_identical(table, names, since) if groupable(table.schema, names) else table
@@ -136,5 +137,5 @@ def consolidate(table: pa.Table, envelope: str, key_columns: Sequence[str], sinc
         raise ValueError(f"unknown envelope {envelope!r}")
     out = out.select([*names, fmt.TIME_COLUMN, fmt.DIFF_COLUMN])
     if sort_by and out.num_rows:
-        out = out.sort_by([(c, "ascending") for c in sort_by])
+        out = out.combine_chunks().sort_by([(c, "ascending") for c in sort_by])
     return Consolidated(out, rows_in, out.num_rows)

@@ -3,9 +3,11 @@
 Everything stays in Arrow inside the Python worker (pyarrow reads and writes
 Parquet; nothing crosses into the JVM but one JSON line per group), which is
 why a compaction outruns Spark reading and rewriting the same parts itself.
-A task holds one group's rows in memory (about ``targetFileSize`` of
-compressed input, decompressed). The outputs stay pending uploads; on an
-exception the task aborts its own.
+A group that needs consolidating or sorting is held in memory whole (about
+``targetFileSize`` of compressed input, decompressed); a plain bin-pack (an
+append or diff table, no ``sortBy``, every row at or after ``since``) streams:
+each part's rows go to the writer as they are read, in part order. The
+outputs stay pending uploads; on an exception the task aborts its own.
 """
 
 from __future__ import annotations
@@ -64,23 +66,47 @@ def storage_for(uri: str, settings: st.S3Settings) -> st.Storage:
     return st.S3Storage(settings) if uri.startswith("s3://") else st.open_storage(uri, settings)
 
 
+def streams(plan: RewritePlan, group: Group) -> bool:
+    """Whether ``group`` is a plain bin-pack: nothing to consolidate (by its parts' time
+    statistics; missing ones mean "might") and nothing to sort, so rows can go straight
+    from each part to the writer."""
+    return (plan.snapshot.envelope in ("append", "diff") and not plan.sort_by
+            and all(p.stats.min_time is not None and p.stats.min_time >= plan.since for p in group.parts))
+
+
+def _read_group(plan: RewritePlan, group: Group, storage: st.Storage) -> tuple[pa.Table, int]:
+    """The group's rows, consolidated and sorted (held in memory whole); and how many were read."""
+    snap = plan.snapshot
+    ranked = snap.envelope == "upsert"  # only upserts order rows by part and position
+    pieces = [reader.read_part(storage, snap, p, order=ranked) for p in group.parts]
+    rows = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+    del pieces
+    out = rewrite.consolidate(rows, snap.envelope, snap.key_columns, plan.since, drop_deletes=group.drop_deletes,
+                              sort_by=plan.sort_by)
+    return out.rows, rows.num_rows
+
+
 def rewrite_group(plan: RewritePlan, index: int, storage: st.Storage) -> GroupOutcome:
     """Read, consolidate and write group ``index``; its outputs are pending uploads."""
     started = time.monotonic()
     group = plan.groups[index]
     snap = plan.snapshot
-    pieces = [reader.read_part(storage, snap, p) for p in group.parts]
-    rows = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
-    del pieces
-    out = rewrite.consolidate(rows, snap.envelope, snap.key_columns, plan.since, drop_deletes=group.drop_deletes,
-                              sort_by=plan.sort_by)
-    rows_in = rows.num_rows
-    del rows
     writer = CeilingPartWriter(snap.uri, snap.schema, plan.write_id, index, table_id=snap.table_id,
                                envelope=snap.envelope, storage=storage, max_size=plan.target_file_size,
                                keep_order=group.keep_order)
     try:
-        writer.write(out.rows)
+        if streams(plan, group):
+            rows_in = 0
+            for part in group.parts:
+                piece = reader.read_part(storage, snap, part, order=False)
+                rows_in += piece.num_rows
+                writer.write(piece)
+            rows_out = rows_in
+        else:
+            rows, rows_in = _read_group(plan, group, storage)
+            rows_out = rows.num_rows
+            writer.write(rows)
+            del rows
         written = writer.finish()
     except FileTooSmall as e:
         writer.abort()
@@ -88,7 +114,7 @@ def rewrite_group(plan: RewritePlan, index: int, storage: st.Storage) -> GroupOu
     except BaseException:
         writer.abort()
         raise
-    return GroupOutcome(index, tuple(written), rows_in, out.rows_out, round(time.monotonic() - started, 3))
+    return GroupOutcome(index, tuple(written), rows_in, rows_out, round(time.monotonic() - started, 3))
 
 
 def task_body(plan: RewritePlan, counters: Any = None):  # type: ignore[no-untyped-def]

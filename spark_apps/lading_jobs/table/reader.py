@@ -121,8 +121,13 @@ def _row_group_stats(md: pq.FileMetaData, rg_index: int,
     return PartStats(rows=rg.num_rows, columns=cols), min_time
 
 
-def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex.Expr | None = None) -> pa.Table:
-    """One part's rows in the current schema, with time, diff, seq and pos; row groups skipped."""
+def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex.Expr | None = None, *,
+              order: bool = True) -> pa.Table:
+    """One part's rows in the current schema, with time, diff, seq and pos; row groups skipped.
+
+    ``order=False`` leaves out seq and pos (what orders rows of equal time in an
+    upsert table), for callers that never rank rows.
+    """
     skip = skipping_predicate(snapshot, predicate)
     with storage.open_input(snapshot.part_uri(part), part.size) as f:
         pf = pq.ParquetFile(f)
@@ -147,8 +152,10 @@ def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex
             table = pf.read_row_groups(wanted, columns=columns, use_threads=False)
             positions = pa.concat_arrays([
                 pa.array(np.arange(start, start + md.row_group(i).num_rows, dtype=np.int64))
-                for i, start in zip(wanted, starts, strict=True)])
+                for i, start in zip(wanted, starts, strict=True)]) if order else None
     out = conform(table, snapshot.schema)
+    if not order:
+        return out
     out = out.append_column(cons.SEQ_COLUMN, pa.repeat(pa.scalar(part.order, pa.int64()), out.num_rows))
     return out.append_column(cons.POS_COLUMN, positions)
 
