@@ -11,14 +11,15 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from harness import schema as schemas
-from harness.kube import load_crds, types_from_crd
+from harness.admission import Admission
+from harness.kube import load_crds
 from lading_operator import kinds, phases
 from lading_operator import reconcile as rc
 from lading_operator.triggers import oneshot, parked, scheduled
@@ -204,7 +205,15 @@ def test_the_storage_policy_checks_every_kinds_uris() -> None:
 # --- a Compaction's result in status -----------------------------------------------------
 
 CRD = next(c for c in load_crds([REPO / "crds" / "compactions.lading.io.yaml"]))
-SCHEMA = types_from_crd(CRD)[0].schema
+
+
+@pytest.fixture(scope="module")
+def adm() -> Iterator[Admission]:
+    """The API server's write path for the Compaction CRD (crd-check --serve)."""
+    with Admission([CRD]) as a:
+        yield a
+
+
 RESULT = {
     "rows": 40, "partsBefore": 20, "partsAfter": 1, "bytesBefore": 61_000, "bytesAfter": 9_000,
     "rowsRead": 500, "rowsWritten": 40, "rowsConsolidated": 460, "files": 1, "bytes": 9_000,
@@ -233,19 +242,24 @@ def finish(result: dict[str, Any] | None, status: dict[str, Any] | None = None, 
     return plan, stored
 
 
-def admitted(status: dict[str, Any]) -> dict[str, Any]:
-    """The status as the CRD's schema admits it: nothing pruned, nothing refused."""
-    obj = {"apiVersion": "lading.io/v1alpha1", "kind": "Compaction", "metadata": {"name": "nightly"},
-           "spec": {"table": "s3://lake/orders/"}, "status": status}
-    pruned, errors = schemas.admit(obj, SCHEMA)
-    assert pruned == [] and errors == [], (pruned, errors)
+def admitted(adm: Admission, status: dict[str, Any]) -> dict[str, Any]:
+    """The status as the API server stores it through the status subresource (strict field
+    validation): nothing pruned, nothing refused."""
+    obj = {"apiVersion": "lading.io/v1alpha1", "kind": "Compaction",
+           "metadata": {"name": "nightly", "namespace": "data"}, "spec": {"table": "s3://lake/orders/"}}
+    created = adm.create(obj, namespace="data", field_validation="Strict")
+    assert created.allowed and created.object is not None, created.message
+    stored = {**created.object, "metadata": {**created.object["metadata"], "resourceVersion": "1"}}
+    answer = adm.update({**stored, "status": status}, stored, subresource="status", field_validation="Strict")
+    assert answer.allowed and answer.object is not None, answer.message
+    assert answer.object["status"] == status, "pruned or defaulted"
     return status
 
 
-def test_a_compactions_result_fills_its_status_and_its_crd_admits_every_field() -> None:
+def test_a_compactions_result_fills_its_status_and_its_crd_admits_every_field(adm: Admission) -> None:
     plan, status = finish(RESULT)
     assert plan.phase == "Succeeded"
-    admitted(status)
+    admitted(adm, status)
     assert status["response"] == {"rows": 40}
     assert status["output"] == {"files": 1, "bytes": 9_000, "destination": "s3://lake/orders/"}
     assert (status["partsBefore"], status["partsAfter"], status["partsSummary"]) == (20, 1, "20 → 1")
@@ -262,7 +276,7 @@ def test_a_compactions_result_fills_its_status_and_its_crd_admits_every_field() 
     assert plan.finished_run is not None and plan.finished_run["rows"] == 40 and plan.finished_run["bytes"] == 9_000
 
 
-def test_a_run_with_nothing_to_do_and_a_dry_run_say_so() -> None:
+def test_a_run_with_nothing_to_do_and_a_dry_run_say_so(adm: Admission) -> None:
     _, first = finish(RESULT)
     nothing = {"rows": 0, "partsBefore": 0, "partsAfter": 0, "bytesBefore": 0, "bytesAfter": 0, "rowsRead": 0,
                "rowsWritten": 0, "rowsConsolidated": 0, "sinceBefore": 10, "since": 10, "tableVersion": 12,
@@ -270,7 +284,7 @@ def test_a_run_with_nothing_to_do_and_a_dry_run_say_so() -> None:
                "retention": {"dryRun": True, "partsDeleted": 2, "orphansDeleted": 0, "bytesDeleted": 100,
                              "uploadsAborted": 0, "wouldDelete": ["data/w-1/a.parquet", "data/w-1/b.parquet"]}}
     plan, status = finish(nothing, {k: v for k, v in first.items() if k not in ("phase",)})
-    admitted(status)
+    admitted(adm, status)
     assert status["partsSummary"] == "0 → 0" and status["nothingToDo"] == nothing["nothingToDo"]
     # The real run's list of deleted paths does not survive a dry run (status is merge-patched).
     assert status["retention"] == {"dryRun": True, "partsDeleted": 2, "orphansDeleted": 0, "bytesDeleted": 100,
@@ -281,19 +295,19 @@ def test_a_run_with_nothing_to_do_and_a_dry_run_say_so() -> None:
         "retention (dry run) would delete 2 parts and 0 orphans (100 B) and abort 0 uploads")
 
 
-def test_a_failed_run_clears_the_figures_of_the_run_before() -> None:
+def test_a_failed_run_clears_the_figures_of_the_run_before(adm: Admission) -> None:
     _, first = finish(RESULT)
     plan, status = finish({"error": "sortBy[0]: no column 'x' in the table"},
                           {k: v for k, v in first.items() if k != "phase"}, app_state="FAILED")
-    admitted(status)
+    admitted(adm, status)
     assert plan.phase == "Failed" and status["response"] == {"error": "sortBy[0]: no column 'x' in the table"}
     for key in kinds.COMPACTION_FIELDS:
         assert key not in status, key
 
 
-def test_a_scheduled_runs_history_entry_has_its_parts_and_the_new_since() -> None:
+def test_a_scheduled_runs_history_entry_has_its_parts_and_the_new_since(adm: Admission) -> None:
     plan, status = finish(RESULT, {"lastScheduleTime": "2026-01-01T02:00:00Z"}, schedule="0 2 * * *")
-    admitted(status)
+    admitted(adm, status)
     assert plan.phase == "Scheduled"
     (entry,) = status["lastRuns"]
     assert entry["phase"] == "Succeeded" and entry["rows"] == 40 and entry["destination"] == "s3://lake/orders/"
@@ -301,10 +315,10 @@ def test_a_scheduled_runs_history_entry_has_its_parts_and_the_new_since() -> Non
     assert cond(plan, "Ready")["message"].startswith("run r2 succeeded: compacted 20 → 1 parts")
 
 
-def test_figures_the_schema_would_refuse_are_left_out_not_written() -> None:
+def test_figures_the_schema_would_refuse_are_left_out_not_written(adm: Admission) -> None:
     odd = {**RESULT, "rowsConsolidated": -3, "partsAfter": "many", "retention": {"dryRun": False,
                                                                                    "deleted": ["x"] * 50}}
     _, status = finish(odd)
-    admitted(status)  # a refused status write would leave the run looking unfinished
+    admitted(adm, status)  # a refused status write would leave the run looking unfinished
     assert "rowsConsolidated" not in status and "partsAfter" not in status and "partsSummary" not in status
     assert len(status["retention"]["deleted"]) == kinds.RETENTION_LISTED
