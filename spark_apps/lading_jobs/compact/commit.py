@@ -10,11 +10,16 @@ attempt the groups are checked against the latest state:
   commit added rows older than ``since`` (they could be older versions of a
   deleted key).
 
-The outputs' uploads are completed once, before the first attempt; an attempt
-that loses the race (``put_if_absent`` said another writer won) is retried
-against the new state. Any other failure of the commit call leaves the
-completed parts in place (the commit may have landed; retention removes them
-after the grace period if it did not).
+The outputs' uploads are completed once, before the first attempt. Each attempt
+is one ``log.commit(max_attempts=1)`` with a fresh nonce; its ``ConflictError``
+means the attempt provably did not land (the change was invalid against the
+state, or another writer's commit holds its version, checked by the log's
+nonce catch-up), so it is retried against the new state and only then may a
+group's outputs be deleted. An attempt whose answer was lost but which landed
+is returned by the log as this writer's own commit. ``CommitStateUnknown`` and
+every other failure propagate and leave the completed parts in place (the
+commit may have landed; retention removes them after the grace period if it
+did not); tests/lading_jobs/compact/test_compact_commit.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,97 @@
+"""Landing a compaction under the table log's commit outcomes (issue 8): a ``compact`` commit whose
+answer was lost (a 412 to its own first try, or an error after it landed) is recognised by its nonce
+and stands with its parts; one whose outcome cannot be decided raises ``CommitStateUnknown`` and
+deletes nothing (its outputs may be referenced); a rerun then completes and retention removes what
+the undecided attempt left. Faults: tests/support/faults.py over the local filesystem (no Spark:
+groups are rewritten in-process). Before the table log's nonces the lost-answer cases deleted the
+outputs of the landed commit (ConflictError from ``commit(max_attempts=1)`` then meant "lost")."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pyarrow as pa
+import pytest
+from support.faults import Fault, FaultyStorage
+
+from lading_jobs import storage as st
+from lading_jobs.compact import retention
+from lading_jobs.compact import task as compact_task
+from lading_jobs.compact.engine import Totals, compact
+from lading_jobs.compact.plan import written_by_compaction
+from lading_jobs.engine import RunContext
+from lading_jobs.table import format as fmt
+from lading_jobs.table import reader, writer
+from lading_jobs.table.log import CommitStateUnknown, TableLog
+from lading_jobs.table.schema import TableSchema
+from lading_spec.compaction import parse_compaction
+
+SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
+
+
+def build(uri: str) -> int:
+    """An append table of 12 small parts; its version."""
+    log = TableLog.create(uri, SCHEMA, "append")
+    for c in range(6):
+        t = pa.table({"k": pa.array(range(c * 10, c * 10 + 10), pa.int64()), "v": [f"c{c}"] * 10})
+        written = writer.write_parts(uri, [t.slice(0, 5), t.slice(5)], SCHEMA, write_id=fmt.new_write_id(),
+                                     logical_time=c + 1, one_part_per_table=True)
+        writer.commit_parts(uri, written, log=log)
+    return log.snapshot().version
+
+
+def rows(uri: str) -> Counter:
+    t = reader.scan(uri)
+    return Counter(zip(t.column("k").to_pylist(), t.column("v").to_pylist(), strict=True))
+
+
+def run(uri: str, storage: st.Storage) -> Totals:
+    spec = parse_compaction({"table": uri, "since": {"version": 0}, "minInputFiles": 2})
+
+    def runner(plan: compact_task.RewritePlan) -> list[compact_task.GroupOutcome]:
+        return [compact_task.rewrite_group(plan, i, storage) for i in range(len(plan.groups))]
+
+    return compact(None, spec, RunContext(), storage=storage, runner=runner)
+
+
+def data_objects(uri: str) -> set[str]:
+    return {o.uri.removeprefix(uri) for o in st.open_storage(uri).list_objects(f"{uri}{fmt.DATA_DIR}/")}
+
+
+@pytest.mark.parametrize("action", ["lost_answer", "raise_after"])
+def test_a_compact_commit_whose_answer_was_lost_stands_with_its_outputs(
+        file_uri: Callable[[str], str], action: str) -> None:
+    uri = file_uri("t/")
+    version = build(uri)
+    expected = rows(uri)
+    faulty = FaultyStorage(st.open_storage(uri), Fault("put_if_absent", action, match=fmt.commit_name(version + 1)))
+    totals = run(uri, faulty)
+    snap = TableLog.open_existing(uri).snapshot()
+    assert snap.version == version + 1, "committed once, not again on top of itself"
+    assert totals.groups == 1 and totals.groups_lost == 0 and totals.parts_before == 12
+    assert totals.parts_after == len(snap.parts) == 1 and written_by_compaction(snap.parts[0])
+    assert {p.path for p in snap.parts} <= data_objects(uri), "a landed commit's outputs are all there"
+    assert rows(uri) == expected
+
+
+def test_an_undecidable_compact_commit_deletes_nothing_and_a_rerun_completes(
+        file_uri: Callable[[str], str]) -> None:
+    uri = file_uri("t/")
+    version = build(uri)
+    expected = rows(uri)
+    before = data_objects(uri)
+    faulty = FaultyStorage(st.open_storage(uri), Fault("put_if_absent", "raise", match=fmt.commit_name(version + 1)))
+    with pytest.raises(CommitStateUnknown, match="commit state unknown"):
+        run(uri, faulty)
+    assert TableLog.open_existing(uri).snapshot().version == version
+    stranded = data_objects(uri) - before
+    assert stranded and all(p.startswith(f"{fmt.DATA_DIR}/c-") for p in stranded), "outputs left in place"
+    assert data_objects(uri) >= before and rows(uri) == expected
+    rerun = run(uri, st.open_storage(uri))
+    assert rerun.groups == 1 and rows(uri) == expected
+    log = TableLog.open_existing(uri)
+    later = int(time.time() * 1000) + 2 * 3600 * 1000
+    retention.apply(log.storage, retention.plan_sweep(log, later, 3600 * 1000))
+    assert data_objects(uri) == {p.path for p in log.snapshot().parts}
