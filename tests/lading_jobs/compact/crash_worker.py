@@ -1,9 +1,14 @@
-"""A compaction that SIGKILLs itself at its N-th storage call (run as a process by test_compact_crash).
+"""A compaction that SIGKILLs itself at its N-th storage call (run by test_compact_crash).
 
-Usage: ``python crash_worker.py TABLE_URI KILL_AT`` (KILL_AT 0: never). Every storage call of the
-run counts: reads of the log, part reads and the writes of each group, completing uploads, the
-commit, retention's listings. Groups are rewritten in this process (the engine's ``runner``), so
-task-side writes are inside the window too. Prints ``{"calls": N}`` when it finishes.
+``python crash_worker.py`` serves runs: it imports the engine once, then for each line
+``TABLE_URI KILL_AT OUT_FILE`` on stdin forks a child that runs one compaction and prints
+the child's exit code (``-9``: killed) on stdout. A fresh fork per run is a fresh run
+(nothing is cached in the parent: it never touches a table); only the imports (seconds
+each on a busy machine) are shared. KILL_AT 0: never kill; the child then writes
+``{"calls": N, "groups": G}`` to OUT_FILE. Every storage call of the run counts: reads of
+the log, part reads and the writes of each group, completing uploads, the commit,
+retention's listings. Groups are rewritten in the child (the engine's ``runner``), so
+task-side writes are inside the window too. A child's traceback goes to OUT_FILE.err.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import json
 import os
 import signal
 import sys
+import traceback
+from pathlib import Path
 from typing import Any
 
 from lading_jobs import storage as st
@@ -21,6 +28,8 @@ from lading_jobs.engine import RunContext
 from lading_spec.compaction import parse_compaction
 
 COUNT = [0]
+METHODS = ("read", "read_range", "head", "put", "put_if_absent", "delete", "begin_upload", "upload_part",
+           "complete_upload", "abort_upload", "list_objects", "list_pending_uploads", "open_input")
 
 
 def _counting(name: str, kill_at: int) -> None:
@@ -35,10 +44,8 @@ def _counting(name: str, kill_at: int) -> None:
     setattr(st.LocalStorage, name, wrapper)
 
 
-def main() -> None:
-    uri, kill_at = sys.argv[1], int(sys.argv[2])
-    for name in ("read", "read_range", "head", "put", "put_if_absent", "delete", "begin_upload", "upload_part",
-                 "complete_upload", "abort_upload", "list_objects", "list_pending_uploads", "open_input"):
+def run(uri: str, kill_at: int) -> dict[str, int]:
+    for name in METHODS:
         _counting(name, kill_at)
     storage = st.LocalStorage()
     spec = parse_compaction({"table": uri, "since": {"version": 5}, "targetFileSize": "48kB", "minInputFiles": 2,
@@ -48,7 +55,27 @@ def main() -> None:
         return [compact_task.rewrite_group(plan, i, storage) for i in range(len(plan.groups))]
 
     totals = compact(None, spec, RunContext(), storage=storage, runner=runner)
-    print(json.dumps({"calls": COUNT[0], "groups": totals.groups}))
+    return {"calls": COUNT[0], "groups": totals.groups}
+
+
+def _child(uri: str, kill_at: int, out: str) -> int:
+    try:
+        Path(out).write_text(json.dumps(run(uri, kill_at)))
+        return 0
+    except BaseException:  # noqa: BLE001 - reported to the test through OUT_FILE.err
+        Path(out + ".err").write_text(traceback.format_exc())
+        return 1
+
+
+def main() -> None:
+    for line in sys.stdin:
+        uri, kill_at, out = line.split()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(_child(uri, int(kill_at), out))
+        _, status = os.waitpid(pid, 0)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        print(code, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Crash: a compaction SIGKILLed at 12 points spread over its storage calls (log reads, part reads,
 group writes, completing uploads, the commit, retention). After each kill the table opens and reads
 the same rows; a rerun completes; retention past the grace period leaves exactly the live parts
-and no pending upload."""
+and no pending upload. The runs are forks of one worker process that imported the engine once."""
 
 from __future__ import annotations
 
@@ -50,22 +50,51 @@ def rows(uri: str) -> Counter:
     return Counter(zip(t.column("k").to_pylist(), t.column("v").to_pylist(), strict=True))
 
 
-def run_worker(uri: str, kill_at: int) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "spark_apps"), str(ROOT)]))
-    return subprocess.run([sys.executable, str(WORKER), uri, str(kill_at)], capture_output=True, text=True,
-                          env=env, timeout=300)
+class Worker:
+    """crash_worker.py serving runs (one fork each, imports shared): ``run(uri, kill_at)`` is
+    the run's exit code (-9: SIGKILLed), its result when it finished, its traceback if any."""
+
+    def __init__(self, tmp: Path) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "spark_apps"), str(ROOT)]))
+        self.tmp, self.n = tmp, 0
+        self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env)
+
+    def run(self, uri: str, kill_at: int) -> tuple[int, dict[str, int] | None, str]:
+        self.n += 1
+        out = self.tmp / f"run-{self.n}.json"
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{uri} {kill_at} {out}\n")
+        self.proc.stdin.flush()
+        code = int(self.proc.stdout.readline())
+        err = Path(f"{out}.err")
+        return (code, json.loads(out.read_text()) if out.exists() else None,
+                err.read_text()[-3000:] if err.exists() else "")
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
 
 
 @pytest.mark.slow
 def test_a_compaction_killed_anywhere_leaves_the_table_whole_and_retention_cleans_up(tmp_path: Path) -> None:
+    worker = Worker(tmp_path)
+    try:
+        check_kills(tmp_path, worker)
+    finally:
+        worker.close()
+
+
+def check_kills(tmp_path: Path, worker: Worker) -> None:
     base = tmp_path / "base"
     base_uri = build(base)
     expected = rows(base_uri)
     probe = tmp_path / "probe"
     shutil.copytree(base, probe)
-    clean = run_worker(f"file://{probe}/", 0)
-    assert clean.returncode == 0, clean.stderr[-3000:]
-    total = json.loads(clean.stdout.strip().splitlines()[-1])["calls"]
+    code, clean, err = worker.run(f"file://{probe}/", 0)
+    assert code == 0 and clean is not None, err
+    total = clean["calls"]
     assert total > 40
     rng = random.Random(11)
     points = sorted({max(1, int(total * (i + rng.random()) / 12)) for i in range(12)})
@@ -75,12 +104,12 @@ def test_a_compaction_killed_anywhere_leaves_the_table_whole_and_retention_clean
         table = tmp_path / f"kill-{n}"
         shutil.copytree(base, table)
         uri = f"file://{table}/"
-        killed = run_worker(uri, n)
-        assert killed.returncode == -9, (n, killed.stderr[-2000:])
+        code, _, err = worker.run(uri, n)
+        assert code == -9, (n, err)
         assert rows(uri) == expected, f"after a kill at call {n}"
         committed = any(written_by_compaction(p) for p in TableLog.open_existing(uri).snapshot().parts)
-        rerun = run_worker(uri, 0)
-        assert rerun.returncode == 0, (n, rerun.stderr[-3000:])
+        code, _, err = worker.run(uri, 0)
+        assert code == 0, (n, err)
         assert rows(uri) == expected
         log = TableLog.open_existing(uri)
         snap = log.snapshot()
