@@ -1,0 +1,37 @@
+"""Compaction parts fed part by part (the streamed bin-pack): whole row groups, fresh statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lading_jobs import storage as st
+from lading_jobs.compact.parts import CeilingPartWriter
+from lading_jobs.table import format as fmt
+from lading_jobs.table.schema import TableSchema
+
+SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
+
+
+def test_small_pieces_make_whole_row_groups_and_the_parts_statistics_come_from_their_rows(
+        file_uri: Callable[[str], str]) -> None:
+    uri = file_uri("t/")
+    storage = st.open_storage(uri)
+    writer = CeilingPartWriter(uri, SCHEMA, "c-test", 0, table_id="tid", envelope="append", storage=storage,
+                               max_size=64 * 1024**2, row_group_rows=1000)
+    for piece in range(10):  # ten input parts of 300 rows each, as a streamed group hands them over
+        ks = range(piece * 300, piece * 300 + 300)
+        writer.write(pa.table({"k": pa.array(ks, pa.int64()), "v": [f"v{k}" for k in ks],
+                               fmt.TIME_COLUMN: pa.array([piece] * 300, pa.int64()),
+                               fmt.DIFF_COLUMN: pa.array([1] * 300, pa.int64())}))
+    (written,) = writer.finish()
+    storage.complete_upload(st.PendingUpload.from_dict(written.upload))
+    md = pq.ParquetFile(storage.open_input(fmt.part_uri(uri, written.part.path))).metadata
+    # no runt row group after every flush (1000, 200, 1000, 200, ... before)
+    assert [md.row_group(i).num_rows for i in range(md.num_row_groups)] == [1000, 1000, 1000]
+    stats = written.part.stats
+    assert stats.rows == 3000 and stats.min_time == 0
+    k = stats.columns[SCHEMA.column("k").id]
+    assert (k.min, k.max, k.nulls) == (0, 2999, 0)
