@@ -77,15 +77,28 @@ def list_files(fs: FileSet) -> list[ObjectInfo]:
     return [o for o in found if not o.uri.rsplit("/", 1)[-1].startswith((".", "_"))]
 
 
-def plan_splits(fs: FileSet, files: list[ObjectInfo], split_bytes: int) -> list[splits.Split]:
+SORT_SPLIT_BYTES = 32 * 1024**2
+"""Most bytes a split holds when its task sorts it whole (an unload's ``partitionBy``)."""
+
+
+def plan_splits(fs: FileSet, files: list[ObjectInfo], split_bytes: int,
+                open_cost: int = splits.OPEN_COST) -> list[splits.Split]:
     """The splits a read of ``files`` takes (``lading_jobs.splits.plan``, footers read as needed)."""
     refs = [splits.FileRef(o.uri, o.size, o.etag) for o in files]
     footers = splits.footer_row_groups(lambda f: open_storage(f.uri).open_input(f.uri, f.size))
-    return splits.plan(refs, fs.format, split_bytes, footers)
+    return splits.plan(refs, fs.format, split_bytes, footers, open_cost=open_cost)
 
 
-def split_budget(files: list[ObjectInfo], cores: int, max_bytes: int = splits.SPLIT_BYTES) -> int:
-    return splits.budget(sum(o.size for o in files), cores, max_bytes)
+def split_sizes(session: SparkSession, files: list[ObjectInfo], *, sort: bool = False) -> tuple[int, int]:
+    """(split budget, open cost) for reading ``files`` in ``session``: Spark's own file-scan
+    settings (``spark.sql.files.maxPartitionBytes``, ``openCostInBytes``) under Spark's rule
+    (``splits.budget``); ``sort``: at most ``SORT_SPLIT_BYTES``, a task holds its split whole."""
+    conf = session._jsparkSession.sessionState().conf()  # type: ignore[attr-defined]
+    max_bytes, open_cost = int(conf.filesMaxPartitionBytes()), int(conf.filesOpenCostInBytes())
+    if sort:
+        max_bytes = min(max_bytes, SORT_SPLIT_BYTES)
+    cores = session.sparkContext.defaultParallelism
+    return splits.budget(sum(o.size for o in files), cores, max_bytes, open_cost), open_cost
 
 
 def _compression(uri: str) -> str | None:
@@ -227,11 +240,13 @@ class _Split(InputPartition):
 
 
 class FilesReader(DataSourceReader):
-    def __init__(self, fs: FileSet, schema: T.StructType, files: list[ObjectInfo], split_bytes: int) -> None:
-        self.fs, self.schema, self.files, self.split_bytes = fs, schema, files, split_bytes
+    def __init__(self, fs: FileSet, schema: T.StructType, files: list[ObjectInfo], split_bytes: int,
+                 open_cost: int) -> None:
+        self.fs, self.schema, self.files = fs, schema, files
+        self.split_bytes, self.open_cost = split_bytes, open_cost
 
     def partitions(self) -> list[InputPartition]:
-        return [_Split(s) for s in plan_splits(self.fs, self.files, self.split_bytes)]
+        return [_Split(s) for s in plan_splits(self.fs, self.files, self.split_bytes, self.open_cost)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -265,29 +280,31 @@ class FilesDataSource(DataSource):
 
     def reader(self, schema: T.StructType) -> DataSourceReader:
         files = list_files(self._fileset())
-        budget = int(self.options.get("splitBytes") or split_budget(files, 1))
-        return FilesReader(self._fileset(), self._schema(files), files, budget)
+        budget = int(self.options.get("splitBytes") or splits.budget(sum(o.size for o in files), 1))
+        open_cost = int(self.options.get("openCost") or splits.OPEN_COST)
+        return FilesReader(self._fileset(), self._schema(files), files, budget, open_cost)
 
 
 def read_fileset(session: SparkSession, fs: FileSet, schema: T.StructType | None = None, *,
-                 max_split_bytes: int = splits.SPLIT_BYTES) -> DataFrame:
-    """A DataFrame over the file set, year-month intervals restored; splits planned with a
-    budget of at most ``max_split_bytes`` (``lading_jobs.splits.budget``)."""
+                 sort: bool = False) -> DataFrame:
+    """A DataFrame over the file set, year-month intervals restored; splits planned as
+    ``split_sizes`` says (``sort``: for tasks that sort their split whole)."""
     session.dataSource.register(FilesDataSource)
     files = list_files(fs)
     full = schema or infer_schema(fs, files)
-    budget = split_budget(files, session.sparkContext.defaultParallelism, max_split_bytes)
-    df = (session.read.format(NAME).option("fileset", fileset_to_json(fs))
-          .option("schema", full.json()).option("splitBytes", str(budget)).load())
+    budget, open_cost = split_sizes(session, files, sort=sort)
+    df = (session.read.format(NAME).schema(spark.transfer_schema(full)).option("fileset", fileset_to_json(fs))
+          .option("schema", full.json()).option("splitBytes", str(budget)).option("openCost", str(open_cost))
+          .load())
     return spark.from_transfer(df, full)
 
 
 def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Input], *,
-                    max_split_bytes: int = splits.SPLIT_BYTES) -> None:
+                    sort: bool = False) -> None:
     """Register every input as a temporary view named after it (for ``from.query``)."""
     for item in inputs:
         if item.files is not None:
-            read_fileset(session, item.files, max_split_bytes=max_split_bytes).createOrReplaceTempView(item.name)
+            read_fileset(session, item.files, sort=sort).createOrReplaceTempView(item.name)
             continue
         try:
             from lading_jobs.table import reader  # the table engineer's module

@@ -24,8 +24,8 @@ same writer: the same files, byte for byte.
 ``partitionBy``: Spark sorts each task's rows by the partition columns, keeping
 their order within a value; here each split is read whole and sorted stably
 with Spark's ordering (NULLs first, NaN above every number, -0.0 = 0.0), so
-splits are planned with a smaller budget (``SORT_SPLIT_BYTES``) to bound the
-memory a task holds. Partition columns of other types keep the Spark path.
+splits are planned with a smaller budget (``sources.files.SORT_SPLIT_BYTES``) to
+bound the memory a task holds. Partition columns of other types keep the Spark path.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from lading_jobs import splits
 from lading_jobs.unload import predicate, sparkplan, sqlshape
 from lading_jobs.unload.task import TaskPlan, write_partition
 from lading_spec.copyjob import CopyJobSpec, Input
@@ -50,14 +49,7 @@ from lading_spec.formats import FileSet
 ARROW, SPARK = "arrow", "spark"
 CONF = "spark.lading.unload.path"
 """Spark setting choosing the path: ``auto`` (default), ``arrow`` (fail if the copy needs SQL), ``spark``."""
-SORT_SPLIT_BYTES = 32 * 1024**2
-"""Split budget when a task sorts its whole split (``partitionBy``)."""
 BATCH_ROWS_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
-
-
-def max_split_bytes(spec: CopyJobSpec) -> int:
-    """The split budget both paths plan with: smaller when tasks sort (``partitionBy``)."""
-    return SORT_SPLIT_BYTES if spec.target.partition_by else splits.SPLIT_BYTES
 
 
 # -- what tasks read -------------------------------------------------------------------------
@@ -166,7 +158,6 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
     positions = _partition_positions(spec, schema)
     if isinstance(positions, str):
         return Choice(SPARK, positions)
-    budget = max_split_bytes(spec)
     batch_rows = int(spark.conf.get(BATCH_ROWS_CONF, "10000") or "10000")
     if batch_rows <= 0:
         return Choice(SPARK, f"{BATCH_ROWS_CONF} is not positive")
@@ -176,9 +167,8 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
 
         listed = sources_files.list_files(item.files)
         full = sources_files.infer_schema(item.files, listed)
-        cores = spark.sparkContext.defaultParallelism
-        units: tuple[Any, ...] = tuple(sources_files.plan_splits(
-            item.files, listed, sources_files.split_budget(listed, cores, budget)))
+        budget, open_cost = sources_files.split_sizes(spark, listed, sort=bool(spec.target.partition_by))
+        units: tuple[Any, ...] = tuple(sources_files.plan_splits(item.files, listed, budget, open_cost))
         read = FilesInput(item.files, full.json())
         input_names = full.names
     else:

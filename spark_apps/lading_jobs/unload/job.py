@@ -41,12 +41,12 @@ from lading_spec.templates import resolve_destination
 
 def source_frame(spark: SparkSession, spec: CopyJobSpec) -> DataFrame:
     """The DataFrame to unload: the query over its inputs, the table as of a time, or the files."""
-    split_bytes = arrowpath.max_split_bytes(spec)
+    sort = bool(spec.target.partition_by)  # tasks sort their rows: smaller splits
     if spec.source.query is not None:
         if spec.source.inputs:
             from lading_jobs.sources import files as sources_files
 
-            sources_files.register_inputs(spark, spec.source.inputs, max_split_bytes=split_bytes)
+            sources_files.register_inputs(spark, spec.source.inputs, sort=sort)
         from lading_jobs import sandbox
 
         return sandbox.query_frame(spark, spec.source.query, [i.name for i in spec.source.inputs])
@@ -57,7 +57,7 @@ def source_frame(spark: SparkSession, spec: CopyJobSpec) -> DataFrame:
     if spec.source.files is not None:
         from lading_jobs.sources import files as sources_files
 
-        return sources_files.read_fileset(spark, spec.source.files, max_split_bytes=split_bytes)
+        return sources_files.read_fileset(spark, spec.source.files, sort=sort)
     raise SpecError("from", "an unload reads from.query, from.table or from.files")
 
 
