@@ -252,11 +252,9 @@ class FilesReader(DataSourceReader):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         assert isinstance(partition, _Split)
-        lading = types.arrow_schema(self.schema)
         wire = to_arrow_schema(spark.transfer_schema(self.schema), timezone="UTC")
         for batch in read_split(partition.split, self.fs, self.schema):
-            yield pa.RecordBatch.from_arrays(
-                [batch.column(f.name).cast(w.type) for f, w in zip(lading, wire, strict=True)], schema=wire)
+            yield spark.wire_batch(batch, wire)
 
 
 class FilesDataSource(DataSource):

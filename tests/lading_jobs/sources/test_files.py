@@ -117,3 +117,24 @@ def test_year_month_intervals_survive_the_source(spark: Any, file_uri: Callable[
 def test_missing_files_are_named(file_uri: Callable[[str], str], spark: Any) -> None:
     with pytest.raises(FileNotFoundError, match="no files match"):
         read_fileset(spark, FileSet(uri=file_uri("none/"), format="parquet", options=ParquetOptions()))
+
+
+@pytest.mark.spark
+def test_variants_with_nulls_cross_the_source(spark: Any, file_uri: Callable[[str], str]) -> None:
+    # a NULL variant is a NULL struct whose non-null children Spark's wire schema requires filled
+    from pyspark.sql import types as T
+
+    from lading_jobs.formats import types
+
+    schema = types.arrow_schema(T.StructType([T.StructField("id", T.IntegerType()),
+                                              T.StructField("v", T.VariantType())]))
+    v = spark.sql("""SELECT parse_json('{"a":1}') AS v""").collect()[0].v
+    t = pa.Table.from_pylist([{"id": 1, "v": {"value": v.value, "metadata": v.metadata}}, {"id": 2, "v": None}],
+                             schema=schema)
+    root = file_uri("variant/")
+    sink = pa.BufferOutputStream()
+    pq.write_table(t, sink)
+    open_storage(root).put(root + "a.parquet", sink.getvalue().to_pybytes())
+    df = read_fileset(spark, FileSet(uri=root, format="parquet", options=ParquetOptions()))
+    got = sorted(df.selectExpr("id", "to_json(v) AS j").collect())
+    assert [tuple(r) for r in got] == [(1, '{"a":1}'), (2, None)]
