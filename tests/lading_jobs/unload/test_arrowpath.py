@@ -27,7 +27,7 @@ from lading_spec.copyjob import parse_copyjob
 
 pytestmark = [pytest.mark.spark]
 
-ROWS = 3000
+ROWS = 6000
 RUN_FIELDS = ("runId", "destination", "startTime", "endTime", "durationSeconds", "path")
 
 
@@ -53,21 +53,29 @@ def small_tasks(spark: Any) -> Any:
 
 
 QUERY = f"""
-SELECT e.*, r, CAST(r % 3 AS INT) AS p,
+SELECT e.*, r, CAST(r % 2 AS INT) AS p,
+       concat(sha2(CAST(r AS STRING), 512), sha2(CAST(-r AS STRING), 512), sha2(CAST(r + 0.5 AS STRING), 512),
+              sha2(CAST(r - 0.5 AS STRING), 512)) AS h,
        CASE r % 5 WHEN 0 THEN CAST('NaN' AS DOUBLE) WHEN 1 THEN -0.0D WHEN 2 THEN 0.0D WHEN 3 THEN NULL
                   ELSE 1.5D END AS fz
 FROM ({every_type.QUERY}) e JOIN (SELECT id AS r FROM range(0, {ROWS})) ON e.id = r % 3 + 1
 """
 
 
+# JSON inference (pyarrow's, over the first file) cannot type a column holding both numbers and
+# "NaN" strings: the JSON input leaves the floats out.
+JSON_QUERY = f"SELECT id, b, i64, dec, s, bin, d, ts, arr, st, m, r, p, h FROM ({QUERY})"
+
+
 @pytest.fixture(scope="module")
 def inputs(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The same rows as Parquet (4 files), CSV with a header and JSON lines, written by lading."""
+    """The rows as Parquet (several files), CSV with a header and JSON lines, written by lading."""
     root = tmp_path_factory.mktemp("arrowpath-in")
     out = {}
-    for fmt, to in (("parquet", {"maxFileSize": "400kB"}), ("csv", {"options": {"header": True}}), ("json", {})):
+    for fmt, to in (("parquet", {"maxFileSize": "600kB"}), ("csv", {"options": {"header": True}}), ("json", {})):
         dest = f"file://{root}/{fmt}/"
-        spec = {"from": {"query": QUERY}, "to": {"files": dest, "format": fmt, **to}}
+        query = QUERY if fmt != "json" else JSON_QUERY
+        spec = {"from": {"query": query}, "to": {"files": dest, "format": fmt, **to}}
         with spark_conf(spark, **{"spark.sql.shuffle.partitions": "2"}):
             assert run_unload(spark, job_doc(spec), parse_copyjob(spec), path="spark")["rows"] == ROWS
         out[fmt] = dest
@@ -112,10 +120,10 @@ def both_paths(spark: Any, tmp_path: Path, spec: dict[str, Any]) -> tuple[dict[s
 @pytest.mark.parametrize(("fmt", "to"), [
     ("parquet", {"options": {"compression": "zstd", "rowGroupSize": 700}, "maxFileSize": "300kB",
                  "partitionBy": ["p"]}),
-    ("csv", {"options": {"header": True, "compression": "gzip"}, "maxFileSize": "64kB", "partitionBy": ["fz"]}),
-    ("json", {"options": {"compression": "zstd"}, "maxFileSize": "96kB", "partitionBy": ["p", "b"],
+    ("csv", {"options": {"header": True, "compression": "gzip"}, "maxFileSize": "256kB", "partitionBy": ["fz"]}),
+    ("json", {"options": {"compression": "zstd"}, "maxFileSize": "256kB", "partitionBy": ["p", "b"],
               "keepPartitionColumns": True}),
-    ("csv", {"options": {"forceQuote": "*"}, "maxFileSize": "200kB"}),
+    ("csv", {"options": {"forceQuote": "*"}, "maxFileSize": "1MB"}),
 ])
 def test_parquet_input_to_every_format_is_identical_on_both_paths(spark: Any, inputs: dict[str, str],
                                                                   tmp_path: Path, fmt: str,
@@ -140,7 +148,7 @@ def test_parquet_input_to_every_format_is_identical_on_both_paths(spark: Any, in
 def test_text_inputs_are_identical_on_both_paths(spark: Any, inputs: dict[str, str], tmp_path: Path,
                                                  source: str, fmt: str, options: dict[str, Any]) -> None:
     spec = {"from": {"files": inputs[source], "format": source, "options": options},
-            "to": {"format": fmt, "maxFileSize": "128kB"}}
+            "to": {"format": fmt, "maxFileSize": "1MB"}}
     with small_tasks(spark):
         arrow, _ = both_paths(spark, tmp_path, spec)
     assert arrow["totals"]["rows"] == ROWS
@@ -165,7 +173,7 @@ def test_a_projection_of_one_input_takes_the_arrow_path(spark: Any, inputs: dict
     ("SELECT p, count(*) AS n FROM src GROUP BY p", "Aggregate"),
     ("SELECT r + 1 AS r1 FROM src", "computes"),
     ("SELECT * FROM src ORDER BY r", "Sort"),
-    ("SELECT * FROM src WHERE s > 1", "casts s from string"),
+    ("SELECT * FROM src WHERE try_cast(s AS INT) IS NULL", "casts s from string"),
 ])
 def test_queries_that_need_sql_stay_on_the_spark_path(spark: Any, inputs: dict[str, str], tmp_path: Path,
                                                       query: str, why: str) -> None:
