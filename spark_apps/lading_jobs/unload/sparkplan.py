@@ -3,19 +3,24 @@
 The thin side of the query check: it walks the JVM's ``LogicalPlan`` and its
 expressions and copies what ``sqlshape.recognise`` looks at (class names, column
 names and expression ids, types as simple strings, temporary views' names). A
-constant expression (a literal, or a cast of one) is evaluated by Spark here,
+constant made of literals, casts and negations only is evaluated by Spark here,
 so its value is Spark's; one that fails (an ANSI cast error) becomes an ``Op``
 named ``Unevaluable``, which the recogniser refuses: the Spark SQL path then
-reports the error itself.
+reports the error itself. Other constant expressions (``current_timestamp()``,
+functions) are left as they are and refused: their value is Spark's to take at
+run time.
 """
 
 from __future__ import annotations
 
+import decimal
 from typing import Any
 
 from lading_jobs.unload.sqlshape import Col, Expr, Lit, Node, Op
 
 MAX_NODES = 2000  # a plan this large is certainly not a projection over one input
+CONSTANT_PARTS = ("Literal", "Cast", "UnaryMinus")
+"""Expressions a constant may be built of for it to be evaluated here."""
 
 
 def _seq(x: Any) -> list[Any]:
@@ -34,7 +39,8 @@ def _value(v: Any) -> Any:
     if cls == "UTF8String":
         return str(v.toString())
     if cls == "Decimal":
-        return str(v.toJavaBigDecimal().toPlainString())
+        big = v.toJavaBigDecimal()  # py4j may already hand back a Python decimal
+        return str(big) if isinstance(big, decimal.Decimal) else str(big.toPlainString())
     raise TypeError(f"a constant of JVM class {cls}")
 
 
@@ -58,12 +64,17 @@ def expression(e: Any, budget: _Budget | None = None) -> Expr:
     if name == "Alias":
         return Op("Alias", (expression(e.child(), budget),), str(e.child().dataType().simpleString()),
                   str(e.exprId().id()))
-    if e.foldable():
+    if e.foldable() and _constant(e):
         try:
             return Lit(_value(e.eval(None)), type_)
         except Exception:  # noqa: BLE001 - Spark's own error surfaces on the Spark SQL path
             return Op("Unevaluable", (), type_)
     return Op(name, tuple(expression(c, budget) for c in _seq(e.children())), type_)
+
+
+def _constant(e: Any) -> bool:
+    """Whether ``e`` is built of literals, casts and negations only."""
+    return _simple_name(e) in CONSTANT_PARTS and all(_constant(c) for c in _seq(e.children()))
 
 
 def _output(plan: Any) -> tuple[Col, ...]:
