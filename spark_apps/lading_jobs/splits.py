@@ -110,19 +110,25 @@ def pieces(files: Sequence[FileRef], fmt: str, split_bytes: int,
     return out
 
 
-def pack(items: Sequence[Piece], split_bytes: int, open_cost: int = OPEN_COST) -> list[Split]:
-    """Consecutive pieces into splits of at most ``split_bytes`` (a piece weighs its bytes plus
-    ``open_cost``); a piece heavier than the budget is a split of its own."""
-    out: list[list[Piece]] = []
+def pack_indices(weights: Sequence[int], split_bytes: int, open_cost: int = OPEN_COST) -> list[list[int]]:
+    """Consecutive items (by their weights in bytes) grouped into splits of at most ``split_bytes``,
+    each item also costing ``open_cost``; an item heavier than the budget is a split of its own."""
+    out: list[list[int]] = []
     weight = 0
-    for p in items:
-        w = p.bytes + open_cost
+    for i, b in enumerate(weights):
+        w = b + open_cost
         if not out or weight + w > split_bytes:
             out.append([])
             weight = 0
-        out[-1].append(p)
+        out[-1].append(i)
         weight += w
-    return [Split(i, tuple(group)) for i, group in enumerate(out)]
+    return out
+
+
+def pack(items: Sequence[Piece], split_bytes: int, open_cost: int = OPEN_COST) -> list[Split]:
+    """Consecutive pieces into splits of at most ``split_bytes`` (``pack_indices``)."""
+    groups = pack_indices([p.bytes for p in items], split_bytes, open_cost)
+    return [Split(i, tuple(items[j] for j in group)) for i, group in enumerate(groups)]
 
 
 def plan(files: Sequence[FileRef], fmt: str, split_bytes: int,
