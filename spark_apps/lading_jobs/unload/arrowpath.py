@@ -62,6 +62,7 @@ class FilesInput:
 @dataclass(frozen=True)
 class TableInput:
     snapshot: Any  # lading_jobs.table.log.Snapshot (imported lazily: tables are optional)
+    skip: Any = None  # lading_jobs.table.expr.Expr: the filter's part that may skip row groups
 
 
 @dataclass(frozen=True)
@@ -179,14 +180,55 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
         assert item.table is not None
         uri = table_format.table_root(item.table)
         snapshot = TableLog.open_existing(uri).snapshot(item.as_of)
-        units = tuple(reader.plan_tasks(snapshot))
-        read = TableInput(snapshot)
+        skip = table_filter(condition, snapshot.schema) if condition is not None else None
+        units = tuple(reader.plan_tasks(snapshot, skip))
+        read = TableInput(snapshot, skip)
         input_names = snapshot.schema.names
     missing = [c for c in columns if c not in input_names]
     if missing:
         return Choice(SPARK, f"column {missing[0]!r} is not one of the input's columns")
     return Choice(ARROW, why, Job(read, units, tuple(input_names.index(c) for c in columns), tuple(schema.names),
                                   condition, positions, batch_rows))
+
+
+_TABLE_OPS = {"EqualTo": "eq", "EqualNullSafe": "eq", "LessThan": "lt", "LessThanOrEqual": "le",
+              "GreaterThan": "gt", "GreaterThanOrEqual": "ge"}
+
+
+def table_filter(condition: sqlshape.Expr, schema: Any) -> Any:
+    """The part of ``condition`` a table read may skip parts and row groups by (``table.expr``,
+    bound to ``schema``): comparisons of non-float columns with non-NULL constants, IN, IS
+    [NOT] NULL, under AND and OR; anything else counts as TRUE, so it skips nothing."""
+    from lading_jobs.table import expr as ex
+
+    def conv(e: sqlshape.Expr) -> Any:
+        if not isinstance(e, sqlshape.Op):
+            return ex.AlwaysTrue()
+        if e.name in ("And", "Or"):
+            left, right = conv(e.args[0]), conv(e.args[1])
+            if e.name == "And":
+                return ex.and_all([x for x in (left, right) if not isinstance(x, ex.AlwaysTrue)])
+            if isinstance(left, ex.AlwaysTrue) or isinstance(right, ex.AlwaysTrue):
+                return ex.AlwaysTrue()
+            return ex.Or(left, right)
+        col = e.args[0] if e.args else None
+        if not isinstance(col, sqlshape.Col) or col.type in ("float", "double"):
+            return ex.AlwaysTrue()
+        if e.name in ("IsNull", "IsNotNull"):
+            pred = ex.Pred("isnull" if e.name == "IsNull" else "notnull", col.name)
+        elif e.name == "In":
+            values = tuple(a.value for a in e.args[1:] if isinstance(a, sqlshape.Lit) and a.value is not None)
+            pred = ex.Pred("in", col.name, values)
+        elif e.name in _TABLE_OPS and isinstance(e.args[1], sqlshape.Lit) and e.args[1].value is not None:
+            pred = ex.Pred(_TABLE_OPS[e.name], col.name, e.args[1].value)
+        else:
+            return ex.AlwaysTrue()
+        try:
+            return ex.bind(pred, schema)
+        except ex.NotPushable:
+            return ex.AlwaysTrue()
+
+    return conv(condition)
 
 
 # -- running -----------------------------------------------------------------------------------
@@ -202,7 +244,9 @@ def _read(job: Job, unit: Any) -> Iterator[pa.RecordBatch]:
     from lading_jobs.table import reader
 
     snapshot = job.input.snapshot
-    yield from reader.read_task(open_storage(snapshot.uri), snapshot, unit).to_batches()
+    rows = reader.read_parts(open_storage(snapshot.uri), snapshot, unit.parts, job.input.skip, bucket=unit.bucket,
+                             buckets=unit.buckets)  # rows are filtered by ``predicate``, exactly
+    yield from rows.to_batches()
 
 
 def _project(job: Job, batch: pa.RecordBatch) -> pa.RecordBatch:

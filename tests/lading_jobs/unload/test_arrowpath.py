@@ -182,3 +182,46 @@ def test_queries_that_need_sql_stay_on_the_spark_path(spark: Any, inputs: dict[s
     run_unload(spark, job_doc(spec), parse_copyjob(spec))
     marker = json.loads((tmp_path / "out" / "_lading_manifest.json").read_text())["path"]
     assert marker["name"] == "spark" and why in marker["reason"], marker
+
+
+@pytest.fixture(scope="module")
+def table(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An upsert table keyed by r: 2000 rows at time 5, a third of them updated at time 7."""
+    from lading_jobs.table import writer
+    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.schema import TableSchema
+
+    uri = (tmp_path_factory.mktemp("arrowpath-table") / "t").as_uri() + "/"
+    schema = TableSchema.of([*every_type.COLUMNS, ("r", "bigint"), ("p", "int"), ("h", "string"), ("fz", "double")])
+    TableLog.create(uri, schema, "upsert", ("r",))
+    rows = spark.sql(f"SELECT * FROM ({QUERY}) WHERE r < 2000").repartition(2)
+    writer.append(spark, rows, uri, logical_time=5, create=False)
+    writer.append(spark, rows.where("r % 3 = 0").withColumn("h", rows.h.substr(1, 7)), uri, logical_time=7,
+                  create=False)
+    return uri
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("as_of", [6, None])
+def test_a_table_copies_identically_on_both_paths(spark: Any, table: str, tmp_path: Path, as_of: int | None) -> None:
+    source = {"table": table, **({"asOf": as_of} if as_of is not None else {})}
+    spec = {"from": source, "to": {"format": "json", "partitionBy": ["p"], "maxFileSize": "256kB"}}
+    with small_tasks(spark):
+        arrow, _ = both_paths(spark, tmp_path, spec)
+    assert arrow["path"]["reason"] == "from.table: a copy of the table"
+    assert arrow["totals"]["rows"] == 2000  # consolidated: one row per key
+    short = sum(1 for line in _lines(tmp_path / "arrow") if len(json.loads(line)["h"]) == 7)
+    assert short == (0 if as_of == 6 else 667)  # asOf 6 sees no update
+
+
+def _lines(root: Path) -> list[str]:
+    return [line for p in sorted(root.rglob("*.jsonl")) for line in p.read_text().splitlines()]
+
+
+def test_a_filtered_table_input_is_identical_on_both_paths(spark: Any, table: str, tmp_path: Path) -> None:
+    spec = {"from": {"query": "SELECT r, h, ts, dec FROM t WHERE r >= 1500 AND NOT (p = 1)",
+                     "inputs": [{"name": "t", "table": table}]},
+            "to": {"format": "csv", "options": {"header": True}}}
+    arrow, _ = both_paths(spark, tmp_path, spec)
+    assert arrow["path"]["reason"] == "from.query: a filtered projection of input 't'"
+    assert arrow["totals"]["rows"] == 250
