@@ -98,7 +98,7 @@ def _target_schema(log: TableLog | None, spec: CopyJobSpec, first: st.ObjectInfo
 
 def _run_tasks(spark: SparkSession, plan: LoadPlan, tasks: list[FileTask],
                groups: list[list[int]] | None = None) -> list[FileOutcome]:
-    """One Spark task per group of file tasks (``pack_tasks``; default: one each); each file
+    """One Spark task per group of file tasks (``plan_load``; default: one each); each file
     task returns its outcome as one JSON string."""
     groups = groups if groups is not None else [[i] for i in range(len(tasks))]
 
