@@ -8,6 +8,9 @@ than the budget cut into row-group ranges); each task reads its split with
 lading's readers into lading's Arrow types; the Arrow-only unload calls the same
 function without Spark, so both paths read the same rows.
 
+Every read is pinned to the version the listing saw (its ETag): a file rewritten after
+the listing fails the run (``storage.ObjectChanged``) instead of mixing two versions.
+
 One schema inference (``infer_schema``), from the first file: a Parquet file's
 schema is Spark's own (the ``org.apache.spark.sql.parquet.row.metadata`` footer
 entry) when Spark wrote it, else its Arrow schema with lading's extension names
@@ -85,7 +88,7 @@ def plan_splits(fs: FileSet, files: list[ObjectInfo], split_bytes: int,
                 open_cost: int = splits.OPEN_COST) -> list[splits.Split]:
     """The splits a read of ``files`` takes (``lading_jobs.splits.plan``, footers read as needed)."""
     refs = [splits.FileRef(o.uri, o.size, o.etag) for o in files]
-    footers = splits.footer_row_groups(lambda f: open_storage(f.uri).open_input(f.uri, f.size))
+    footers = splits.footer_row_groups(lambda f: open_storage(f.uri).open_input(f.uri, f.size, etag=f.etag or None))
     return splits.plan(refs, fs.format, split_bytes, footers, open_cost=open_cost)
 
 
@@ -108,17 +111,18 @@ def _compression(uri: str) -> str | None:
     return None
 
 
-def _read_text(uri: str) -> bytes:
-    raw = open_storage(uri).read(uri)
+def _read_text(uri: str, etag: str | None = None) -> bytes:
+    raw = open_storage(uri).read(uri, etag=etag)
     codec = _compression(uri)
     if codec is None:
         return raw
     return pa.input_stream(pa.BufferReader(raw), compression=codec).read()
 
 
-def decode_file(uri: str, fs: FileSet, schema: pa.Schema | None) -> pa.Table:
-    """A whole CSV or JSON lines file as a table (``schema`` None: inferred/strings)."""
-    data = _read_text(uri)
+def decode_file(uri: str, fs: FileSet, schema: pa.Schema | None, etag: str | None = None) -> pa.Table:
+    """A whole CSV or JSON lines file as a table (``schema`` None: inferred/strings); with
+    ``etag``, only the version listed (a file rewritten since fails, ``storage.ObjectChanged``)."""
+    data = _read_text(uri, etag)
     try:
         if fs.format == "csv":
             assert isinstance(fs.options, CsvOptions)
@@ -206,9 +210,9 @@ def infer_schema(fs: FileSet, files: list[ObjectInfo]) -> T.StructType:
                                 + (f" with pattern {fs.pattern!r}" if fs.pattern else ""))
     first = files[0]
     if fs.format == "parquet":
-        with open_storage(first.uri).open_input(first.uri, first.size) as f:
+        with open_storage(first.uri).open_input(first.uri, first.size, etag=first.etag or None) as f:
             return parquet_schema(open_parquet(f))
-    arrow = decode_file(first.uri, fs, None).schema
+    arrow = decode_file(first.uri, fs, None, first.etag or None).schema
     schema = types.spark_schema_from_arrow(arrow)
     return T.StructType([T.StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
 
@@ -221,11 +225,11 @@ def read_split(split: splits.Split, fs: FileSet, schema: T.StructType) -> Iterat
         if fs.format == "parquet":
             yield from _parquet_piece(piece, schema, lading)
         else:
-            yield from decode_file(piece.uri, fs, lading).to_batches(max_chunksize=65536)
+            yield from decode_file(piece.uri, fs, lading, piece.etag or None).to_batches(max_chunksize=65536)
 
 
 def _parquet_piece(piece: splits.Piece, schema: T.StructType, lading: pa.Schema) -> Iterator[pa.RecordBatch]:
-    with open_storage(piece.uri).open_input(piece.uri, piece.size) as f:
+    with open_storage(piece.uri).open_input(piece.uri, piece.size, etag=piece.etag or None) as f:
         pf = open_parquet(f)
         check_parquet_schema(piece.uri, parquet_schema(pf), schema)
         row_groups = list(range(*piece.row_groups)) if piece.row_groups is not None else None
