@@ -12,15 +12,13 @@ batches (``maxRecordsPerBatch`` is lowered) and several files per task
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 from support import every_type
-from support.unload import job_doc
+from support.unload import job_doc, spark_conf
 
 from lading_jobs.unload.job import run_unload
 from lading_spec.copyjob import parse_copyjob
@@ -29,21 +27,6 @@ pytestmark = [pytest.mark.spark]
 
 ROWS = 6000
 RUN_FIELDS = ("runId", "destination", "startTime", "endTime", "durationSeconds", "path")
-
-
-@contextmanager
-def spark_conf(spark: Any, **settings: str) -> Iterator[None]:
-    old = {k: spark.conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
 
 
 def small_tasks(spark: Any) -> Any:
@@ -123,7 +106,7 @@ def both_paths(spark: Any, tmp_path: Path, spec: dict[str, Any]) -> tuple[dict[s
     ("csv", {"options": {"header": True, "compression": "gzip"}, "maxFileSize": "256kB", "partitionBy": ["fz"]}),
     ("json", {"options": {"compression": "zstd"}, "maxFileSize": "256kB", "partitionBy": ["p", "b"],
               "keepPartitionColumns": True}),
-    ("csv", {"options": {"forceQuote": "*"}, "maxFileSize": "1MB"}),
+    ("csv", {"options": {"forceQuoteAll": True}, "maxFileSize": "1MB"}),
 ])
 def test_parquet_input_to_every_format_is_identical_on_both_paths(spark: Any, inputs: dict[str, str],
                                                                   tmp_path: Path, fmt: str,
