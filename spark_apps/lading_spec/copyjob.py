@@ -1,8 +1,9 @@
 """The CopyJob spec: ``COPY <from> TO <to>``, validated and defaulted.
 
 ``from`` is exactly one of ``query`` (Spark SQL over named ``inputs``), ``table``
-(a lading table, optionally ``asOf``) or ``files`` (a load); ``to`` is exactly one
-of ``files`` (an unload) or ``table`` (a load). Every error names its field.
+(a lading table, optionally ``asOf``) or ``files``; ``to`` is exactly one of
+``files`` (an unload; from files: a format conversion) or ``table`` (a load, which
+reads ``from.files``). Every error names its field.
 """
 
 from __future__ import annotations
@@ -331,12 +332,10 @@ def parse_copyjob(spec: dict[str, Any]) -> CopyJobSpec:
         raise SpecError("to", "missing; give to.files or to.table")
     source = _source(_mapping(spec["from"], "from"))
     target = _target(_mapping(spec["to"], "to"))
-    if source.kind == "files" and target.kind != "table":
-        raise SpecError("to.table", "a load (from.files) needs a table target (to.table)")
     if target.kind == "table" and source.kind == "table":
         raise SpecError("from.table", "a table into a table is a query: from.query 'SELECT * FROM t' with "
                         "from.inputs [{name: t, table: ...}]")
-    if source.kind == "files" and "ifExists" in _mapping(spec["to"], "to"):
+    if source.kind == "files" and target.kind == "table" and "ifExists" in _mapping(spec["to"], "to"):
         raise SpecError("to.ifExists", "a load (from.files) always appends; ifExists applies to a query into a "
                         "table (from.query) or to files targets")
     if source.kind == "query" and target.kind == "table" and (target.schema or target.infer_schema):
@@ -345,7 +344,7 @@ def parse_copyjob(spec: dict[str, Any]) -> CopyJobSpec:
     if target.kind == "table" and not target.schema and not target.infer_schema:
         pass  # an existing table supplies its own schema; checked by the job
     transform = parse_transform(spec.get("transform"))
-    if transform is not None and source.kind != "files":
+    if transform is not None and (source.kind != "files" or target.kind != "table"):
         raise SpecError("transform", "applies to loads only (from.files into to.table); a query is from.query")
     if transform is not None and target.infer_schema:
         raise SpecError("to.inferSchema", "a transform needs the table's schema: give to.schema (or load into an "
@@ -359,7 +358,7 @@ def parse_copyjob(spec: dict[str, Any]) -> CopyJobSpec:
         source=source,
         target=target,
         connection=_connection(_mapping(spec.get("connection"), "connection")),
-        load=_load(spec, is_load=source.kind == "files"),
+        load=_load(spec, is_load=source.kind == "files" and target.kind == "table"),
         transform=transform,
         raw=spec,
     )

@@ -63,6 +63,7 @@ SAFE_KEYS = frozenset({
     "spark.shuffle.compress", "spark.shuffle.spill.compress", "spark.shuffle.file.buffer",
     "spark.reducer.maxSizeInFlight", "spark.kryoserializer.buffer", "spark.kryoserializer.buffer.max",
     "spark.rpc.message.maxSize", "spark.driver.maxResultSize",
+    "spark.lading.unload.path",  # which unload path runs; both write the same files (docs/copyjob.md)
 })
 SAFE_PREFIXES = ("spark.sql.adaptive.", "spark.sql.cbo.", "spark.sql.optimizer.", "spark.sql.codegen.",
                  "spark.sql.parquet.", "spark.sql.csv.", "spark.sql.json.", "spark.speculation.",

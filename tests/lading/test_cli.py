@@ -48,6 +48,21 @@ def test_lading_run_returns_the_query_count(example: str, spark: Any, demo_bucke
         assert all("=" in f["path"].split("/")[0] for f in manifest["files"])
 
 
+@pytest.mark.spark
+@pytest.mark.s3
+def test_lading_run_converts_files_on_the_arrow_path(spark: Any, demo_bucket: str, s3_client: Any,
+                                                     keep_signals: None, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["run", str(EXAMPLES / "unload-convert.yaml"), "--master", "local[2]"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    lines = out.out.strip().splitlines()
+    assert lines[0] == "COPY 20000"
+    bucket, key = lines[1].removeprefix("manifest: ").removeprefix("s3://").split("/", 1)
+    manifest = json.loads(s3_client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    assert manifest["path"] == {"name": "arrow", "reason": "from.files: a format conversion"}
+    assert manifest["totals"]["rows"] == 20000 and all(f["path"].endswith(".csv.gz") for f in manifest["files"])
+
+
 def test_run_reports_a_bad_manifest_with_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    keep_signals: None) -> None:
     bad = tmp_path / "bad.yaml"

@@ -64,6 +64,14 @@ def test_load_spec() -> None:
     assert spec.target.key_columns == ("id",)
 
 
+def test_files_to_files_is_a_format_conversion() -> None:
+    spec = parse_copyjob({"from": {"files": "s3://lake/in/", "format": "parquet"},
+                          "to": {"files": "s3://lake/out/", "format": "csv", "partitionBy": ["day"]}})
+    assert spec.source.kind == "files" and spec.target.kind == "files"
+    assert spec.source.files is not None and spec.source.files.format == "parquet"
+    assert spec.target.format == "csv" and spec.target.partition_by == ("day",)
+
+
 @pytest.mark.parametrize(
     ("spec", "field", "needle"),
     [
@@ -85,7 +93,8 @@ def test_load_spec() -> None:
         ({**unload(), "to": {"files": "s3://exports/{when}/"}}, "to.files", "unknown placeholder"),
         ({**unload(), "to": {"files": "hdfs://x/y/"}}, "to.files", "s3://bucket/prefix/"),
         ({**unload(), "to": {"files": "s3://ab/y/"}}, "to.files", "bucket"),
-        ({"from": {"files": "s3://lake/in/"}, "to": {"files": "s3://lake/out/"}}, "to.table", "needs a table"),
+        ({"from": {"files": "s3://lake/in/"}, "to": {"files": "s3://lake/out/"}, "force": True}, "force",
+         "loads only"),
         ({"from": {"files": "s3://lake/in/"}, "to": {"table": "s3://lake/t", "envelope": "upsert"}},
          "to.keyColumns", "key columns"),
         ({**unload(), "onError": "continue"}, "onError", "loads only"),

@@ -84,7 +84,7 @@ def test_not_never_allowed(key: str, value: str) -> None:
     ("spark.sql.parquet.output.committer.class", False), ("spark.sql.adaptive.customCostEvaluatorClass", False),
     ("spark.plugins", False), ("spark.sql.extensions", False), ("spark.sql.catalog.evil", False),
     ("spark.kubernetes.driver.annotation.x", False), ("spark.driver.extraJavaOptions", False),
-    ("spark.eventLog.dir", False), ("spark.ui.filters", False),
+    ("spark.eventLog.dir", False), ("spark.ui.filters", False), ("spark.lading.unload.path", True),
 ])
 def test_safe_list(key: str, safe: bool) -> None:
     assert is_safe(key) is safe

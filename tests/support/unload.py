@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -21,6 +23,22 @@ def job_doc(spec: dict[str, Any], run_id: str | None = None, name: str = "export
     return JobDocument(kind="CopyJob", namespace="test", name=name, uid="uid-1", generation=1,
                        run_id=run_id or f"run-{uuid.uuid4().hex[:8]}",
                        run_time=dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC), spec=spec)
+
+
+@contextmanager
+def spark_conf(spark: Any, **settings: str) -> Iterator[None]:
+    """Session settings for the block, restored (or unset) after it."""
+    old = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
 
 
 def s3_keys(s3_client: Any, bucket: str, prefix: str = "") -> list[str]:

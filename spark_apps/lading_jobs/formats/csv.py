@@ -194,7 +194,7 @@ def _convert_options(o: CsvOptions, names: list[str] | None) -> pacsv.ConvertOpt
         null_values=[o.null], strings_can_be_null=True, quoted_strings_can_be_null=False)
 
 
-def _header_names(raw: bytes, o: CsvOptions) -> list[str]:
+def header_names(raw: bytes, o: CsvOptions) -> list[str]:
     reader = pacsv.open_csv(pa.BufferReader(raw), parse_options=_parse_options(o),
                             convert_options=pacsv.ConvertOptions(null_values=[o.null]))
     names = list(reader.schema.names)
@@ -242,13 +242,13 @@ def read_csv(data: bytes | pa.NativeFile, options: CsvOptions | None = None,
     o = options or CsvOptions()
     raw = data if isinstance(data, bytes) else data.read()
     if o.header:
-        names = _header_names(raw, o) if raw.strip() else (schema.names if schema is not None else [])
+        names = header_names(raw, o) if raw.strip() else (schema.names if schema is not None else [])
         read = pacsv.ReadOptions(skip_rows=1, column_names=[f"c{i}" for i in range(len(names))])
     else:
         if schema is not None:
             names = list(schema.names)
         else:
-            first = _header_names(raw, o) if raw.strip() else []
+            first = header_names(raw, o) if raw.strip() else []
             names = [f"column_{i + 1}" for i in range(len(first))]
         read = pacsv.ReadOptions(column_names=[f"c{i}" for i in range(len(names))])
     if not raw.strip():

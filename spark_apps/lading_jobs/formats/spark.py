@@ -123,6 +123,12 @@ def _wire_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
     return arr.cast(target)
 
 
+def wire_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """:func:`to_wire` for one record batch."""
+    return pa.RecordBatch.from_arrays([_wire_array(c, f.type) for c, f in zip(batch.columns, schema, strict=True)],
+                                      schema=schema)
+
+
 def to_wire(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` (lading's Arrow types) in the Arrow schema a Python data source must yield
     for ``schema`` = ``to_arrow_schema(transfer_schema(...))``; columns by position."""

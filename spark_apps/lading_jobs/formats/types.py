@@ -162,7 +162,8 @@ def arrow_schema(spark_schema: T.StructType, column_ids: dict[str, int] | None =
 
 def _conform_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
     if arr.type.equals(target):
-        return arr
+        # equal but for nested fields' metadata (extension names the encoders read): adopt the target's
+        return arr if arr.type.equals(target, check_metadata=True) else arr.view(target)
     if pa.types.is_interval(arr.type) or arr.type.id == 21:  # YEAR_MONTH interval (never via pyarrow)
         raise TypeMappingError("year-month intervals must reach Python as months (see lading_jobs.formats.spark)")
     return pc.cast(arr, target, safe=True)

@@ -1,7 +1,8 @@
 """``run_load``: one CopyJob run from files into a table, start to commit.
 
-  list files ─► drop those in the table's ledger (unless force) ─► plan
-      ─► one Spark task per file (mapInArrow): decode, cast, pending uploads
+  list files ─► drop those in the table's ledger (unless force) ─► plan (lading_jobs.splits)
+      ─► a task per file, or per row-group range of a big Parquet file, small files packed
+         into one Spark task (mapInArrow): decode, cast, pending uploads
       ─► error policy ─► complete parts ─► ONE commit: parts + ledger entries
       ─► complete rejected-rows files ─► manifest ─► result
   policy says fail, validateOnly, any exception or cancellation
@@ -23,10 +24,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from lading_jobs import critical, uploadset
+from lading_jobs import critical, splits, uploadset
 from lading_jobs import storage as st
 from lading_jobs.engine import Cancelled
 from lading_jobs.load import manifest as mf
@@ -96,16 +96,20 @@ def _target_schema(log: TableLog | None, spec: CopyJobSpec, first: st.ObjectInfo
                                  "or set to.inferSchema: true to create it from the files")
 
 
-def _run_tasks(spark: SparkSession, plan: LoadPlan, tasks: list[FileTask]) -> list[FileOutcome]:
-    """One Spark task per file; each returns its outcome as one JSON string."""
+def _run_tasks(spark: SparkSession, plan: LoadPlan, tasks: list[FileTask],
+               groups: list[list[int]] | None = None) -> list[FileOutcome]:
+    """One Spark task per group of file tasks (``plan_load``; default: one each); each file
+    task returns its outcome as one JSON string."""
+    groups = groups if groups is not None else [[i] for i in range(len(tasks))]
 
     def work(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for i in batch.column(0).to_pylist():
-                outcome = run_file(plan, tasks[i])
-                yield pa.RecordBatch.from_pydict({"outcome": [json.dumps(outcome.to_dict())]})
+            for g in batch.column(0).to_pylist():
+                for i in groups[g]:
+                    outcome = run_file(plan, tasks[i])
+                    yield pa.RecordBatch.from_pydict({"outcome": [json.dumps(outcome.to_dict())]})
 
-    df = spark.range(0, len(tasks), 1, numPartitions=len(tasks)).mapInArrow(work, "outcome string")
+    df = spark.range(0, len(groups), 1, numPartitions=len(groups)).mapInArrow(work, "outcome string")
     spark.sparkContext.setJobDescription(f"lading load into {plan.table_uri} ({len(tasks)} files)")
     rows = df.collect()
     by_file: dict[int, list[FileOutcome]] = {}
@@ -152,39 +156,32 @@ def split_loaded(files: list[st.ObjectInfo], snapshot: Snapshot | None
     return todo, already
 
 
+def _pieces(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Settings,
+            chunk_bytes: int) -> list[splits.Piece]:
+    refs = [splits.FileRef(o.uri, o.size, o.etag) for o in files]
+    footers = splits.footer_row_groups(
+        lambda f: storage_for(f.uri, settings).open_input(f.uri, f.size, etag=f.etag or None))
+    return splits.pieces(refs, fmt_name, chunk_bytes, footers)
+
+
 def plan_tasks(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Settings,
                chunk_bytes: int = CHUNK_BYTES) -> list[FileTask]:
     """One task per file; a Parquet file bigger than ``chunk_bytes`` is split into tasks of
-    consecutive row groups of about that many (compressed) bytes, read from its footer."""
-    tasks: list[FileTask] = []
-    for n, o in enumerate(files):
-        chunks = _row_group_chunks(o, settings, chunk_bytes) if fmt_name == "parquet" and o.size > chunk_bytes else []
-        if len(chunks) <= 1:
-            tasks.append(FileTask(len(tasks), o.uri, o.etag, o.size, n))
-            continue
-        for start, stop, first_row in chunks:
-            tasks.append(FileTask(len(tasks), o.uri, o.etag, o.size, n, (start, stop), first_row))
-    return tasks
+    consecutive row groups of about that many (compressed) bytes, read from its footer
+    (the one split planner, ``lading_jobs.splits``)."""
+    return plan_load(files, fmt_name, settings, 1, chunk_bytes)[0]
 
 
-def _row_group_chunks(o: st.ObjectInfo, settings: st.S3Settings, chunk_bytes: int) -> list[tuple[int, int, int]]:
-    """[(first row group, stop, first row)] of about ``chunk_bytes`` each; [] if the footer is unreadable."""
-    try:
-        meta = pq.read_metadata(storage_for(o.uri, settings).open_input(o.uri, o.size, etag=o.etag or None))
-    except (pa.ArrowInvalid, OSError, st.StorageError):
-        return []  # the task reports the file as unreadable
-    out: list[tuple[int, int, int]] = []
-    start, size, row, first_row = 0, 0, 1, 1
-    for i in range(meta.num_row_groups):
-        rg = meta.row_group(i)
-        group = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
-        if i > start and size + group > chunk_bytes:
-            out.append((start, i, first_row))
-            start, size, first_row = i, 0, row
-        size += group
-        row += rg.num_rows
-    out.append((start, meta.num_row_groups, first_row))
-    return out
+def plan_load(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Settings, cores: int,
+              chunk_bytes: int = CHUNK_BYTES) -> tuple[list[FileTask], list[list[int]]]:
+    """The file tasks (``plan_tasks``) and their grouping into Spark tasks: small files packed
+    under Spark's budget rule over the run's bytes (``splits.budget``, ``splits.pack_indices``),
+    so many small files make fewer, larger tasks."""
+    found = _pieces(files, fmt_name, settings, chunk_bytes)
+    tasks = [FileTask(i, p.uri, p.etag, p.size, p.file_index, p.row_groups, p.first_row)
+             for i, p in enumerate(found)]
+    budget = splits.budget(sum(o.size for o in files), cores, chunk_bytes)
+    return tasks, splits.pack_indices([p.bytes for p in found], budget)
 
 
 def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = None,
@@ -227,7 +224,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         time=writer.default_time(snapshot) if snapshot is not None else int(time.time() * 1000),
         write_id=fmt.new_write_id(), format=fileset.format, options=fileset.options, load=spec.load,
         rejects_prefix=mf.run_prefix(spec.load.rejected_rows, job.run_id), settings=settings)
-    tasks = plan_tasks(todo, fileset.format, settings, chunk_bytes)
+    tasks, groups = plan_load(todo, fileset.format, settings, spark.sparkContext.defaultParallelism, chunk_bytes)
     tplan = None
     if spec.transform is not None and tasks:
         tplan = tf.plan_transform(spec, schema, tf.source_schema(spec, todo[0], settings))
@@ -238,7 +235,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         if tplan is not None:
             outcomes = tf.run_tasks(spark, plan, tplan, tasks)
         elif tasks:
-            outcomes = _run_tasks(spark, plan, tasks)
+            outcomes = _run_tasks(spark, plan, tasks, groups)
         if cancel is not None and cancel.is_set():
             raise Cancelled()  # the last point where a cancel undoes the run; publishing runs to its end
     except BaseException:

@@ -1,16 +1,27 @@
 """The "lading-files" Python data source: a file set (prefix, glob, pattern or list) in
 Parquet, CSV or JSON lines, read through lading_jobs.storage as Arrow batches.
 
-The driver lists the files once and plans one input partition per file (Parquet
-files larger than ``PARQUET_SPLIT_BYTES`` split into row-group ranges); each task
-reads its file with pyarrow (``.gz``/``.zst`` text decompressed by extension),
-decodes it with lading's readers, and yields record batches in the Arrow types
-Spark expects. The schema comes from the ``schema`` option, else from the first
-file: its Parquet schema (lading extension names honoured), its CSV header
-(strings), or JSON inference.
+The driver lists the files once and plans splits with the one split planner
+(``lading_jobs.splits``: small files packed into one task, Parquet files larger
+than the budget cut into row-group ranges); each task reads its split with
+``read_split`` (``.gz``/``.zst`` text decompressed by extension), decoding with
+lading's readers into lading's Arrow types; the Arrow-only unload calls the same
+function without Spark, so both paths read the same rows.
+
+Every read is pinned to the version the listing saw (its ETag): a file rewritten after
+the listing fails the run (``storage.ObjectChanged``) instead of mixing two versions.
+
+One schema inference (``infer_schema``), from the first file: a Parquet file's
+schema is Spark's own (the ``org.apache.spark.sql.parquet.row.metadata`` footer
+entry) when Spark wrote it, else its Arrow schema with lading's extension names
+honoured and INT96 columns read as timestamps with time zone (what they mean to
+Spark and Hive); a CSV header gives string columns; JSON lines are inferred.
+Every column is nullable, as in Spark's file sources. Every other file must have
+the same columns and types: drift is refused naming the file and the column.
 
 Options are strings: ``fileset`` is the JSON of a :class:`lading_spec.formats.FileSet`
-(see :func:`fileset_to_json`), ``schema`` an optional Spark schema JSON.
+(see :func:`fileset_to_json`), ``schema`` an optional Spark schema JSON,
+``splitBytes`` the split budget the caller planned with.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from lading_jobs import splits
 from lading_jobs.formats import csv as lcsv
 from lading_jobs.formats import jsonl, spark, types
 from lading_jobs.storage import ObjectInfo, open_storage
@@ -32,8 +44,12 @@ from lading_spec.copyjob import Input
 from lading_spec.formats import CsvOptions, FileSet, JsonOptions, ParquetOptions
 
 NAME = "lading-files"
-PARQUET_SPLIT_BYTES = 256 * 1024**2
+SPARK_ROW_METADATA = b"org.apache.spark.sql.parquet.row.metadata"
 _COMPRESSION = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd"}
+
+
+class SchemaDrift(ValueError):
+    """A file of the set does not have the columns and types of the first one."""
 
 
 def fileset_to_json(fs: FileSet) -> str:
@@ -64,6 +80,30 @@ def list_files(fs: FileSet) -> list[ObjectInfo]:
     return [o for o in found if not o.uri.rsplit("/", 1)[-1].startswith((".", "_"))]
 
 
+SORT_SPLIT_BYTES = 32 * 1024**2
+"""Most bytes a split holds when its task sorts it whole (an unload's ``partitionBy``)."""
+
+
+def plan_splits(fs: FileSet, files: list[ObjectInfo], split_bytes: int,
+                open_cost: int = splits.OPEN_COST) -> list[splits.Split]:
+    """The splits a read of ``files`` takes (``lading_jobs.splits.plan``, footers read as needed)."""
+    refs = [splits.FileRef(o.uri, o.size, o.etag) for o in files]
+    footers = splits.footer_row_groups(lambda f: open_storage(f.uri).open_input(f.uri, f.size, etag=f.etag or None))
+    return splits.plan(refs, fs.format, split_bytes, footers, open_cost=open_cost)
+
+
+def split_sizes(session: SparkSession, files: list[ObjectInfo], *, sort: bool = False) -> tuple[int, int]:
+    """(split budget, open cost) for reading ``files`` in ``session``: Spark's own file-scan
+    settings (``spark.sql.files.maxPartitionBytes``, ``openCostInBytes``) under Spark's rule
+    (``splits.budget``); ``sort``: at most ``SORT_SPLIT_BYTES``, a task holds its split whole."""
+    conf = session._jsparkSession.sessionState().conf()  # type: ignore[attr-defined]
+    max_bytes, open_cost = int(conf.filesMaxPartitionBytes()), int(conf.filesOpenCostInBytes())
+    if sort:
+        max_bytes = min(max_bytes, SORT_SPLIT_BYTES)
+    cores = session.sparkContext.defaultParallelism
+    return splits.budget(sum(o.size for o in files), cores, max_bytes, open_cost), open_cost
+
+
 def _compression(uri: str) -> str | None:
     for ext, codec in _COMPRESSION.items():
         if uri.endswith(ext):
@@ -71,92 +111,154 @@ def _compression(uri: str) -> str | None:
     return None
 
 
-def _read_text(uri: str) -> bytes:
-    raw = open_storage(uri).read(uri)
+def _read_text(uri: str, etag: str | None = None) -> bytes:
+    raw = open_storage(uri).read(uri, etag=etag)
     codec = _compression(uri)
     if codec is None:
         return raw
     return pa.input_stream(pa.BufferReader(raw), compression=codec).read()
 
 
-def decode_file(uri: str, fs: FileSet, schema: pa.Schema | None) -> pa.Table:
-    """A whole CSV or JSON lines file as a table (``schema`` None: inferred/strings)."""
-    data = _read_text(uri)
+def decode_file(uri: str, fs: FileSet, schema: pa.Schema | None, etag: str | None = None) -> pa.Table:
+    """A whole CSV or JSON lines file as a table (``schema`` None: inferred/strings); with
+    ``etag``, only the version listed (a file rewritten since fails, ``storage.ObjectChanged``)."""
+    data = _read_text(uri, etag)
     try:
         if fs.format == "csv":
             assert isinstance(fs.options, CsvOptions)
+            if schema is not None and fs.options.header and data.strip():
+                _check_header(uri, lcsv.header_names(data, fs.options), schema.names)
             return lcsv.read_csv(data, fs.options, schema)
         return jsonl.read_jsonl(data, schema)
+    except SchemaDrift:
+        raise
     except (ValueError, pa.ArrowInvalid) as e:
         raise ValueError(f"reading {uri}: {e}") from e
 
 
+def _check_header(uri: str, names: list[str], expected: list[str]) -> None:
+    for name in names:
+        if name not in expected:
+            raise SchemaDrift(_drift(uri, name, "is a column here but not in the first file's header"))
+    for name in expected:
+        if name not in names:
+            raise SchemaDrift(_drift(uri, name, "is missing from this file's header"))
+
+
+def _drift(uri: str, column: str, what: str) -> str:
+    return (f"from.files: schema drift in {uri}: column {column!r} {what}; every file of a file set must have "
+            "the first file's columns and types (select matching files with pattern or fileList, or copy them "
+            "in separate runs)")
+
+
+# -- Parquet: the one schema inference -----------------------------------------------------
+def open_parquet(source: pa.NativeFile) -> pq.ParquetFile:
+    """A Parquet file opened as lading reads them: INT96 at microseconds (no overflow)."""
+    return pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
+
+
+def _spark_footer(pf: pq.ParquetFile) -> T.StructType | None:
+    """The Spark schema a Spark writer left in the footer, when it matches the file's columns."""
+    meta = pf.metadata.metadata or {}
+    raw = meta.get(SPARK_ROW_METADATA)
+    if raw is None:
+        return None
+    try:
+        schema = T.StructType.fromJson(json.loads(raw))
+    except (ValueError, KeyError, TypeError):
+        return None
+    return schema if schema.names == pf.schema_arrow.names else None
+
+
+def parquet_schema(pf: pq.ParquetFile) -> T.StructType:
+    """A Parquet file's Spark schema (see the module doc), every column nullable."""
+    spark_schema = _spark_footer(pf)
+    if spark_schema is None:
+        arrow = pf.schema_arrow
+        int96 = {c.path for c in (pf.schema.column(i) for i in range(len(pf.schema))) if c.physical_type == "INT96"}
+        fields = []
+        for f in arrow:
+            if f.name in int96 and pa.types.is_timestamp(f.type):
+                f = f.with_type(pa.timestamp("us", tz=types.UTC))
+            fields.append(f)
+        spark_schema = types.spark_schema_from_arrow(pa.schema(fields, metadata=arrow.metadata))
+    return T.StructType([T.StructField(f.name, f.dataType, True, f.metadata) for f in spark_schema.fields])
+
+
+def _same_type(a: T.DataType, b: T.DataType) -> bool:
+    return types.nested_nullable(a) == types.nested_nullable(b)
+
+
+def check_parquet_schema(uri: str, found: T.StructType, expected: T.StructType) -> None:
+    """Refuse a file whose columns or types differ from the expected (first file's) schema."""
+    have = {f.name: f.dataType for f in found.fields}
+    for f in expected.fields:
+        if f.name not in have:
+            raise SchemaDrift(_drift(uri, f.name, "is missing from this file"))
+        if not _same_type(have[f.name], f.dataType):
+            raise SchemaDrift(_drift(uri, f.name, f"is {have[f.name].simpleString()} here but "
+                                                  f"{f.dataType.simpleString()} in the first file"))
+    for name in have:
+        if name not in expected.names:
+            raise SchemaDrift(_drift(uri, name, "is in this file but not in the first file"))
+
+
 def infer_schema(fs: FileSet, files: list[ObjectInfo]) -> T.StructType:
-    """The Spark schema of the first file."""
+    """The Spark schema of the file set: the first file's (see the module doc)."""
     if not files:
         raise FileNotFoundError(f"no files match {fs.uri or list(fs.file_list)}"
                                 + (f" with pattern {fs.pattern!r}" if fs.pattern else ""))
     first = files[0]
     if fs.format == "parquet":
-        with open_storage(first.uri).open_input(first.uri, first.size) as f:
-            arrow = pq.read_schema(f)
-    else:
-        arrow = decode_file(first.uri, fs, None).schema
-    return types.spark_schema_from_arrow(arrow)
+        with open_storage(first.uri).open_input(first.uri, first.size, etag=first.etag or None) as f:
+            return parquet_schema(open_parquet(f))
+    arrow = decode_file(first.uri, fs, None, first.etag or None).schema
+    schema = types.spark_schema_from_arrow(arrow)
+    return T.StructType([T.StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
+
+
+# -- reading a split ------------------------------------------------------------------------
+def read_split(split: splits.Split, fs: FileSet, schema: T.StructType) -> Iterator[pa.RecordBatch]:
+    """The split's rows in lading's Arrow types for ``schema``, piece after piece, in file order."""
+    lading = types.arrow_schema(schema)
+    for piece in split.pieces:
+        if fs.format == "parquet":
+            yield from _parquet_piece(piece, schema, lading)
+        else:
+            yield from decode_file(piece.uri, fs, lading, piece.etag or None).to_batches(max_chunksize=65536)
+
+
+def _parquet_piece(piece: splits.Piece, schema: T.StructType, lading: pa.Schema) -> Iterator[pa.RecordBatch]:
+    with open_storage(piece.uri).open_input(piece.uri, piece.size, etag=piece.etag or None) as f:
+        pf = open_parquet(f)
+        check_parquet_schema(piece.uri, parquet_schema(pf), schema)
+        row_groups = list(range(*piece.row_groups)) if piece.row_groups is not None else None
+        for batch in pf.iter_batches(row_groups=row_groups, columns=lading.names):
+            yield types.conform_batch(batch.select(lading.names), lading)
 
 
 class _Split(InputPartition):
-    def __init__(self, uri: str, size: int, row_groups: list[int] | None = None) -> None:
-        super().__init__(uri)
-        self.uri, self.size, self.row_groups = uri, size, row_groups
+    def __init__(self, split: splits.Split) -> None:
+        super().__init__(split.index)
+        self.split = split
 
 
 class FilesReader(DataSourceReader):
-    def __init__(self, fs: FileSet, schema: T.StructType, files: list[ObjectInfo]) -> None:
+    def __init__(self, fs: FileSet, schema: T.StructType, files: list[ObjectInfo], split_bytes: int,
+                 open_cost: int) -> None:
         self.fs, self.schema, self.files = fs, schema, files
+        self.split_bytes, self.open_cost = split_bytes, open_cost
 
     def partitions(self) -> list[InputPartition]:
-        out: list[InputPartition] = []
-        for o in self.files:
-            if self.fs.format == "parquet" and o.size > PARQUET_SPLIT_BYTES:
-                with open_storage(o.uri).open_input(o.uri, o.size) as f:
-                    meta = pq.ParquetFile(f).metadata
-                group, size = [], 0
-                for i in range(meta.num_row_groups):
-                    group.append(i)
-                    size += meta.row_group(i).total_byte_size
-                    if size >= PARQUET_SPLIT_BYTES:
-                        out.append(_Split(o.uri, o.size, group))
-                        group, size = [], 0
-                if group:
-                    out.append(_Split(o.uri, o.size, group))
-            else:
-                out.append(_Split(o.uri, o.size))
-        return out
+        return [_Split(s) for s in plan_splits(self.fs, self.files, self.split_bytes, self.open_cost)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         from pyspark.sql.pandas.types import to_arrow_schema
 
         assert isinstance(partition, _Split)
-        lading = types.arrow_schema(self.schema)
         wire = to_arrow_schema(spark.transfer_schema(self.schema), timezone="UTC")
-        for batch in self._batches(partition, lading):
-            yield pa.RecordBatch.from_arrays(
-                [batch.column(f.name).cast(w.type) for f, w in zip(lading, wire, strict=True)], schema=wire)
-
-    def _batches(self, part: _Split, lading: pa.Schema) -> Iterator[pa.RecordBatch]:
-        if self.fs.format == "parquet":
-            with open_storage(part.uri).open_input(part.uri, part.size) as f:
-                pf = pq.ParquetFile(f)
-                names = set(pf.schema_arrow.names)
-                missing = [n for n in lading.names if n not in names]
-                if missing:
-                    raise ValueError(f"{part.uri} has no column {missing[0]!r}")
-                for batch in pf.iter_batches(row_groups=part.row_groups, columns=lading.names):
-                    yield types.conform_batch(batch.select(lading.names), lading)
-            return
-        table = decode_file(part.uri, self.fs, lading)
-        yield from table.to_batches(max_chunksize=65536)
+        for batch in read_split(partition.split, self.fs, self.schema):
+            yield spark.wire_batch(batch, wire)
 
 
 class FilesDataSource(DataSource):
@@ -180,24 +282,31 @@ class FilesDataSource(DataSource):
 
     def reader(self, schema: T.StructType) -> DataSourceReader:
         files = list_files(self._fileset())
-        return FilesReader(self._fileset(), self._schema(files), files)
+        budget = int(self.options.get("splitBytes") or splits.budget(sum(o.size for o in files), 1))
+        open_cost = int(self.options.get("openCost") or splits.OPEN_COST)
+        return FilesReader(self._fileset(), self._schema(files), files, budget, open_cost)
 
 
-def read_fileset(session: SparkSession, fs: FileSet, schema: T.StructType | None = None) -> DataFrame:
-    """A DataFrame over the file set, year-month intervals restored."""
+def read_fileset(session: SparkSession, fs: FileSet, schema: T.StructType | None = None, *,
+                 sort: bool = False) -> DataFrame:
+    """A DataFrame over the file set, year-month intervals restored; splits planned as
+    ``split_sizes`` says (``sort``: for tasks that sort their split whole)."""
     session.dataSource.register(FilesDataSource)
     files = list_files(fs)
     full = schema or infer_schema(fs, files)
-    df = (session.read.format(NAME).option("fileset", fileset_to_json(fs))
-          .option("schema", full.json()).load())
+    budget, open_cost = split_sizes(session, files, sort=sort)
+    df = (session.read.format(NAME).schema(spark.transfer_schema(full)).option("fileset", fileset_to_json(fs))
+          .option("schema", full.json()).option("splitBytes", str(budget)).option("openCost", str(open_cost))
+          .load())
     return spark.from_transfer(df, full)
 
 
-def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Input]) -> None:
+def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Input], *,
+                    sort: bool = False) -> None:
     """Register every input as a temporary view named after it (for ``from.query``)."""
     for item in inputs:
         if item.files is not None:
-            read_fileset(session, item.files).createOrReplaceTempView(item.name)
+            read_fileset(session, item.files, sort=sort).createOrReplaceTempView(item.name)
             continue
         try:
             from lading_jobs.table import reader  # the table engineer's module
@@ -206,4 +315,3 @@ def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Inpu
                                "which this build lacks") from e
         assert item.table is not None
         reader.register_table_view(session, item.name, item.table, item.as_of)
-

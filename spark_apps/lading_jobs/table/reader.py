@@ -199,16 +199,46 @@ def scan(uri: str, as_of: int | None = None, predicate: ex.Expr | None = None, *
     return read_parts(storage, snapshot, plan_scan(snapshot, bound), bound, row_filter=bound)
 
 
-# -- the Spark data source ------------------------------------------------------------------------
+# -- tasks: planned once, read by the Spark data source and by the Arrow-only unload -----------------
 @dataclass(frozen=True)
-class _Task:
+class ReadTask:
+    """One task's share of a read: parts to fetch, and (upsert, diff) the key bucket it keeps."""
+
     parts: tuple[Part, ...]
     bucket: int
     buckets: int
 
 
+def plan_tasks(snapshot: Snapshot, predicate: ex.Expr | None = None) -> list[ReadTask]:
+    """The read's tasks: append tables in groups of parts of about ``APPEND_TASK_BYTES``;
+    upsert and diff tables as ``n`` key buckets over every planned part (see the module doc)."""
+    parts = plan_scan(snapshot, predicate)
+    if not parts:
+        return [ReadTask((), 0, 1)]
+    if snapshot.envelope == "append":
+        groups: list[list[Part]] = [[]]
+        size = 0
+        for p in parts:
+            if groups[-1] and size + p.size > APPEND_TASK_BYTES:
+                groups.append([])
+                size = 0
+            groups[-1].append(p)
+            size += p.size
+        return [ReadTask(tuple(g), 0, 1) for g in groups]
+    total = sum(p.size for p in parts)
+    buckets = max(1, min(200, math.ceil(total / BUCKET_BYTES)))
+    return [ReadTask(tuple(parts), b, buckets) for b in range(buckets)]
+
+
+def read_task(storage: st.Storage, snapshot: Snapshot, task: ReadTask, predicate: ex.Expr | None = None) -> pa.Table:
+    """One task's rows: its parts read, its bucket kept, consolidated, filtered (user columns)."""
+    return read_parts(storage, snapshot, task.parts, predicate, bucket=task.bucket, buckets=task.buckets,
+                      row_filter=predicate)
+
+
+# -- the Spark data source ------------------------------------------------------------------------
 class LadingPartition(InputPartition):
-    def __init__(self, task: _Task) -> None:
+    def __init__(self, task: ReadTask) -> None:
         super().__init__(task)
         self.task = task
 
@@ -274,29 +304,11 @@ class LadingReader(DataSourceReader):
         return ex.and_all(self.predicates) if self.predicates else None
 
     def partitions(self) -> Sequence[InputPartition]:
-        parts = plan_scan(self.snapshot, self.predicate())
-        if not parts:
-            return [LadingPartition(_Task((), 0, 1))]
-        if self.snapshot.envelope == "append":
-            groups: list[list[Part]] = [[]]
-            size = 0
-            for p in parts:
-                if groups[-1] and size + p.size > APPEND_TASK_BYTES:
-                    groups.append([])
-                    size = 0
-                groups[-1].append(p)
-                size += p.size
-            return [LadingPartition(_Task(tuple(g), 0, 1)) for g in groups]
-        total = sum(p.size for p in parts)
-        buckets = max(1, min(200, math.ceil(total / BUCKET_BYTES)))
-        return [LadingPartition(_Task(tuple(parts), b, buckets)) for b in range(buckets)]
+        return [LadingPartition(t) for t in plan_tasks(self.snapshot, self.predicate())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        task: _Task = partition.value
-        storage = _storage(self.snapshot.uri, self.options)
-        predicate = self.predicate()
-        out = read_parts(storage, self.snapshot, task.parts, predicate, bucket=task.bucket, buckets=task.buckets,
-                         row_filter=predicate)
+        task: ReadTask = partition.value
+        out = read_task(_storage(self.snapshot.uri, self.options), self.snapshot, task, self.predicate())
         yield from spark_formats.to_wire(out, wire_schema(self.snapshot)).to_batches()
 
 

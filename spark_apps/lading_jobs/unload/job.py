@@ -1,9 +1,11 @@
 """``run_unload``: one CopyJob run from a query or a table to files, start to commit.
 
   resolve destination ─► recover an earlier attempt of this run (roll forward: done; or back)
-      ─► ifExists check (one list call) ─► Spark plan
-      ─► mapInArrow tasks write pending uploads ─► publish (unload.commit): intent,
-         complete every upload, manifest (the commit point), replace: drop old objects
+      ─► ifExists check (one list call) ─► source DataFrame
+      ─► path (unload.arrowpath.choose): Arrow-only tasks, or the Spark plan's mapInArrow tasks;
+         either way tasks write pending uploads
+      ─► publish (unload.commit): intent, complete every upload, manifest (the commit point),
+         replace: drop old objects
       ─► sweep pending uploads of this run that no manifest names
   any failure or cancellation before publishing ─► wait for the run's tasks to end,
       abort every upload of the run, sweep, re-raise
@@ -28,7 +30,7 @@ from lading_jobs.engine import Cancelled, Progress
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.session import wait_for_tasks
 from lading_jobs.storage import S3Settings, Storage, StorageError, join, open_storage
-from lading_jobs.unload import commit, formatting, naming
+from lading_jobs.unload import arrowpath, commit, formatting, naming
 from lading_jobs.unload.manifest import build_manifest
 from lading_jobs.unload.task import OUTPUT_SCHEMA, SEQ_COLUMN, TaskPlan, write_partition
 from lading_spec.copyjob import CopyJobSpec
@@ -38,12 +40,13 @@ from lading_spec.templates import resolve_destination
 
 
 def source_frame(spark: SparkSession, spec: CopyJobSpec) -> DataFrame:
-    """The DataFrame to unload: the query over its inputs, or the table as of a time."""
+    """The DataFrame to unload: the query over its inputs, the table as of a time, or the files."""
+    sort = bool(spec.target.partition_by)  # tasks sort their rows: smaller splits
     if spec.source.query is not None:
         if spec.source.inputs:
             from lading_jobs.sources import files as sources_files
 
-            sources_files.register_inputs(spark, spec.source.inputs)
+            sources_files.register_inputs(spark, spec.source.inputs, sort=sort)
         from lading_jobs import sandbox
 
         return sandbox.query_frame(spark, spec.source.query, [i.name for i in spec.source.inputs])
@@ -51,7 +54,11 @@ def source_frame(spark: SparkSession, spec: CopyJobSpec) -> DataFrame:
         from lading_jobs.table import reader
 
         return reader.read_table(spark, spec.source.table, spec.source.as_of)  # type: ignore[no-any-return]
-    raise SpecError("from", "an unload reads from.query or from.table")
+    if spec.source.files is not None:
+        from lading_jobs.sources import files as sources_files
+
+        return sources_files.read_fileset(spark, spec.source.files, sort=sort)
+    raise SpecError("from", "an unload reads from.query, from.table or from.files")
 
 
 def _source_summary(spec: CopyJobSpec) -> dict[str, Any]:
@@ -61,6 +68,8 @@ def _source_summary(spec: CopyJobSpec) -> dict[str, Any]:
             {"name": i.name, **({"files": i.files.uri, "fileList": list(i.files.file_list), "format": i.files.format}
                                 if i.files is not None else {"table": i.table, "asOf": i.as_of})}
             for i in s.inputs]}
+    if s.files is not None:
+        return {"files": s.files.uri, "fileList": list(s.files.file_list), "format": s.files.format}
     return {"table": s.table, "asOf": s.as_of}
 
 
@@ -72,26 +81,32 @@ def _output_summary(spec: CopyJobSpec) -> dict[str, Any]:
             "ifExists": t.if_exists}
 
 
-def _prepare_partitioning(df: DataFrame, spec: CopyJobSpec) -> DataFrame:
+def _check_partitioning(columns: list[str], spec: CopyJobSpec) -> None:
     cols = spec.target.partition_by
-    if not cols:
-        return df
-    missing = [c for c in cols if c not in df.columns]
+    missing = [c for c in cols if c not in columns]
     if missing:
-        raise SpecError("to.partitionBy", f"column {missing[0]!r} is not in the output; columns: {', '.join(df.columns)}")
-    if not spec.target.keep_partition_columns and len(cols) == len(df.columns):
+        raise SpecError("to.partitionBy", f"column {missing[0]!r} is not in the output; columns: {', '.join(columns)}")
+    if cols and not spec.target.keep_partition_columns and len(cols) == len(columns):
         raise SpecError("to.partitionBy", "every column is a partition column; files would be empty "
                         "(set to.keepPartitionColumns: true or partition by fewer columns)")
+
+
+def _prepare_partitioning(df: DataFrame, spec: CopyJobSpec) -> DataFrame:
+    cols = spec.target.partition_by
+    _check_partitioning(df.columns, spec)
+    if not cols:
+        return df
     # Sort each task's rows by partition values, keeping the query's order within each value.
     return df.withColumn(SEQ_COLUMN, F.monotonically_increasing_id()).sortWithinPartitions(*cols, SEQ_COLUMN)
 
 
 def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
                cancel: threading.Event | None = None, progress: Progress | None = None,
-               storage: Storage | None = None) -> dict[str, Any]:
+               storage: Storage | None = None, path: str | None = None) -> dict[str, Any]:
     """Run the unload; return the result fields (``rows``, ``files``, ``bytes``, ``manifest``, ``destination``).
 
     ``storage`` (tests: a fault-injecting wrapper) is the driver's; tasks open their own.
+    ``path`` (``auto``, ``arrow``, ``spark``) overrides the ``spark.lading.unload.path`` setting.
     """
     start = dt.datetime.now(dt.UTC)
     target = spec.target
@@ -111,7 +126,13 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
     if mode == "error":
         commit.check_destination(storage, destination)
 
-    df = _prepare_partitioning(source_frame(spark, spec), spec)
+    frame = source_frame(spark, spec)
+    choice = arrowpath.choose(spark, spec, frame, requested=path)
+    if choice.job is not None:
+        _check_partitioning(frame.columns, spec)
+        df = frame
+    else:
+        df = _prepare_partitioning(frame, spec)
     spark_schema_json = df.drop(SEQ_COLUMN).schema.json() if SEQ_COLUMN in df.columns else df.schema.json()
     plan = TaskPlan(destination=destination, format=target.format, options=target.options,  # type: ignore[arg-type]
                     max_file_size=target.max_file_size, buffer_size=target.buffer_size,
@@ -136,8 +157,11 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
     try:
         if cancel is not None and cancel.is_set():
             raise Cancelled()
-        rows = spark_formats.to_transfer(df).mapInArrow(body, OUTPUT_SCHEMA).collect()
-        files = sorted((json.loads(r[0]) for r in rows), key=lambda f: (f["task"], f["seq"]))
+        if choice.job is not None:
+            files = arrowpath.run(spark, choice.job, plan, counters)
+        else:
+            rows = spark_formats.to_transfer(df).mapInArrow(body, OUTPUT_SCHEMA).collect()
+            files = sorted((json.loads(r[0]) for r in rows), key=lambda f: (f["task"], f["seq"]))
         if cancel is not None and cancel.is_set():
             raise Cancelled()  # the last point where a cancel undoes the run; publishing runs to its end
         arrow_schema = _arrow_schema(spark_schema_json, spec)
@@ -148,7 +172,8 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
                  "generation": doc.generation},
             destination=destination, source=_source_summary(spec), output=_output_summary(spec),
             spark_schema=json.loads(spark_schema_json), arrow_schema=arrow_schema,
-            type_mapping=formatting.type_mapping_version(), files=files, start=start, end=end)
+            type_mapping=formatting.type_mapping_version(), files=files, start=start, end=end,
+            path=choice.marker())
     except BaseException as e:
         wait_for_tasks(sc, doc.run_id)  # killed tasks' workers may still be starting uploads
         commit.abort_run(storage, destination, files, token)

@@ -24,7 +24,7 @@ def _iso(t: dt.datetime) -> str:
 def build_manifest(*, run_id: str, job: dict[str, Any], destination: str, source: dict[str, Any],
                    output: dict[str, Any], spark_schema: dict[str, Any], arrow_schema: pa.Schema | None,
                    type_mapping: str, files: list[dict[str, Any]], start: dt.datetime,
-                   end: dt.datetime) -> dict[str, Any]:
+                   end: dt.datetime, path: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "kind": MANIFEST_KIND,
         "version": MANIFEST_VERSION,
@@ -36,6 +36,7 @@ def build_manifest(*, run_id: str, job: dict[str, Any], destination: str, source
         "durationSeconds": round((end - start).total_seconds(), 3),
         "source": source,
         "output": output,
+        **({"path": path} if path is not None else {}),
         "schema": {
             "spark": spark_schema,
             "arrow": [{"name": f.name, "type": str(f.type), "nullable": f.nullable}

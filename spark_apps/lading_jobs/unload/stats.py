@@ -56,8 +56,12 @@ class ColumnStats:
         self.nulls += column.null_count
         if not self.orderable or column.null_count == len(column):
             return
-        mm = pc.min_max(column)
-        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        if pa.types.is_duration(column.type):  # pyarrow has no min_max kernel for durations
+            mm = pc.min_max(column.cast(pa.int64()))
+            lo, hi = (pa.scalar(mm[k].as_py(), column.type).as_py() for k in ("min", "max"))
+        else:
+            mm = pc.min_max(column)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
         if isinstance(lo, float) and math.isnan(lo):
             lo = None
         if isinstance(hi, float) and math.isnan(hi):

@@ -258,3 +258,13 @@ def test_logical_types_and_aliases_share_the_registry() -> None:
         types.canonical_type_name("interval", "c")
     # a part written before extension names were limited to Arrow's gaps: plain names still read
     assert types.spark_type_from_arrow(pa.field("x", pa.int64(), metadata={types.LADING_TYPE: b"bigint"})) == T.LongType()
+
+
+def test_conformed_nested_intervals_keep_their_extension_names() -> None:
+    # Spark sends array<interval month> as list<int32> with no field metadata; the mapped type
+    # names the element "interval month", which the CSV/JSON encoders render as an interval.
+    schema = types.arrow_schema(T.StructType([T.StructField("ymarr", T.ArrayType(T.YearMonthIntervalType(1, 1)))]))
+    wire = pa.RecordBatch.from_pydict({"ymarr": pa.array([[3, None]], pa.list_(pa.int32()))})
+    out = types.conform_batch(wire, schema)
+    assert out.column(0).type.value_field.metadata == {types.LADING_TYPE: b"interval month"}
+    assert JsonEncoder(schema).encode(out) == b'{"ymarr":["P3M",null]}\n'

@@ -117,3 +117,48 @@ def test_year_month_intervals_survive_the_source(spark: Any, file_uri: Callable[
 def test_missing_files_are_named(file_uri: Callable[[str], str], spark: Any) -> None:
     with pytest.raises(FileNotFoundError, match="no files match"):
         read_fileset(spark, FileSet(uri=file_uri("none/"), format="parquet", options=ParquetOptions()))
+
+
+@pytest.mark.spark
+def test_variants_with_nulls_cross_the_source(spark: Any, file_uri: Callable[[str], str]) -> None:
+    # a NULL variant is a NULL struct whose non-null children Spark's wire schema requires filled
+    from pyspark.sql import types as T
+
+    from lading_jobs.formats import types
+
+    schema = types.arrow_schema(T.StructType([T.StructField("id", T.IntegerType()),
+                                              T.StructField("v", T.VariantType())]))
+    v = spark.sql("""SELECT parse_json('{"a":1}') AS v""").collect()[0].v
+    t = pa.Table.from_pylist([{"id": 1, "v": {"value": v.value, "metadata": v.metadata}}, {"id": 2, "v": None}],
+                             schema=schema)
+    root = file_uri("variant/")
+    sink = pa.BufferOutputStream()
+    pq.write_table(t, sink)
+    open_storage(root).put(root + "a.parquet", sink.getvalue().to_pybytes())
+    df = read_fileset(spark, FileSet(uri=root, format="parquet", options=ParquetOptions()))
+    got = sorted(df.selectExpr("id", "to_json(v) AS j").collect())
+    assert [tuple(r) for r in got] == [(1, '{"a":1}'), (2, None)]
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("fmt", ["pq", "json"])
+def test_a_file_rewritten_after_the_listing_fails_the_read(root: str, fmt: str) -> None:
+    # The Arrow-only unload reads splits planned from the listing; a file rewritten since must fail
+    # (storage.ObjectChanged), not mix versions. Without pinned reads, the new bytes were read.
+    from lading_jobs.sources.files import infer_schema, list_files, plan_splits, read_split
+    from lading_jobs.storage import ObjectChanged
+
+    _write(root)
+    fs = FileSet(uri=f"{root}{fmt}/", format="parquet" if fmt == "pq" else "json",
+                 options=ParquetOptions() if fmt == "pq" else JsonOptions())
+    listed = list_files(fs)
+    schema = infer_schema(fs, listed)
+    (split,) = plan_splits(fs, listed, 1 << 30, open_cost=0)
+    assert sum(b.num_rows for b in read_split(split, fs, schema)) == 100
+    first = listed[0].uri
+    sink = pa.BufferOutputStream()
+    pq.write_table(_table(1000), sink)
+    open_storage(first).put(first, sink.getvalue().to_pybytes() if fmt == "pq"
+                            else JsonEncoder(_table(1000).schema).encode(_table(1000).to_batches()[0]))
+    with pytest.raises(ObjectChanged, match="changed after it was listed"):
+        list(read_split(split, fs, schema))

@@ -1,0 +1,105 @@
+"""The Arrow-only unload path under the writer's limits and failures, against the moto S3 server.
+
+The path shares the task writer and the publish protocol with the Spark SQL path
+(tests/lading_jobs/unload/test_unload.py, test_publish*.py); these cases prove the
+path itself keeps them: ``maxFileSize`` is a ceiling for the files its tasks roll,
+a task failing after others left pending uploads leaves nothing behind and the
+rerun succeeds, and a successful run sweeps its lost attempts' pending uploads. Cancellation by SIGTERM mid-run: tests/lading_jobs/test_main.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from support.unload import job_doc, s3_keys, s3_pending, spark_conf
+
+from lading_jobs.main import execute
+from lading_jobs.result import Cancellation
+from lading_jobs.storage import S3Storage
+from lading_jobs.unload import arrowpath, naming
+
+pytestmark = [pytest.mark.spark, pytest.mark.s3]
+MB = 1024 * 1024
+
+
+def random_rows(first: int, rows: int) -> pa.Table:
+    """``rows`` rows of an id and 256 characters of random hex (incompressible: ~270 CSV bytes a row)."""
+    hexes = os.urandom(rows * 128).hex()
+    return pa.table({"id": pa.array(range(first, first + rows), pa.int64()),
+                     "h": pa.array([hexes[i * 256:(i + 1) * 256] for i in range(rows)])})
+
+
+def forced_arrow(spark: Any) -> Any:
+    return spark_conf(spark, **{arrowpath.CONF: arrowpath.ARROW})
+
+
+def test_max_file_size_is_a_ceiling_on_the_arrow_path(spark: Any, s3_client: Any, bucket: str,
+                                                       tmp_path: Path) -> None:
+    pq.write_table(random_rows(0, 50_000), tmp_path / "in.parquet", row_group_size=10_000)  # ~13 MB
+    limit = 6 * MB
+    spec = {"from": {"files": f"file://{tmp_path}/", "format": "parquet"},
+            "to": {"files": f"s3://{bucket}/big/", "format": "csv", "maxFileSize": "6MB"}}
+    with forced_arrow(spark):
+        result = execute(job_doc(spec), lambda: spark, Cancellation())
+    assert result.get("rows") == 50_000, result
+    manifest = json.loads(s3_client.get_object(Bucket=bucket, Key="big/_lading_manifest.json")["Body"].read())
+    assert manifest["path"]["name"] == "arrow"
+    by_task: dict[int, list[dict[str, Any]]] = {}
+    for f in manifest["files"]:
+        size = s3_client.head_object(Bucket=bucket, Key=f"big/{f['path']}")["ContentLength"]
+        assert size == f["bytes"] <= limit
+        by_task.setdefault(f["task"], []).append(f)
+    assert sum(len(files) for files in by_task.values()) >= 3  # every task rolled at least once
+    for files in by_task.values():
+        assert all(f["bytes"] >= 0.9 * limit for f in files[:-1]), [f["bytes"] for f in files]
+    assert s3_pending(s3_client, bucket) == []
+
+
+def test_a_failing_arrow_task_leaves_nothing_and_the_rerun_succeeds(spark: Any, s3_client: Any, bucket: str,
+                                                                    tmp_path: Path) -> None:
+    # Three small files make three tasks on two cores: the third (a schema drift) fails after a
+    # first task finished with its files as pending uploads, which the run must abort.
+    pq.write_table(random_rows(0, 3000), tmp_path / "0-a.parquet")
+    pq.write_table(random_rows(3000, 3000), tmp_path / "1-c.parquet")
+    drift = random_rows(6000, 10)
+    pq.write_table(drift.set_column(0, "id", drift.column("id").cast(pa.string())), tmp_path / "2-z.parquet")
+    dest = f"s3://{bucket}/fail/"
+    spec = {"from": {"files": f"file://{tmp_path}/", "format": "parquet"}, "to": {"files": dest, "format": "csv"}}
+    with forced_arrow(spark):
+        result = execute(job_doc(spec, run_id="run-fails"), lambda: spark, Cancellation())
+    assert "2-z.parquet" in result.get("error", "") and "id" in result["error"], result
+    assert "rows" not in result
+    assert s3_keys(s3_client, bucket) == []
+    assert s3_pending(s3_client, bucket) == []
+
+    (tmp_path / "2-z.parquet").unlink()
+    with forced_arrow(spark):
+        ok = execute(job_doc(spec, run_id="run-fails"), lambda: spark, Cancellation())
+    assert ok.get("rows") == 6000, ok
+    assert s3_pending(s3_client, bucket) == []
+    manifest = json.loads(s3_client.get_object(Bucket=bucket, Key="fail/_lading_manifest.json")["Body"].read())
+    assert manifest["path"]["name"] == "arrow"
+    assert sorted(s3_keys(s3_client, bucket)) == sorted(["fail/_lading_manifest.json"]
+                                                        + [f"fail/{f['path']}" for f in manifest["files"]])
+
+
+def test_after_success_the_arrow_path_sweeps_pending_uploads_of_its_run(spark: Any, s3_client: Any, bucket: str,
+                                                                          tmp_path: Path) -> None:
+    pq.write_table(random_rows(0, 1000), tmp_path / "in.parquet")
+    dest, prefix = f"s3://{bucket}/s/", "s/"
+    storage = S3Storage()
+    lost = storage.begin_upload(dest + naming.file_name(7, 0, "csv", naming.run_token("run-1")))  # a lost attempt's
+    other = storage.begin_upload(dest + naming.file_name(7, 0, "csv", naming.run_token("run-2")))  # another run's
+    storage.upload_part(lost, b"1,x\n")
+    spec = {"from": {"files": f"file://{tmp_path}/", "format": "parquet"},
+            "to": {"files": dest, "format": "csv", "ifExists": "append"}}
+    with forced_arrow(spark):
+        assert execute(job_doc(spec, run_id="run-1"), lambda: spark, Cancellation()).get("rows") == 1000
+    assert s3_pending(s3_client, bucket) == [prefix + naming.file_name(7, 0, "csv", naming.run_token("run-2"))]
+    storage.abort_upload(other)
