@@ -264,8 +264,9 @@ class OutputFilter:
 
     def __exit__(self, *_: Any) -> None:
         """Restore 1 and 2. Children still writing (a JVM shutting down) keep the pipe, and the
-        pump keeps scrubbing it until they close it; then it closes its descriptors itself."""
-        self.flush()
+        pump keeps scrubbing it until they close it; then it closes its descriptors itself.
+        The run's last lines (its result) must reach the log even on a loaded node: wait up to 10 s."""
+        self.flush(timeout=10.0)
         for fd, saved in self._saved.items():
             os.dup2(saved, fd)
 
