@@ -30,14 +30,13 @@ on its own.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
 import sys
-import termios
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -194,6 +193,7 @@ class OutputFilter:
         self._saved: dict[int, int] = {}
         self._pipes: dict[int, int] = {}
         self._pending_bytes: dict[int, bytes] = {}
+        self._marks: dict[int, list[tuple[bytes, threading.Event]]] = {}
         self._lock = threading.Lock()
 
     def __enter__(self) -> OutputFilter:
@@ -207,6 +207,7 @@ class OutputFilter:
             os.close(write_end)
             self._pipes[fd] = read_end
             self._pending_bytes[fd] = b""
+            self._marks[fd] = []
             threading.Thread(target=self._pump, args=(fd,), name=f"lading-scrub-{fd}", daemon=True).start()
         return self
 
@@ -221,13 +222,22 @@ class OutputFilter:
                 break
             with self._lock:
                 pending = self._pending_bytes[fd] + chunk
+                reached = []
+                for mark in list(self._marks[fd]):
+                    at = pending.find(mark[0])
+                    if at >= 0:  # everything before the mark is in hand: write it, then wake flush
+                        pending = pending[:at] + pending[at + len(mark[0]):]
+                        self._marks[fd].remove(mark)
+                        reached.append(mark[1])
                 cut = max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
                 if cut == 0 and len(pending) > self.CHUNK:
-                    cut = len(pending) - self.scrubber.longest
+                    cut = len(pending) - max(self.scrubber.longest, _MARK_LENGTH)
                 if cut > 0:
                     self._write(target, self.scrubber.data(pending[:cut]))
                     pending = pending[cut:]
                 self._pending_bytes[fd] = pending
+            for event in reached:
+                event.set()
         with self._lock:
             self._write(target, self.scrubber.data(self._pending_bytes[fd]))
             self._pending_bytes[fd] = b""
@@ -241,23 +251,32 @@ class OutputFilter:
             while data:
                 data = data[os.write(fd, data):]
 
-    def _unread(self, fd: int) -> int:
-        try:
-            buf = fcntl.ioctl(self._pipes[fd], termios.FIONREAD, b"\0\0\0\0")
-        except OSError:
-            return 0
-        return int.from_bytes(buf, sys.byteorder)
-
     def flush(self, timeout: float = 2.0) -> None:
         """Wait until everything written so far has passed the filter (at most ``timeout`` seconds),
-        then write out a last partial line too."""
+        then write out a last partial line too.
+
+        An empty pipe is not enough (the pump may hold a chunk it has read but not written yet):
+        a unique mark goes down each pipe behind what was written, and the pump, which reads in
+        order, reports when it has written everything before it."""
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
+        waiting = []
+        for fd in self._pipes:
+            mark = (b"\0lading-flush-" + uuid.uuid4().hex.encode() + b"\0", threading.Event())
+            with self._lock:
+                self._marks[fd].append(mark)
+            try:
+                os.write(fd, mark[0])  # shorter than PIPE_BUF: never interleaved with others' writes
+            except OSError:
+                with self._lock:
+                    self._marks[fd].remove(mark)
+                continue
+            waiting.append(mark[1])
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(self._unread(fd) for fd in self._pipes):
-            time.sleep(0.01)
-        with self._lock:  # the pump is not inside a chunk: what it holds is a partial line
+        for event in waiting:
+            event.wait(max(0.0, deadline - time.monotonic()))
+        with self._lock:  # what the pump holds now is a partial line
             for fd, pending in self._pending_bytes.items():
                 self._write(self._saved[fd], self.scrubber.data(pending))
                 self._pending_bytes[fd] = b""
@@ -270,6 +289,8 @@ class OutputFilter:
         for fd, saved in self._saved.items():
             os.dup2(saved, fd)
 
+
+_MARK_LENGTH = len("\0lading-flush-\0") + 32
 
 _filter: OutputFilter | None = None
 

@@ -99,3 +99,27 @@ def test_a_mounted_secret_directory_is_secret(tmp_path: Path) -> None:
     assert {"kafka-pw-77", "key-password-88"} <= values
     assert not any(v == "app" for v in values)
     assert "kafka-pw-77" not in scrub.Scrubber(values).text("login failed for app with kafka-pw-77")
+
+
+
+def test_the_last_line_before_the_filter_closes_is_never_lost() -> None:
+    """The result line is printed just before the filter closes and the process exits. The pipe
+    being empty does not mean the pump wrote what it read: flush must wait for the pump itself.
+    Many short processes (as lading_jobs.main ends), each ending with a line that must come out."""
+    script = (
+        "import sys\n"
+        "from lading_jobs import scrub\n"
+        "with scrub.protected_output():\n"
+        "    print('LADING_RESULT ' + sys.argv[1], flush=True)\n"
+        "sys.exit(0)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "spark_apps"))
+    runs = [subprocess.Popen([sys.executable, "-c", script, str(i)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env) for i in range(120)]
+    lost = []
+    for i, proc in enumerate(runs):
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        if out.strip() != f"LADING_RESULT {i}":
+            lost.append((i, out))
+    assert lost == [], f"{len(lost)} of {len(runs)} runs lost their last line: {lost[:3]}"
