@@ -263,7 +263,7 @@ class OutputFilter:
                 stream.flush()
         waiting = []
         for fd in self._pipes:
-            mark = (b"\0lading-flush-" + uuid.uuid4().hex.encode() + b"\0", threading.Event())
+            mark = (_new_mark(), threading.Event())
             with self._lock:
                 self._marks[fd].append(mark)
             try:
@@ -290,7 +290,12 @@ class OutputFilter:
             os.dup2(saved, fd)
 
 
-_MARK_LENGTH = len("\0lading-flush-\0") + 32
+def _new_mark() -> bytes:
+    """A flush mark: unique, no line end, never part of real output."""
+    return b"\0lading-flush-" + uuid.uuid4().hex.encode() + b"\0"
+
+
+_MARK_LENGTH = len(_new_mark())
 
 _filter: OutputFilter | None = None
 
