@@ -89,19 +89,19 @@ def run_killed(doc: JobDocument, tmp: Path, kills: int, feed: Any, seed: int) ->
             proc = subprocess.Popen([sys.executable, str(DRIVER), mode, str(at), "--", "--master", "local[2]",
                                      "--job-file", str(job_file)], stdout=log, stderr=log, env=env,
                                     start_new_session=True)
+            reached = True
             try:
                 if mode == "none":
                     proc.wait(timeout=rng.uniform(2.0, 12.0))
                 else:
                     proc.wait(timeout=300)
             except subprocess.TimeoutExpired:
-                if mode != "none":  # the crash window was never reached: the round proves nothing
-                    kill_group(proc)
-                    feeder.join()
-                    pytest.fail(f"driver {i} never reached its kill point ({mode}, batch {at}) in 300 s; "
-                                f"see {tmp / 'drivers.log'}")
+                reached = mode == "none"  # else the crash window was never reached: the round proves nothing
             kill_group(proc)
             feeder.join()
+            if not reached:
+                pytest.fail(f"driver {i} never reached its kill point ({mode}, batch {at}) in 300 s; "
+                            f"see {tmp / 'drivers.log'}")
             assert proc.returncode == -signal.SIGKILL, (
                 f"driver {i} ({mode}) ended by itself with {proc.returncode}; see {tmp / 'drivers.log'}")
             done.append((mode, at, round(time.monotonic() - started, 1)))
