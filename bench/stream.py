@@ -87,21 +87,32 @@ def value(i: int) -> bytes:
                        "created_at": "2026-01-02T03:04:05.123456Z"}).encode()
 
 
-def produce(bootstrap: str, topic: str, partitions: int, first: int, count: int, rate: float | None = None) -> None:
+def produce(bootstrap: str, topic: str, partitions: int, first: int, count: int, rate: float | None = None,
+            batched: bool = False) -> None:
+    """``count`` messages, round-robin over the partitions, at ``rate`` per second if given.
+
+    One record per producer batch unless ``batched`` (librdkafka's own batching, ``linger.ms``
+    5, as a producer in production would send). A batched feed ends with one single-record batch
+    per partition: tansu states exact end offsets only after one (on Apache Kafka these end
+    markers change nothing), so a stream sees every data message, not all but the last batch."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0,
-                  "queue.buffering.max.messages": 1_000_000})
+    conf: dict[str, Any] = {"linger.ms": 5} if batched else {"batch.num.messages": 1, "linger.ms": 0}
+    p = Producer({"bootstrap.servers": bootstrap, "queue.buffering.max.messages": 1_000_000, **conf})
     started = time.monotonic()
     for n, i in enumerate(range(first, first + count)):
         p.produce(topic, key=str(i).encode(), value=value(i), partition=i % partitions)
-        if n % 1000 == 0:
-            p.poll(0)
+        p.poll(0)
         if rate is not None:
             ahead = n / rate - (time.monotonic() - started)
             if ahead > 0:
                 time.sleep(ahead)
     assert p.flush(120) == 0
+    if batched:
+        markers = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+        for q in range(partitions):
+            markers.produce(topic, key=b"end", value=value(-1), partition=q)
+            assert markers.flush(60) == 0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -112,8 +123,9 @@ def percentile(values: list[float], q: float) -> float:
 # -- the ceiling: one consumer, pyarrow JSON → Parquet ------------------------------------------
 
 def ceiling(bootstrap: str, topic: str, partitions: int, expect: int, out: Path, flush_rows: int | None,
-            flush_seconds: float | None) -> tuple[float, list[float]]:
-    """Consume ``expect`` messages, write Parquet files; seconds taken and per-message latencies (s)."""
+            flush_seconds: float | None, data_ends: dict[int, int] | None = None) -> tuple[float, list[float]]:
+    """Consume ``expect`` messages, write Parquet files; seconds taken and per-message latencies (s)
+    (of the offsets below ``data_ends[partition]`` when given: not of the end markers)."""
     import pyarrow.json as pajson
     import pyarrow.parquet as pq
     from confluent_kafka import Consumer, TopicPartition
@@ -141,9 +153,11 @@ def ceiling(bootstrap: str, topic: str, partitions: int, expect: int, out: Path,
     while got < expect:
         for m in c.consume(num_messages=10_000, timeout=0.2):
             if m.error() is None:
-                values.append(m.value())
-                stamps.append(m.timestamp()[1])
                 got += 1
+                if data_ends is not None and int(m.offset() or 0) >= data_ends[int(m.partition() or 0)]:
+                    continue
+                values.append(m.value() or b"")
+                stamps.append(m.timestamp()[1])
         if (flush_rows and len(values) >= flush_rows) or (
                 flush_seconds and time.monotonic() - last_flush >= flush_seconds):
             flush()
@@ -156,8 +170,10 @@ def ceiling(bootstrap: str, topic: str, partitions: int, expect: int, out: Path,
 # -- lading ---------------------------------------------------------------------------------------
 
 def lading_run(spark: Any, bootstrap: str, topic: str, table: str, once: bool,
-               stop_at: dict[str, int] | None = None) -> tuple[float, list[float], int]:
-    """Run the stream; seconds, per-message latencies (s, continuous runs), rows."""
+               stop_at: dict[str, int] | None = None,
+               data_ends: dict[int, int] | None = None) -> tuple[float, list[float], int]:
+    """Run the stream; seconds, per-message latencies (s, continuous runs: of the offsets below
+    ``data_ends[partition]``, not of the end markers), rows."""
     from confluent_kafka import Consumer, TopicPartition
 
     from lading_jobs.stream.job import run_stream
@@ -188,9 +204,11 @@ def lading_run(spark: Any, bootstrap: str, topic: str, table: str, once: bool,
                 seen = 0
                 while seen < r.count:
                     for m in c.consume(num_messages=min(10_000, r.count - seen), timeout=1.0):
-                        if m.error() is None and m.offset() < r.end:
-                            latencies.append((commit_ms - m.timestamp()[1]) / 1000)
+                        off = int(m.offset() or 0)
+                        if m.error() is None and off < r.end:
                             seen += 1
+                            if data_ends is None or off < data_ends[r.partition]:
+                                latencies.append((commit_ms - m.timestamp()[1]) / 1000)
         c.close()
     return seconds, latencies, int(out.get("rowsTotal") or 0)
 
@@ -233,20 +251,26 @@ def main() -> int:
         print(f"throughput  lading {lading_rate:>10,.0f} rows/s ({lading_s:.1f} s)   ceiling {ceiling_rate:>10,.0f} "
               f"rows/s ({ceiling_s:.1f} s)   ratio {lading_rate / ceiling_rate:.2f} (target ≥ 0.5)")
 
+        if broker is not None:  # the latency phase on a fresh broker: tansu (in memory) slows as it fills
+            broker.terminate()
+            broker.wait()
+            broker, bootstrap = start_tansu()
         count = int(args.rate * args.seconds)
         live = f"live-{os.getpid()}"
         create_topic(bootstrap, live, parts)
-        ends = {f"{live}:{q}": len(range(q, count, parts)) for q in range(parts)}
-        feeder = threading.Thread(target=produce, args=(bootstrap, live, parts, 0, count, args.rate))
+        data_ends = {q: len(range(q, count, parts)) for q in range(parts)}
+        feeder = threading.Thread(target=produce, args=(bootstrap, live, parts, 0, count, args.rate, True))
         feeder.start()
         _, lading_lat, _ = lading_run(spark, bootstrap, live, f"file://{root}/table-live/", once=False,
-                                      stop_at=ends)
+                                      stop_at={f"{live}:{q}": end for q, end in data_ends.items()},
+                                      data_ends=data_ends)
         feeder.join()
         live2 = f"live2-{os.getpid()}"
         create_topic(bootstrap, live2, parts)
-        feeder = threading.Thread(target=produce, args=(bootstrap, live2, parts, 0, count, args.rate))
+        feeder = threading.Thread(target=produce, args=(bootstrap, live2, parts, 0, count, args.rate, True))
         feeder.start()
-        _, ceiling_lat = ceiling(bootstrap, live2, parts, count, root / "ceiling-live", None, 1.0)
+        _, ceiling_lat = ceiling(bootstrap, live2, parts, count + parts, root / "ceiling-live", None, 1.0,
+                                 data_ends=data_ends)
         feeder.join()
         p50, p99 = percentile(lading_lat, 0.5), percentile(lading_lat, 0.99)
         print(f"latency at {args.rate:,.0f} msg/s, maxBatchInterval 1s   lading p50 {p50:.2f} s  p99 {p99:.2f} s "
