@@ -80,13 +80,21 @@ def _history(result: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+COPY_COUNTS = ("rowsRejected", "rowsFiltered")
+"""A CopyJob's ``status.response`` counts beside ``rows``; always written (``None`` when the result has
+none), so a run without them clears the figures of the run before (status is merge-patched)."""
+
+
 def copy_result(result: Mapping[str, Any] | None) -> RunResult:
     """A CopyJob's CopyResponse: rows, files, bytes, manifest, destination."""
     rows = (result or {}).get("rows")
     summary = f"copied {rows} rows" if rows is not None else "completed (the driver left no result)"
     if result and result.get("destination"):
         summary += f" to {result['destination']}"
-    return RunResult(response=st.response_from_result(result), output=st.output_from_result(result),
+    response = st.response_from_result(result)
+    for key in COPY_COUNTS:  # a load's rejected and filtered records (docs/copyjob-load.md#the-result)
+        response[key] = _count((result or {}).get(key))
+    return RunResult(response=response, output=st.output_from_result(result),
                      history=_history(result), summary=summary, bytes=_int((result or {}).get("bytes")) or 0)
 
 

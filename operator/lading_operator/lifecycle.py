@@ -118,7 +118,8 @@ def end_run(ctx: Ctx, plan: Plan, end: RunEnd) -> Plan:
     if end.phase == Phase.CANCELLED:
         response = {"cancelled": True, **{k: v for k, v in response.items() if k == "rows"}}
     fields: dict[str, Any] = {
-        "response": {"rows": None, "error": None, "cancelled": None, **response},
+        # merge patch: every key the kind writes is sent (None removes the previous run's figure)
+        "response": {"rows": None, "error": None, "cancelled": None, **dict.fromkeys(read.response), **response},
         "output": read.output or None,
         "completionTime": st.timestamp(ctx.now),
         **read.fields,

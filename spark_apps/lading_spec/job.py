@@ -93,7 +93,7 @@ def parse_job_document(text: str) -> JobDocument:
 
 
 ESSENTIAL = ("rows", "error", "cancelled", "files", "bytes", "manifest", "destination", "runId", "reason",
-             "rowsTotal", "batches")
+             "rowsTotal", "batches", "rowsRejected", "rowsFiltered")
 """What a result keeps whatever its size: the CopyResponse, and a stream's reason and totals."""
 SHORT_STRING = 1000
 

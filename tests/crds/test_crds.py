@@ -126,7 +126,8 @@ def test_status_is_spelled_out(kind):
                 "completionTime", "attempts", "response", "output", "progress", "conditions",
                 "lastRuns", "lastScheduleTime", "nextScheduleTime"):
         assert key in status, key
-    assert set(status["response"]["properties"]) == {"rows", "error", "cancelled"}
+    load_counts = {"rowsRejected", "rowsFiltered"} if kind == "CopyJob" else set()  # a load's (copyjob-load.md)
+    assert set(status["response"]["properties"]) == {"rows", "error", "cancelled"} | load_counts
     condition = status["conditions"]["items"]["properties"]
     assert {"type", "status", "reason", "message", "lastTransitionTime",
             "observedGeneration"} <= set(condition)
@@ -344,6 +345,14 @@ REJECTED = [
      "spec.batching.maxBatchInterval", "should match"),
     ("StreamCopy", merged(KAFKA, {"source": {"kafka": {"topics": []}}}),
      "spec.source.kafka.topics", "at least 1"),
+    ("StreamCopy", merged(KAFKA, {"source": {"kafka": {"valueFormat": "raw"}},
+                                  "transform": {"select": "SELECT value FROM source", "fields": ["v"]}}),
+     "spec.transform.fields", "a raw Kafka source has fixed fields"),
+    ("StreamCopy", merged(KAFKA, {"target": {"envelope": "diff"},
+                                  "transform": {"select": "SELECT id FROM source"}}),
+     "spec.transform", "appends rows"),
+    ("StreamCopy", merged(KAFKA, {"transform": {"select": "SELECT id FROM events"}}),
+     "spec.transform.select", "FROM source"),
     ("Compaction", {"table": "s3://bkt/t/", "since": {"retainFor": "1h", "version": 4}},
      "spec.since", "at most one"),
     ("Compaction", {"table": "s3://bkt/t/", "minInputFiles": 1}, "spec.minInputFiles",

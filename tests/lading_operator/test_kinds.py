@@ -322,3 +322,48 @@ def test_figures_the_schema_would_refuse_are_left_out_not_written(adm: Admission
     admitted(adm, status)  # a refused status write would leave the run looking unfinished
     assert "rowsConsolidated" not in status and "partsAfter" not in status and "partsSummary" not in status
     assert len(status["retention"]["deleted"]) == kinds.RETENTION_LISTED
+
+
+# --- a load CopyJob's result in status ---------------------------------------------------
+
+COPYJOB_CRD = next(c for c in load_crds([REPO / "crds" / "copyjobs.lading.io.yaml"]))
+
+
+@pytest.fixture(scope="module")
+def copyjob_adm() -> Iterator[Admission]:
+    """The API server's write path for the CopyJob CRD (crd-check --serve)."""
+    with Admission([COPYJOB_CRD]) as a:
+        yield a
+
+
+def finish_copyjob(result: dict[str, Any], status: dict[str, Any] | None = None) -> tuple[rc.Plan, dict[str, Any]]:
+    """One run of a load CopyJob ends with ``result``: the plan, and the status as merge-patched."""
+    spec = {k: v for k, v in example("CopyJob").items() if k != "schedule"}
+    base = {"phase": "Running", "runId": "r2", "attempts": 1, "sparkApplication": "nightly-r2-1",
+            "startTime": "2026-01-01T02:00:00Z", **(status or {})}
+    plan = rc.plan(rc.Observed(resource("CopyJob", spec, base), app("COMPLETED", base["sparkApplication"]),
+                               pod(json.dumps(result)), True, NOW + dt.timedelta(minutes=1)))
+    stored = {k: v for k, v in {**base, **plan.status}.items() if v is not None}
+    stored["response"] = {k: v for k, v in {**(base.get("response") or {}), **stored["response"]}.items()
+                          if v is not None}
+    return plan, stored
+
+
+def test_a_loads_rejected_and_filtered_rows_reach_status_response_and_the_crd_admits_them(
+        copyjob_adm: Admission) -> None:
+    load = {"rows": 7, "rowsRejected": 2, "rowsFiltered": 3, "files": 1, "bytes": 90, "runId": "r2",
+            "destination": "s3://lake/t/", "manifest": "s3://lake/t/_lading_loads/r2.json"}
+    plan, status = finish_copyjob(load)
+    assert plan.phase == "Succeeded"
+    assert status["response"] == {"rows": 7, "rowsRejected": 2, "rowsFiltered": 3}
+    obj = {"apiVersion": "lading.io/v1alpha1", "kind": "CopyJob", "metadata": {"name": "nightly", "namespace": "ns"},
+           "spec": example("CopyJob")}
+    created = copyjob_adm.create(obj, namespace="ns", field_validation="Strict")
+    assert created.allowed and created.object is not None, created.message
+    stored = {**created.object, "metadata": {**created.object["metadata"], "resourceVersion": "1"}}
+    answer = copyjob_adm.update({**stored, "status": status}, stored, subresource="status", field_validation="Strict")
+    assert answer.allowed and answer.object is not None, answer.message
+    assert answer.object["status"]["response"] == status["response"], "pruned"
+    # The next run without the counts (an unload, a cancel) removes them rather than keeping the old ones.
+    _, after = finish_copyjob({"rows": 5, "files": 1}, {"response": status["response"]})
+    assert after["response"] == {"rows": 5}
