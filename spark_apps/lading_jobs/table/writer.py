@@ -17,7 +17,7 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -320,11 +320,15 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
            key_columns: Iterable[str] = (), sort_by: Iterable[str] = (), create: bool = True,
            max_file_size: int = DEFAULT_MAX_FILE_SIZE, buffer_size: int = DEFAULT_BUFFER_SIZE,
            row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, info: Mapping[str, Any] | None = None,
-           operation: str = "append", replace: bool = False) -> Snapshot:
+           operation: str = "append", replace: bool = False, nonce: str | None = None,
+           before_commit: Callable[[list[WrittenPart], int], None] | None = None) -> Snapshot:
     """Append a DataFrame as one commit (creating the table from its schema if ``create``).
 
     ``replace``: the same commit removes every part of the version the write started
-    from, so readers see the old contents or the new ones, never a mix.
+    from, so readers see the old contents or the new ones, never a mix. ``nonce`` names
+    the commit in the log and ``before_commit(written, base)`` runs once the tasks wrote
+    their pending parts, before anything completes (an engine records its intent there:
+    the uploads, and the version ``base`` after which to look for the nonce).
 
     The DataFrame's columns are matched to the table's by name; optional
     ``_lading_time`` / ``_lading_diff`` columns give per-row times and diffs
@@ -381,8 +385,14 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
         sc.setLocalProperty("spark.jobGroup.id", previous_group)
     written = [WrittenPart.from_json(r["written"]) for r in rows]
     remove = [p.path for p in log.snapshot().parts] if replace and log is not None else []
+    if before_commit is not None:
+        try:
+            before_commit(written, log.version if log is not None else -1)
+        except BaseException:
+            abort_parts(uri, written, [write_id], storage=storage)
+            raise
     snap = commit_parts(uri, written, log=log, operation=operation, remove=remove, ledger=ledger,
-                        source_progress=source_progress, info=info, storage=storage, create=new_table)
+                        source_progress=source_progress, info=info, storage=storage, create=new_table, nonce=nonce)
     sweep_write(uri, write_id, written, storage)
     return snap
 
