@@ -178,7 +178,9 @@ def _batch_line(reported: Mapping[str, Any]) -> None:
     lag = (progress.get("lag") or {}).get("total", 0)
     at_least = "≥" if (progress.get("lag") or {}).get("atLeast") else ""
     print(f"batch {progress.get('batches')}: {batch.get('rows', 0):,} rows in {batch.get('seconds', 0):.2f} s, "
-          f"lag {at_least}{lag:,}, {batch.get('rejected', 0):,} rejected, table v{batch.get('version')}, "
+          f"lag {at_least}{lag:,}, {batch.get('rejected', 0):,} rejected, "
+          + (f"{batch['filtered']:,} filtered, " if batch.get("filtered") else "")
+          + f"table v{batch.get('version')}, "
           f"{progress.get('rowsTotal', 0):,} rows in all", file=sys.stderr, flush=True)
 
 

@@ -28,6 +28,7 @@ from lading_spec.errors import SpecError
 from lading_spec.formats import FileFormat, FormatOptions, parse_format, parse_options
 from lading_spec.sizes import parse_size
 from lading_spec.sparkconf import check_spark_section
+from lading_spec.transform import Transform, parse_transform
 from lading_spec.uris import check_uri
 
 Envelope = Literal["append", "upsert", "diff"]
@@ -108,6 +109,7 @@ class StreamCopySpec:
     dead_letter: str | None = None
     suspend: bool = False
     connection: Connection = field(default_factory=Connection)
+    transform: Transform | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -214,7 +216,7 @@ def parse_streamcopy(spec: dict[str, Any]) -> StreamCopySpec:
     """Validate and default a StreamCopy ``spec``; raise :class:`SpecError` naming the field."""
     spec = _mapping(spec, "spec")
     _only(spec, "", ("source", "target", "batching", "maxErrorNumber", "deadLetter", "suspend", "spark",
-                     "connection"))
+                     "connection", "transform"))
     check_spark_section(spec.get("spark"))
     source_obj = _mapping(spec.get("source"), "source")
     _only(source_obj, "source", ("kafka", "files"))
@@ -237,13 +239,35 @@ def parse_streamcopy(spec: dict[str, Any]) -> StreamCopySpec:
     suspend = spec.get("suspend", False)
     if not isinstance(suspend, bool):
         raise SpecError("suspend", f"must be true or false, got {suspend!r}")
+    target = _target(_mapping(spec["target"], "target"))
     return StreamCopySpec(
         source=source,
-        target=_target(_mapping(spec["target"], "target")),
+        target=target,
         batching=_batching(_mapping(spec.get("batching"), "batching")),
         max_error_number=max_errors,
         dead_letter=dead_letter,
         suspend=suspend,
         connection=_connection(_mapping(spec.get("connection"), "connection")),
+        transform=_transform(spec.get("transform"), source, target),
         raw=spec,
     )
+
+
+def _transform(value: Any, source: KafkaSource | FilesSource, target: TableTarget) -> Transform | None:
+    """``spec.transform``: the load's (``lading_spec.transform``), checked against the source and target."""
+    transform = parse_transform(value)
+    if transform is None:
+        return None
+    if isinstance(source, KafkaSource):
+        if source.value_format == "raw" and transform.fields:
+            raise SpecError("transform.fields", "a raw Kafka source has fixed fields (key, value, topic, partition, "
+                            "offset, timestamp, headers); remove transform.fields and use those names")
+        if target.envelope != "append":
+            raise SpecError("transform", f"a transform on a Kafka source appends rows; target.envelope is "
+                            f"{target.envelope!r} (use append, or drop the transform)")
+    if target.schema:
+        known = {c.name.lower() for c in target.schema}
+        for i, name in enumerate(transform.columns):
+            if name.lower() not in known:
+                raise SpecError(f"transform.columns[{i}]", f"{name!r} is not a column of target.schema")
+    return transform

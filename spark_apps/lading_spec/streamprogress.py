@@ -15,7 +15,8 @@ A running StreamCopy driver serves ``GET /progress`` on port ``PROGRESS_PORT``
 ```
 
 ``state`` is ``starting``, ``running``, ``stopping``, ``stopped`` or ``failed``
-(then ``error`` and ``reason``: ``TooManyErrors``, ``DataLoss``, ``SourceConflict``).
+(then ``error`` and ``reason``: ``TooManyErrors``, ``DataLoss``, ``SourceConflict``,
+``InvalidTransform``). ``lastBatch.filtered`` counts the records a transform's WHERE removed.
 For a files source ``lag`` is ``{"total": n, "filesPending": n, "atLeast": bool}``
 and ``offsets`` is ``{"files": loaded}``. ``status_fields`` maps a document onto the
 StreamCopy status fields; pure, so the operator can use it without Spark.
@@ -39,7 +40,7 @@ PROGRESS_PORT = 8090
 PROGRESS_PORT_ENV = "LADING_PROGRESS_PORT"
 PROGRESS_PATH = "/progress"
 STATES = ("starting", "running", "stopping", "stopped", "failed")
-REASONS = ("TooManyErrors", "DataLoss", "SourceConflict")
+REASONS = ("TooManyErrors", "DataLoss", "SourceConflict", "InvalidTransform")
 """Why a stream stopped on purpose (its result's ``reason``): it must not restart until its spec changes."""
 MAX_ENTRIES = 1000        # partitions kept per map in status (offsets, lagPartitions, lastBatch.end)
 MAX_KEY = 300             # a "topic:partition" key: topic names are at most 249 characters
@@ -96,7 +97,7 @@ def _last_batch(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, Mapping) or _time(value.get("time")) is None:
         return None
     out: dict[str, Any] = {"time": value["time"]}
-    for key in ("rows", "bytes", "rejected"):
+    for key in ("rows", "bytes", "rejected", "filtered"):
         n = _count(value.get(key))
         if n is not None:
             out[key] = n
@@ -116,7 +117,7 @@ def _last_batch(value: Any) -> dict[str, Any] | None:
 def status_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The StreamCopy status fields a progress document fills: ``rowsTotal``, ``batches``, ``lag``
     (with ``lagPartitions`` for Kafka, ``lagAtLeast`` when a files listing stopped counting),
-    ``lastBatchTime``, ``lastBatch`` (time, rows, bytes, rejected, durationSeconds, range, end) and
+    ``lastBatchTime``, ``lastBatch`` (time, rows, bytes, rejected, filtered, durationSeconds, range, end) and
     ``offsets``; fields the document lacks, or holds in a shape the status schema would refuse,
     are left out."""
     out: dict[str, Any] = {}

@@ -106,6 +106,15 @@ def kafka_with(**kafka: object) -> dict:
     (with_(KAFKA, batching={"maxBatchBytes": "12 XB"}), "batching.maxBatchBytes", "unit"),
     (with_(KAFKA, suspend="yes"), "suspend", "true or false"),
     (with_(KAFKA, schedule="@daily"), "schedule", "unknown field"),
+    (with_(kafka_with(valueFormat="raw"), transform={"select": "SELECT value FROM source", "fields": ["v"]}),
+     "transform.fields", "fixed fields"),
+    (with_({**KAFKA, "target": {"table": "s3://bkt/t/", "envelope": "diff"}},
+           transform={"select": "SELECT id FROM source"}), "transform", "appends rows"),
+    (with_({**KAFKA, "target": {"table": "s3://bkt/t/", "schema": [{"name": "id", "type": "bigint"}]}},
+           transform={"select": "SELECT 1 FROM source", "columns": ["nope"]}), "transform.columns[0]",
+     "not a column of target.schema"),
+    (with_(KAFKA, transform={"select": "SELECT a FROM source GROUP BY a"}), "transform.select", "only a WHERE"),
+    (with_(KAFKA, transform={"select": "SELECT a FROM source", "where": "x"}), "transform.where", "unknown field"),
 ])
 def test_errors_name_the_field(spec, field, words):
     with pytest.raises(SpecError) as exc:

@@ -63,6 +63,9 @@ HEARTBEAT = 20.0                        # ... and at least this often while the 
 TERMINAL_STATES = sparkapp_state.COMPLETED_STATES | sparkapp_state.FAILED_STATES
 
 HINTS = {
+    "InvalidTransform": ("nothing of that batch was committed; the stream is stopped at the last committed position. "
+                         "Fix spec.transform (or the files' fields it names); the changed spec starts the stream "
+                         "again from the same position"),
     "TooManyErrors": ("nothing of that batch was committed; the stream is stopped at the last committed position. "
                       "The rejected rows are under spec.deadLetter: fix the source or raise spec.maxErrorNumber, "
                       "and the changed spec starts the stream again from the same offsets"),

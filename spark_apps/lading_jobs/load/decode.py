@@ -249,29 +249,32 @@ class InexactNumber(ValueError):
     """A JSON number that cannot be read exactly (more than 38 digits before or after the point)."""
 
 
-def _read_json(data: bytes, exact: Collection[str] = ()) -> pa.Table:
+def _read_json(data: bytes, exact: Collection[str] = (), text: bool = False) -> pa.Table:
     """JSON lines as a table. Numbers under a key in ``exact`` (lower-case names of the
     integer and decimal columns they load into) are read from their text as
     ``EXACT_NUMBER``, never through float64: pyarrow infers float64 for
     ``1234567890123456789.12``, for ``2.675`` and for an integer column holding one
-    fraction, losing digits that the cast to the column could not restore."""
+    fraction, losing digits that the cast to the column could not restore. ``text``:
+    strings stay strings (pyarrow would read ``"2024-01-01 10:00:00"`` as a timestamp)."""
     block = max(1 << 20, min(len(data) + 1, 1 << 30))
     read = pajson.ReadOptions(use_threads=False, block_size=block)
     table = pajson.read_json(io.BytesIO(data), read_options=read)
-    lossy = [f.name for f in table.schema if f.name.lower() in exact and pa.types.is_floating(f.type)]
+    lossy = [(f.name, EXACT_NUMBER) for f in table.schema if f.name.lower() in exact and pa.types.is_floating(f.type)]
+    lossy += [(f.name, pa.string()) for f in table.schema if text and pa.types.is_temporal(f.type)]
     if not lossy:
         return table
-    parse = pajson.ParseOptions(explicit_schema=pa.schema([(name, EXACT_NUMBER) for name in lossy]))
+    parse = pajson.ParseOptions(explicit_schema=pa.schema(lossy))
     try:
         return pajson.read_json(io.BytesIO(data), read_options=read, parse_options=parse)
     except pa.ArrowInvalid as e:
         raise InexactNumber(f"a number cannot be read exactly: {e}") from e
 
 
-def decode_json(data: bytes, exact: Collection[str] = ()) -> Decoded:
+def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False) -> Decoded:
     """One JSON object per line; blank lines are skipped; each bad line is rejected on its own.
 
-    ``exact``: lower-case names of the integer and decimal columns (see ``_read_json``)."""
+    ``exact``: lower-case names of the integer and decimal columns, ``text``: strings stay
+    strings (see ``_read_json``)."""
     exact = frozenset(name.lower() for name in exact)
     pieces: list[Piece] = []
     out = Decoded(unit="line", pieces=pieces)
@@ -279,7 +282,7 @@ def decode_json(data: bytes, exact: Collection[str] = ()) -> Decoded:
     solid = np.flatnonzero(~L.blank_lines(data, starts, ends))
     out.raw = raw
     try:
-        table = _read_json(data, exact)
+        table = _read_json(data, exact, text)
         if table.num_rows == len(solid):
             pieces.append(Piece(table, solid.astype(np.int64) + 1))
             return out
@@ -290,7 +293,7 @@ def decode_json(data: bytes, exact: Collection[str] = ()) -> Decoded:
         first, last = int(solid[lo]), int(solid[hi - 1])
         chunk = data[starts[first]:ends[last]]
         try:
-            table = _read_json(chunk, exact)
+            table = _read_json(chunk, exact, text)
             if table.num_rows != hi - lo:
                 raise pa.ArrowInvalid("not one JSON object per line")
             pieces.append(Piece(table, solid[lo:hi].astype(np.int64) + 1))

@@ -227,7 +227,8 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
     tasks, groups = plan_load(todo, fileset.format, settings, spark.sparkContext.defaultParallelism, chunk_bytes)
     tplan = None
     if spec.transform is not None and tasks:
-        tplan = tf.plan_transform(spec, schema, tf.source_schema(spec, todo[0], settings))
+        tplan = tf.plan_transform(spec.transform, schema,
+                                  tf.source_schema(spec.transform, fileset.format, fileset.options, todo[0], settings))
     outcomes: list[FileOutcome] = []
     sc = spark.sparkContext
     sc.setJobGroup(job.run_id, f"lading load into {table_uri}", interruptOnCancel=True)

@@ -1,5 +1,10 @@
 """A load with a transform (``spec.transform``): decode → Spark SQL → write, one Spark stage.
 
+The one transform code path: a CopyJob load's files and each StreamCopy micro-batch
+(files, Kafka ranges) run through ``run_stage``; only the decode step (what the
+view ``source`` holds) and the finish step (where good rows and rejects go) are
+the caller's.
+
   range(tasks).mapInArrow(decode)  one partition per file task: its records as Arrow
         │                          (CSV fields as strings, named ``$1``… or transform.fields),
         │                          plus its decode rejects and one summary row
@@ -19,7 +24,7 @@ rejected-rows files, same error policy, ledger and one commit in ``job``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,10 +43,9 @@ from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, finish_file, read_task
 from lading_jobs.storage import ObjectChanged, ObjectInfo, S3Settings, StorageError
 from lading_jobs.table.schema import TableSchema, arrow_type, default_scalar, spark_type
-from lading_spec.copyjob import CopyJobSpec
 from lading_spec.errors import SpecError
-from lading_spec.formats import CsvOptions
-from lading_spec.transform import resolve_fields
+from lading_spec.formats import CsvOptions, FormatOptions
+from lading_spec.transform import Transform, resolve_fields
 
 POS, KIND, INFO, REC, WHERE = "_lading_pos", "_lading_kind", "_lading_info", "_lading_rec", "_lading_where"
 DATA, REJECT, SUMMARY = 0, 1, 2
@@ -61,15 +65,15 @@ def _item_column(i: int) -> str:
     return f"_lading_c{i}"
 
 
-def source_schema(spec: CopyJobSpec, first: ObjectInfo, settings: S3Settings) -> pa.Schema:
+def source_schema(transform: Transform, fmt_name: str, options: FormatOptions, first: ObjectInfo,
+                  settings: S3Settings) -> pa.Schema:
     """The columns of ``source``, from the first file: CSV fields are strings named by the
     header, by ``transform.fields`` or ``$1``, ``$2``…; Parquet and JSON keep their types."""
-    transform, files = spec.transform, spec.source.files
-    assert transform is not None and files is not None
     data = storage_for(first.uri, settings).read(first.uri)
+    header = isinstance(options, CsvOptions) and options.header
     try:
-        if files.format == "csv":
-            opts = files.options if isinstance(files.options, CsvOptions) else CsvOptions()
+        if fmt_name == "csv":
+            opts = options if isinstance(options, CsvOptions) else CsvOptions()
             text = dec.decompress(data, opts.compression, first.uri)
             if opts.header:
                 names = dec._header(text, opts)
@@ -80,12 +84,12 @@ def source_schema(spec: CopyJobSpec, first: ObjectInfo, settings: S3Settings) ->
                 names = [f"${k}" for k in range(1, (count or transform.field_refs()) + 1)]
             schema = pa.schema([pa.field(n, pa.string()) for n in names])
         else:
-            schema = _read_sample(data, files.format, files.options, first.uri)
+            schema = _read_sample(data, fmt_name, options, first.uri)
             schema = pa.schema([f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in schema])
     except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as e:
         raise SpecError("transform", f"cannot read the fields of {first.uri}: {e}") from e
     if transform.fields and len(transform.fields) != len(schema):
-        if files.format == "csv" and not (isinstance(files.options, CsvOptions) and files.options.header):
+        if fmt_name == "csv" and not header:
             return schema
         raise SpecError("transform.fields", f"names {len(transform.fields)} field(s) but {first.uri} has "
                         f"{len(schema)}; name them all, in order")
@@ -94,10 +98,8 @@ def source_schema(spec: CopyJobSpec, first: ObjectInfo, settings: S3Settings) ->
     return schema
 
 
-def plan_transform(spec: CopyJobSpec, schema: TableSchema, source: pa.Schema) -> TransformPlan:
+def plan_transform(transform: Transform, schema: TableSchema, source: pa.Schema) -> TransformPlan:
     """Map the items to table columns and resolve ``$k``; errors name the spec field."""
-    transform = spec.transform
-    assert transform is not None
     by_name = {c.name.lower(): c for c in schema.columns}
     if transform.columns:
         targets = []
@@ -167,7 +169,9 @@ def _quote(name: str) -> str:
 
 # -- step 1: decode (executor) -------------------------------------------------------
 
-def _meta(n: int, kind: int, info: Sequence[str | None], pos: Sequence[int], source: pa.Schema) -> pa.RecordBatch:
+def meta_batch(n: int, kind: int, info: Sequence[str | None], pos: Sequence[int], source: pa.Schema) -> pa.RecordBatch:
+    """``n`` rows of ``kind`` (REJECT: ``info`` is {reason, column, record, count} as JSON; SUMMARY:
+    {unit, rowsRead, fileError…}) at positions ``pos``, the source's columns NULL."""
     arrays = [pa.nulls(n, f.type) for f in source]
     return pa.RecordBatch.from_arrays(
         [*arrays, pa.array(pos, pa.int64()), pa.array([kind] * n, pa.int8()), pa.array(info, pa.string())],
@@ -190,6 +194,18 @@ def _fit(table: pa.Table, source: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=source)
 
 
+def data_batches(table: pa.Table, positions: np.ndarray, source: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Records (``table``, in the source's columns) as DATA rows at ``positions`` (line, row, offset)."""
+    offset = 0
+    for batch in table.to_batches():
+        m = batch.num_rows
+        yield pa.RecordBatch.from_arrays(
+            [*batch.columns, pa.array(positions[offset:offset + m], pa.int64()),
+             pa.array(np.zeros(m, dtype=np.int8)), pa.nulls(m, pa.string())],
+            schema=decode_schema(source))
+        offset += m
+
+
 def decode_task(plan: LoadPlan, source: pa.Schema, task: FileTask) -> Iterator[pa.RecordBatch]:
     """One task's records for the view ``source``; its decode rejects; last, one summary row."""
     summary: dict[str, Any] = {"unit": "line"}
@@ -205,34 +221,27 @@ def decode_task(plan: LoadPlan, source: pa.Schema, task: FileTask) -> Iterator[p
         if decoded.error:
             summary["fileError"] = decoded.error
     if "fileError" in summary:
-        yield _meta(1, SUMMARY, [json.dumps(summary)], [0], source)
+        yield meta_batch(1, SUMMARY, [json.dumps(summary)], [0], source)
         return
     try:
         for piece in decoded.iter_pieces():
-            table = _fit(piece.table, source)
-            offset = 0
-            for batch in table.to_batches():
-                m = batch.num_rows
-                yield pa.RecordBatch.from_arrays(
-                    [*batch.columns, pa.array(piece.positions[offset:offset + m], pa.int64()),
-                     pa.array(np.zeros(m, dtype=np.int8)), pa.nulls(m, pa.string())],
-                    schema=decode_schema(source))
-                offset += m
+            yield from data_batches(_fit(piece.table, source), piece.positions, source)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         summary["fileError"] = f"its fields do not fit the source's columns ({e})"
     rejects = decoded.rejects
     if rejects:
         info = [json.dumps({"reason": r.reason, "column": r.column, "record": r.record, "count": r.count})
                 for r in rejects]
-        yield _meta(len(rejects), REJECT, info, [r.position for r in rejects], source)
+        yield meta_batch(len(rejects), REJECT, info, [r.position for r in rejects], source)
     summary["rowsRead"] = decoded.rows_read
-    yield _meta(1, SUMMARY, [json.dumps(summary)], [0], source)
+    yield meta_batch(1, SUMMARY, [json.dumps(summary)], [0], source)
 
 
 # -- step 3: write (executor) --------------------------------------------------------
 
-class _Rows:
-    """Splits a task's transformed batches into good rows (table schema) and the rest."""
+class Rows:
+    """Splits a task's transformed batches into good rows (table schema) and the rest: ``rejects``
+    (by position: a file's line or row, a Kafka offset), ``rows_filtered``, the decode ``summary``."""
 
     def __init__(self, tplan: TransformPlan, schema: TableSchema) -> None:
         self.tplan, self.schema = tplan, schema
@@ -319,7 +328,7 @@ def write_task(plan: LoadPlan, tplan: TransformPlan, task: FileTask,
                batches: Iterator[pa.RecordBatch]) -> FileOutcome:
     """Finish one task: its good rows as pending parts, its rejects as a pending file."""
     out = FileOutcome(task.file, task.uri, task.etag, task.size)
-    rows = _Rows(tplan, plan.schema)
+    rows = Rows(tplan, plan.schema)
 
     def result() -> tuple[list[Reject], int, int]:
         out.unit = rows.summary.get("unit", "line")
@@ -333,31 +342,47 @@ def write_task(plan: LoadPlan, tplan: TransformPlan, task: FileTask,
 
 # -- the driver ----------------------------------------------------------------------
 
-def run_tasks(spark: SparkSession, plan: LoadPlan, tplan: TransformPlan, tasks: list[FileTask]) -> list[FileOutcome]:
-    """Decode, transform and write every task in one Spark stage; the files' outcomes."""
+def run_stage(spark: SparkSession, tplan: TransformPlan, schema: TableSchema, count: int,
+              decode: Callable[[int], Iterator[pa.RecordBatch]],
+              finish: Callable[[int, Iterator[pa.RecordBatch]], str], description: str) -> list[str]:
+    """``count`` tasks in one Spark stage: task i's ``decode(i)`` (batches of ``decode_schema``),
+    the transform, then ``finish(i, batches)`` (its outcome as one string); the outcomes, in
+    task order. Every projection is narrow, so partition i of the last step is task i's."""
     source = tplan.source
 
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def decode_all(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                yield from decode_task(plan, source, tasks[i])
+                yield from decode(i)
 
-    raw = (spark.range(0, len(tasks), 1, numPartitions=len(tasks))
-           .mapInArrow(decode, from_arrow_schema(decode_schema(source))))
-    out = transformed(spark, raw, tplan, plan.schema)
+    raw = (spark.range(0, count, 1, numPartitions=count)
+           .mapInArrow(decode_all, from_arrow_schema(decode_schema(source))))
+    out = transformed(spark, raw, tplan, schema)
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         context = TaskContext.get()
         assert context is not None
-        outcome = write_task(plan, tplan, tasks[context.partitionId()], batches)
-        yield pa.RecordBatch.from_pydict({"outcome": [json.dumps(outcome.to_dict())]})
+        yield pa.RecordBatch.from_pydict({"outcome": [finish(context.partitionId(), batches)]})
 
-    spark.sparkContext.setJobDescription(f"lading load with a transform into {plan.table_uri} ({len(tasks)} files)")
+    spark.sparkContext.setJobDescription(description)
+    return [r.outcome for r in out.mapInArrow(write, "outcome string").collect()]
+
+
+def run_tasks(spark: SparkSession, plan: LoadPlan, tplan: TransformPlan, tasks: list[FileTask]) -> list[FileOutcome]:
+    """Decode, transform and write every task in one Spark stage; the files' outcomes."""
+    source = tplan.source
+
+    def decode(i: int) -> Iterator[pa.RecordBatch]:
+        return decode_task(plan, source, tasks[i])
+
+    def finish(i: int, batches: Iterator[pa.RecordBatch]) -> str:
+        return json.dumps(write_task(plan, tplan, tasks[i], batches).to_dict())
+
     by_file: dict[int, list[FileOutcome]] = {}
-    for r in out.mapInArrow(write, "outcome string").collect():
-        o = FileOutcome.from_dict(json.loads(r.outcome))
+    for text in run_stage(spark, tplan, plan.schema, len(tasks), decode, finish,
+                          f"lading load with a transform into {plan.table_uri} ({len(tasks)} files)"):
+        o = FileOutcome.from_dict(json.loads(text))
         by_file.setdefault(o.index, []).append(o)
     return [merge_outcomes(chunks) for _, chunks in sorted(by_file.items())]
-

@@ -2,6 +2,7 @@
 
   snapshot of the table (the position it holds) ─► plan: ranges or files
      ─► Spark tasks: read, decode, cast, pending parts + pending dead-letter file
+        (with ``spec.transform``: read, decode, the load's transform stage, the same outputs)
      ─► rejects > maxErrorNumber?  abort parts, keep the dead letters, TooManyErrors
      ─► complete dead letters ─► ONE commit: parts + new position (+ ledger for files)
      ─► group offsets (monitoring only)
@@ -26,12 +27,13 @@ from typing import Any
 import pyarrow as pa
 
 from lading_jobs import storage as st
+from lading_jobs.load import transform as tf
 from lading_jobs.load.policy import FileOutcome
 from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, run_file, sort_rows
 from lading_jobs.stream import kafka as kf
 from lading_jobs.stream import positions as pos
-from lading_jobs.stream.records import decode_messages
+from lading_jobs.stream.records import decode_messages, source_batches
 from lading_jobs.table import format as fmt
 from lading_jobs.table import writer
 from lading_jobs.table.log import LedgerEntry, Snapshot, TableLog
@@ -83,6 +85,7 @@ class Outcome:
     rejected: int = 0
     bytes: int = 0
     first_errors: list[dict[str, Any]] = field(default_factory=list)
+    filtered: int = 0  # records a transform's WHERE removed
     parts: list[str] = field(default_factory=list)  # WrittenPart JSON
     dead_letters: list[dict[str, Any]] = field(default_factory=list)  # pending uploads
     file_error: str | None = None
@@ -136,6 +139,7 @@ class Result:
     read: int = 0
     bytes: int = 0
     rejected: int = 0
+    filtered: int = 0
     version: int | None = None
     seconds: float = 0.0
     dead_letters: list[str] = field(default_factory=list)
@@ -196,26 +200,86 @@ def run_range(target: Target, source: KafkaRead, index: int, rng: pos.Range) -> 
     return out
 
 
-def run_file_task(target: Target, source: tuple[str, FormatOptions], task: FileTask) -> Outcome:
-    """One Spark task for a file: the load's own file task (decode, cast, pending parts, rejects)."""
+def range_transformed(target: Target, index: int, rng: pos.Range, tplan: tf.TransformPlan,
+                      batches: Iterator[pa.RecordBatch]) -> Outcome:
+    """The finish step of a Kafka range under a transform (``source_batches`` was its decode step):
+    good rows as pending parts, rejects (by offset) as a pending dead-letter file."""
+    rows = tf.Rows(tplan, target.schema)
+    storage = storage_for(target.table_uri, target.settings)
+    written: list[writer.WrittenPart] = []
+    try:
+        written = writer.write_parts(
+            target.table_uri, (sort_rows(t, target.sort_by) for t in rows.tables(batches)), target.schema,
+            write_id=target.write_id, task=index, logical_time=target.time, table_id=target.table_id,
+            envelope=target.envelope, storage=storage, single_put=True)
+        rejects = [{"topic": rng.topic, "partition": rng.partition, "offset": r.position, "column": r.column,
+                    "reason": r.reason, "record": r.record} for r in rows.rejects]
+        out = Outcome(index, str(rng), read=int(rows.summary.get("rowsRead", 0)), good=rows.rows_good,
+                      rejected=len(rejects), bytes=int(rows.summary.get("bytes", 0)),
+                      first_errors=rejects[:FIRST_ERRORS], filtered=rows.rows_filtered)
+        if rejects and target.dead_letter:
+            out.dead_letters = [write_dead_letter(storage_for(target.dead_letter, target.settings),
+                                                  target.dead_letter, index, rejects)]
+    except BaseException:
+        writer.abort_parts(target.table_uri, written, storage=storage)
+        raise
+    out.parts = [w.to_json() for w in written]
+    return out
+
+
+def _load_plan(target: Target, source: tuple[str, FormatOptions]) -> LoadPlan:
+    """A file task's plan: the load's, every error a rejected row (the batch's limit is maxErrorNumber)."""
     fmt_name, options = source
-    plan = LoadPlan(table_uri=target.table_uri, schema=target.schema, table_id=target.table_id,
+    return LoadPlan(table_uri=target.table_uri, schema=target.schema, table_id=target.table_id,
                     envelope=target.envelope, sort_by=target.sort_by, time=target.time, write_id=target.write_id,
                     format=fmt_name, options=options, load=LoadOptions(on_error="continue"),
                     rejects_prefix=target.dead_letter, settings=target.settings)
-    o: FileOutcome = run_file(plan, task)
+
+
+def run_file_task(target: Target, source: tuple[str, FormatOptions], task: FileTask) -> Outcome:
+    """One Spark task for a file: the load's own file task (decode, cast, pending parts, rejects)."""
+    return _file_outcome(task, run_file(_load_plan(target, source), task))
+
+
+def _file_outcome(task: FileTask, o: FileOutcome) -> Outcome:
     firsts = [{"file": e.get("file"), "line" if o.unit == "line" else "row": e.get(o.unit),
                "column": e.get("column"), "reason": e.get("reason"), "record": e.get("record")}
               for e in o.errors[:FIRST_ERRORS]]
     if o.file_error:
         firsts.insert(0, {"file": o.uri, "reason": o.file_error})
     return Outcome(task.index, task.uri, read=o.rows_read, good=o.rows_good, rejected=o.error_count,
-                   bytes=o.size, first_errors=firsts, parts=o.parts, dead_letters=o.rejects_uploads,
-                   file_error=o.file_error)
+                   bytes=o.size, first_errors=firsts, filtered=o.rows_filtered, parts=o.parts,
+                   dead_letters=o.rejects_uploads, file_error=o.file_error)
 
 
-def run_tasks(spark: Any, target: Target, source: Any, items: list[Any], kind: str) -> list[Outcome]:
-    """One Spark task per item (a range or a file task); outcomes in item order.
+def _transform_stage(spark: Any, target: Target, source: Any, items: list[Any], kind: str,
+                     tplan: tf.TransformPlan) -> list[str]:
+    """The batch through the load's transform stage (``load.transform.run_stage``): the load's
+    decode and finish for files, ``source_batches`` and ``range_transformed`` for Kafka ranges."""
+    if kind == "kafka":
+        def decode(i: int) -> Iterator[pa.RecordBatch]:
+            config = kf.consumer_config(source.bootstrap, dict(source.consumer), source.group)
+            return source_batches(kf.read_range(config, items[i]), source.value_format, tplan.source)
+
+        def finish(i: int, batches: Iterator[pa.RecordBatch]) -> str:
+            return range_transformed(target, i, items[i], tplan, batches).to_json()
+    else:
+        plan = _load_plan(target, source)
+
+        def decode(i: int) -> Iterator[pa.RecordBatch]:
+            return tf.decode_task(plan, tplan.source, items[i])
+
+        def finish(i: int, batches: Iterator[pa.RecordBatch]) -> str:
+            return _file_outcome(items[i], tf.write_task(plan, tplan, items[i], batches)).to_json()
+
+    return tf.run_stage(spark, tplan, target.schema, len(items), decode, finish,
+                        f"lading stream with a transform into {target.table_uri} ({len(items)} tasks)")
+
+
+def run_tasks(spark: Any, target: Target, source: Any, items: list[Any], kind: str,
+              tplan: tf.TransformPlan | None = None) -> list[Outcome]:
+    """One Spark task per item (a range or a file task); outcomes in item order. With ``tplan``
+    the tasks are the load's transform stage (the same stage a CopyJob load runs).
 
     On failure (or cancellation) every pending upload under the batch's write id
     and dead-letter prefix is aborted before the error propagates."""
@@ -233,8 +297,11 @@ def run_tasks(spark: Any, target: Target, source: Any, items: list[Any], kind: s
     sc.setLocalProperty("spark.jobGroup.id", target.write_id)
     sc.setJobDescription(f"lading stream into {target.table_uri} ({len(items)} tasks)")
     try:
-        df = spark.range(0, len(items), 1, numPartitions=len(items)).mapInArrow(work, "outcome string")
-        rows = df.collect()
+        if tplan is None:
+            df = spark.range(0, len(items), 1, numPartitions=len(items)).mapInArrow(work, "outcome string")
+            texts = [r.outcome for r in df.collect()]
+        else:
+            texts = _transform_stage(spark, target, source, items, kind, tplan)
     except BaseException:
         writer._wait_for_tasks(sc, target.write_id)  # tasks being killed may still begin uploads
         prefix = fmt.write_prefix(target.table_uri, target.write_id)
@@ -246,7 +313,7 @@ def run_tasks(spark: Any, target: Target, source: Any, items: list[Any], kind: s
         raise
     finally:
         sc.setLocalProperty("spark.jobGroup.id", previous)
-    outcomes = [Outcome.from_json(r.outcome) for r in rows]
+    outcomes = [Outcome.from_json(t) for t in texts]
     return sorted(outcomes, key=lambda o: o.index)
 
 

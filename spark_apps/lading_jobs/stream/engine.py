@@ -26,7 +26,8 @@ class StreamCopyEngine:
         options = dict(ctx.options)
 
         def on_batch(result: Any, progress: dict[str, Any]) -> None:
-            ctx.report(batch={"rows": result.rows, "rejected": result.rejected, "seconds": round(result.seconds, 3),
+            ctx.report(batch={"rows": result.rows, "rejected": result.rejected, "filtered": result.filtered,
+                              "seconds": round(result.seconds, 3),
                               "version": result.version}, progress=progress)
 
         out = run_stream(spark, doc, self.validate(doc), ctx.cancel, once=bool(options.pop("once", False)),

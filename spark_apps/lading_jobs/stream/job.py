@@ -28,11 +28,13 @@ from collections.abc import Callable
 from typing import Any
 
 from lading_jobs import storage as st
+from lading_jobs.load import transform as tf
 from lading_jobs.load.infer import infer_schema
 from lading_jobs.load.stores import storage_for
 from lading_jobs.stream import batch as bt
 from lading_jobs.stream import kafka as kf
 from lading_jobs.stream import positions as pos
+from lading_jobs.stream import records
 from lading_jobs.stream.progress import Progress, ProgressServer, iso
 from lading_jobs.stream.sources import FilesSource, KafkaSource, now_ms
 from lading_jobs.table import format as fmt
@@ -82,6 +84,10 @@ def _new_table_schema(spec: StreamCopySpec, first: st.ObjectInfo | None, setting
     try:
         if spec.target.schema:
             return TableSchema.from_spec(spec.target.schema)
+        if spec.transform is not None:
+            raise SpecError("target.schema", f"there is no table at {spec.target.table}; a transform computes the "
+                                             "table's columns, so give target.schema (their names and types) to "
+                                             "create it")
         if isinstance(spec.source, KafkaSpec) and spec.source.value_format == "raw":
             return TableSchema.of(list(kf.RAW_COLUMNS))
         if isinstance(spec.source, FilesSpec) and first is not None:
@@ -109,6 +115,7 @@ class Stream:
             else FilesSource(spec.source, self.settings))
         self.log = TableLog.open(self.table_uri, self.storage)
         self.rows_run = 0
+        self.filtered_run = 0
         self.position: dict[str, int] = {}
 
     def write_prefix(self) -> str:
@@ -183,10 +190,32 @@ class Stream:
         return waiting >= max(1, limit)
 
     # -- one batch ---------------------------------------------------------------------
+    def transform_plan(self, plan: bt.Plan) -> tf.TransformPlan | None:
+        """The batch's transform (``spec.transform``) against the table and the batch's source: a
+        Kafka source's fixed view, a files batch's first file (``load.transform.source_schema``)."""
+        transform = self.spec.transform
+        if transform is None or plan.empty:
+            return None
+        snap = plan.snapshot
+        try:
+            if isinstance(self.source, KafkaSource):
+                if snap.envelope != "append":
+                    raise SpecError("transform", f"a transform on a Kafka source appends rows; the table "
+                                                 f"{self.table_uri} is {snap.envelope} (drop the transform)")
+                source = records.transform_source(self.source.spec.value_format, transform.fields, snap.schema)
+            else:
+                source = tf.source_schema(transform, self.source.spec.format, self.source.options, plan.files[0],
+                                          self.settings)
+            return tf.plan_transform(transform, snap.schema, source)
+        except SpecError as e:
+            raise Stopped("InvalidTransform", f"batch {plan.describe}: {e}; nothing of the batch was committed",
+                          plan.describe) from e
+
     def run_batch(self, plan: bt.Plan, cancel: threading.Event) -> bt.Result:
         started = time.monotonic()
         assert self.log is not None
         snap: Snapshot = plan.snapshot
+        tplan = self.transform_plan(plan)
         counters = dict(snap.source_progress.get(self.key) or {})
         batch_id = bt.new_batch_id(snap.version)
         target = bt.Target(
@@ -197,7 +226,7 @@ class Stream:
         outcomes: list[bt.Outcome] = []
         try:
             if not plan.empty:
-                outcomes = self.source.run(self.spark, target, plan)
+                outcomes = self.source.run(self.spark, target, plan, tplan)
             rejected = sum(o.rejected for o in outcomes)
             if rejected > self.spec.max_error_number:
                 bt.abort(outcomes, target, dead_letters_too=False)
@@ -205,12 +234,17 @@ class Stream:
                 raise Stopped("TooManyErrors", bt.too_many(outcomes, plan, self.spec.max_error_number, letters),
                               plan.describe)
             letters = bt.complete_dead_letters(outcomes, self.settings)  # before the commit: never lost
+        except SpecError as e:  # the transform's SQL: Spark cannot parse or resolve it
+            bt.abort(outcomes, target, dead_letters_too=True)
+            raise Stopped("InvalidTransform", f"batch {plan.describe}: {e}; nothing of the batch was committed",
+                          plan.describe) from e
         except BaseException:
             bt.abort(outcomes, target, dead_letters_too=True)
             if cancel.is_set():
                 raise Cancelled() from None
             raise
         rows = sum(o.good for o in outcomes)
+        filtered = sum(o.filtered for o in outcomes)
         batches = int(counters.get("batches", 0)) + 1
         total = int(counters.get("rowsTotal", 0)) + rows
         plan.progress[self.key] = {"rowsTotal": total, "batches": batches, "lastBatchTime": now_ms()}
@@ -224,9 +258,10 @@ class Stream:
                                             "driver stops and its batch was not committed", plan.describe) from e
         self.source.after_commit(plan)
         self.rows_run += rows
+        self.filtered_run += filtered
         self.position = {k: v for k, v in plan.end.items() if isinstance(v, int)}
         result = bt.Result(plan, rows=rows, read=sum(o.read for o in outcomes), bytes=sum(o.bytes for o in outcomes),
-                           rejected=sum(o.rejected for o in outcomes), version=new.version,
+                           rejected=sum(o.rejected for o in outcomes), filtered=filtered, version=new.version,
                            seconds=time.monotonic() - started, dead_letters=letters)
         self._report(result, total, batches, new)
         return result
@@ -241,6 +276,7 @@ class Stream:
         self.progress.update(
             state="running", rowsTotal=total, batches=batches, tableVersion=snap.version, upper=snap.upper,
             lastBatch={"time": iso(), "rows": r.rows, "read": r.read, "bytes": r.bytes, "rejected": r.rejected,
+                       **({"filtered": r.filtered} if self.spec.transform is not None else {}),
                        "durationSeconds": round(r.seconds, 3), "range": plan.describe, "end": plan.end},
             lag=lag, offsets=offsets, rewrittenFiles=rewritten, dataLossSkipped=skipped[-20:])
         for uri in plan.rewritten:
@@ -315,7 +351,7 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
                    "tableVersion": doc_now["tableVersion"], "offsets": doc_now["offsets"]}
         if once and not cancel.is_set():
             progress.update(state="stopped")
-            return {**summary, "rows": stream.rows_run}
+            return {**summary, "rows": stream.rows_run, "rowsFiltered": stream.filtered_run}
         progress.update(state="stopped")
         return {**summary, "cancelled": True}
     except Cancelled:

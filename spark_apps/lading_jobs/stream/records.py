@@ -14,6 +14,14 @@ column), a message without a value (a tombstone) is a delete marker for its
 key, and of several messages for one key in a range only the last (highest
 offset) is written, so rows of equal logical time never need an order inside a
 part. Each reject carries its coordinates (topic, partition, offset).
+
+With ``spec.transform`` a range is instead the decode step of the load's transform
+(``source_batches``; ``load.transform.run_stage`` does the rest): the view ``source``
+holds, for ``raw``, the message's own columns, and for ``json`` one string per named
+key (``transform.fields``, else the table's column names): the key's JSON value as
+text, like a CSV field (a string unquoted, a number its digits, ``true``/``false``,
+an object or array its JSON; an absent key or ``null`` is NULL). Each row's position
+is its offset.
 """
 
 from __future__ import annotations
@@ -27,9 +35,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lading_jobs.load import transform as tf
 from lading_jobs.load.conform import Conformer, FileError
 from lading_jobs.load.decode import MAX_RAW, Decoded, Piece, decode_json
-from lading_jobs.stream.kafka import Messages
+from lading_jobs.stream.kafka import HEADERS_TYPE, Messages
 from lading_jobs.table import format as fmt
 from lading_jobs.table.schema import Column, TableSchema, arrow_type
 
@@ -137,8 +146,10 @@ def _conform(piece: Piece, schema: TableSchema, unit: str, raw: Any, rejects: _R
     return pa.concat_tables(tables) if tables else None
 
 
-def _json_pieces(msgs: Messages, rejects: _Rejects) -> tuple[Decoded, np.ndarray]:
-    """The non-empty values as one JSON-lines buffer, decoded; line k is message ``index[k-1]``."""
+def _json_pieces(msgs: Messages, rejects: _Rejects, text_of: tuple[str, ...] | None = None
+                 ) -> tuple[Decoded, np.ndarray]:
+    """The non-empty values as one JSON-lines buffer, decoded; line k is message ``index[k-1]``.
+    ``text_of``: the keys read as text (a transform's source), numbers exactly, strings as strings."""
     index = []
     lines = []
     for i, v in enumerate(msgs.values):
@@ -156,7 +167,10 @@ def _json_pieces(msgs: Messages, rejects: _Rejects) -> tuple[Decoded, np.ndarray
             v = v.replace(b"\r", b" ").replace(b"\n", b" ")
         index.append(i)
         lines.append(v)
-    decoded = decode_json(b"\n".join(lines)) if lines else Decoded(unit="line")
+    if not lines:
+        return Decoded(unit="line"), np.asarray(index, dtype=np.int64)
+    decoded = (decode_json(b"\n".join(lines)) if text_of is None
+               else decode_json(b"\n".join(lines), exact=[n.lower() for n in text_of], text=True))
     return decoded, np.asarray(index, dtype=np.int64)
 
 
@@ -259,3 +273,67 @@ def decode_messages(msgs: Messages, schema: TableSchema, value_format: str, enve
     table = table.sort_by(POS).drop_columns([POS])
     rejects.entries.sort(key=lambda e: e["offset"])
     return Rows(table, rejects.entries)
+
+
+# -- a range as a transform's source ---------------------------------------------------
+
+RAW_SOURCE = pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("topic", pa.string()),
+                        pa.field("partition", pa.int32()), pa.field("offset", pa.int64()),
+                        pa.field("timestamp", pa.timestamp("us", tz="UTC")), pa.field("headers", HEADERS_TYPE)])
+"""The view ``source`` of a transform on a ``raw`` Kafka source (``Messages.raw_table``)."""
+
+
+def transform_source(value_format: str, fields: tuple[str, ...], schema: TableSchema) -> pa.Schema:
+    """The view ``source`` of a transform on a Kafka source (see the module doc)."""
+    if value_format == "raw":
+        return RAW_SOURCE
+    return pa.schema([pa.field(n, pa.string()) for n in (fields or tuple(schema.names))])
+
+
+def _as_text(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """A decoded JSON column as the text of its values (vectorised but for objects and arrays)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    typ = arr.type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return arr.cast(pa.string())
+    if pa.types.is_null(typ):
+        return pa.nulls(len(arr), pa.string())
+    if pa.types.is_decimal(typ):  # exact numbers: the digits, without the scale's trailing zeros
+        text = pc.replace_substring_regex(arr.cast(pa.string()), r"(\.\d*?)0+$", r"\1")
+        return pc.replace_substring_regex(text, r"\.$", "")
+    if pa.types.is_integer(typ) or pa.types.is_boolean(typ) or pa.types.is_floating(typ):
+        return arr.cast(pa.string())
+    return pa.array([None if v is None else json.dumps(v, ensure_ascii=False, default=str)
+                     for v in arr.to_pylist()], pa.string())
+
+
+def _text_table(table: pa.Table, source: pa.Schema) -> pa.Table:
+    n = table.num_rows
+    return pa.Table.from_arrays([_as_text(table.column(f.name)) if f.name in table.column_names
+                                 else pa.nulls(n, pa.string()) for f in source], schema=source)
+
+
+def source_batches(msgs: Messages, value_format: str, source: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """One range as the transform's decode step: its records as rows of ``source`` at their
+    offsets, the messages that do not decode as REJECT rows, then one SUMMARY row."""
+    offsets = np.asarray(msgs.offsets, dtype=np.int64)
+    rejects = _Rejects(msgs)
+    if value_format == "raw":
+        if len(msgs):
+            yield from tf.data_batches(msgs.raw_table(), offsets, source)
+    else:
+        decoded, index = _json_pieces(msgs, rejects, tuple(source.names))
+        for r in decoded.rejects:
+            rejects.add(int(index[r.position - 1]), r.reason, r.column)
+        for i, v in enumerate(msgs.values):
+            if v is None:
+                rejects.add(i, "a message without a value (a tombstone) deletes only in an upsert table")
+        for piece in decoded.iter_pieces():
+            yield from tf.data_batches(_text_table(piece.table, source), offsets[index[piece.positions - 1]],
+                                       source)
+    if rejects.entries:
+        info = [json.dumps({"reason": e["reason"], "column": e["column"], "record": e["record"]})
+                for e in rejects.entries]
+        yield tf.meta_batch(len(info), tf.REJECT, info, [e["offset"] for e in rejects.entries], source)
+    summary = {"unit": "offset", "rowsRead": len(msgs), "bytes": msgs.bytes}
+    yield tf.meta_batch(1, tf.SUMMARY, [json.dumps(summary)], [0], source)

@@ -15,6 +15,7 @@ from typing import Any
 from lading_jobs import storage as st
 from lading_jobs.load.job import plan_tasks
 from lading_jobs.load.stores import storage_for
+from lading_jobs.load.transform import TransformPlan
 from lading_jobs.stream import kafka as kf
 from lading_jobs.stream import positions as pos
 from lading_jobs.stream.batch import (
@@ -27,6 +28,7 @@ from lading_jobs.stream.batch import (
     run_tasks,
 )
 from lading_jobs.table.log import Snapshot
+from lading_spec.formats import FormatOptions, parse_options
 from lading_spec.streamcopy import FilesSource as FilesSpec
 from lading_spec.streamcopy import KafkaSource as KafkaSpec
 
@@ -78,9 +80,9 @@ class KafkaSource:
                     full=limit is not None and taken >= limit, lag=pos.lag(ends, marks), skipped=skipped,
                     end=end)
 
-    def run(self, spark: Any, target: Target, plan: Plan) -> list[Outcome]:
+    def run(self, spark: Any, target: Target, plan: Plan, tplan: TransformPlan | None = None) -> list[Outcome]:
         tasks = pos.split_ranges(plan.ranges, TASK_ROWS)
-        outcomes = run_tasks(spark, target, self.read, tasks, "kafka")
+        outcomes = run_tasks(spark, target, self.read, tasks, "kafka", tplan)
         read = sum(o.read for o in outcomes)
         if read:
             self.bytes_per_message = sum(o.bytes for o in outcomes) / read
@@ -143,9 +145,14 @@ class FilesSource:
                     rewritten=[o.uri for o in choice.rewritten],
                     lag={"files": choice.pending}, end={"files": after.files, "highWater": after.high_water})
 
-    def run(self, spark: Any, target: Target, plan: Plan) -> list[Outcome]:
+    @property
+    def options(self) -> FormatOptions:
+        return self.spec.options or parse_options(self.spec.format, None, "source.files.options")
+
+    def run(self, spark: Any, target: Target, plan: Plan, tplan: TransformPlan | None = None) -> list[Outcome]:
         tasks = plan_tasks(plan.files, self.spec.format, self.settings)
-        return run_tasks(spark, target, (self.spec.format, self.spec.options), tasks, "files")
+        options = self.spec.options if tplan is None else self.options
+        return run_tasks(spark, target, (self.spec.format, options), tasks, "files", tplan)
 
     def after_commit(self, plan: Plan) -> None:
         pass

@@ -1,0 +1,77 @@
+"""A Kafka range as a transform's decode step (``records.source_batches``), without Spark or a broker:
+what the view ``source`` holds for json and raw values, rejects at their offsets, the summary."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from lading_jobs.load import transform as tf
+from lading_jobs.stream.kafka import Messages
+from lading_jobs.stream.positions import Range
+from lading_jobs.stream.records import RAW_SOURCE, source_batches, transform_source
+from lading_jobs.table.schema import TableSchema
+
+
+def messages(values: list[bytes | None], start: int = 40) -> Messages:
+    n = len(values)
+    return Messages(Range("ev", 2, start, start + n), [b"k"] * n, values, list(range(start, start + n)),
+                    [1_767_322_800_000 + i for i in range(n)], [None] * n, bytes=sum(len(v or b"") for v in values))
+
+
+def split(batches: list[pa.RecordBatch]) -> tuple[list[dict[str, Any]], list[tuple[int, dict[str, Any]]],
+                                                   dict[str, Any]]:
+    table = pa.Table.from_batches(batches)
+    rows = table.to_pylist()
+    data = [{k: v for k, v in r.items() if not k.startswith("_lading")} | {"offset@": r[tf.POS]}
+            for r in rows if r[tf.KIND] == tf.DATA]
+    rejects = [(r[tf.POS], json.loads(r[tf.INFO])) for r in rows if r[tf.KIND] == tf.REJECT]
+    summaries = [json.loads(r[tf.INFO]) for r in rows if r[tf.KIND] == tf.SUMMARY]
+    assert len(summaries) == 1
+    return data, rejects, summaries[0]
+
+
+def test_json_keys_are_text_exact_numbers_and_strings_kept_as_written() -> None:
+    schema = TableSchema.of([("x", "bigint")])
+    source = transform_source("json", ("id", "amount", "at", "tags", "ok", "missing"), schema)
+    assert source.names == ["id", "amount", "at", "tags", "ok", "missing"]
+    assert all(f.type == pa.string() for f in source)
+    values = [json.dumps({"id": 1, "amount": 2.675, "at": "2026-01-02T03:04:05Z", "tags": {"a": [1, 2]},
+                          "ok": True, "other": 5}).encode(),
+              b'{"id": 12345678901234567890, "amount": 1234567890123456789.12, "at": null}',
+              b"{not json",
+              None,
+              json.dumps({"id": "x7", "amount": 10}).encode()]
+    data, rejects, summary = split(list(source_batches(messages(values), "json", source)))
+    assert data == [
+        {"id": "1", "amount": "2.675", "at": "2026-01-02T03:04:05Z", "tags": '{"a": [1, 2]}', "ok": "true",
+         "missing": None, "offset@": 40},
+        {"id": "12345678901234567890", "amount": "1234567890123456789.12", "at": None, "tags": None, "ok": None,
+         "missing": None, "offset@": 41},
+        {"id": "x7", "amount": "10", "at": None, "tags": None, "ok": None, "missing": None, "offset@": 44},
+    ]
+    assert [(at, r["reason"].split(":")[0]) for at, r in rejects] == [
+        (42, "not a JSON object"), (43, "a message without a value (a tombstone) deletes only in an upsert table")]
+    assert rejects[0][1]["record"] == "{not json"
+    assert summary == {"unit": "offset", "rowsRead": 5, "bytes": sum(len(v or b"") for v in values)}
+
+
+def test_json_strings_that_look_like_times_stay_as_written() -> None:
+    source = transform_source("json", ("id", "at"), TableSchema.of([("x", "bigint")]))
+    values = [json.dumps({"id": i, "at": t}).encode() for i, t in
+              enumerate(["2026-01-02T03:04:05+02:00", "2026-01-02 03:04:05"])]
+    rows = pa.Table.from_batches(list(source_batches(messages(values, start=0), "json", source))).to_pylist()
+    assert [r["at"] for r in rows if r[tf.KIND] == tf.DATA] == ["2026-01-02T03:04:05+02:00", "2026-01-02 03:04:05"]
+    assert [r[tf.POS] for r in rows if r[tf.KIND] == tf.DATA] == [0, 1]
+
+
+def test_without_fields_a_json_source_has_the_tables_columns_and_raw_its_fixed_columns() -> None:
+    schema = TableSchema.of([("order_id", "bigint"), ("note", "string")])
+    assert transform_source("json", (), schema).names == ["order_id", "note"]
+    assert transform_source("raw", (), schema) == RAW_SOURCE
+    data, rejects, summary = split(list(source_batches(messages([b"v0", None]), "raw", RAW_SOURCE)))
+    assert [(d["value"], d["offset"], d["topic"], d["partition"], d["offset@"]) for d in data] == [
+        (b"v0", 40, "ev", 2, 40), (None, 41, "ev", 2, 41)]
+    assert not rejects and summary["rowsRead"] == 2
