@@ -17,8 +17,9 @@ reads them from footers), and returns splits in listing order:
   compressed file has no seekable boundaries).
 
 The budget (``budget``) follows Spark's own rule for file scans: at most
-``max_bytes``, and no more than the total divided by the cores, so a small input
-still occupies every core. Weights are bytes as stored (compressed): what a task
+``max_bytes``, and no more than the total (each file counting ``open_cost`` more than
+its bytes) divided by the cores, so a small input still occupies every core and
+many small files still share tasks. Weights are bytes as stored (compressed): what a task
 reads. Callers that hold a whole split in memory (a sort for ``partitionBy``)
 plan with a smaller ``max_bytes``.
 """
@@ -73,9 +74,14 @@ class Split:
         return sum(p.bytes for p in self.pieces)
 
 
-def budget(total_bytes: int, cores: int, max_bytes: int = SPLIT_BYTES, open_cost: int = OPEN_COST) -> int:
-    """Spark's split size: ``min(max_bytes, max(open_cost, total / cores))``."""
-    per_core = math.ceil(total_bytes / max(1, cores)) if total_bytes else 0
+def budget(total_bytes: int, cores: int, max_bytes: int = SPLIT_BYTES, open_cost: int = OPEN_COST,
+           files: int = 0) -> int:
+    """Spark's split size (``FilePartition.maxSplitBytes``): ``min(max_bytes, max(open_cost,
+    total / cores))``, where the total counts every one of the ``files`` with ``open_cost`` more
+    than its bytes, as Spark does: without that, many small files would get a budget of one open
+    cost each and a split apiece, one task per file."""
+    total = total_bytes + files * open_cost
+    per_core = math.ceil(total / max(1, cores)) if total else 0
     return max(1, min(max_bytes, max(open_cost, per_core)))
 
 

@@ -61,6 +61,18 @@ def test_budget_follows_spark_rule() -> None:
     assert splits.budget(0, 2) >= 1
 
 
+def test_many_small_files_share_tasks_as_in_spark() -> None:
+    # Spark's total counts each file's open cost: 100 files of 10 kB on 2 cores give a budget of
+    # min(128 MB, (1 MB + 400 MB) / 2) = 128 MB, and 31 files of 4 MB + 10 kB fit in it. Counting
+    # bytes only, the budget was one open cost (4 MB) and every file became a task of its own.
+    files = [FileRef(f"s3://b/{i}", 10 * 1024) for i in range(100)]
+    budget = splits.budget(sum(f.size for f in files), 2, 128 * MB, 4 * MB, files=len(files))
+    assert budget == 128 * MB
+    got = splits.plan(files, "csv", budget, _no_footer, open_cost=4 * MB)
+    assert [len(s.pieces) for s in got] == [31, 31, 31, 7]
+    assert splits.budget(3 * 10 * 1024, 2, 128 * MB, 4 * MB, files=3) < 8 * MB  # 3 files still fill 2 cores
+
+
 def test_footer_row_groups_reads_compressed_sizes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "f.parquet"
     pq.write_table(pa.table({"x": list(range(1000))}), path, row_group_size=300)

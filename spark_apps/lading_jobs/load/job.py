@@ -180,7 +180,7 @@ def plan_load(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Settings
     found = _pieces(files, fmt_name, settings, chunk_bytes)
     tasks = [FileTask(i, p.uri, p.etag, p.size, p.file_index, p.row_groups, p.first_row)
              for i, p in enumerate(found)]
-    budget = splits.budget(sum(o.size for o in files), cores, chunk_bytes)
+    budget = splits.budget(sum(o.size for o in files), cores, chunk_bytes, files=len(files))
     return tasks, splits.pack_indices([p.bytes for p in found], budget)
 
 

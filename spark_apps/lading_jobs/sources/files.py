@@ -101,7 +101,7 @@ def split_sizes(session: SparkSession, files: list[ObjectInfo], *, sort: bool = 
     if sort:
         max_bytes = min(max_bytes, SORT_SPLIT_BYTES)
     cores = session.sparkContext.defaultParallelism
-    return splits.budget(sum(o.size for o in files), cores, max_bytes, open_cost), open_cost
+    return splits.budget(sum(o.size for o in files), cores, max_bytes, open_cost, files=len(files)), open_cost
 
 
 def _compression(uri: str) -> str | None:
@@ -282,8 +282,9 @@ class FilesDataSource(DataSource):
 
     def reader(self, schema: T.StructType) -> DataSourceReader:
         files = list_files(self._fileset())
-        budget = int(self.options.get("splitBytes") or splits.budget(sum(o.size for o in files), 1))
         open_cost = int(self.options.get("openCost") or splits.OPEN_COST)
+        budget = int(self.options.get("splitBytes")
+                     or splits.budget(sum(o.size for o in files), 1, open_cost=open_cost, files=len(files)))
         return FilesReader(self._fileset(), self._schema(files), files, budget, open_cost)
 
 

@@ -15,7 +15,15 @@ def test_many_small_files_make_fewer_larger_spark_tasks() -> None:
     assert [t.etag for t in tasks[:2]] == ["e0", "e1"]
     assert sorted(i for g in groups for i in g) == list(range(1000))  # each once, in order
     assert all(g == list(range(g[0], g[-1] + 1)) for g in groups)
-    assert 60 <= len(groups) <= 120  # ~50 MB per Spark task (100 MB over 2 cores), 4 MB open cost per file
+    # Spark's rule: the total counts 4 MB of open cost per file (100 MB + 4,000 MB over 2 cores), so
+    # the budget is the 256 MB chunk size, and 62 files of 4 MB + 100 kB fit in it: 17 Spark tasks
+    assert [len(g) for g in groups] == [62] * 16 + [8]
+
+
+def test_a_hundred_tiny_files_make_a_few_tasks() -> None:
+    files = [st.ObjectInfo(f"s3://b/in/{i:03d}.csv", 10 * KB, "") for i in range(100)]
+    _, groups = plan_load(files, "csv", st.S3Settings(), cores=2)
+    assert [len(g) for g in groups] == [50, 50]  # (1 MB + 400 MB) / 2 cores each; a task per file before
 
 
 def test_a_few_small_files_keep_a_task_each() -> None:
