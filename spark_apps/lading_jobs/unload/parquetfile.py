@@ -10,6 +10,12 @@ estimate (Arrow bytes × the largest Parquet/Arrow ratio seen) is well inside
 the room left; near the ceiling the candidate row group is first encoded into
 memory to learn its exact size (encoding is deterministic, so the real write
 takes the same bytes) and shrunk until it fits.
+
+Column statistics are not computed twice: the byte-array bounds the footer
+reserve needs are the statistics' bounds too (one ``min_max`` per row group),
+and integer, decimal and temporal bounds are read from the footer the writer
+wrote (``stats.FileStats.add_footer``), where they equal what computing them
+would give; floats are computed (see ``stats``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lading_jobs.sink import PartSink
-from lading_jobs.unload.stats import FileStats
+from lading_jobs.unload.stats import FileStats, footer_physical
 
 FULL_SLACK = 0.05
 SAFE_FRACTION = 0.6  # write unmeasured only if the estimate is below this share of the room
@@ -98,11 +104,22 @@ class FooterModel:
                 stat = max(16, col.length or 0)
             fixed += 256 + 4 * stat + 2 * len(col.path)
         self.fixed_per_row_group = fixed
-        self.top_byte_arrays = [f.name for f in schema
+        self.top_byte_arrays = [i for i, f in enumerate(schema)
                                 if pa.types.is_string(f.type) or pa.types.is_binary(f.type)
                                 or pa.types.is_large_string(f.type) or pa.types.is_large_binary(f.type)]
+        self.footer_columns = _footer_columns(schema, md)
 
-    def reserve(self, table: pa.Table) -> int:
+    def bounds(self, table: pa.Table) -> dict[int, tuple[pa.Scalar, pa.Scalar]]:
+        """``min_max`` of every top-level byte-array column holding values, by position."""
+        out = {}
+        for i in self.top_byte_arrays:
+            column = table.column(i)
+            if column.null_count != len(column):
+                mm = pc.min_max(column)
+                out[i] = (mm["min"], mm["max"])
+        return out
+
+    def reserve(self, table: pa.Table, bounds: dict[int, tuple[pa.Scalar, pa.Scalar]] | None = None) -> int:
         """A bound on the footer bytes one row group of ``table`` adds.
 
         A byte-array column chunk's statistics hold the group's minimum and maximum
@@ -112,12 +129,8 @@ class FooterModel:
         ``min_max`` (Parquet's order for strings and binary) finds, each capped
         at ``MAX_STAT``. Nested leaves keep the coarse bound."""
         stats = 2 * MAX_STAT * self.nested_byte_arrays
-        for name in self.top_byte_arrays:
-            column = table.column(name)
-            if column.null_count == len(column):
-                continue
-            mm = pc.min_max(column)
-            for value in (mm["min"], mm["max"]):
+        for pair in (self.bounds(table) if bounds is None else bounds).values():
+            for value in pair:
                 stats += min(MAX_STAT, len(value.as_buffer()) if value.is_valid else 0)
         return self.fixed_per_row_group + stats
 
@@ -125,6 +138,34 @@ class FooterModel:
         """A coarse bound (statistics of every byte array at the limit), for the up-front check."""
         return self.empty_size + row_groups * (self.fixed_per_row_group
                                                + 2 * MAX_STAT * (self.nested_byte_arrays + len(self.top_byte_arrays)))
+
+
+def _leaves(t: pa.DataType) -> int:
+    """How many Parquet leaf columns a column of Arrow type ``t`` is written as."""
+    if pa.types.is_struct(t):
+        return sum(_leaves(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _leaves(t.key_type) + _leaves(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _leaves(t.value_type)
+    return 1
+
+
+def _footer_columns(schema: pa.Schema, md: pq.FileMetaData) -> tuple[tuple[int, int], ...]:
+    """(position, leaf index) of the top-level columns whose bounds come from the footer: the
+    types of ``stats.footer_physical``, where the file's own schema says the leaf is that column,
+    of that physical type (anything unexpected: the bounds are computed)."""
+    out = []
+    leaf = 0
+    for i, field in enumerate(schema):
+        expected = footer_physical(field.type)
+        if leaf >= len(md.schema):
+            return ()
+        col = md.schema.column(leaf)
+        if expected is not None and col.path == field.name and col.physical_type == expected:
+            out.append((i, leaf))
+        leaf += _leaves(field.type)
+    return tuple(out) if leaf == len(md.schema) else ()
 
 
 def _encoded_size(table: pa.Table, schema: pa.Schema, options: dict[str, Any]) -> int:
@@ -145,6 +186,8 @@ class ParquetFile:
         self.max_size, self.row_group_rows = max_size, row_group_rows
         self.ratio = ratio  # shared per task: [largest parquet bytes / arrow bytes seen]
         self.stats = FileStats(schema, columns=column_stats)
+        self.later = frozenset(p for p, _ in footer.footer_columns) if column_stats else frozenset()
+        self.collected: list[pq.FileMetaData] = []
         self.row_groups = 0
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
@@ -154,7 +197,8 @@ class ParquetFile:
         if footer.bound(1) >= max_size:
             raise FileTooSmall(f"to.maxFileSize: {max_size} bytes cannot hold a Parquet footer for this "
                                f"schema (about {footer.bound(1)} bytes); raise it")
-        self.writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema, **options)
+        self.writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema, metadata_collector=self.collected,
+                                       **options)
 
     @property
     def rows(self) -> int:
@@ -164,9 +208,10 @@ class ParquetFile:
     def full(self) -> bool:
         return self.is_full
 
-    def _room(self, candidate: pa.Table | None = None) -> int:
-        """Bytes a next row group (``candidate``) may take, its footer share set aside."""
-        extra = self.footer.reserve(candidate) if candidate is not None else self.footer.fixed_per_row_group
+    def _room(self, candidate: pa.Table | None = None,
+              bounds: dict[int, tuple[pa.Scalar, pa.Scalar]] | None = None) -> int:
+        """Bytes a next row group (``candidate``, its byte-array ``bounds``) may take, its footer share set aside."""
+        extra = self.footer.reserve(candidate, bounds) if candidate is not None else self.footer.fixed_per_row_group
         return self.max_size - self.sink.size - self.footer_reserved - extra
 
     def write(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
@@ -185,12 +230,12 @@ class ParquetFile:
                 return rest.combine_chunks().to_batches()[0] if rest.num_rows else None
         return None
 
-    def _write_group(self, table: pa.Table) -> None:
+    def _write_group(self, table: pa.Table, bounds: dict[int, tuple[pa.Scalar, pa.Scalar]]) -> None:
         before = self.sink.size
         self.writer.write_table(table, row_group_size=max(1, table.num_rows))
         self.row_groups += 1
-        self.footer_reserved += self.footer.reserve(table)
-        self.stats.update(table)
+        self.footer_reserved += self.footer.reserve(table, bounds)
+        self.stats.update(table, {i: (lo.as_py(), hi.as_py()) for i, (lo, hi) in bounds.items()}, self.later)
         if table.nbytes:
             self.ratio[0] = max(self.ratio[0], (self.sink.size - before) / table.nbytes)
 
@@ -221,9 +266,10 @@ class ParquetFile:
         while table.num_rows:
             take = min(table.num_rows, self.row_group_rows)
             head = table.slice(0, take)
-            room = self._room(head)
+            bounds = self.footer.bounds(head)
+            room = self._room(head, bounds)
             if head.nbytes * self.ratio[0] < SAFE_FRACTION * room:
-                self._write_group(head)
+                self._write_group(head, bounds)
                 table = table.slice(take)
                 continue
             size = _encoded_size(head, self.schema, self.options)
@@ -236,9 +282,10 @@ class ParquetFile:
                     return table
                 take = max(1, min(take - 1, int(take * room / size * 0.97)))
                 head = table.slice(0, take)
-                room = self._room(head)
+                bounds = self.footer.bounds(head)
+                room = self._room(head, bounds)
                 size = _encoded_size(head, self.schema, self.options)
-            self._write_group(head)
+            self._write_group(head, bounds)
             table = table.slice(take)
             if self._room() < FULL_SLACK * self.max_size:
                 self.is_full = True
@@ -251,6 +298,8 @@ class ParquetFile:
         if rest is not None and rest.num_rows:
             raise RuntimeError("internal: rows left over at close of a Parquet file")
         self.writer.close()
+        if self.later:
+            self.stats.add_footer(self.collected[-1], self.footer.footer_columns)
         if self.sink.size > self.max_size:
             raise RuntimeError(f"internal: Parquet file of {self.sink.size} bytes exceeds maxFileSize "
                                f"{self.max_size}; please report this")

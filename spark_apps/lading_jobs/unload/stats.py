@@ -5,6 +5,18 @@ the file back. Values are made JSON-safe for the manifest: decimals as strings
 (exact), temporal values as ISO 8601, binary as hex, NaN left out. Nested
 columns get a null count only. Long strings keep a truncated ``min`` (still a
 lower bound) and drop ``max`` (a truncated max would not be an upper bound).
+
+A Parquet file need not compute every bound a second time: its writer already
+did, per row group, in the footer. ``footer_bound`` turns a column chunk's
+footer statistics back into the value ``pyarrow.compute.min_max`` gives, for the
+types where the two are provably the same (``FOOTER_EXACT``: integers, booleans,
+decimals, dates, microsecond times, timestamps and durations: whole numbers the
+writer compares as ``min_max`` does, stored unchanged). Floats stay computed:
+Parquet writes a zero minimum as -0.0 and a zero maximum as +0.0 whatever the
+rows held. Strings and binaries stay computed too: the writer drops their bounds
+over 4 KiB (the Parquet file computes them once for its footer reserve and
+hands them over, see ``parquetfile``). A chunk whose bounds are missing while
+it holds values loses the column's bounds (``ColumnStats.lose``): conservative.
 """
 
 from __future__ import annotations
@@ -43,25 +55,62 @@ def json_value(value: Any) -> Any:
     return str(value)
 
 
+def bounds(column: pa.Array | pa.ChunkedArray) -> tuple[Any, Any]:
+    """(min, max) of a column with values, as Python values (NaN possible for floats)."""
+    if pa.types.is_duration(column.type):  # pyarrow has no min_max kernel for durations
+        mm = pc.min_max(column.cast(pa.int64()))
+        lo, hi = (pa.scalar(mm[k].as_py(), column.type).as_py() for k in ("min", "max"))
+        return lo, hi
+    mm = pc.min_max(column)
+    return mm["min"].as_py(), mm["max"].as_py()
+
+
+def footer_physical(t: pa.DataType) -> str | None:
+    """The Parquet physical type whose footer bounds equal ``bounds`` for Arrow type ``t``,
+    or None when they may differ (see the module doc)."""
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t) or pa.types.is_date32(t):
+        return "INT32"
+    if pa.types.is_int64(t) or ((pa.types.is_timestamp(t) or pa.types.is_time64(t) or pa.types.is_duration(t))
+                                and t.unit == "us"):
+        return "INT64"
+    if pa.types.is_decimal128(t):
+        return "FIXED_LEN_BYTE_ARRAY"
+    return None
+
+
+def footer_bound(raw: Any, t: pa.DataType) -> Any:
+    """A footer's raw min or max (``Statistics.min_raw``) of a column of Arrow type ``t``
+    (``footer_physical(t)`` not None) as the Python value ``bounds`` gives."""
+    if pa.types.is_decimal128(t):  # big-endian two's complement, as many bytes as the precision needs
+        unscaled = int.from_bytes(raw, "big", signed=True) if isinstance(raw, bytes) else int(raw)
+        data = pa.py_buffer(unscaled.to_bytes(16, "little", signed=True))
+        return pa.Array.from_buffers(t, 1, [None, data])[0].as_py()
+    if pa.types.is_boolean(t) or pa.types.is_integer(t):
+        return pa.scalar(raw, t).as_py()
+    storage = pa.int32() if t.bit_width == 32 else pa.int64()
+    return pa.array([raw], storage).view(t)[0].as_py()
+
+
 class ColumnStats:
-    __slots__ = ("name", "orderable", "nulls", "min", "max")
+    __slots__ = ("name", "orderable", "nulls", "min", "max", "lost")
 
     def __init__(self, name: str, orderable: bool) -> None:
         self.name, self.orderable = name, orderable
         self.nulls = 0
         self.min: Any = None
         self.max: Any = None
+        self.lost = False
 
     def update(self, column: pa.Array | pa.ChunkedArray) -> None:
         self.nulls += column.null_count
         if not self.orderable or column.null_count == len(column):
             return
-        if pa.types.is_duration(column.type):  # pyarrow has no min_max kernel for durations
-            mm = pc.min_max(column.cast(pa.int64()))
-            lo, hi = (pa.scalar(mm[k].as_py(), column.type).as_py() for k in ("min", "max"))
-        else:
-            mm = pc.min_max(column)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        self.merge(*bounds(column))
+
+    def merge(self, lo: Any, hi: Any) -> None:
+        """Widen the bounds to ``lo``/``hi`` (None, NaN: nothing to add)."""
         if isinstance(lo, float) and math.isnan(lo):
             lo = None
         if isinstance(hi, float) and math.isnan(hi):
@@ -71,8 +120,14 @@ class ColumnStats:
         if hi is not None and (self.max is None or hi > self.max):
             self.max = hi
 
+    def lose(self) -> None:
+        """Some rows' values are unknown: no bounds at all (conservative)."""
+        self.lost = True
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"nullCount": self.nulls}
+        if self.lost:
+            return out
         lo, hi = self.min, self.max
         if isinstance(lo, str | bytes) and len(lo) > MAX_STAT_CHARS:
             lo = lo[:MAX_STAT_CHARS]
@@ -91,13 +146,41 @@ class FileStats:
     def __init__(self, schema: pa.Schema, columns: bool = True) -> None:
         self.rows = 0
         self.columns = [ColumnStats(f.name, _orderable(f.type)) for f in schema] if columns else []
+        self.types = [f.type for f in schema]
 
-    def update(self, batch: pa.RecordBatch | pa.Table) -> None:
+    def update(self, batch: pa.RecordBatch | pa.Table, given: dict[int, tuple[Any, Any]] | None = None,
+               later: frozenset[int] = frozenset()) -> None:
+        """Count ``batch``. ``given``: bounds of some columns (by position) already computed by
+        ``bounds``; ``later``: columns whose bounds the caller adds itself (``add_footer``):
+        only their nulls are counted here."""
         self.rows += batch.num_rows
         if not self.columns:
             return
-        for stats, column in zip(self.columns, batch.columns, strict=True):
-            stats.update(column)
+        for i, (stats, column) in enumerate(zip(self.columns, batch.columns, strict=True)):
+            if i in later:
+                stats.nulls += column.null_count
+            elif given is not None and i in given:
+                stats.nulls += column.null_count
+                stats.merge(*given[i])
+            else:
+                stats.update(column)
+
+    def add_footer(self, metadata: Any, columns: tuple[tuple[int, int], ...]) -> None:
+        """Bounds of the ``columns`` (position, Parquet leaf index) from a written file's footer
+        (``pyarrow.parquet.FileMetaData``): every row group's chunk statistics, boxed by
+        ``footer_bound``; a chunk without bounds that holds values loses the column's bounds."""
+        if not self.columns:
+            return
+        for g in range(metadata.num_row_groups):
+            group = metadata.row_group(g)
+            for position, leaf in columns:
+                stats, chunk = self.columns[position], group.column(leaf)
+                s = chunk.statistics
+                if s is not None and s.has_min_max:
+                    t = self.types[position]
+                    stats.merge(footer_bound(s.min_raw, t), footer_bound(s.max_raw, t))
+                elif s is None or not s.has_null_count or s.null_count != group.num_rows:
+                    stats.lose()
 
     def to_dict(self) -> dict[str, Any]:
         return {c.name: c.to_dict() for c in self.columns}
