@@ -21,6 +21,11 @@ does, and feeds them to the same task writer (``task.write_partition``), which
 returns the same pending uploads to the same commit. Same rows, same batches,
 same writer: the same files, byte for byte.
 
+A top-level ``ORDER BY`` (over one Parquet input, without ``partitionBy``) takes
+this path only when the rows already are in its order: proven from the footers
+before the run, checked row by row while reading; if the check fails the run's
+uploads are aborted and it runs on the Spark SQL path instead (``sortedness``).
+
 ``partitionBy``: Spark sorts each task's rows by the partition columns, keeping
 their order within a value; here each split is read whole and sorted stably
 with Spark's ordering (NULLs first, NaN above every number, -0.0 = 0.0), so
@@ -40,7 +45,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from lading_jobs.unload import predicate, sparkplan, sqlshape
+from lading_jobs.unload import predicate, sortedness, sparkplan, sqlshape
 from lading_jobs.unload.task import TaskPlan, write_partition
 from lading_spec.copyjob import CopyJobSpec, Input
 from lading_spec.errors import SpecError
@@ -76,6 +81,7 @@ class Job:
     condition: sqlshape.Expr | None
     sort_by: tuple[int, ...]  # output positions to sort each split by (partitionBy)
     batch_rows: int
+    order: tuple[tuple[int, bool], ...] = ()  # ORDER BY the rows are proven in: (input position, descending)
 
 
 @dataclass(frozen=True)
@@ -144,8 +150,8 @@ def _arrow_choice(spark: SparkSession, spec: CopyJobSpec, frame: DataFrame) -> C
             return Choice(SPARK, f"from.query: {shape.reason}")
         item = next(i for i in source.inputs if i.name == shape.input)
         why = "from.query: " + ("a filtered projection" if shape.condition is not None else "a projection") + \
-              f" of input {item.name!r}"
-        return _job(spark, spec, schema, item, [c for c, _ in shape.columns], shape.condition, why)
+              f" of input {item.name!r}" + (", in order" if shape.order else "")
+        return _job(spark, spec, schema, item, [c for c, _ in shape.columns], shape.condition, why, shape.order)
     if source.table is not None:
         return _job(spark, spec, schema, Input(name="table", table=source.table, as_of=source.as_of),
                     list(schema.names), None, "from.table: a copy of the table")
@@ -155,7 +161,13 @@ def _arrow_choice(spark: SparkSession, spec: CopyJobSpec, frame: DataFrame) -> C
 
 
 def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Input, columns: list[str],
-         condition: sqlshape.Expr | None, why: str) -> Choice:
+         condition: sqlshape.Expr | None, why: str, order: tuple[tuple[str, bool], ...] = ()) -> Choice:
+    if order:
+        if item.files is None or item.files.format != "parquet":
+            return Choice(SPARK, f"from.query: ORDER BY over input {item.name!r}, which is not Parquet files "
+                                 "(only their footers can show the rows are in order)")
+        if spec.target.partition_by:
+            return Choice(SPARK, "from.query: ORDER BY with to.partitionBy")
     positions = _partition_positions(spec, schema)
     if isinstance(positions, str):
         return Choice(SPARK, positions)
@@ -172,6 +184,11 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
         units: tuple[Any, ...] = tuple(sources_files.plan_splits(item.files, listed, budget, open_cost))
         read = FilesInput(item.files, full.json())
         input_names = full.names
+        if order:
+            unproven = _footer_order(listed, order)
+            if unproven is not None:
+                return Choice(SPARK, f"from.query: ORDER BY over input {item.name!r}: the input is not provably "
+                                     f"sorted ({unproven})")
     else:
         from lading_jobs.table import format as table_format
         from lading_jobs.table import reader
@@ -188,7 +205,26 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
     if missing:
         return Choice(SPARK, f"column {missing[0]!r} is not one of the input's columns")
     return Choice(ARROW, why, Job(read, units, tuple(input_names.index(c) for c in columns), tuple(schema.names),
-                                  condition, positions, batch_rows))
+                                  condition, positions, batch_rows,
+                                  tuple((input_names.index(c), desc) for c, desc in order)))
+
+
+def _footer_order(listed: list[Any], order: tuple[tuple[str, bool], ...]) -> str | None:
+    """None when the files' footers show their row groups, in reading order, are in ``order``
+    (``sortedness``), else why not."""
+    import pyarrow.parquet as pq
+
+    from lading_jobs.storage import open_storage
+
+    keys, descending = [c for c, _ in order], [d for _, d in order]
+    groups: list[tuple[str, sortedness.Key, sortedness.Key]] = []
+    for o in listed:
+        with open_storage(o.uri).open_input(o.uri, o.size, etag=o.etag or None) as f:
+            found = sortedness.footer_groups(pq.read_metadata(f), keys, descending, o.uri.rsplit("/", 1)[-1])
+        if isinstance(found, str):
+            return found
+        groups += found
+    return sortedness.unproven(groups, descending)
 
 
 _TABLE_OPS = {"EqualTo": "eq", "EqualNullSafe": "eq", "LessThan": "lt", "LessThanOrEqual": "le",
@@ -249,8 +285,10 @@ def _read(job: Job, unit: Any) -> Iterator[pa.RecordBatch]:
     yield from rows.to_batches()
 
 
-def _project(job: Job, batch: pa.RecordBatch) -> pa.RecordBatch:
+def _project(job: Job, batch: pa.RecordBatch, check: sortedness.Check | None = None) -> pa.RecordBatch:
     batch = predicate.apply(job.condition, batch)
+    if check is not None:
+        check(batch)
     return pa.RecordBatch.from_arrays([batch.column(i) for i in job.columns], names=list(job.names))
 
 
@@ -307,29 +345,48 @@ def rebatch(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordB
         yield pa.concat_batches(held) if len(held) > 1 else held[0]
 
 
-def task_rows(job: Job, unit: Any) -> Iterator[pa.RecordBatch]:
-    """What one task feeds the writer: read, filter, project, (sort), regroup."""
-    batches: Iterator[pa.RecordBatch] = (_project(job, b) for b in _read(job, unit))
+def task_rows(job: Job, unit: Any, check: sortedness.Check | None = None) -> Iterator[pa.RecordBatch]:
+    """What one task feeds the writer: read, filter, (check the order), project, (sort), regroup."""
+    batches: Iterator[pa.RecordBatch] = (_project(job, b, check) for b in _read(job, unit))
     if job.sort_by:
         batches = sort_split(batches, job.sort_by)
     return (b for b in rebatch(batches, job.batch_rows) if b.num_rows)
 
 
 def run(spark: SparkSession, job: Job, plan: TaskPlan, counters: tuple[Any, Any, Any] | None) -> list[dict[str, Any]]:
-    """Run every task; return the finished files (pending uploads) in task-then-sequence order."""
+    """Run every task; return the finished files (pending uploads) in task-then-sequence order.
+
+    With ``job.order``: raises ``sortedness.NotSorted`` (carrying the files written) when a
+    task found its rows out of order (it aborted its own uploads) or the tasks' bounds are."""
+    positions, descending = [p for p, _ in job.order], [d for _, d in job.order]
 
     def body(index: int, units: Iterable[Any]) -> Iterator[str]:
         for unit in units:
-            for out in write_partition(plan, task_rows(job, unit), index):
-                files = out.column(0).to_pylist()
-                if counters is not None:
-                    parsed = [json.loads(s) for s in files]
-                    counters[0].add(sum(f["rows"] for f in parsed))
-                    counters[1].add(sum(f["bytes"] for f in parsed))
-                    counters[2].add(len(parsed))
-                yield from files
+            check = sortedness.Check(positions, descending) if job.order else None
+            try:
+                for out in write_partition(plan, task_rows(job, unit, check), index):
+                    files = out.column(0).to_pylist()
+                    if counters is not None:
+                        parsed = [json.loads(s) for s in files]
+                        counters[0].add(sum(f["rows"] for f in parsed))
+                        counters[1].add(sum(f["bytes"] for f in parsed))
+                        counters[2].add(len(parsed))
+                    yield from files
+            except sortedness.NotSorted as e:
+                yield json.dumps({"task": index, "unsorted": e.reason})
+                continue
+            report = check.report() if check is not None else None
+            if report is not None:
+                yield json.dumps({"task": index, "keys": report})
 
     sc = spark.sparkContext
     units = list(job.units)
-    rows = sc.parallelize(units, len(units)).mapPartitionsWithIndex(body).collect()
-    return sorted((json.loads(r) for r in rows), key=lambda f: (f["task"], f["seq"]))
+    rows = [json.loads(r) for r in sc.parallelize(units, len(units)).mapPartitionsWithIndex(body).collect()]
+    files = sorted((r for r in rows if "upload" in r), key=lambda f: (f["task"], f["seq"]))
+    if job.order:
+        marks = sorted((r for r in rows if "upload" not in r), key=lambda r: r["task"])
+        unsorted = [m["unsorted"] for m in marks if "unsorted" in m]
+        reason = unsorted[0] if unsorted else sortedness.across_tasks([m["keys"] for m in marks], descending)
+        if reason is not None:
+            raise sortedness.NotSorted(reason, files)
+    return files

@@ -3,7 +3,8 @@
   resolve destination ─► recover an earlier attempt of this run (roll forward: done; or back)
       ─► ifExists check (one list call) ─► source DataFrame
       ─► path (unload.arrowpath.choose): Arrow-only tasks, or the Spark plan's mapInArrow tasks;
-         either way tasks write pending uploads
+         either way tasks write pending uploads (an ORDER BY the Arrow tasks find unsorted:
+         their uploads aborted, the Spark plan's tasks run instead)
       ─► publish (unload.commit): intent, complete every upload, manifest (the commit point),
          replace: drop old objects
       ─► sweep pending uploads of this run that no manifest names
@@ -30,7 +31,7 @@ from lading_jobs.engine import Cancelled, Progress
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.session import wait_for_tasks
 from lading_jobs.storage import S3Settings, Storage, StorageError, join, open_storage
-from lading_jobs.unload import arrowpath, commit, formatting, naming
+from lading_jobs.unload import arrowpath, commit, formatting, naming, sortedness
 from lading_jobs.unload.manifest import build_manifest
 from lading_jobs.unload.task import OUTPUT_SCHEMA, SEQ_COLUMN, TaskPlan, write_partition
 from lading_spec.copyjob import CopyJobSpec
@@ -158,8 +159,12 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
         if cancel is not None and cancel.is_set():
             raise Cancelled()
         if choice.job is not None:
-            files = arrowpath.run(spark, choice.job, plan, counters)
-        else:
+            try:
+                files = arrowpath.run(spark, choice.job, plan, counters)
+            except sortedness.NotSorted as e:
+                choice = _unsorted(spark, storage, destination, token, choice, e, counters, path)
+                df = _prepare_partitioning(frame, spec)
+        if choice.job is None:
             rows = spark_formats.to_transfer(df).mapInArrow(body, OUTPUT_SCHEMA).collect()
             files = sorted((json.loads(r[0]) for r in rows), key=lambda f: (f["task"], f["seq"]))
         if cancel is not None and cancel.is_set():
@@ -187,6 +192,21 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
     with contextlib.suppress(StorageError, OSError):
         commit.sweep(storage, destination, token, keep={f["upload"]["upload_id"] for f in files})
     return _result(manifest, destination, naming.manifest_name(token if mode == "append" else None))
+
+
+def _unsorted(spark: SparkSession, storage: Storage, destination: str, token: str | None, choice: arrowpath.Choice,
+              e: sortedness.NotSorted, counters: tuple[Any, Any, Any] | None, path: str | None) -> arrowpath.Choice:
+    """The Arrow tasks found the input out of the ORDER BY's order: abort what they wrote
+    (and take it off the progress counters); the Spark SQL path sorts instead."""
+    commit.abort_run(storage, destination, e.files, token)
+    if counters is not None:
+        counters[0].add(-sum(f["rows"] for f in e.files))
+        counters[1].add(-sum(f["bytes"] for f in e.files))
+        counters[2].add(-len(e.files))
+    if (path or arrowpath.requested_path(spark)) == arrowpath.ARROW:
+        raise SpecError(f"spark.sparkConf.{arrowpath.CONF}",
+                        f"is arrow, but the input is not sorted as the ORDER BY asks ({e.reason}); remove the setting")
+    return arrowpath.Choice(arrowpath.SPARK, f"{choice.reason}, until the rows proved unsorted: {e.reason}")
 
 
 def _result(manifest: dict[str, Any], destination: str, manifest_name: str) -> dict[str, Any]:

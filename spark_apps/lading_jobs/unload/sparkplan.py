@@ -64,6 +64,9 @@ def expression(e: Any, budget: _Budget | None = None) -> Expr:
     if name == "Alias":
         return Op("Alias", (expression(e.child(), budget),), str(e.child().dataType().simpleString()),
                   str(e.exprId().id()))
+    if name == "SortOrder":  # detail: e.g. "ASC NULLS FIRST"
+        return Op("SortOrder", (expression(e.child(), budget),), type_,
+                  f"{e.direction().sql()} {e.nullOrdering().sql()}")
     if e.foldable() and _constant(e):
         try:
             return Lit(_value(e.eval(None)), type_)
@@ -91,12 +94,16 @@ def node(plan: Any, budget: _Budget | None = None) -> Node:
         temp = bool(plan.isTempView())
         return Node("View", output=_output(plan), view=str(plan.desc().identifier().table()) if temp else None)
     exprs: tuple[Expr, ...] = ()
+    detail = ""
     if name == "Project":
         exprs = tuple(expression(e, budget) for e in _seq(plan.projectList()))
     elif name == "Filter":
         exprs = (expression(plan.condition(), budget),)
+    elif name == "Sort":
+        exprs = tuple(expression(e, budget) for e in _seq(plan.order()))
+        detail = "global" if getattr(plan, "global")() else "local"
     children = tuple(node(c, budget) for c in _seq(plan.children()))
-    return Node(name, children, exprs, _output(plan))
+    return Node(name, children, exprs, _output(plan), detail=detail)
 
 
 def describe(df: Any) -> Node | None:

@@ -4,16 +4,21 @@
 ``Col``, ``Lit``, ``Op``; literals and other constant expressions already
 evaluated by Spark itself, so casts of constants follow Spark's rules, ANSI errors
 included). ``recognise`` accepts exactly one shape: a chain of ``Project``,
-``Filter`` and ``SubqueryAlias`` nodes over one input's temporary view, where
+``Filter`` and ``SubqueryAlias`` nodes, and at most one global ``Sort``, over one
+input's temporary view, where
 
 * every projected expression is a column of that input, possibly renamed;
 * every filter condition is built from comparisons (``=``, ``<=>``, ``<``, ``<=``,
   ``>``, ``>=``) of a column with a constant, ``IN`` over constants, ``IS [NOT]
   NULL``, ``AND``, ``OR`` and ``NOT``, on columns of types whose comparison
   ``predicate`` evaluates exactly as Spark does, with only the casts Spark inserts
-  that are exact and cannot fail (an integer or decimal widened, float to double).
+  that are exact and cannot fail (an integer or decimal widened, float to double);
+* every sort key (``ORDER BY``) is a column of that input, of a type whose order
+  Parquet footers and Arrow compare as Spark does (``ORDERABLE``: no floats, no
+  collations). The shape then carries the order; whether the rows already are in
+  it is for the caller to prove (``unload.sortedness``), else Spark sorts them.
 
-Anything else (a function, an aggregate, a join, a sort, a cast of a string, a
+Anything else (a function, an aggregate, a join, a second sort, a cast of a string, a
 collated string ...) gives a ``Refusal`` saying what, and the run stays on the
 Spark SQL path. Filters above projections are moved onto the input's columns:
 projections here only select and rename, so the order does not change rows.
@@ -77,16 +82,19 @@ class Node:
     exprs: tuple[Expr, ...] = ()
     output: tuple[Col, ...] = ()
     view: str | None = None
+    detail: str = ""  # Sort: "global" (ORDER BY) or "local" (SORT BY)
 
 
 @dataclass(frozen=True)
 class Shape:
     """A recognised query: ``columns`` = (input column, output name) in output order;
-    ``condition`` over input column names (``Col.name``), or None."""
+    ``condition`` over input column names (``Col.name``), or None; ``order``: the
+    ORDER BY keys as (input column, descending), or () for none."""
 
     input: str
     columns: tuple[tuple[str, str], ...]
     condition: Expr | None
+    order: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,7 +106,7 @@ def recognise(plan: Node, inputs: frozenset[str] | set[str]) -> Shape | Refusal:
     """The plan's shape when it needs no SQL (see the module doc), else why not."""
     chain: list[Node] = []
     node = plan
-    while node.name in ("Project", "Filter", "SubqueryAlias"):
+    while node.name in ("Project", "Filter", "SubqueryAlias", "Sort"):
         chain.append(node)
         if len(node.children) != 1:
             return Refusal(f"a {node.name} with {len(node.children)} inputs")
@@ -109,8 +117,16 @@ def recognise(plan: Node, inputs: frozenset[str] | set[str]) -> Shape | Refusal:
         return Refusal(f"the query reads {node.view!r}, which is not one of from.inputs")
     names = {c.id: c.name for c in node.output}  # expression id -> input column
     conditions: list[Expr] = []
+    order: tuple[tuple[str, bool], ...] = ()
     for step in reversed(chain):
-        if step.name == "Filter":
+        if step.name == "Sort":
+            if order:
+                return Refusal("the query sorts twice")
+            bound_order = _bind_order(step, names)
+            if isinstance(bound_order, Refusal):
+                return bound_order
+            order = bound_order
+        elif step.name == "Filter":
             bound = _bind_condition(step.exprs[0], names)
             if isinstance(bound, Refusal):
                 return bound
@@ -130,7 +146,30 @@ def recognise(plan: Node, inputs: frozenset[str] | set[str]) -> Shape | Refusal:
     condition = None
     for c in conditions:
         condition = c if condition is None else Op("And", (condition, c), "boolean")
-    return Shape(node.view, columns, condition)
+    return Shape(node.view, columns, condition, order)
+
+
+ORDERABLE = ("tinyint", "smallint", "int", "bigint", "string", "boolean", "date", "timestamp", "timestamp_ntz")
+_SPARK_ORDERS = {"ASC NULLS FIRST": False, "ASC NULLS LAST": False, "DESC NULLS LAST": True,
+                 "DESC NULLS FIRST": True}
+
+
+def _bind_order(step: Node, names: dict[int, str]) -> tuple[tuple[str, bool], ...] | Refusal:
+    """A global sort's keys as (input column, descending); NULL placement is left to the
+    caller, which takes the Arrow path only for keys without NULLs."""
+    if step.detail != "global":
+        return Refusal("the query has SORT BY (a sort within Spark's partitions)")
+    keys = []
+    for e in step.exprs:
+        if not (isinstance(e, Op) and e.name == "SortOrder" and e.detail in _SPARK_ORDERS and len(e.args) == 1):
+            return Refusal(f"the query sorts by {describe(e)}")
+        key = e.args[0]
+        if not isinstance(key, Col) or key.id not in names:
+            return Refusal(f"the query sorts by {describe(key)}; only input columns avoid SQL")
+        if key.type not in ORDERABLE and _DECIMAL.match(key.type) is None:
+            return Refusal(f"the query sorts by {key.name} of type {key.type}")
+        keys.append((names[key.id], _SPARK_ORDERS[e.detail]))
+    return tuple(keys)
 
 
 def _alias_id(e: Expr) -> int:

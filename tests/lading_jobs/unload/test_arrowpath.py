@@ -155,7 +155,8 @@ def test_a_projection_of_one_input_takes_the_arrow_path(spark: Any, inputs: dict
 @pytest.mark.parametrize(("query", "why"), [
     ("SELECT p, count(*) AS n FROM src GROUP BY p", "Aggregate"),
     ("SELECT r + 1 AS r1 FROM src", "computes"),
-    ("SELECT * FROM src ORDER BY r", "Sort"),
+    ("SELECT * FROM src ORDER BY p", "not provably sorted"),
+    ("SELECT * FROM src ORDER BY f64", "sorts by f64 of type double"),
     ("SELECT * FROM src WHERE try_cast(s AS INT) IS NULL", "casts s from string"),
 ])
 def test_queries_that_need_sql_stay_on_the_spark_path(spark: Any, inputs: dict[str, str], tmp_path: Path,
@@ -208,3 +209,68 @@ def test_a_filtered_table_input_is_identical_on_both_paths(spark: Any, table: st
     arrow, _ = both_paths(spark, tmp_path, spec)
     assert arrow["path"]["reason"] == "from.query: a filtered projection of input 't'"
     assert arrow["totals"]["rows"] == 250
+
+
+# -- ORDER BY over an input that is already sorted ----------------------------------------------
+def order_input(root: Path, files: list[list[list[int]]]) -> str:
+    """Parquet files written by pyarrow, one per item of ``files``, a row group per list of keys
+    ``k`` (in the order given), with a string, a decimal and a timestamp beside it."""
+    import datetime as dt
+    import decimal
+
+    import pyarrow as pa
+
+    root.mkdir(parents=True, exist_ok=True)
+    for n, groups in enumerate(files):
+        tables = [pa.table({
+            "k": pa.array(keys, pa.int64()), "s": [f"s{k:05d}" for k in keys],
+            "dec": pa.array([decimal.Decimal(k) / 4 for k in keys], pa.decimal128(12, 2)),
+            "ts": pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=k) for k in keys],
+                           pa.timestamp("us", tz="UTC"))}) for keys in groups]
+        with pq.ParquetWriter(root / f"part-{n}.parquet", tables[0].schema) as w:
+            for t in tables:
+                w.write_table(t)
+    return f"file://{root}/"
+
+
+def ordered_lines(root: Path) -> list[str]:
+    """The CSV output's lines, files in the manifest's order."""
+    manifest = json.loads((root / "_lading_manifest.json").read_text())
+    return [line for f in manifest["files"] for line in (root / f["path"]).read_text().splitlines()]
+
+
+def order_spec(src: str, query: str, dest: Path) -> dict[str, Any]:
+    return {"from": {"query": query, "inputs": [{"name": "src", "files": src, "format": "parquet"}]},
+            "to": {"files": f"file://{dest}/", "format": "csv", "maxFileSize": "2kB"}}
+
+
+def test_order_by_over_sorted_files_takes_the_arrow_path(spark: Any, tmp_path: Path) -> None:
+    src = order_input(tmp_path / "in", [[list(range(0, 40)), list(range(40, 90))], [list(range(90, 100))],
+                                        [list(range(100, 180))]])
+    query = "SELECT s, dec, ts, k FROM src WHERE k <> 7 ORDER BY k"
+    lines = {}
+    for path in ("spark", "auto"):
+        spec = order_spec(src, query, tmp_path / path)
+        with small_tasks(spark):
+            run_unload(spark, job_doc(spec), parse_copyjob(spec), path=path)
+        marker = json.loads((tmp_path / path / "_lading_manifest.json").read_text())["path"]
+        assert marker["name"] == ("spark" if path == "spark" else "arrow"), marker
+        lines[path] = ordered_lines(tmp_path / path)
+    assert marker["reason"] == "from.query: a filtered projection of input 'src', in order"
+    assert lines["auto"] == lines["spark"]
+    assert [int(line.split(",")[-1]) for line in lines["auto"]] == [k for k in range(180) if k != 7]
+    desc = order_input(tmp_path / "desc", [[list(range(99, 49, -1))], [list(range(49, -1, -1))]])
+    spec = order_spec(desc, "SELECT k FROM src ORDER BY k DESC, s", tmp_path / "desc-out")
+    run_unload(spark, job_doc(spec), parse_copyjob(spec))
+    assert json.loads((tmp_path / "desc-out" / "_lading_manifest.json").read_text())["path"]["name"] == "arrow"
+    assert ordered_lines(tmp_path / "desc-out") == [str(k) for k in range(99, -1, -1)]
+
+
+def test_order_by_over_overlapping_files_keeps_the_spark_path(spark: Any, tmp_path: Path) -> None:
+    src = order_input(tmp_path / "in", [[list(range(0, 50))], [list(range(45, 90))]])
+    spec = order_spec(src, "SELECT k FROM src ORDER BY k", tmp_path / "out")
+    run_unload(spark, job_doc(spec), parse_copyjob(spec))
+    marker = json.loads((tmp_path / "out" / "_lading_manifest.json").read_text())["path"]
+    assert marker["name"] == "spark" and "not provably sorted" in marker["reason"], marker
+    assert "part-0.parquet row group 0 and part-1.parquet row group 0 overlap" in marker["reason"]
+    assert ordered_lines(tmp_path / "out") == sorted(ordered_lines(tmp_path / "out"), key=int)

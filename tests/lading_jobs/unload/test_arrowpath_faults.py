@@ -103,3 +103,40 @@ def test_after_success_the_arrow_path_sweeps_pending_uploads_of_its_run(spark: A
         assert execute(job_doc(spec, run_id="run-1"), lambda: spark, Cancellation()).get("rows") == 1000
     assert s3_pending(s3_client, bucket) == [prefix + naming.file_name(7, 0, "csv", naming.run_token("run-2"))]
     storage.abort_upload(other)
+
+
+def test_rows_out_of_order_inside_a_row_group_fall_back_to_spark(spark: Any, s3_client: Any, bucket: str,
+                                                                  tmp_path: Path) -> None:
+    # The footers show the three files in ORDER BY order, but two rows inside the last file's row
+    # group are swapped: its task finds out while the other two tasks finish with pending uploads.
+    # Those are aborted, Spark sorts the rows instead, and nothing else is left behind.
+    def rows(keys: list[int]) -> pa.Table:
+        return pa.table({"id": pa.array(keys, pa.int64()), "h": [f"h{k}" for k in keys]})
+
+    pq.write_table(rows(list(range(0, 100))), tmp_path / "0.parquet")
+    pq.write_table(rows(list(range(100, 200))), tmp_path / "1.parquet")
+    keys = list(range(200, 300))
+    keys[50], keys[51] = keys[51], keys[50]
+    pq.write_table(rows(keys), tmp_path / "2.parquet")
+
+    def spec(prefix: str) -> dict[str, Any]:
+        return {"from": {"query": "SELECT id, h FROM src ORDER BY id",
+                         "inputs": [{"name": "src", "files": f"file://{tmp_path}/", "format": "parquet"}]},
+                "to": {"files": f"s3://{bucket}/{prefix}/", "format": "csv"}}
+
+    result = execute(job_doc(spec("order")), lambda: spark, Cancellation())
+    assert result.get("rows") == 300, result
+    manifest = json.loads(s3_client.get_object(Bucket=bucket, Key="order/_lading_manifest.json")["Body"].read())
+    assert manifest["path"] == {"name": "spark", "reason": "from.query: a projection of input 'src', in order, until "
+                                "the rows proved unsorted: the rows are not in order (within a row group)"}
+    assert s3_pending(s3_client, bucket) == []
+    assert sorted(s3_keys(s3_client, bucket)) == sorted(["order/_lading_manifest.json"]
+                                                        + [f"order/{f['path']}" for f in manifest["files"]])
+    ids = [int(line.split(",")[0]) for f in manifest["files"] for line in
+           s3_client.get_object(Bucket=bucket, Key=f"order/{f['path']}")["Body"].read().decode().splitlines()]
+    assert ids == list(range(300))
+
+    with forced_arrow(spark):  # the Arrow path was demanded: an error naming the setting, nothing written
+        failed = execute(job_doc(spec("forced")), lambda: spark, Cancellation())
+    assert arrowpath.CONF in failed.get("error", "") and "not sorted" in failed["error"], failed
+    assert s3_keys(s3_client, bucket, "forced/") == [] and s3_pending(s3_client, bucket) == []
