@@ -169,6 +169,17 @@ def _conform_array(arr: pa.Array, target: pa.DataType) -> pa.Array:
     return pc.cast(arr, target, safe=True)
 
 
+def parquet_leaves(t: pa.DataType) -> int:
+    """How many Parquet leaf columns a column of Arrow type ``t`` is written as."""
+    if pa.types.is_struct(t):
+        return sum(parquet_leaves(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return parquet_leaves(t.key_type) + parquet_leaves(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return parquet_leaves(t.value_type)
+    return 1
+
+
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """Cast ``batch`` (columns by position) to ``schema``'s types; vectorised."""
     if batch.num_columns != len(schema):

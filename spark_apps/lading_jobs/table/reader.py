@@ -35,6 +35,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
+from lading_jobs.formats import types as format_types
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
@@ -82,19 +83,10 @@ def _leaf_fields(arrow_schema: pa.Schema) -> list[tuple[int | None, bool]]:
     """Per Parquet leaf column: (field id of its top-level column, naive timestamp?), or
     (None, False) for leaves inside nested columns, whose statistics say nothing about it,
     and for floats, whose Parquet bounds ignore NaN."""
-    def leaves(t: pa.DataType) -> int:
-        if pa.types.is_struct(t):
-            return sum(leaves(t.field(i).type) for i in range(t.num_fields))
-        if pa.types.is_map(t):
-            return leaves(t.key_type) + leaves(t.item_type)
-        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-            return leaves(t.value_type)
-        return 1
-
     out: list[tuple[int | None, bool]] = []
     for fld in arrow_schema:
         if pa.types.is_nested(fld.type):
-            out += [(None, False)] * leaves(fld.type)
+            out += [(None, False)] * format_types.parquet_leaves(fld.type)
         elif pa.types.is_floating(fld.type):
             out.append((None, False))  # Parquet leaves NaN out of float bounds; Spark orders it highest
         else:

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lading_jobs.formats.types import parquet_leaves
 from lading_jobs.sink import PartSink
 from lading_jobs.unload.stats import FileStats, footer_physical
 
@@ -140,17 +141,6 @@ class FooterModel:
                                                + 2 * MAX_STAT * (self.nested_byte_arrays + len(self.top_byte_arrays)))
 
 
-def _leaves(t: pa.DataType) -> int:
-    """How many Parquet leaf columns a column of Arrow type ``t`` is written as."""
-    if pa.types.is_struct(t):
-        return sum(_leaves(t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_map(t):
-        return _leaves(t.key_type) + _leaves(t.item_type)
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return _leaves(t.value_type)
-    return 1
-
-
 def _footer_columns(schema: pa.Schema, md: pq.FileMetaData) -> tuple[tuple[int, int], ...]:
     """(position, leaf index) of the top-level columns whose bounds come from the footer: the
     types of ``stats.footer_physical``, where the file's own schema says the leaf is that column,
@@ -164,7 +154,7 @@ def _footer_columns(schema: pa.Schema, md: pq.FileMetaData) -> tuple[tuple[int, 
         col = md.schema.column(leaf)
         if expected is not None and col.path == field.name and col.physical_type == expected:
             out.append((i, leaf))
-        leaf += _leaves(field.type)
+        leaf += parquet_leaves(field.type)
     return tuple(out) if leaf == len(md.schema) else ()
 
 

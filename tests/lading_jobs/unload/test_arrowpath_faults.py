@@ -105,6 +105,7 @@ def test_after_success_the_arrow_path_sweeps_pending_uploads_of_its_run(spark: A
     storage.abort_upload(other)
 
 
+@pytest.mark.slow  # three runs, one a Spark sort (range sampling and a shuffle): ~20 s idle, 60 s under load
 def test_rows_out_of_order_inside_a_row_group_fall_back_to_spark(spark: Any, s3_client: Any, bucket: str,
                                                                   tmp_path: Path) -> None:
     # The footers show the three files in ORDER BY order, but two rows inside the last file's row
