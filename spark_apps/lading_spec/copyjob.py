@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from lading_spec.errors import SpecError
 from lading_spec.formats import (
+    CsvOptions,
     FileFormat,
     FileSet,
     FormatOptions,
@@ -67,6 +68,26 @@ class Column:
     default: Any = None
 
 
+SchemaEvolution = Literal["none", "addColumns"]
+SCHEMA_EVOLUTION_MODES = ("none", "addColumns")
+
+
+def parse_schema_evolution(value: Any, path: str) -> SchemaEvolution:
+    """``schemaEvolution``: ``none`` (columns the table lacks are ignored) or ``addColumns``."""
+    if value not in SCHEMA_EVOLUTION_MODES:
+        raise SpecError(path, f"got {value!r}; accepted: none (columns the table lacks are ignored), addColumns "
+                              "(they become new nullable columns, in the same commit as the rows)")
+    return value  # type: ignore[no-any-return]
+
+
+def check_schema_evolution_source(fmt: str, options: FormatOptions | None, path: str, options_path: str) -> None:
+    """``addColumns`` needs named columns: refuse headerless CSV, whose fields match by position."""
+    if fmt == "csv" and not (isinstance(options, CsvOptions) and options.header):
+        raise SpecError(path, f"addColumns needs column names, and CSV without a header matches fields by "
+                              f"position; set {options_path}.header: true (a header line names the columns) "
+                              "or leave schemaEvolution unset")
+
+
 @dataclass(frozen=True)
 class Target:
     files: str | None = None
@@ -83,6 +104,7 @@ class Target:
     envelope: Envelope = "append"
     key_columns: tuple[str, ...] = ()
     sort_by: tuple[str, ...] = ()
+    schema_evolution: SchemaEvolution = "none"
 
     @property
     def kind(self) -> Literal["files", "table"]:
@@ -225,10 +247,12 @@ def _columns(value: Any) -> tuple[Column, ...]:
 def _target(obj: dict[str, Any]) -> Target:
     _only(obj, "to", ("files", "format", "options", "maxFileSize", "bufferSize", "partitionBy",
                       "keepPartitionColumns", "ifExists", "table", "schema", "inferSchema",
-                      "envelope", "keyColumns", "sortBy"))
+                      "envelope", "keyColumns", "sortBy", "schemaEvolution"))
     given = [k for k in ("files", "table") if obj.get(k) is not None]
     if len(given) != 1:
         raise SpecError("to", f"give exactly one of files or table (got {', '.join(given) or 'none'})")
+    if obj.get("files") is not None and "schemaEvolution" in obj:
+        raise SpecError("to.schemaEvolution", "applies to table targets (to.table) only")
     if obj.get("files") is not None:
         files = obj["files"]
         check_uri(files, "to.files")
@@ -277,6 +301,7 @@ def _target(obj: dict[str, Any]) -> Target:
         key_columns=keys,
         sort_by=_str_list(obj.get("sortBy"), "to.sortBy"),
         if_exists=table_if_exists,
+        schema_evolution=parse_schema_evolution(obj.get("schemaEvolution", "none"), "to.schemaEvolution"),
     )
 
 
@@ -349,6 +374,16 @@ def parse_copyjob(spec: dict[str, Any]) -> CopyJobSpec:
     if transform is not None and target.infer_schema:
         raise SpecError("to.inferSchema", "a transform needs the table's schema: give to.schema (or load into an "
                         "existing table)")
+    if target.schema_evolution != "none":
+        if source.kind != "files":
+            raise SpecError("to.schemaEvolution", "applies to loads (from.files into to.table); a query into a "
+                            "table takes its columns from the query or the table")
+        if transform is not None:
+            raise SpecError("to.schemaEvolution", "a transform's SELECT names the table's columns itself; "
+                            "add the new columns to the table (to.schema) and to the SELECT instead")
+        assert source.files is not None
+        check_schema_evolution_source(source.files.format, source.files.options, "to.schemaEvolution",
+                                      "from.options")
     if transform is not None and target.schema:
         known = {c.name.lower() for c in target.schema}
         for i, name in enumerate(transform.columns):

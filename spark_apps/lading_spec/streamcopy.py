@@ -18,11 +18,14 @@ from typing import Any, Literal
 from lading_spec.copyjob import (
     Column,
     Connection,
+    SchemaEvolution,
     _columns,
     _connection,
     _mapping,
     _only,
     _str_list,
+    check_schema_evolution_source,
+    parse_schema_evolution,
 )
 from lading_spec.errors import SpecError
 from lading_spec.formats import FileFormat, FormatOptions, parse_format, parse_options
@@ -91,6 +94,7 @@ class TableTarget:
     key_columns: tuple[str, ...] = ()
     schema: tuple[Column, ...] = ()
     sort_by: tuple[str, ...] = ()
+    schema_evolution: SchemaEvolution = "none"
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,7 @@ def _files(obj: dict[str, Any]) -> FilesSource:
 
 
 def _target(obj: dict[str, Any]) -> TableTarget:
-    _only(obj, "target", ("table", "envelope", "keyColumns", "schema", "sortBy"))
+    _only(obj, "target", ("table", "envelope", "keyColumns", "schema", "sortBy", "schemaEvolution"))
     if obj.get("table") is None:
         raise SpecError("target.table", "missing; give the lading table's URI")
     envelope = obj.get("envelope", "append")
@@ -198,7 +202,9 @@ def _target(obj: dict[str, Any]) -> TableTarget:
     except SpecError as exc:  # _columns names to.schema (CopyJob's field)
         raise SpecError(exc.field.replace("to.schema", "target.schema", 1), exc.message) from exc
     return TableTarget(table=check_uri(obj["table"], "target.table"), envelope=envelope, key_columns=keys,
-                       schema=schema, sort_by=_str_list(obj.get("sortBy"), "target.sortBy"))
+                       schema=schema, sort_by=_str_list(obj.get("sortBy"), "target.sortBy"),
+                       schema_evolution=parse_schema_evolution(obj.get("schemaEvolution", "none"),
+                                                               "target.schemaEvolution"))
 
 
 def _batching(obj: dict[str, Any]) -> Batching:
@@ -240,6 +246,16 @@ def parse_streamcopy(spec: dict[str, Any]) -> StreamCopySpec:
     if not isinstance(suspend, bool):
         raise SpecError("suspend", f"must be true or false, got {suspend!r}")
     target = _target(_mapping(spec["target"], "target"))
+    if target.schema_evolution != "none":
+        if spec.get("transform") is not None:
+            raise SpecError("target.schemaEvolution", "a transform's SELECT names the table's columns itself; "
+                            "add the new columns to the table (target.schema) and to the SELECT instead")
+        if isinstance(source, KafkaSource) and source.value_format == "raw":
+            raise SpecError("target.schemaEvolution", "addColumns needs named fields, and valueFormat: raw has "
+                            "fixed columns; use valueFormat: json or leave schemaEvolution unset")
+        if isinstance(source, FilesSource):
+            check_schema_evolution_source(source.format, source.options, "target.schemaEvolution",
+                                          "source.files.options")
     return StreamCopySpec(
         source=source,
         target=target,

@@ -1,7 +1,8 @@
 """Fitting decoded pieces to the table's schema: match columns, cast, check NOT NULL.
 
 Columns are matched by name (exactly, else ignoring case) or, for headerless CSV,
-by position. File columns the table lacks are ignored; table columns the file
+by position. File columns the table lacks are ignored (with ``discover``, they are
+reported as ``found`` for schema evolution, ``lading_jobs.table.evolve``); table columns the file
 lacks get their default (or NULL), and a NOT NULL column without a default that
 the file lacks makes the whole file an error. Each value is cast to its column's
 type (``cast``); a row with any value that does not cast, or a NULL in a NOT NULL
@@ -11,7 +12,7 @@ Arrow, filtered by one mask.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,7 +21,9 @@ import pyarrow.compute as pc
 
 from lading_jobs.load.cast import cast_column
 from lading_jobs.load.decode import Decoded, Piece, Reject, row_json
-from lading_jobs.table.schema import TableSchema, arrow_type, default_scalar
+from lading_jobs.table import evolve
+from lading_jobs.table.format import RESERVED_PREFIX
+from lading_jobs.table.schema import SchemaError, TableSchema, arrow_type, default_scalar
 
 
 class FileError(ValueError):
@@ -65,8 +68,11 @@ def _as_bytes_if_text(arr: pa.Array) -> pa.Array:
 class Conformer:
     """Streams a decoded file's good rows in the table's schema; ``rejects`` fills as it goes."""
 
-    def __init__(self, decoded: Decoded, schema: TableSchema) -> None:
-        self.decoded, self.schema = decoded, schema
+    def __init__(self, decoded: Decoded, schema: TableSchema, *, discover: str | None = None) -> None:
+        """``discover``: where the rows come from (a file URI, a Kafka range); given, columns the
+        table lacks are reported in ``found`` (once per name) instead of silently ignored."""
+        self.decoded, self.schema, self.discover = decoded, schema, discover
+        self.found: list[evolve.Found] = []
         self.rejects: list[Reject] = list(decoded.rejects)
         self._seen = len(decoded.rejects)
         self.rows_good = 0
@@ -83,6 +89,8 @@ class Conformer:
     def _piece(self, piece: Piece) -> pa.Table:
         n = piece.table.num_rows
         mapping = match_columns(piece.table.column_names, self.schema, self.decoded.by_position)
+        if self.discover is not None:
+            self._discover(piece.table.schema, mapping.values())
         bad_reason: dict[int, tuple[str, str]] = {}
         arrays = []
         for c in self.schema.columns:
@@ -110,6 +118,31 @@ class Conformer:
             record = self.decoded.raw(position) if self.decoded.unit == "line" else row_json(piece.table, index)
             self.rejects.append(Reject(position, reason, column=column, record=record))
         return table.filter(pa.array(keep))
+
+
+    def _discover(self, schema: pa.Schema, matched: Iterable[str | None]) -> None:
+        """Report the columns of ``schema`` that no table column took (a later piece may type a
+        column that an earlier one saw only as NULL)."""
+        assert self.discover is not None
+        if self.decoded.by_position:
+            return  # headerless CSV: extra fields have no names
+        known = {f.name: i for i, f in enumerate(self.found)}
+        used = {m for m in matched if m is not None}
+        for f in schema:
+            if f.name in used or f.name.startswith(RESERVED_PREFIX):
+                continue
+            at = known.get(f.name)
+            if at is not None and self.found[at].type != evolve.NULL_TYPE:
+                continue
+            try:
+                type_name = evolve.type_of(f, self.decoded.text)
+            except SchemaError as e:
+                raise FileError(f"schemaEvolution: column {f.name!r}: {e}") from e
+            report = evolve.Found(f.name, type_name, self.discover)
+            if at is None:
+                self.found.append(report)
+            else:
+                self.found[at] = report
 
 
 def conform(decoded: Decoded, schema: TableSchema) -> Conformed:

@@ -60,6 +60,7 @@ class Decoded:
 
     unit: str  # "line" or "row"
     by_position: bool = False  # columns are matched by position (headerless CSV)
+    text: bool = False  # fields are raw text whatever they hold (CSV): a new column is a string
     pieces: Iterable[Piece] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
     error: str | None = None
@@ -167,7 +168,7 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
     With ``header`` the first line names the columns (matched by name); without,
     fields are matched to ``columns`` by position.
     """
-    out = Decoded(unit="line", by_position=not opts.header)
+    out = Decoded(unit="line", by_position=not opts.header, text=True)
     if opts.header:
         try:
             names = _header(data, opts)

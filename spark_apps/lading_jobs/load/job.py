@@ -3,7 +3,9 @@
   list files ─► drop those in the table's ledger (unless force) ─► plan (lading_jobs.splits)
       ─► a task per file, or per row-group range of a big Parquet file, small files packed
          into one Spark task (mapInArrow): decode, cast, pending uploads
-      ─► error policy ─► complete parts ─► ONE commit: parts + ledger entries
+      ─► schemaEvolution: addColumns and some file carried columns the table lacks:
+         evolve the schema, redo those files' tasks with it (lading_jobs.table.evolve)
+      ─► error policy ─► complete parts ─► ONE commit: parts + ledger entries (+ the new schema)
       ─► complete rejected-rows files ─► manifest ─► result
   policy says fail, validateOnly, any exception or cancellation
       ─► abort every pending part upload of the run (and sweep), nothing commits
@@ -16,6 +18,7 @@ validate-only load leaves no table behind.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import threading
 import time
@@ -36,8 +39,8 @@ from lading_jobs.load.policy import Decision, FileOutcome, decide, merge_outcome
 from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, run_file
 from lading_jobs.session import wait_for_tasks
+from lading_jobs.table import evolve, writer
 from lading_jobs.table import format as fmt
-from lading_jobs.table import writer
 from lading_jobs.table.log import (
     CommitStateUnknown,
     LedgerEntry,
@@ -229,6 +232,9 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
     if spec.transform is not None and tasks:
         tplan = tf.plan_transform(spec.transform, schema,
                                   tf.source_schema(spec.transform, fileset.format, fileset.options, todo[0], settings))
+    original = schema
+    if spec.target.schema_evolution == "addColumns" and tplan is None:
+        plan = dataclasses.replace(plan, discover=True)
     outcomes: list[FileOutcome] = []
     sc = spark.sparkContext
     sc.setJobGroup(job.run_id, f"lading load into {table_uri}", interruptOnCancel=True)
@@ -237,6 +243,9 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
             outcomes = tf.run_tasks(spark, plan, tplan, tasks)
         elif tasks:
             outcomes = _run_tasks(spark, plan, tasks, groups)
+        if plan.discover and outcomes:
+            schema, outcomes = _evolve(spark, plan, tasks, outcomes, spec, snapshot, cancel)
+            plan = dataclasses.replace(plan, schema=schema)
         if cancel is not None and cancel.is_set():
             raise Cancelled()  # the last point where a cancel undoes the run; publishing runs to its end
     except BaseException:
@@ -260,6 +269,9 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         committed=committing, table_version=snapshot.version if snapshot is not None else None,
         rows=rows if (committing or spec.load.validate_only) else 0, error=decision.error,
         rejected_rows=plan.rejects_prefix)
+    added = [c.name for c in schema.columns if original.by_id(c.id) is None]
+    if added:
+        manifest["columnsAdded"] = added
     nonce = new_nonce()
     with critical.commit_section():
         publishing.begin([*rejects, *(st.PendingUpload.from_dict(w.upload) for w in written)],
@@ -269,7 +281,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
             publishing.complete_all(rejects)  # rejected rows are durable before the rows commit
             if committing:
                 manifest["tableVersion"] = _commit(spec, plan, log, schema, outcomes, decision, job.run_id,
-                                                   written, nonce)
+                                                   written, nonce, evolved=bool(added))
         except CommitStateUnknown as e:
             raise CommitStateUnknown(f"{e}; run the load again with the same runId ({job.run_id}): it finds "
                                      "out which and finishes or undoes it", e.nonce) from e
@@ -280,6 +292,32 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         _publish_manifest(publishing, manifest_uri, manifest)
     _sweep(plan, keep={u.upload_id for u in rejects} | {w.upload["upload_id"] for w in written})
     return {**mf.result(manifest, manifest_uri), "durationSeconds": round(time.monotonic() - started, 3)}
+
+
+def _evolve(spark: SparkSession, plan: LoadPlan, tasks: list[FileTask], outcomes: list[FileOutcome],
+            spec: CopyJobSpec, snapshot: Snapshot | None, cancel: threading.Event | None
+            ) -> tuple[TableSchema, list[FileOutcome]]:
+    """``schemaEvolution: addColumns``: the schema with the columns the loading files carry, and
+    the outcomes once every file that carried one was loaded again with it (its first parts and
+    rejected rows discarded; the other files' parts stay, reading NULL in the new columns). Files
+    that do not load (a file error; any error under skipFile) add nothing."""
+    def found(o: FileOutcome) -> list[evolve.Found]:
+        loads = not o.file_error and (o.clean or spec.load.on_error == "continue")
+        return [evolve.Found.from_list(f) for f in o.new_columns] if loads else []
+
+    def redo(schema: TableSchema, stale: list[FileOutcome], round_: int) -> list[FileOutcome]:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        files = {o.index for o in stale}
+        again = [dataclasses.replace(t, index=t.index + round_ * len(tasks), file_index=t.file)
+                 for t in tasks if t.file in files]  # fresh part and rejected-rows names
+        got = {o.index: o for o in _run_tasks(spark, dataclasses.replace(plan, schema=schema), again)}
+        return [got[o.index] for o in stale]
+
+    envelope, keys = ((snapshot.envelope, snapshot.key_columns) if snapshot is not None
+                      else (spec.target.envelope, spec.target.key_columns))
+    return evolve.settle(plan.schema, outcomes, found, lambda stale: _abort_all(stale, plan, rejects_too=True),
+                         redo, envelope=envelope, key_columns=keys)
 
 
 def _publish_manifest(publishing: uploadset.UploadSet, uri: str, manifest: dict[str, Any]) -> None:
@@ -326,11 +364,17 @@ def _read_manifest(storage: st.Storage, uri: str) -> dict[str, Any] | None:
 
 def _commit(spec: CopyJobSpec, plan: LoadPlan, log: TableLog | None, schema: TableSchema,
             outcomes: list[FileOutcome], decision: Decision, run_id: str, written: list[writer.WrittenPart],
-            nonce: str) -> int:
+            nonce: str, evolved: bool = False) -> int:
     """Complete the parts of the files that load and commit them with their ledger in one entry
-    (creating the table in that same commit when there is none); the version."""
+    (creating the table in that same commit when there is none; with the evolved ``schema`` when
+    ``evolved``); the version.
+
+    ``log`` stays at the version the load planned against (a separate handle checks the table's
+    identity): the commit's rebase compares with that version, so a file or a schema change that
+    another writer committed meanwhile is a conflict, not silently overwritten."""
     storage = storage_for(plan.table_uri, plan.settings)
-    if log is not None and log.snapshot().table_id != plan.table_id:
+    current = TableLog.open(plan.table_uri, storage) if log is not None else None
+    if log is not None and (current is None or current.snapshot().table_id != plan.table_id):
         raise TableError(f"to.table: the table at {plan.table_uri} was created or replaced by another "
                          "writer during the load; nothing was loaded, run the load again")
     keep = decision.loaded_set
@@ -340,7 +384,7 @@ def _commit(spec: CopyJobSpec, plan: LoadPlan, log: TableLog | None, schema: Tab
     try:
         snap = writer.commit_parts(plan.table_uri, written, log=log, operation="load", ledger=ledger,
                                    info={"runId": run_id, "files": len(ledger)}, storage=storage, nonce=nonce,
-                                   create=create)
+                                   create=create, schema=schema if evolved and create is None else None)
     except TableExistsError as e:
         raise TableError(f"to.table: a table was created at {plan.table_uri} by another writer during the load; "
                          "nothing was loaded, run the load again (it loads into that table)") from e

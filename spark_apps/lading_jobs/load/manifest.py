@@ -108,6 +108,8 @@ def result(manifest: dict[str, Any], manifest_uri: str) -> dict[str, Any]:
     }
     if manifest.get("rejectedRows"):
         out["rejectedRows"] = manifest["rejectedRows"]
+    if manifest.get("columnsAdded") and committed:
+        out["columnsAdded"] = manifest["columnsAdded"][:20]
     if manifest["validateOnly"]:
         out["validateOnly"] = True
     if manifest.get("error") is not None:

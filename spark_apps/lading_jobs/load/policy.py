@@ -42,6 +42,7 @@ class FileOutcome:
     parts: list[str] = field(default_factory=list)  # table.writer.WrittenPart JSON
     rejects_uploads: list[dict[str, Any]] = field(default_factory=list)  # pending rejected-rows files
     rejects_uris: list[str] = field(default_factory=list)
+    new_columns: list[list[str]] = field(default_factory=list)  # schemaEvolution: evolve.Found.to_list()
 
     @property
     def error_count(self) -> int:
@@ -74,7 +75,8 @@ def merge_outcomes(chunks: list[FileOutcome]) -> FileOutcome:
         first_error=next((c.first_error for c in chunks if c.first_error), None),
         errors=errors, parts=[p for c in chunks for p in c.parts],
         rejects_uploads=[u for c in chunks for u in c.rejects_uploads],
-        rejects_uris=[u for c in chunks for u in c.rejects_uris])
+        rejects_uris=[u for c in chunks for u in c.rejects_uris],
+        new_columns=[f for c in chunks for f in c.new_columns])
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ class LoadPlan:
     load: LoadOptions
     rejects_prefix: str | None
     settings: st.S3Settings
+    discover: bool = False  # schemaEvolution: addColumns — report the file's columns the table lacks
 
 
 def reject_entry(uri: str, unit: str, r: Reject) -> dict[str, Any]:
@@ -157,9 +158,11 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
     if decoded.error:
         out.file_error = decoded.error
         return out
-    conformer = Conformer(decoded, plan.schema)
-    return finish_file(plan, task, out, conformer.tables(),
-                       lambda: (conformer.rejects, decoded.rows_read, conformer.rows_good))
+    conformer = Conformer(decoded, plan.schema, discover=task.uri if plan.discover else None)
+    out = finish_file(plan, task, out, conformer.tables(),
+                      lambda: (conformer.rejects, decoded.rows_read, conformer.rows_good))
+    out.new_columns = [f.to_list() for f in conformer.found]
+    return out
 
 
 def finish_file(plan: LoadPlan, task: FileTask, out: FileOutcome, tables: Iterator[pa.Table],

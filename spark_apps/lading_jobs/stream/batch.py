@@ -3,8 +3,11 @@
   snapshot of the table (the position it holds) ─► plan: ranges or files
      ─► Spark tasks: read, decode, cast, pending parts + pending dead-letter file
         (with ``spec.transform``: read, decode, the load's transform stage, the same outputs)
+     ─► schemaEvolution: addColumns and some task read fields the table lacks: evolve the
+        schema, redo those tasks with it (the load's loop, lading_jobs.table.evolve.settle)
      ─► rejects > maxErrorNumber?  abort parts, keep the dead letters, TooManyErrors
      ─► complete dead letters ─► ONE commit: parts + new position (+ ledger for files)
+        (+ the evolved schema)
      ─► group offsets (monitoring only)
 
 The plan is made from one snapshot and the commit is validated against that same
@@ -17,10 +20,11 @@ every pending upload it began; nothing of it becomes visible.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +38,8 @@ from lading_jobs.load.task import FileTask, LoadPlan, run_file, sort_rows
 from lading_jobs.stream import kafka as kf
 from lading_jobs.stream import positions as pos
 from lading_jobs.stream.records import decode_messages, source_batches
+from lading_jobs.table import evolve, writer
 from lading_jobs.table import format as fmt
-from lading_jobs.table import writer
 from lading_jobs.table.log import LedgerEntry, Snapshot, TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_spec.copyjob import LoadOptions
@@ -68,6 +72,7 @@ class Target:
     write_id: str
     dead_letter: str | None  # this batch's dead-letter prefix
     settings: st.S3Settings
+    discover: bool = False  # schemaEvolution: addColumns — tasks report fields the table lacks
 
     @property
     def schema(self) -> TableSchema:
@@ -89,6 +94,7 @@ class Outcome:
     parts: list[str] = field(default_factory=list)  # WrittenPart JSON
     dead_letters: list[dict[str, Any]] = field(default_factory=list)  # pending uploads
     file_error: str | None = None
+    new_columns: list[list[str]] = field(default_factory=list)  # schemaEvolution: evolve.Found.to_list()
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -118,6 +124,7 @@ class Plan:
     rewritten: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # data loss skipped (failOnDataLoss: false)
     end: dict[str, Any] = field(default_factory=dict)  # the position after the batch, for progress
+    schema: TableSchema | None = None  # the evolved schema the batch commits (schemaEvolution), if any
 
     @property
     def empty(self) -> bool:
@@ -179,9 +186,11 @@ def run_range(target: Target, source: KafkaRead, index: int, rng: pos.Range) -> 
     config = kf.consumer_config(source.bootstrap, dict(source.consumer), source.group)
     msgs = kf.read_range(config, rng)
     schema = target.schema
-    rows = decode_messages(msgs, schema, source.value_format, target.envelope, target.key_columns)
+    rows = decode_messages(msgs, schema, source.value_format, target.envelope, target.key_columns,
+                           discover=str(rng) if target.discover else None)
     out = Outcome(index, str(rng), read=len(msgs), good=len(msgs) - len(rows.rejects), rejected=len(rows.rejects),
-                  bytes=msgs.bytes, first_errors=rows.rejects[:FIRST_ERRORS])
+                  bytes=msgs.bytes, first_errors=rows.rejects[:FIRST_ERRORS],
+                  new_columns=[f.to_list() for f in rows.found])
     storage = storage_for(target.table_uri, target.settings)
     written: list[writer.WrittenPart] = []
     try:
@@ -233,7 +242,7 @@ def _load_plan(target: Target, source: tuple[str, FormatOptions]) -> LoadPlan:
     return LoadPlan(table_uri=target.table_uri, schema=target.schema, table_id=target.table_id,
                     envelope=target.envelope, sort_by=target.sort_by, time=target.time, write_id=target.write_id,
                     format=fmt_name, options=options, load=LoadOptions(on_error="continue"),
-                    rejects_prefix=target.dead_letter, settings=target.settings)
+                    rejects_prefix=target.dead_letter, settings=target.settings, discover=target.discover)
 
 
 def run_file_task(target: Target, source: tuple[str, FormatOptions], task: FileTask) -> Outcome:
@@ -249,7 +258,8 @@ def _file_outcome(task: FileTask, o: FileOutcome) -> Outcome:
         firsts.insert(0, {"file": o.uri, "reason": o.file_error})
     return Outcome(task.index, task.uri, read=o.rows_read, good=o.rows_good, rejected=o.error_count,
                    bytes=o.size, first_errors=firsts, filtered=o.rows_filtered, parts=o.parts,
-                   dead_letters=o.rejects_uploads, file_error=o.file_error)
+                   dead_letters=o.rejects_uploads, file_error=o.file_error,
+                   new_columns=o.new_columns)
 
 
 def _transform_stage(spark: Any, target: Target, source: Any, items: list[Any], kind: str,
@@ -277,19 +287,28 @@ def _transform_stage(spark: Any, target: Target, source: Any, items: list[Any], 
 
 
 def run_tasks(spark: Any, target: Target, source: Any, items: list[Any], kind: str,
-              tplan: tf.TransformPlan | None = None) -> list[Outcome]:
+              tplan: tf.TransformPlan | None = None, which: list[int] | None = None,
+              rename: int = 0) -> list[Outcome]:
     """One Spark task per item (a range or a file task); outcomes in item order. With ``tplan``
     the tasks are the load's transform stage (the same stage a CopyJob load runs).
 
+    ``which``: only these items (a redo), their parts and dead letters named as task
+    ``i + rename`` so no name of an earlier round is taken again; outcomes keep index ``i``.
     On failure (or cancellation) every pending upload under the batch's write id
     and dead-letter prefix is aborted before the error propagates."""
+    chosen = list(range(len(items))) if which is None else list(which)
+
     def work(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for i in batch.column(0).to_pylist():
+            for k in batch.column(0).to_pylist():
+                i = chosen[k]
                 if kind == "kafka":
-                    outcome = run_range(target, source, i, items[i])
+                    outcome = run_range(target, source, i + rename, items[i])
                 else:
-                    outcome = run_file_task(target, source, items[i])
+                    task = items[i] if not rename else dataclasses.replace(
+                        items[i], index=items[i].index + rename, file_index=items[i].file)
+                    outcome = run_file_task(target, source, task)
+                outcome.index = i
                 yield pa.RecordBatch.from_pydict({"outcome": [outcome.to_json()]})
 
     sc = spark.sparkContext
@@ -298,23 +317,58 @@ def run_tasks(spark: Any, target: Target, source: Any, items: list[Any], kind: s
     sc.setJobDescription(f"lading stream into {target.table_uri} ({len(items)} tasks)")
     try:
         if tplan is None:
-            df = spark.range(0, len(items), 1, numPartitions=len(items)).mapInArrow(work, "outcome string")
+            df = spark.range(0, len(chosen), 1, numPartitions=max(1, len(chosen))).mapInArrow(work, "outcome string")
             texts = [r.outcome for r in df.collect()]
         else:
             texts = _transform_stage(spark, target, source, items, kind, tplan)
     except BaseException:
         writer._wait_for_tasks(sc, target.write_id)  # tasks being killed may still begin uploads
-        prefix = fmt.write_prefix(target.table_uri, target.write_id)
-        sweep(target.table_uri, prefix, target.dead_letter, target.settings)
-        # parts sent whole (one PUT) by tasks that finished: this write id never commits
-        storage = storage_for(prefix, target.settings)
-        with contextlib.suppress(st.StorageError, OSError):
-            storage.delete([o.uri for o in storage.list_objects(prefix)])
+        discard_write(target)
         raise
     finally:
         sc.setLocalProperty("spark.jobGroup.id", previous)
     outcomes = [Outcome.from_json(t) for t in texts]
     return sorted(outcomes, key=lambda o: o.index)
+
+
+def discard_write(target: Target) -> None:
+    """Abort every pending upload of the batch's write id and dead-letter prefix, and delete the
+    parts its tasks sent whole (one PUT): this write id never commits."""
+    prefix = fmt.write_prefix(target.table_uri, target.write_id)
+    sweep(target.table_uri, prefix, target.dead_letter, target.settings)
+    storage = storage_for(prefix, target.settings)
+    with contextlib.suppress(st.StorageError, OSError):
+        storage.delete([o.uri for o in storage.list_objects(prefix)])
+
+
+def run_evolving(spark: Any, target: Target, source: Any, items: list[Any], kind: str,
+                 run: Callable[..., list[Outcome]] = run_tasks, tplan: tf.TransformPlan | None = None
+                 ) -> tuple[list[Outcome], TableSchema | None]:
+    """``run_tasks``, then (``target.discover``) the load's schema-evolution loop: items whose
+    input carried fields the table lacks are run again with the evolved schema. The outcomes and
+    the schema the batch commits (None: unchanged). If evolving fails (two inputs disagree on a
+    new column's type), everything the batch wrote is discarded before the error propagates.
+    A transform (``tplan``) names the table's columns itself: nothing is discovered."""
+    outcomes = run(spark, target, source, items, kind, tplan)
+    if tplan is not None or not target.discover or not any(o.new_columns for o in outcomes):
+        return outcomes, None
+
+    def found(o: Outcome) -> list[evolve.Found]:
+        return [] if o.file_error else [evolve.Found.from_list(f) for f in o.new_columns]
+
+    def redo(schema: TableSchema, stale: list[Outcome], round_: int) -> list[Outcome]:
+        again = dataclasses.replace(target, schema_json=schema.to_json())
+        return run(spark, again, source, items, kind, which=[o.index for o in stale], rename=round_ * len(items))
+
+    try:
+        schema, outcomes = evolve.settle(target.schema, outcomes, found,
+                                         lambda stale: abort(stale, target, dead_letters_too=True), redo,
+                                         envelope=target.envelope, key_columns=target.key_columns)
+    except BaseException:
+        abort(outcomes, target, dead_letters_too=True)
+        discard_write(target)
+        raise
+    return outcomes, (schema if schema.last_column_id != target.schema.last_column_id else None)
 
 
 def sweep(table_uri: str, write_prefix: str, dead_letter: str | None, settings: st.S3Settings) -> None:
@@ -379,7 +433,7 @@ def commit(log: TableLog, plan: Plan, outcomes: list[Outcome], target: Target, i
         rows[o.where] = rows.get(o.where, 0) + o.good
     ledger = {f.uri: LedgerEntry(f.etag, f.size, rows.get(f.uri, 0)) for f in plan.files}
     return writer.commit_parts(target.table_uri, written, log=log, operation="stream", ledger=ledger,
-                               source_progress=plan.progress, upper=plan.time + 1, info=info)
+                               source_progress=plan.progress, upper=plan.time + 1, info=info, schema=plan.schema)
 
 
 def new_batch_id(plan_version: int) -> str:

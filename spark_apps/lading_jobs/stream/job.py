@@ -222,7 +222,8 @@ class Stream:
             table_uri=self.table_uri, schema_json=snap.schema.to_json(), table_id=snap.table_id,
             envelope=snap.envelope, key_columns=tuple(snap.key_columns), sort_by=tuple(snap.sort_by),
             time=plan.time, write_id=f"w-s{self.tag}-{uuid.uuid4().hex}",
-            dead_letter=bt.dead_letter_prefix(self.spec.dead_letter, batch_id), settings=self.settings)
+            dead_letter=bt.dead_letter_prefix(self.spec.dead_letter, batch_id), settings=self.settings,
+            discover=self.spec.target.schema_evolution == "addColumns")
         outcomes: list[bt.Outcome] = []
         try:
             if not plan.empty:

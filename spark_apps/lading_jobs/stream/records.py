@@ -40,6 +40,7 @@ from lading_jobs.load.conform import Conformer, FileError
 from lading_jobs.load.decode import MAX_RAW, Decoded, Piece, decode_json
 from lading_jobs.stream.kafka import HEADERS_TYPE, Messages
 from lading_jobs.table import format as fmt
+from lading_jobs.table.evolve import Found
 from lading_jobs.table.schema import Column, TableSchema, arrow_type
 
 POS = "__lading_pos"
@@ -52,6 +53,7 @@ class Rows:
 
     table: pa.Table
     rejects: list[dict[str, Any]] = field(default_factory=list)
+    found: list[Found] = field(default_factory=list)  # columns the table lacks (schemaEvolution)
 
 
 def _text(data: bytes | None) -> str | None:
@@ -131,16 +133,20 @@ def _key_from_message(table: pa.Table, name: str, from_key: pa.ChunkedArray) -> 
 
 
 def _conform(piece: Piece, schema: TableSchema, unit: str, raw: Any, rejects: _Rejects,
-             index: np.ndarray) -> pa.Table | None:
-    """One piece through the load's Conformer; rejects mapped back to their messages."""
+             index: np.ndarray, discover: tuple[str, list[Found]] | None = None) -> pa.Table | None:
+    """One piece through the load's Conformer; rejects mapped back to their messages. With
+    ``discover`` (where, found), columns the table lacks are appended to ``found``."""
     decoded = Decoded(unit=unit, pieces=[piece], raw=raw)
-    conformer = Conformer(decoded, schema)
+    conformer = Conformer(decoded, schema, discover=discover[0] if discover is not None else None)
     try:
         tables = list(conformer.tables())
     except FileError as e:
         for pos in piece.positions.tolist():
             rejects.add(int(index[pos - 1]), str(e))
         return None
+    finally:
+        if discover is not None:
+            discover[1].extend(conformer.found)
     for r in conformer.rejects:
         rejects.add(int(index[r.position - 1]), r.reason, r.column)
     return pa.concat_tables(tables) if tables else None
@@ -175,7 +181,8 @@ def _json_pieces(msgs: Messages, rejects: _Rejects, text_of: tuple[str, ...] | N
 
 
 def _values(msgs: Messages, schema: TableSchema, value_format: str, key_columns: tuple[str, ...],
-            keys: pa.Table, rejects: _Rejects) -> Iterator[pa.Table]:
+            keys: pa.Table, rejects: _Rejects, discover: tuple[str, list[Found]] | None = None
+            ) -> Iterator[pa.Table]:
     """Conformed rows of the messages that have a value (plus ``POS``)."""
     target = _with_pos(schema)
     if value_format == "raw":
@@ -199,7 +206,7 @@ def _values(msgs: Messages, schema: TableSchema, value_format: str, key_columns:
             if name in keys.column_names:
                 t = _key_from_message(t, name, keys.column(name).take(pa.array(at)))
         table = _conform(Piece(t.append_column(POS, pa.array(at)), piece.positions), target, "line",
-                         decoded.raw, rejects, index)
+                         decoded.raw, rejects, index, discover)
         if table is not None:
             yield table
 
@@ -241,13 +248,16 @@ def last_per_key(table: pa.Table, key_columns: tuple[str, ...]) -> pa.Table:
 
 
 def decode_messages(msgs: Messages, schema: TableSchema, value_format: str, envelope: str,
-                    key_columns: tuple[str, ...]) -> Rows:
-    """The range's rows for the table, in offset order (see the module doc), and its rejects."""
+                    key_columns: tuple[str, ...], discover: str | None = None) -> Rows:
+    """The range's rows for the table, in offset order (see the module doc), and its rejects.
+    ``discover`` (the range, for messages): also report the JSON fields the table lacks."""
     rejects = _Rejects(msgs)
+    found: list[Found] = []
+    seek = (discover, found) if discover is not None and value_format == "json" else None
     upsert = envelope == "upsert"
     keys = key_table(msgs.keys, list(key_columns)) if upsert and value_format == "json" else pa.table({})
     tables = []
-    for t in _values(msgs, schema, value_format, key_columns if upsert else (), keys, rejects):
+    for t in _values(msgs, schema, value_format, key_columns if upsert else (), keys, rejects, seek):
         diff = pa.repeat(pa.scalar(1, pa.int64()), t.num_rows)
         if upsert and value_format == "raw":  # a raw message without a value deletes its key
             diff = pc.if_else(pc.is_null(t.column("value")) if "value" in t.column_names
@@ -272,7 +282,15 @@ def decode_messages(msgs: Messages, schema: TableSchema, value_format: str, enve
         table = last_per_key(table, key_columns)
     table = table.sort_by(POS).drop_columns([POS])
     rejects.entries.sort(key=lambda e: e["offset"])
-    return Rows(table, rejects.entries)
+    return Rows(table, rejects.entries, _first_of_each(found))
+
+
+def _first_of_each(found: list[Found]) -> list[Found]:
+    """One report per column name and type, in the order first seen (``evolve`` merges the rest)."""
+    out: dict[tuple[str, str], Found] = {}
+    for f in found:
+        out.setdefault((f.name, f.type), f)
+    return list(out.values())
 
 
 # -- a range as a transform's source ---------------------------------------------------

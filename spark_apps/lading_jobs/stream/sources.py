@@ -25,6 +25,7 @@ from lading_jobs.stream.batch import (
     Outcome,
     Plan,
     Target,
+    run_evolving,
     run_tasks,
 )
 from lading_jobs.table.log import Snapshot
@@ -82,7 +83,7 @@ class KafkaSource:
 
     def run(self, spark: Any, target: Target, plan: Plan, tplan: TransformPlan | None = None) -> list[Outcome]:
         tasks = pos.split_ranges(plan.ranges, TASK_ROWS)
-        outcomes = run_tasks(spark, target, self.read, tasks, "kafka", tplan)
+        outcomes, plan.schema = run_evolving(spark, target, self.read, tasks, "kafka", run_tasks, tplan)
         read = sum(o.read for o in outcomes)
         if read:
             self.bytes_per_message = sum(o.bytes for o in outcomes) / read
@@ -152,7 +153,9 @@ class FilesSource:
     def run(self, spark: Any, target: Target, plan: Plan, tplan: TransformPlan | None = None) -> list[Outcome]:
         tasks = plan_tasks(plan.files, self.spec.format, self.settings)
         options = self.spec.options if tplan is None else self.options
-        return run_tasks(spark, target, (self.spec.format, options), tasks, "files", tplan)
+        outcomes, plan.schema = run_evolving(spark, target, (self.spec.format, options), tasks, "files", run_tasks,
+                                             tplan)
+        return outcomes
 
     def after_commit(self, plan: Plan) -> None:
         pass

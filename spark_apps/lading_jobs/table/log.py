@@ -568,9 +568,14 @@ def _validate(change: Change, state: _State, base: _State) -> dict[str, Any]:
         if path not in state.parts:
             raise ConflictError(f"cannot remove part {path}: it is not in the table at version {state.version}; "
                                 f"it was already removed{who}. Re-plan against the current version")
-    if change.schema is not None and state.schema.schema_id != base.schema.schema_id:
-        raise ConflictError(f"the schema changed concurrently (schema {base.schema.schema_id} → "
-                            f"{state.schema.schema_id}){who}; re-apply the schema change")
+    schema = change.schema
+    if schema is not None and state.schema.schema_id != base.schema.schema_id:
+        if not _covers(base.schema, state.schema, schema):
+            raise ConflictError(f"the schema changed concurrently (schema {base.schema.schema_id} → "
+                                f"{state.schema.schema_id}){who}: {_schema_difference(state.schema, schema)}; "
+                                "re-apply the schema change (a load or stream batch: run it again, it evolves "
+                                "the new schema)")
+        schema = None  # another writer already made exactly this change: ours adds nothing
     for uri in change.ledger:
         prior = state.ledger.get(uri)
         if prior is not None and prior.version > base.version:
@@ -596,9 +601,9 @@ def _validate(change: Change, state: _State, base: _State) -> dict[str, Any]:
         entry["add"] = [p.to_dict() for p in change.add]
     if change.remove:
         entry["remove"] = list(change.remove)
-    if change.schema is not None:
-        validate_identity_types(change.schema, state.meta.envelope, tuple(state.meta.key_columns))
-        entry["schema"] = replace(change.schema, schema_id=state.schema.schema_id + 1).to_dict()
+    if schema is not None:
+        validate_identity_types(schema, state.meta.envelope, tuple(state.meta.key_columns))
+        entry["schema"] = replace(schema, schema_id=state.schema.schema_id + 1).to_dict()
     if change.ledger:
         entry["ledger"] = {k: v.to_dict() for k, v in change.ledger.items()}
     if change.source_progress:
@@ -606,6 +611,43 @@ def _validate(change: Change, state: _State, base: _State) -> dict[str, Any]:
     if change.info:
         entry["info"] = dict(change.info)
     return entry
+
+
+def _covers(base: TableSchema, current: TableSchema, wanted: TableSchema) -> bool:
+    """Whether the concurrent commits already made the change ``base`` → ``wanted``: ``current``
+    holds every column of ``wanted`` under the same id, name and type, and none that ``wanted``
+    dropped from ``base``. Then parts written with ``wanted`` read correctly under ``current``
+    (columns it added besides read NULL in them) and the writer commits without a schema change
+    of its own: two loads adding the same column from the same base (same id, same type) both
+    commit, and no second column of that name appears."""
+    kept = {c.id for c in wanted.columns}
+    if any(current.by_id(c.id) is not None for c in base.columns if c.id not in kept):
+        return False
+    for c in wanted.columns:
+        now = current.by_id(c.id)
+        if now is None or now.name.lower() != c.name.lower() or now.type != c.type:
+            return False
+    return True
+
+
+def _schema_difference(current: TableSchema, wanted: TableSchema) -> str:
+    """What stands between a writer's schema and the table's, column by column, for a conflict."""
+    notes = []
+    for c in wanted.columns:
+        now = current.by_id(c.id)
+        same_name = current.find(c.name)
+        if now is None and same_name is None:
+            notes.append(f"column {c.name!r} (id {c.id}) is not in the table's schema")
+        elif now is None or now.name.lower() != c.name.lower():
+            held = f"id {c.id} is now {now.name!r}" if now is not None else f"id {c.id} was dropped"
+            other = f", and {c.name!r} is id {same_name.id} ({same_name.type})" if same_name is not None else ""
+            notes.append(f"column {c.name!r}: {held}{other}")
+        elif now.type != c.type:
+            notes.append(f"column {c.name!r} is {now.type} in the table, {c.type} in this commit")
+    for c in current.columns:
+        if wanted.by_id(c.id) is None:
+            notes.append(f"column {c.name!r} (id {c.id}) was added concurrently")
+    return "; ".join(notes) or "the columns differ"
 
 
 def _replay_forward(uri: str, storage: st.Storage, state: _State, *, nonce: str | None = None,

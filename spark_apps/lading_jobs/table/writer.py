@@ -244,8 +244,11 @@ def commit_parts(uri: str, written: Iterable[WrittenPart], *, log: TableLog | No
                  source_progress: Mapping[str, Any] | None = None, upper: int | None = None,
                  since: int | None = None, info: Mapping[str, Any] | None = None,
                  storage: st.Storage | None = None, nonce: str | None = None,
-                 create: NewTable | None = None) -> Snapshot:
+                 create: NewTable | None = None, schema: TableSchema | None = None) -> Snapshot:
     """Complete the pending parts and commit them (plus ledger/progress) as one log entry.
+
+    ``schema``: the table's new schema, recorded in that same entry (schema evolution: the
+    parts carry columns it adds); with ``create``, give the schema in ``create`` instead.
 
     ``create``: when no table exists at ``uri``, commit 0 creates it *with* these
     parts (a failed first write leaves no table). ``nonce`` names the attempt in the
@@ -278,8 +281,8 @@ def commit_parts(uri: str, written: Iterable[WrittenPart], *, log: TableLog | No
             entries = {k: LedgerEntry(v.etag, v.size, v.rows, v.version, v.loaded_at or now)
                        for k, v in entries.items()}
             change = Change(operation=operation, add=tuple(w.part for w in written), remove=tuple(remove),
-                            ledger=entries, source_progress=dict(source_progress or {}), upper=upper, since=since,
-                            info=dict(info or {}))
+                            schema=schema, ledger=entries, source_progress=dict(source_progress or {}),
+                            upper=upper, since=since, info=dict(info or {}))
             put_sent = True
             if log is None:
                 assert create is not None
