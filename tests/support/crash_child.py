@@ -37,11 +37,13 @@ def main() -> int:
     else:
         from lading_jobs.table import writer
         from lading_jobs.table.log import TableLog
+        from lading_jobs.table.schema import TableSchema
 
         log = TableLog.open_existing(args["table"])
         log.storage = storage
         written = [writer.WrittenPart.from_json(w) for w in args["written"]]
-        snap = writer.commit_parts(args["table"], written, log=log, nonce=args.get("nonce"))
+        schema = TableSchema.from_json(args["schema"]) if args.get("schema") else None  # schema evolution
+        snap = writer.commit_parts(args["table"], written, log=log, nonce=args.get("nonce"), schema=schema)
         out = {"rows": snap.rows, "version": snap.version}
     if cancellation.event.is_set():
         out["sawSigterm"] = True

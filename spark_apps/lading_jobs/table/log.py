@@ -572,7 +572,7 @@ def _validate(change: Change, state: _State, base: _State) -> dict[str, Any]:
     if schema is not None and state.schema.schema_id != base.schema.schema_id:
         if not _covers(base.schema, state.schema, schema):
             raise ConflictError(f"the schema changed concurrently (schema {base.schema.schema_id} → "
-                                f"{state.schema.schema_id}){who}: {_schema_difference(state.schema, schema)}; "
+                                f"{state.schema.schema_id}){who}: {_schema_difference(base.schema, state.schema, schema)}; "
                                 "re-apply the schema change (a load or stream batch: run it again, it evolves "
                                 "the new schema)")
         schema = None  # another writer already made exactly this change: ours adds nothing
@@ -630,7 +630,7 @@ def _covers(base: TableSchema, current: TableSchema, wanted: TableSchema) -> boo
     return True
 
 
-def _schema_difference(current: TableSchema, wanted: TableSchema) -> str:
+def _schema_difference(base: TableSchema, current: TableSchema, wanted: TableSchema) -> str:
     """What stands between a writer's schema and the table's, column by column, for a conflict."""
     notes = []
     for c in wanted.columns:
@@ -645,7 +645,7 @@ def _schema_difference(current: TableSchema, wanted: TableSchema) -> str:
         elif now.type != c.type:
             notes.append(f"column {c.name!r} is {now.type} in the table, {c.type} in this commit")
     for c in current.columns:
-        if wanted.by_id(c.id) is None:
+        if wanted.by_id(c.id) is None and base.by_id(c.id) is None:
             notes.append(f"column {c.name!r} (id {c.id}) was added concurrently")
     return "; ".join(notes) or "the columns differ"
 
