@@ -27,7 +27,7 @@ from lading_jobs.load.stores import storage_for
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader
 from lading_jobs.table.evolve import Found, evolve
-from lading_jobs.table.log import Change, TableLog
+from lading_jobs.table.log import Change, LedgerEntry, TableLog
 from lading_spec.job import JobDocument
 
 pytestmark = [pytest.mark.spark]
@@ -197,18 +197,37 @@ def test_two_files_that_disagree_on_a_new_columns_type_fail_naming_both(spark: A
     assert data_objects(root) == before and st.open_storage(root).list_pending_uploads(root) == []
 
 
-def _concurrently(monkeypatch: pytest.MonkeyPatch, root: str, column: str, type_name: str) -> None:
-    """Another writer commits a schema change after the load ran its tasks and before it commits."""
+def _concurrently(monkeypatch: pytest.MonkeyPatch, root: str, column: str = "", type_name: str = "",
+                  change: Change | None = None) -> None:
+    """Another writer commits (a schema change adding ``column``, or ``change``) after the load ran
+    its tasks and before it commits."""
     decide = load_job.decide
 
     def then_decide(*args: Any, **kw: Any) -> Any:
         other = TableLog.open_existing(root + "t/")
         schema = other.snapshot().schema
-        other.commit(Change(operation="schema", schema=evolve(schema, [Found(column, type_name, "other")])))
+        other.commit(change or Change(operation="schema", schema=evolve(schema, [Found(column, type_name, "other")])))
         monkeypatch.setattr(load_job, "decide", decide)
         return decide(*args, **kw)
 
     monkeypatch.setattr(load_job, "decide", then_decide)
+
+
+def test_a_file_loaded_concurrently_is_not_loaded_twice(spark: Any, root: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails on the code before this change (the rows of b.jsonl committed twice): the load's commit
+    refreshed the handle it planned with, so the rebase compared the ledger with the latest version."""
+    put(root, {"in0/a.jsonl": jsonl({"id": 0, "kind": "before"})})
+    run_load(spark, job(root, "in0/", "r-0"))
+    put(root, {"in/b.jsonl": jsonl({"id": 2, "kind": "b"})})
+    uri = root + "in/b.jsonl"
+    info = st.open_storage(root).head(uri)
+    assert info is not None
+    _concurrently(monkeypatch, root, change=Change(operation="load",
+                                                   ledger={uri: LedgerEntry(info.etag, info.size, 1)}))
+    with pytest.raises(Exception, match=r"in/b.jsonl was loaded concurrently by commit 1"):
+        run_load(spark, job(root, evolve_=False))
+    assert [r["id"] for r in rows(root)] == [0]
 
 
 def test_a_concurrent_add_of_the_same_column_leaves_one_column(spark: Any, root: str,
