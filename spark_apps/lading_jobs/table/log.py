@@ -636,12 +636,15 @@ def _schema_difference(base: TableSchema, current: TableSchema, wanted: TableSch
     for c in wanted.columns:
         now = current.by_id(c.id)
         same_name = current.find(c.name)
-        if now is None and same_name is None:
-            notes.append(f"column {c.name!r} (id {c.id}) is not in the table's schema")
-        elif now is None or now.name.lower() != c.name.lower():
-            held = f"id {c.id} is now {now.name!r}" if now is not None else f"id {c.id} was dropped"
+        if now is None:
+            if base.by_id(c.id) is not None:
+                notes.append(f"column {c.name!r} (id {c.id}) was dropped concurrently")
+            elif same_name is not None:
+                notes.append(f"column {c.name!r} was added concurrently as id {same_name.id} ({same_name.type}), "
+                             f"this commit adds it as id {c.id}")
+        elif now.name.lower() != c.name.lower():
             other = f", and {c.name!r} is id {same_name.id} ({same_name.type})" if same_name is not None else ""
-            notes.append(f"column {c.name!r}: {held}{other}")
+            notes.append(f"column {c.name!r}: id {c.id} is now {now.name!r}{other}")
         elif now.type != c.type:
             notes.append(f"column {c.name!r} is {now.type} in the table, {c.type} in this commit")
     for c in current.columns:
