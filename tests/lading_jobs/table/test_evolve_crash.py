@@ -24,7 +24,7 @@ from lading_jobs.table.evolve import Found, evolve
 from lading_jobs.table.log import TableLog
 from lading_jobs.table.schema import TableSchema
 
-pytestmark = [pytest.mark.s3]
+pytestmark = [pytest.mark.s3, pytest.mark.slow]
 CHILD = Path(__file__).resolve().parents[2] / "support" / "crash_child.py"
 SCHEMA = TableSchema.of([("id", "bigint")])
 
