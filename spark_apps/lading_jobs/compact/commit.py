@@ -20,6 +20,12 @@ is returned by the log as this writer's own commit. ``CommitStateUnknown`` and
 every other failure propagate and leave the completed parts in place (the
 commit may have landed; retention removes them after the grace period if it
 did not); tests/lading_jobs/compact/test_compact_commit.py.
+
+The whole of ``land`` is a commit section (``lading_jobs.critical``, as
+``table.writer.commit_parts``): a SIGTERM waits for it instead of cutting it
+between completing the outputs and the commit, so a cancelled run's commit
+either never started or is whole and reported;
+tests/lading_jobs/compact/test_compact_crash.py (SIGTERM at each step).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lading_jobs import critical
 from lading_jobs import storage as st
 from lading_jobs.compact.plan import Group, may_hold_rows_below
 from lading_jobs.table import format as fmt
@@ -57,7 +64,15 @@ def _still_valid(group: Group, base: Snapshot, latest: Snapshot, since: int) -> 
 
 def land(log: TableLog, base: Snapshot, groups: Sequence[Group], written: Sequence[Sequence[WrittenPart]],
          since: int, info: dict[str, object]) -> Landed:
-    """Complete the outputs and commit every group still valid (see the module doc)."""
+    """Complete the outputs and commit every group still valid (see the module doc).
+
+    A commit section: a SIGTERM waits for it (``lading_jobs.critical``)."""
+    with critical.commit_section():
+        return _land(log, base, groups, written, since, info)
+
+
+def _land(log: TableLog, base: Snapshot, groups: Sequence[Group], written: Sequence[Sequence[WrittenPart]],
+          since: int, info: dict[str, object]) -> Landed:
     storage = log.storage
     completed: dict[int, bool] = {}
     lost: list[int] = []

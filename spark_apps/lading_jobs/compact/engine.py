@@ -7,6 +7,10 @@
 
 A run that finds nothing to rewrite still moves ``since`` forward (a commit
 with no parts) when the spec asks for a later frontier.
+
+A cancel (SIGTERM) that arrives once the commit has begun waits for it (the
+commit is a commit section, see ``compact.commit``); the run then reports what
+it committed and leaves retention (and any re-plan) to the next run.
 """
 
 from __future__ import annotations
@@ -130,6 +134,7 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     totals = Totals()
     first = True
+    committed = False
     for _ in range(MAX_PLANS):
         ctx.check()
         snap = log.snapshot()
@@ -171,12 +176,16 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
             totals.rows_written += outcome.rows_out
             totals.groups += 1
         totals.groups_lost += len(landed.lost)
+        committed = committed or landed.snapshot is not None
         final = landed.snapshot or log.snapshot()
         totals.version, totals.since = final.version, final.since
-        if not landed.lost:
+        if not landed.lost or ctx.cancelled():
             break
+    if ctx.cancelled():
+        if not committed:
+            raise Cancelled()
+        return totals  # the commit stands and is reported; retention is the next run's
     if spec.retention is not None:
-        ctx.check()
         ctx.report(phase="retention")
         grace_ms = int(spec.retention.grace_period * 1000)
         sweep = retention.plan_sweep(log, now, grace_ms)

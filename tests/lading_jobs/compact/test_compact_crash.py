@@ -1,7 +1,14 @@
 """Crash: a compaction SIGKILLed at 12 points spread over its storage calls (log reads, part reads,
 group writes, completing uploads, the commit, retention). After each kill the table opens and reads
 the same rows; a rerun completes; retention past the grace period leaves exactly the live parts
-and no pending upload. The runs are forks of one worker process that imported the engine once."""
+and no pending upload. The runs are forks of one worker process that imported the engine once.
+
+SIGTERM at each step of the commit (completing the outputs, the commit's conditional PUT, the
+checkpoint after it), with a watchdog that would exit at once: the commit runs to its end and the
+run reports it (exit 0, the new state); SIGTERM while groups are rewritten cancels the run (exit
+143, the old state). Either way the rows read the same, a rerun completes and retention later
+leaves exactly the live parts. Before the compaction commit was a commit section the watchdog cut
+it: exit 143, ``cancelled``, and the commit cut short."""
 
 from __future__ import annotations
 
@@ -13,7 +20,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -23,7 +32,7 @@ from lading_jobs.compact import retention
 from lading_jobs.compact.plan import written_by_compaction
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log import Change, TableLog
 from lading_jobs.table.schema import TableSchema
 
 WORKER = Path(__file__).with_name("crash_worker.py")
@@ -55,16 +64,16 @@ class Worker:
     the run's exit code (-9: SIGKILLed), its result when it finished, its traceback if any."""
 
     def __init__(self, tmp: Path) -> None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "spark_apps"), str(ROOT)]))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "spark_apps"), str(ROOT), str(ROOT / "tests")]))
         self.tmp, self.n = tmp, 0
         self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=env)
 
-    def run(self, uri: str, kill_at: int) -> tuple[int, dict[str, int] | None, str]:
+    def run(self, uri: str, kill_at: int, term: dict[str, Any] | None = None) -> tuple[int, dict[str, Any] | None, str]:
         self.n += 1
         out = self.tmp / f"run-{self.n}.json"
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(f"{uri} {kill_at} {out}\n")
+        self.proc.stdin.write(json.dumps({"uri": uri, "kill_at": kill_at, "out": str(out), "term": term}) + "\n")
         self.proc.stdin.flush()
         code = int(self.proc.stdout.readline())
         err = Path(f"{out}.err")
@@ -77,13 +86,32 @@ class Worker:
         self.proc.wait(timeout=60)
 
 
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+    """One worker (its imports) for every run of this module."""
+    w = Worker(tmp_path_factory.mktemp("runs"))
+    yield w
+    w.close()
+
+
 @pytest.mark.slow
-def test_a_compaction_killed_anywhere_leaves_the_table_whole_and_retention_cleans_up(tmp_path: Path) -> None:
-    worker = Worker(tmp_path)
-    try:
-        check_kills(tmp_path, worker)
-    finally:
-        worker.close()
+def test_a_compaction_killed_anywhere_leaves_the_table_whole_and_retention_cleans_up(tmp_path: Path,
+                                                                                      worker: Worker) -> None:
+    check_kills(tmp_path, worker)
+
+
+def cleaned_up_later(uri: str, table: Path, expected: Counter, what: str) -> None:
+    """Retention, once the grace period is over, leaves exactly the live parts and no upload."""
+    log = TableLog.open_existing(uri)
+    snap = log.snapshot()
+    later = int(time.time() * 1000) + 2 * 3600 * 1000
+    retention.apply(log.storage, retention.plan_sweep(log, later, 3600 * 1000))
+    live = {p.path for p in snap.parts}
+    left = {o.uri.removeprefix(uri) for o in log.storage.list_objects(f"{uri}data/")}
+    assert left == live, f"{what}: leftovers {sorted(left - live)}"
+    assert not log.storage.list_pending_uploads(uri)
+    assert not list(table.rglob(f"{st.STAGING_DIR}/*.part"))
+    assert rows(uri) == expected
 
 
 def check_kills(tmp_path: Path, worker: Worker) -> None:
@@ -114,14 +142,50 @@ def check_kills(tmp_path: Path, worker: Worker) -> None:
         log = TableLog.open_existing(uri)
         snap = log.snapshot()
         assert all(written_by_compaction(p) for p in snap.parts), "the rerun compacted every small part"
-        # retention, once the grace period is over, leaves exactly the live parts and no upload
-        later = int(time.time() * 1000) + 2 * 3600 * 1000
-        retention.apply(log.storage, retention.plan_sweep(log, later, 3600 * 1000))
-        live = {p.path for p in snap.parts}
-        left = {o.uri.removeprefix(uri) for o in log.storage.list_objects(f"{uri}data/")}
-        assert left == live, f"kill at {n}: leftovers {sorted(left - live)}"
-        assert not log.storage.list_pending_uploads(uri)
-        assert not list(Path(table).rglob(f"{st.STAGING_DIR}/*.part"))
-        assert rows(uri) == expected
+        cleaned_up_later(uri, table, expected, f"kill at {n}")
         outcomes.append(committed)
     assert not all(outcomes) and any(outcomes), "kills fell both before and after the commit"
+
+
+COMMIT = 20  # the compaction's commit: the table is at 19, so a checkpoint follows it
+TERM_STEPS = {  # step: (method, match, nth), SIGTERM sent just before that storage call
+    "while rewriting groups": ("begin_upload", "", 2),
+    "at the first completion": ("complete_upload", "", 1),
+    "between completions": ("complete_upload", "", 2),
+    "before the commit PUT": ("put_if_absent", fmt.commit_name(COMMIT), 1),
+    "before the checkpoint": ("put", fmt.checkpoint_uri("", COMMIT).rsplit("/", 1)[-1], 1),
+}
+
+
+@pytest.mark.slow
+def test_a_sigterm_during_the_compaction_commit_waits_for_it_and_the_run_reports_it(tmp_path: Path,
+                                                                                     worker: Worker) -> None:
+    base = tmp_path / "base"
+    base_uri = build(base)
+    log = TableLog.open_existing(base_uri)
+    while log.version < COMMIT - 1:
+        log.commit(Change())
+    expected = rows(base_uri)
+    for step, (method, match, nth) in TERM_STEPS.items():
+        table = tmp_path / step.replace(" ", "-")
+        shutil.copytree(base, table)
+        uri = f"file://{table}/"
+        rewriting = step == "while rewriting groups"
+        # before the commit the run cancels itself (a long grace); in it, the watchdog would exit at once
+        term = {"method": method, "match": match, "nth": nth, "grace": 60 if rewriting else 0}
+        code, result, err = worker.run(uri, 0, term)
+        assert result is not None, (step, err)
+        snap = TableLog.open_existing(uri).snapshot()
+        if rewriting:
+            assert (code, result) == (143, {"cancelled": True}), (step, result, err)
+            assert snap.version == COMMIT - 1, "nothing committed"
+        else:
+            assert code == 0 and result["sawSigterm"] is True, (step, code, result, err)
+            assert result["version"] == snap.version == COMMIT and result["rows"] == snap.rows
+            assert all(written_by_compaction(p) for p in snap.parts), f"{step}: the commit is whole"
+        assert rows(uri) == expected, step
+        code, _, err = worker.run(uri, 0)
+        assert code == 0, (step, err)
+        assert rows(uri) == expected, step
+        assert all(written_by_compaction(p) for p in TableLog.open_existing(uri).snapshot().parts)
+        cleaned_up_later(uri, table, expected, step)
