@@ -95,3 +95,32 @@ def test_an_undecidable_compact_commit_deletes_nothing_and_a_rerun_completes(
     later = int(time.time() * 1000) + 2 * 3600 * 1000
     retention.apply(log.storage, retention.plan_sweep(log, later, 3600 * 1000))
     assert data_objects(uri) == {p.path for p in log.snapshot().parts}
+
+
+def test_a_group_another_compaction_committed_first_is_dropped_and_the_run_plans_again(
+        file_uri: Callable[[str], str]) -> None:
+    """Issue 11: a lost race against another compaction re-plans instead of failing. While this run
+    rewrites its group, another compaction commits the same parts: this run's outputs are never
+    committed and not left behind; it plans again (nothing is left to do) and succeeds."""
+    uri = file_uri("t/")
+    version = build(uri)
+    expected = rows(uri)
+    storage = st.open_storage(uri)
+    mine: list[str] = []
+
+    def racing(plan: compact_task.RewritePlan) -> list[compact_task.GroupOutcome]:
+        if not mine:
+            mine.append(plan.write_id)
+            assert run(uri, st.open_storage(uri)).groups == 1  # the other compaction lands first
+        return [compact_task.rewrite_group(plan, i, storage) for i in range(len(plan.groups))]
+
+    spec = parse_compaction({"table": uri, "since": {"version": 0}, "minInputFiles": 2})
+    totals = compact(None, spec, RunContext(), storage=storage, runner=racing)
+    assert (totals.groups_lost, totals.groups, totals.parts_before, totals.parts_after) == (1, 0, 0, 0)
+    assert "groupsReplanned" in totals.to_summary(uri, "r") and totals.reason, "planned again, found nothing"
+    snap = TableLog.open_existing(uri).snapshot()
+    assert snap.version == version + 1 and totals.version == snap.version, "only the other compaction committed"
+    assert mine and not any(p.startswith(f"{fmt.DATA_DIR}/{mine[0]}/") for p in data_objects(uri)), \
+        "the lost group's outputs are gone"
+    assert not storage.list_pending_uploads(uri)
+    assert rows(uri) == expected

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -35,3 +36,38 @@ def test_small_pieces_make_whole_row_groups_and_the_parts_statistics_come_from_t
     assert stats.rows == 3000 and stats.min_time == 0
     k = stats.columns[SCHEMA.column("k").id]
     assert (k.min, k.max, k.nulls) == (0, 2999, 0)
+
+
+def test_a_group_over_the_ceiling_fills_parts_to_95_percent_never_above_and_keeps_every_row(
+        file_uri: Callable[[str], str]) -> None:
+    uri = file_uri("t/")
+    storage = st.open_storage(uri)
+    limit = 256 * 1024
+    writer = CeilingPartWriter(uri, SCHEMA, "c-test", 0, table_id="tid", envelope="append", storage=storage,
+                               max_size=limit, row_group_rows=4096)
+    rng = np.random.default_rng(7)
+    pieces = []
+    for piece in range(40):  # incompressible keys, strings of varied length: about 1.2 MB of Parquet
+        ks = rng.integers(-2**62, 2**62, 2000)
+        pieces.append(pa.table({"k": pa.array(ks, pa.int64()),
+                                "v": [f"{k:x}"[: 1 + int(k) % 13] for k in ks],
+                                fmt.TIME_COLUMN: pa.array([piece] * 2000, pa.int64()),
+                                fmt.DIFF_COLUMN: pa.array([1] * 2000, pa.int64())}))
+        writer.write(pieces[-1])
+    written = writer.finish()
+    sizes = [w.part.size for w in written]
+    assert len(sizes) >= 3 and max(sizes) <= limit, sizes
+    assert min(sizes[:-1]) >= 0.95 * limit, sizes
+    parts = []
+    for w in written:
+        storage.complete_upload(st.PendingUpload.from_dict(w.upload))
+        data = pq.read_table(storage.open_input(fmt.part_uri(uri, w.part.path)))
+        assert data.num_rows == w.part.stats.rows and storage.head(fmt.part_uri(uri, w.part.path)).size == w.part.size
+        k = w.part.stats.columns[SCHEMA.column("k").id]
+        assert (k.min, k.max) == (min(data.column("k").to_pylist()), max(data.column("k").to_pylist()))
+        assert (w.part.stats.min_time, w.part.stats.max_time) == (min(data.column(fmt.TIME_COLUMN).to_pylist()),
+                                                                  max(data.column(fmt.TIME_COLUMN).to_pylist()))
+        parts.append(data.select(["k", "v", fmt.TIME_COLUMN]))
+    got, handed = pa.concat_tables(parts), pa.concat_tables(pieces)
+    assert all(got.column(c).equals(handed.column(c)) for c in ("k", "v", fmt.TIME_COLUMN)), \
+        "every row, in the order handed over"
