@@ -6,15 +6,20 @@ why a compaction outruns Spark reading and rewriting the same parts itself.
 A group that needs consolidating or sorting is held in memory whole (about
 ``targetFileSize`` of compressed input, decompressed); a plain bin-pack (an
 append or diff table, no ``sortBy``, every row at or after ``since``) streams:
-each part's rows go to the writer as they are read, in part order. The
-outputs stay pending uploads; on an exception the task aborts its own.
+each part's rows go to the writer as they are read, in part order, while the
+next part is read on a helper thread (``_read_ahead``: decoding, or on S3 the
+fetch, overlaps encoding). The outputs stay pending uploads; on an exception
+the task aborts its own.
 """
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
+import itertools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +30,7 @@ from lading_jobs.compact import rewrite
 from lading_jobs.compact.parts import CeilingPartWriter
 from lading_jobs.compact.plan import Group
 from lading_jobs.table import reader
-from lading_jobs.table.log import Snapshot
+from lading_jobs.table.log import Part, Snapshot
 from lading_jobs.table.writer import WrittenPart
 from lading_jobs.unload.parquetfile import FileTooSmall
 
@@ -78,12 +83,33 @@ def _read_group(plan: RewritePlan, group: Group, storage: st.Storage) -> tuple[p
     """The group's rows, consolidated and sorted (held in memory whole); and how many were read."""
     snap = plan.snapshot
     ranked = snap.envelope == "upsert"  # only upserts order rows by part and position
-    pieces = [reader.read_part(storage, snap, p, order=ranked) for p in group.parts]
+    pieces = list(_read_ahead(storage, snap, group.parts, order=ranked, ahead=2))
     rows = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
     del pieces
     out = rewrite.consolidate(rows, snap.envelope, snap.key_columns, plan.since, drop_deletes=group.drop_deletes,
                               sort_by=plan.sort_by)
     return out.rows, rows.num_rows
+
+
+def _read_ahead(storage: st.Storage, snap: Snapshot, parts: Sequence[Part], *, order: bool = False,
+                ahead: int = 1) -> Iterator[pa.Table]:
+    """The parts' rows, in order, with up to ``ahead`` next parts read on helper threads meanwhile.
+
+    pyarrow decodes and encodes without the GIL, so a core the task would leave idle
+    (a group alone on an executor, or the encoder waiting for the next part) decodes:
+    a streamed group reads one part ahead while it writes the one before; a group held
+    whole reads two at a time.
+    """
+    todo = iter(parts)
+    with concurrent.futures.ThreadPoolExecutor(ahead, thread_name_prefix="lading-read") as pool:
+        pending = collections.deque(pool.submit(reader.read_part, storage, snap, p, order=order)
+                                    for p in itertools.islice(todo, ahead))
+        while pending:
+            piece = pending.popleft().result()
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending.append(pool.submit(reader.read_part, storage, snap, nxt, order=order))
+            yield piece
 
 
 def rewrite_group(plan: RewritePlan, index: int, storage: st.Storage) -> GroupOutcome:
@@ -97,8 +123,7 @@ def rewrite_group(plan: RewritePlan, index: int, storage: st.Storage) -> GroupOu
     try:
         if streams(plan, group):
             rows_in = 0
-            for part in group.parts:
-                piece = reader.read_part(storage, snap, part, order=False)
+            for piece in _read_ahead(storage, snap, group.parts):
                 rows_in += piece.num_rows
                 writer.write(piece)
             rows_out = rows_in

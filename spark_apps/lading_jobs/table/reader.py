@@ -128,15 +128,22 @@ def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex
         keep_ids = {c.id for c in snapshot.schema.columns} | {fmt.TIME_FIELD_ID, fmt.DIFF_FIELD_ID}
         columns = [fld.name for fld, fid in zip(arrow_schema, ids, strict=True) if fid in keep_ids]
         md = pf.metadata
-        leaves = _leaf_fields(arrow_schema)
         wanted, starts, offset = [], [], 0
-        for i in range(md.num_row_groups):
-            rg_stats, rg_min_time = _row_group_stats(md, i, leaves)
-            if not (snapshot.as_of is not None and rg_min_time is not None and rg_min_time > snapshot.as_of) \
-                    and ex.might_match(skip, rg_stats):
+        if isinstance(skip, ex.AlwaysTrue) and snapshot.as_of is None:
+            # nothing to skip by: every row group, without turning their statistics into Python
+            for i in range(md.num_row_groups):
                 wanted.append(i)
                 starts.append(offset)
-            offset += md.row_group(i).num_rows
+                offset += md.row_group(i).num_rows
+        else:
+            leaves = _leaf_fields(arrow_schema)
+            for i in range(md.num_row_groups):
+                rg_stats, rg_min_time = _row_group_stats(md, i, leaves)
+                if not (snapshot.as_of is not None and rg_min_time is not None and rg_min_time > snapshot.as_of) \
+                        and ex.might_match(skip, rg_stats):
+                    wanted.append(i)
+                    starts.append(offset)
+                offset += md.row_group(i).num_rows
         if not wanted:
             table = arrow_schema.empty_table().select(columns)
             positions = pa.array([], pa.int64())
