@@ -167,7 +167,7 @@ def _pieces(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Settings,
     return splits.pieces(refs, fmt_name, chunk_bytes, footers)
 
 
-def plan_tasks(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Settings,
+def plan_tasks(files: Iterable[st.ObjectInfo], fmt_name: str, settings: st.S3Settings,
                chunk_bytes: int = CHUNK_BYTES) -> list[FileTask]:
     """One task per file; a Parquet file bigger than ``chunk_bytes`` is split into tasks of
     consecutive row groups of about that many (compressed) bytes, read from its footer
@@ -175,11 +175,13 @@ def plan_tasks(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Setting
     return plan_load(files, fmt_name, settings, 1, chunk_bytes)[0]
 
 
-def plan_load(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Settings, cores: int,
+def plan_load(files: Iterable[st.ObjectInfo], fmt_name: str, settings: st.S3Settings, cores: int,
               chunk_bytes: int = CHUNK_BYTES) -> tuple[list[FileTask], list[list[int]]]:
     """The file tasks (``plan_tasks``) and their grouping into Spark tasks: small files packed
     under Spark's budget rule over the run's bytes (``splits.budget``, ``splits.pack_indices``),
-    so many small files make fewer, larger tasks."""
+    so many small files make fewer, larger tasks. ``files`` may be any iterable (a storage
+    listing is a generator): it is read once."""
+    files = list(files)
     found = _pieces(files, fmt_name, settings, chunk_bytes)
     tasks = [FileTask(i, p.uri, p.etag, p.size, p.file_index, p.row_groups, p.first_row)
              for i, p in enumerate(found)]
