@@ -57,9 +57,20 @@ def build_session(master: str | None = None, app_name: str = "lading", conf: dic
     return session
 
 
-def wait_for_tasks(sc: Any, group: str, deadline_seconds: float = 120.0) -> None:
+WORKER_EXIT_GRACE = 2.0
+"""Seconds a failed job's Python workers get to die after Spark reports their tasks ended."""
+
+
+def wait_for_tasks(sc: Any, group: str, deadline_seconds: float = 120.0,
+                   grace_seconds: float = WORKER_EXIT_GRACE) -> None:
     """Block until no task of the job group ``group`` is still running (a failed job's
-    other tasks are killed asynchronously), or the deadline passes."""
+    other tasks are killed asynchronously), or the deadline passes; then ``grace_seconds``
+    more. Spark counts a task as ended when its JVM side has, but stops the task's Python
+    worker asynchronously (the JVM asks the worker daemon to kill it): until then the
+    worker keeps encoding the batches it already received and can begin an upload after
+    the driver's sweep listed the pending ones (seen as a left-over upload of a failed
+    unload under two test workers). Callers sweep after this returns; only failure paths
+    call it, so the grace costs nothing on success."""
     tracker = sc.statusTracker()
     deadline = time.monotonic() + deadline_seconds
     while time.monotonic() < deadline:
@@ -70,5 +81,6 @@ def wait_for_tasks(sc: Any, group: str, deadline_seconds: float = 120.0) -> None
                 stage = tracker.getStageInfo(stage_id)
                 active += stage.numActiveTasks if stage is not None else 0
         if active == 0:
+            time.sleep(grace_seconds)
             return
         time.sleep(0.2)
