@@ -28,6 +28,22 @@ pytest_plugins = ["harness.fixtures"]
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules that declare the longest timeout come first (the stream fault tests: minutes of
+    driver restarts, one test each). scripts/test hands modules to its two xdist workers in
+    collection order (``--no-loadscope-reorder``), so these start at once, side by side, and
+    the rest of the suite runs beside them instead of after them. Otherwise the order stays."""
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    longest: dict[str, float] = {}
+    for item in items:
+        mark = item.get_closest_marker("timeout")
+        seconds = float(mark.args[0]) if mark is not None and mark.args else 0.0
+        longest[module(item)] = max(longest.get(module(item), 0.0), seconds)
+    items.sort(key=lambda item: -longest[module(item)])
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
