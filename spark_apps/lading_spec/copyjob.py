@@ -236,6 +236,10 @@ def _columns(value: Any) -> tuple[Column, ...]:
         path = f"to.schema[{i}]"
         raw = _mapping(raw, path)
         _only(raw, path, ("name", "type", "nullable", "default"))
+        if isinstance(raw.get("name"), bool):
+            raise SpecError(f"{path}.name", f"expected a column name, got {str(raw['name']).lower()}: YAML, as "
+                            "kubectl reads it, takes an unquoted y, yes, on, n, no or off for a boolean; "
+                            "quote the name (name: \"y\")")
         if not isinstance(raw.get("name"), str) or not raw["name"]:
             raise SpecError(f"{path}.name", "expected a column name")
         if not isinstance(raw.get("type"), str) or not raw["type"]:

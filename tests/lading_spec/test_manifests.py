@@ -76,3 +76,14 @@ def test_float_keys_as_go_formats_them(value: float, expected: str) -> None:
 def test_nan_and_infinity_are_not_values() -> None:
     with pytest.raises(SpecError, match="not a JSON value"):
         manifests.load_all("a: .nan\n")
+
+
+def test_an_unquoted_y_column_name_says_to_quote_it() -> None:
+    """kubectl (and so lading run) reads ``name: y`` as true; the error says why and how to fix it."""
+    from lading_spec.copyjob import parse_copyjob
+
+    doc = manifests.load_all("kind: CopyJob\nspec:\n  from: {files: 's3://bkt/in/', format: csv}\n"
+                             "  to:\n    table: 's3://bkt/t/'\n    schema:\n      - {name: x, type: int}\n"
+                             "      - {name: y, type: int}\n")[0]
+    with pytest.raises(SpecError, match=r'to\.schema\[1\]\.name.*got true.*quote the name \(name: "y"\)'):
+        parse_copyjob(doc["spec"])

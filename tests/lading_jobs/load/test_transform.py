@@ -1,7 +1,8 @@
 """Loads with a transform (``spec.transform``), end to end on file:// with the shared Spark session.
 
-Each seed example loads real files with ``run_load`` and the table's rows are compared with
-the same SELECT that Spark itself runs over the same files (``spark.read.csv``), so a wrong
+Each seed example loads real files with ``lading run`` (a CopyJob YAML, as a user writes it) and
+the table's rows are compared with the same SELECT that Spark itself runs over the same files
+(``spark.read.csv``), so a wrong
 mapping, a lost row or a wrong cast fails. Errors: with ``onError: continue`` a row whose
 expression fails is rejected with its file and line and the rest commit; with ``abort``
 nothing commits.
@@ -61,6 +62,20 @@ def spark_select(spark: Any, path: str, names: list[str], sql: str) -> list[dict
     return [r.asDict() for r in spark.sql(sql).collect()]
 
 
+def lading_run(spec: dict[str, Any], workdir: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """``lading run copyjob.yaml --json`` on the CopyJob a user would write; its result."""
+    manifest = workdir / "copyjob.yaml"
+    # JSON is YAML with every string quoted: a column named y stays a string (kubectl, and so
+    # lading run, read an unquoted y as true)
+    manifest.write_text(json.dumps({"apiVersion": "lading.io/v1alpha1", "kind": "CopyJob",
+                                    "metadata": {"name": "seed-load"}, "spec": spec}))
+    capsys.readouterr()
+    code = cli.main(["run", str(manifest), "--master", "local[2]", "--json", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
 @pytest.fixture
 def root(file_uri: Callable[[str], str]) -> str:
     return file_uri("root/")
@@ -71,7 +86,8 @@ def put(prefix: str, files: dict[str, str]) -> None:
         store(prefix).put(st.join(prefix, name), text.encode())
 
 
-def test_column_list_with_fields_and_where(spark: Any, root: str) -> None:
+def test_column_list_with_fields_and_where(spark: Any, root: str, tmp_path: Path, keep_signals: None,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     """COPY INTO t (x, y, w) SELECT a, a + b, to_string(c) FROM location WITH FIELDS (a, b, c) WHERE b::int > 2
     — z is not listed and takes its default."""
     src, table = root + "in/", root + "t/"
@@ -82,7 +98,7 @@ def test_column_list_with_fields_and_where(spark: Any, root: str) -> None:
                                               {"name": "w", "type": "string"}]},
             "transform": {"columns": ["x", "y", "w"], "fields": ["a", "b", "c"],
                           "select": "SELECT a, a::int + b::int, string(c) FROM source WHERE b::int > 2"}}
-    result = run_load(spark, job(spec))
+    result = lading_run(spec, tmp_path, capsys)
     assert result["rows"] == 3 and result["rowsFiltered"] == 2 and result["rowsRejected"] == 0
     expected = spark_select(spark, src.removeprefix("file://"), ["a", "b", "c"],
                             "SELECT CAST(a AS int) AS x, CAST(a::int + b::int AS bigint) AS y, 'dflt' AS z, string(c) AS w "
@@ -91,7 +107,8 @@ def test_column_list_with_fields_and_where(spark: Any, root: str) -> None:
     assert len(expected) == 3
 
 
-def test_ranges_with_computed_date_parts(spark: Any, root: str) -> None:
+def test_ranges_with_computed_date_parts(spark: Any, root: str, tmp_path: Path, keep_signals: None,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
     """COPY INTO t SELECT year(datetime($11)), month(datetime($11)), $1..$10, $21..$100 FROM location
     (here 24 fields: $1..$3, a timestamp in $4, $5..$6, $21..$24 → columns in table order)."""
     src, table = root + "in/", root + "t/"
@@ -107,7 +124,7 @@ def test_ranges_with_computed_date_parts(spark: Any, root: str) -> None:
     spec = {"from": {"files": src, "format": "csv"}, "to": {"table": table, "schema": schema},
             "transform": {"select": "SELECT year(timestamp($4)), month(timestamp($4)), $1..$3, $5..$6, $21..$24 "
                                     "FROM source"}}
-    result = run_load(spark, job(spec))
+    result = lading_run(spec, tmp_path, capsys)
     assert result["rows"] == 4 and result["rowsFiltered"] == 0
     names = [f"c{k}" for k in range(1, 25)]
     expected = spark_select(spark, src.removeprefix("file://"), names,
@@ -117,7 +134,8 @@ def test_ranges_with_computed_date_parts(spark: Any, root: str) -> None:
     assert {r["mo"] for r in expected} == {1, 2, 3, 4}
 
 
-def test_typed_where_over_100_fields(spark: Any, root: str) -> None:
+def test_typed_where_over_100_fields(spark: Any, root: str, tmp_path: Path, keep_signals: None,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
     """select $1..$99 where $100::int > 2, over 100 CSV fields."""
     src, table = root + "in/", root + "t/"
     rows = [",".join([str(r * 1000 + k) for k in range(1, 100)] + [str(r)]) for r in range(6)]
@@ -125,7 +143,7 @@ def test_typed_where_over_100_fields(spark: Any, root: str) -> None:
     schema = [{"name": f"c{k}", "type": "bigint"} for k in range(1, 100)]
     spec = {"from": {"files": src, "format": "csv"}, "to": {"table": table, "schema": schema},
             "transform": {"select": "SELECT $1..$99 FROM source WHERE $100::int > 2"}}
-    result = run_load(spark, job(spec))
+    result = lading_run(spec, tmp_path, capsys)
     assert result["rows"] == 3 and result["rowsFiltered"] == 3
     expected = spark_select(spark, src.removeprefix("file://"), [f"c{k}" for k in range(1, 101)],
                             "SELECT " + ", ".join(f"CAST(c{k} AS bigint) AS c{k}" for k in range(1, 100))
