@@ -9,7 +9,7 @@ committed parts, holds every line of every matching file exactly once, its ledge
 every file, and no upload is left pending. A separate module so that pytest-xdist runs
 it beside the Kafka test.
 
-``LADING_FAULT_FILE_KILLS`` changes the number of kills (default 10).
+``LADING_FAULT_FILE_KILLS`` changes the number of kills (default 20, as the Kafka test).
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from lading_jobs.table.log import TableLog
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)  # 20 driver JVMs started and killed, one after the other
 def test_files_exactly_once_across_sigkills(spark: Any, bucket: str, s3_client: Any, tmp_path: Path,
                                             progress_env: None) -> None:
-    kills = int(os.environ.get("LADING_FAULT_FILE_KILLS", "10"))
+    kills = int(os.environ.get("LADING_FAULT_FILE_KILLS", "20"))
     files_per_round, lines = 6, 40
     table = f"s3://{bucket}/from-files/"
     spec = {"source": {"files": {"uri": f"s3://{bucket}/landing/", "pattern": "*.jsonl", "format": "json"}},
