@@ -523,11 +523,9 @@ class LocalStorage(Storage):
 
     def _temporary(self, p: Path, data: bytes) -> Path:
         """``data`` written and fsynced under the hidden staging directory beside ``p`` (never listed)."""
-        staging = p.parent / STAGING_DIR
-        staging.mkdir(parents=True, exist_ok=True)
-        tmp = staging / f"{uuid.uuid4().hex}.tmp"
+        tmp, fd = _create_in_staging(p.parent / STAGING_DIR, f"{uuid.uuid4().hex}.tmp")
         try:
-            with open(tmp, "wb") as f:
+            with open(fd, "wb") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
@@ -545,11 +543,9 @@ class LocalStorage(Storage):
         return _path(uri).parent / STAGING_DIR
 
     def begin_upload(self, uri: str) -> PendingUpload:
-        staging = self._staging(uri)
-        staging.mkdir(parents=True, exist_ok=True)
         # <32 hex>-<name>.part: the name tells list_pending_uploads which key the upload is for
-        part = staging / f"{uuid.uuid4().hex}-{_path(uri).name}.part"
-        part.touch()
+        part, fd = _create_in_staging(self._staging(uri), f"{uuid.uuid4().hex}-{_path(uri).name}.part")
+        os.close(fd)
         return PendingUpload(uri=uri, upload_id=str(part))
 
     def upload_part(self, upload: PendingUpload, data: bytes) -> None:
@@ -606,6 +602,25 @@ def _fsync_dir(directory: Path) -> None:
         pass  # some file systems refuse fsync on directories; the rename is still atomic
     finally:
         os.close(fd)
+
+
+def _create_in_staging(staging: Path, name: str) -> tuple[Path, int]:
+    """A new empty file ``name`` in ``staging``, opened for writing.
+
+    Another task's upload in the same directory removes ``staging`` once it is empty
+    (``_remove_empty``), possibly between our ``mkdir`` and our ``open``: then the directory
+    is made again. Each retry follows a removal by someone else, so the loop ends.
+    """
+    path = staging / name
+    for _ in range(1000):
+        try:  # mkdir itself raises FileExistsError when the directory goes between its checks
+            staging.mkdir(parents=True, exist_ok=True)
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except (FileNotFoundError, FileExistsError):
+            if path.exists():
+                raise
+            continue
+    raise OSError(f"could not create {path}: its directory kept disappearing")
 
 
 def _remove_empty(directory: Path) -> None:

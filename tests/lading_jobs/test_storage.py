@@ -144,3 +144,35 @@ def test_endpoint_with_credentials_is_refused(monkeypatch: pytest.MonkeyPatch) -
     assert S3Settings.from_env().endpoint == "http://127.0.0.1:9000"
     with pytest.raises(SpecError, match="must not carry credentials"):
         S3Settings(endpoint="http://key:secret@127.0.0.1:9000")
+
+
+def test_local_uploads_in_one_directory_survive_each_others_clean_up(file_uri: Callable[[str], str]) -> None:
+    """An aborted upload removes its empty staging directory; another task's upload beside it
+    must not fail when that happens between its ``mkdir`` and its create (seen in CI as
+    ``FileNotFoundError`` from a transform load whose other task had just aborted)."""
+    import threading
+
+    storage, root = LocalStorage(), file_uri("race/")
+    failures: list[BaseException] = []
+
+    def churn(worker: int) -> None:
+        try:
+            for i in range(400):
+                upload = storage.begin_upload(f"{root}d/part-{worker}-{i}.bin")
+                if i % 2:
+                    storage.abort_upload(upload)
+                else:
+                    storage.upload_part(upload, b"x")
+                    storage.complete_upload(upload)
+                storage.put(f"{root}d/marker-{worker}", b"m")
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failures.append(e)
+
+    threads = [threading.Thread(target=churn, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert storage.list_pending_uploads(root) == []
+    assert len([o for o in storage.list_objects(root + "d/") if "/part-" in o.uri]) == 6 * 200
