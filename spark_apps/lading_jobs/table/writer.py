@@ -327,8 +327,10 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
            before_commit: Callable[[list[WrittenPart], int], None] | None = None) -> Snapshot:
     """Append a DataFrame as one commit (creating the table from its schema if ``create``).
 
-    ``replace``: the same commit removes every part of the version the write started
-    from, so readers see the old contents or the new ones, never a mix. ``nonce`` names
+    ``replace``: the same commit removes every part of the table's version read once the
+    tasks have written (appends that commit after that read are rebased over and kept: the
+    replace is ordered before them), so readers see the old contents or the new ones, never
+    a mix; a part a concurrent compaction already removed makes the commit conflict. ``nonce`` names
     the commit in the log and ``before_commit(written, base)`` runs once the tasks wrote
     their pending parts, before anything completes (an engine records its intent there:
     the uploads, and the version ``base`` after which to look for the nonce).
