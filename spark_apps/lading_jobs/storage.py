@@ -20,6 +20,7 @@ import contextlib
 import fnmatch
 import os
 import shutil
+import stat
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -465,15 +466,20 @@ class LocalStorage(Storage):
                 p = Path(dirpath) / name
                 uri = _uri(p)
                 if uri.startswith(prefix) or str(p).startswith(str(base)):
-                    st = p.stat()
+                    try:
+                        st = p.stat()
+                    except FileNotFoundError:  # deleted since the walk saw it: not listed (as on S3)
+                        continue
                     found.append(ObjectInfo(uri, st.st_size, _etag(st), st.st_mtime))
         yield from sorted(found, key=lambda o: o.uri)
 
     def head(self, uri: str) -> ObjectInfo | None:
-        p = _path(uri)
-        if not p.is_file():
+        try:
+            st = _path(uri).stat()
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        st = p.stat()
+        if not stat.S_ISREG(st.st_mode):
+            return None
         return ObjectInfo(uri, st.st_size, _etag(st))
 
     def read(self, uri: str, etag: str | None = None) -> bytes:

@@ -176,3 +176,31 @@ def test_local_uploads_in_one_directory_survive_each_others_clean_up(file_uri: C
     assert failures == []
     assert storage.list_pending_uploads(root) == []
     assert len([o for o in storage.list_objects(root + "d/") if "/part-" in o.uri]) == 6 * 200
+
+
+def test_local_listing_and_head_skip_objects_deleted_while_they_run(file_uri: Callable[[str], str]) -> None:
+    """A listing walks, then stats each file: one deleted in between is left out, not an error
+    (an S3 listing may or may not show an object deleted during it; it never fails)."""
+    import threading
+
+    storage, root = LocalStorage(), file_uri("churn/")
+    stop = threading.Event()
+
+    def churn() -> None:
+        i = 0
+        while not stop.is_set():
+            uri = f"{root}f-{i % 50}"
+            storage.put(uri, b"x")
+            storage.delete([uri])
+            i += 1
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        for _ in range(300):
+            assert all(o.uri.startswith(root) for o in storage.list_objects(root))
+            head = storage.head(root + "f-7")
+            assert head is None or head.size == 1
+    finally:
+        stop.set()
+        thread.join()
