@@ -54,7 +54,9 @@ def free_port() -> int:
 def s3_endpoint() -> Iterator[str]:
     """A real S3 API server (moto) on 127.0.0.1; sets AWS_* for this process and Spark."""
     from moto.server import ThreadedMotoServer
+    from support.moto_atomic import make_conditional_writes_atomic
 
+    make_conditional_writes_atomic()  # one winner per conditional PUT, as on S3
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -204,3 +206,42 @@ def test_local_listing_and_head_skip_objects_deleted_while_they_run(file_uri: Ca
     finally:
         stop.set()
         thread.join()
+
+
+
+def test_concurrent_put_if_absent_of_one_key_has_one_winner(root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table log's commit relies on it: of writers racing to create one key, exactly one
+    wins and the others see ``False`` (on S3: 412). moto checks the condition and stores the
+    object in two steps; a pause between them (here 50 ms, in CI a thread switch) let two
+    writers win and the second overwrite the first, until tests/support/moto_atomic.py."""
+    import threading
+
+    if root.startswith("s3://"):
+        from moto.s3.models import S3Backend
+
+        store = S3Backend.put_object
+
+        def slow_store(self: Any, *args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.05)  # widen the check-then-store window
+            return store(self, *args, **kwargs)
+
+        monkeypatch.setattr(S3Backend, "put_object", slow_store)
+    storage = open_storage(root)
+    for round_ in range(5):
+        uri = f"{root}log/{round_:05d}.json"
+        barrier = threading.Barrier(4)
+        won: list[int] = []
+
+        def race(writer: int, uri: str = uri, barrier: threading.Barrier = barrier,
+                 won: list[int] = won) -> None:
+            barrier.wait()
+            if storage.put_if_absent(uri, f"writer {writer}".encode()):
+                won.append(writer)
+
+        threads = [threading.Thread(target=race, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(won) == 1, f"round {round_}: winners {won}"
+        assert storage.read(uri) == f"writer {won[0]}".encode()

@@ -1,0 +1,38 @@
+"""Make moto's conditional writes atomic, as S3's are.
+
+moto checks ``If-None-Match: *`` / ``If-Match`` and then stores the object in two steps,
+with no lock between them, and its server answers each request on its own thread: two
+concurrent ``PutObject If-None-Match: *`` of one key can both succeed, the second
+overwriting the first. On S3 exactly one succeeds and the other gets 412. The table log's
+commit protocol depends on that (two writers racing for one version: one wins, the other
+rebases), so with moto as it ships a concurrency test can lose a commit that S3 would have
+kept. Serialising moto's whole-object PUTs and its POSTs (CompleteMultipartUpload, which
+honours the same headers) restores S3's behaviour; part uploads and reads stay concurrent.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+_LOCK = threading.RLock()
+_PATCHED = "_lading_atomic"
+
+
+def make_conditional_writes_atomic() -> None:
+    """Patch moto's S3 request handlers in this process (idempotent)."""
+    from moto.s3.responses import S3Response
+
+    for name in ("put_object", "_key_response_post"):
+        method = getattr(S3Response, name)
+        if getattr(method, _PATCHED, False):
+            continue
+
+        @functools.wraps(method)
+        def serialised(self: Any, *args: Any, _method: Any = method, **kwargs: Any) -> Any:
+            with _LOCK:
+                return _method(self, *args, **kwargs)
+
+        setattr(serialised, _PATCHED, True)
+        setattr(S3Response, name, serialised)
