@@ -4,6 +4,11 @@
       read parts, consolidate, write pending parts ─► complete + ONE compact commit
       (re-plan if another compaction took a group's parts) ─► retention (grace period)
   any failure or cancellation before the commit ─► abort every pending upload of the run
+      (and delete its staging files)
+
+A sorted rewrite of an append or diff table sorts all its groups as one, cut
+into ranges of the first sort column (``compact.rangesort``: two stages of
+tasks), and lands them as one unit: all of its groups commit, or none.
 
 A run that finds nothing to rewrite still moves ``since`` forward (a commit
 with no parts) when the spec asks for a later frontier.
@@ -18,16 +23,16 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lading_jobs import storage as st
 from lading_jobs.compact import commit as landing
-from lading_jobs.compact import frontier, retention
+from lading_jobs.compact import frontier, rangesort, retention
 from lading_jobs.compact import plan as planner
+from lading_jobs.compact import task as compact_task
 from lading_jobs.compact.scope import bind_filter
-from lading_jobs.compact.task import GroupOutcome, RewritePlan, task_body
+from lading_jobs.compact.task import GroupOutcome, RewritePlan
 from lading_jobs.engine import Cancelled, JobResult, RunContext
 from lading_jobs.table import format as fmt
 from lading_jobs.table import writer as table_writer
@@ -92,41 +97,46 @@ def _check_sort_by(snapshot: Snapshot, sort_by: tuple[str, ...]) -> None:
                                             "sort by scalar columns")
 
 
-def _run_groups(spark: Any, plan: RewritePlan, ctx: RunContext) -> list[GroupOutcome]:
+def _spark_runner(spark: Any, ctx: RunContext) -> compact_task.Runner:
+    """Runs a stage as one Spark job of one task per index, in the run's job group."""
     import pyarrow as pa  # noqa: F401 - the task body needs it on executors
 
     counters = (ctx.progress.rows, ctx.progress.bytes, ctx.progress.files) if ctx.progress is not None else None
-    n = len(plan.groups)
-    sc = spark.sparkContext
-    sc.setJobGroup(plan.write_id, f"lading compaction of {plan.snapshot.uri} ({n} groups)", interruptOnCancel=True)
-    try:
-        df = spark.range(0, n, 1, numPartitions=n).mapInArrow(task_body(plan, counters), "outcome string")
-        rows = df.collect()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-    outcomes = sorted((GroupOutcome.from_json(r.outcome) for r in rows), key=lambda o: o.group)
-    return outcomes
+
+    def run(stage: compact_task.Stage) -> list[str]:
+        n = stage.count
+        sc = spark.sparkContext
+        sc.setJobGroup(stage.plan.write_id, f"lading compaction of {stage.plan.snapshot.uri}: {stage.name} "
+                                            f"({n} tasks)", interruptOnCancel=True)
+        try:
+            df = spark.range(0, n, 1, numPartitions=n).mapInArrow(compact_task.stage_body(stage, counters),
+                                                                   "outcome string")
+            return [r.outcome for r in df.collect()]
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    return run
 
 
 def _sweep_run(uri: str, storage: st.Storage, write_id: str, outcomes: list[GroupOutcome],
                spark: Any) -> None:
-    """Abort every pending upload of this run (tasks killed mid-write included)."""
+    """Abort every pending upload of this run (tasks killed mid-write included) and delete its
+    staging files (a sorted rewrite's first stage)."""
     if spark is not None:
         with contextlib.suppress(Exception):
             table_writer._wait_for_tasks(spark.sparkContext, write_id)
     table_writer.abort_parts(uri, [w for o in outcomes for w in o.written], [write_id], storage=storage)
-
-
-Runner = Callable[[RewritePlan], list[GroupOutcome]]
+    rangesort.discard_staging(uri, write_id, storage)
 
 
 def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = "",
-            storage: st.Storage | None = None, now_ms: int | None = None, runner: Runner | None = None) -> Totals:
+            storage: st.Storage | None = None, now_ms: int | None = None,
+            runner: compact_task.Runner | None = None) -> Totals:
     """One run over ``spec.table``.
 
-    ``now_ms`` is the clock for ``since`` and retention; ``runner`` rewrites the
-    groups (default: one Spark task per group; tests may run ``task.rewrite_group``
-    in-process to drive thousands of plans without a Spark job each).
+    ``now_ms`` is the clock for ``since`` and retention; ``runner`` runs the rewrite's
+    tasks (default: one Spark job per stage, a task per group or range; tests pass
+    ``task.in_process(storage)`` to drive thousands of plans without a Spark job each).
     """
     settings = st.S3Settings.from_env(endpoint=spec.connection.endpoint, region=spec.connection.region)
     storage = storage or st.open_storage(spec.table, settings)
@@ -155,9 +165,15 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
         outcomes: list[GroupOutcome] = []
         rewrite = RewritePlan(replace(snap, parts=(), ledger={}, source_progress={}), the_plan.groups, since,
                               sort_by, write_id, spec.target_file_size, settings)
+        # a sorted append or diff rewrite sorts its groups as one and lands them as one unit
+        as_one = bool(the_plan.groups) and rangesort.applies(rewrite)
+        units = (planner.Group(the_plan.parts),) if as_one else the_plan.groups
         try:
-            if the_plan.groups:
-                outcomes = runner(rewrite) if runner is not None else _run_groups(spark, rewrite, ctx)
+            run_tasks = runner if runner is not None else _spark_runner(spark, ctx)
+            if as_one:
+                outcomes = [rangesort.run(rewrite, run_tasks, storage, ctx.check)]
+            elif the_plan.groups:
+                outcomes = compact_task.rewrite_groups(rewrite, run_tasks)
             ctx.check()
         except BaseException as e:
             _sweep_run(spec.table, storage, write_id, outcomes, spark if runner is None else None)
@@ -165,17 +181,18 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
                 raise Cancelled() from e
             raise
         info = {"runId": run_id, "groups": len(the_plan.groups), "planVersion": snap.version}
-        landed = landing.land(log, snap, the_plan.groups, [o.written for o in outcomes], since, info)
+        landed = landing.land(log, snap, units, [o.written for o in outcomes], since, info)
+        per_unit = len(the_plan.groups) if as_one else 1
         for i in landed.kept:
-            group, outcome = the_plan.groups[i], outcomes[i]
+            group, outcome = units[i], outcomes[i]
             totals.parts_before += len(group.parts)
             totals.bytes_before += group.bytes
             totals.parts_after += len(outcome.written)
             totals.bytes_after += sum(w.part.size for w in outcome.written)
             totals.rows_read += outcome.rows_in
             totals.rows_written += outcome.rows_out
-            totals.groups += 1
-        totals.groups_lost += len(landed.lost)
+            totals.groups += per_unit
+        totals.groups_lost += len(landed.lost) * per_unit
         committed = committed or landed.snapshot is not None
         final = landed.snapshot or log.snapshot()
         totals.version, totals.since = final.version, final.since

@@ -20,8 +20,10 @@ parts did. Outputs of one group share that order; the rewrite keeps one row per
 (key, time) inside a group so no tie between them can arise.
 
 Append and diff tables with ``sortBy`` pack candidates ordered by their first
-sort column's lower bound, so a group holds nearby values (and its sorted
-outputs have narrow statistics) when the data arrives roughly ordered.
+sort column's lower bound, so a group holds nearby values when the data arrives
+roughly ordered; their rewrite then sorts all groups as one and cuts the rows
+into key ranges anyway (``compact.rangesort``), so the outputs are range-disjoint
+however the values were spread.
 
 ``maxBytesPerRun`` takes whole groups, in order, while their input bytes fit.
 A group may *drop deleted keys* (upsert) only when no part outside it may hold

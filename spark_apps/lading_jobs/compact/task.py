@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
+import functools
 import itertools
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +81,7 @@ def streams(plan: RewritePlan, group: Group) -> bool:
             and all(p.stats.min_time is not None and p.stats.min_time >= plan.since for p in group.parts))
 
 
-def _read_group(plan: RewritePlan, group: Group, storage: st.Storage) -> tuple[pa.Table, int]:
+def read_group(plan: RewritePlan, group: Group, storage: st.Storage) -> tuple[pa.Table, int]:
     """The group's rows, consolidated and sorted (held in memory whole); and how many were read."""
     snap = plan.snapshot
     ranked = snap.envelope == "upsert"  # only upserts order rows by part and position
@@ -112,15 +114,31 @@ def _read_ahead(storage: st.Storage, snap: Snapshot, parts: Sequence[Part], *, o
             yield piece
 
 
+@contextlib.contextmanager
+def part_writer(plan: RewritePlan, task: int, storage: st.Storage,
+                keep_order: tuple[int, int] | None = None) -> Iterator[CeilingPartWriter]:
+    """The task's part writer; if the block raises, its uploads are aborted (and a target too
+    small for a footer is named ``targetFileSize``)."""
+    snap = plan.snapshot
+    writer = CeilingPartWriter(snap.uri, snap.schema, plan.write_id, task, table_id=snap.table_id,
+                               envelope=snap.envelope, storage=storage, max_size=plan.target_file_size,
+                               keep_order=keep_order)
+    try:
+        yield writer
+    except FileTooSmall as e:
+        writer.abort()
+        raise FileTooSmall(str(e).replace("to.maxFileSize", "targetFileSize")) from e
+    except BaseException:
+        writer.abort()
+        raise
+
+
 def rewrite_group(plan: RewritePlan, index: int, storage: st.Storage) -> GroupOutcome:
     """Read, consolidate and write group ``index``; its outputs are pending uploads."""
     started = time.monotonic()
     group = plan.groups[index]
     snap = plan.snapshot
-    writer = CeilingPartWriter(snap.uri, snap.schema, plan.write_id, index, table_id=snap.table_id,
-                               envelope=snap.envelope, storage=storage, max_size=plan.target_file_size,
-                               keep_order=group.keep_order)
-    try:
+    with part_writer(plan, index, storage, group.keep_order) as writer:
         if streams(plan, group):
             rows_in = 0
             for piece in _read_ahead(storage, snap, group.parts):
@@ -128,32 +146,63 @@ def rewrite_group(plan: RewritePlan, index: int, storage: st.Storage) -> GroupOu
                 writer.write(piece)
             rows_out = rows_in
         else:
-            rows, rows_in = _read_group(plan, group, storage)
+            rows, rows_in = read_group(plan, group, storage)
             rows_out = rows.num_rows
             writer.write(rows)
             del rows
         written = writer.finish()
-    except FileTooSmall as e:
-        writer.abort()
-        raise FileTooSmall(str(e).replace("to.maxFileSize", "targetFileSize")) from e
-    except BaseException:
-        writer.abort()
-        raise
     return GroupOutcome(index, tuple(written), rows_in, rows_out, round(time.monotonic() - started, 3))
 
 
-def task_body(plan: RewritePlan, counters: Any = None):  # type: ignore[no-untyped-def]
-    """The ``mapInArrow`` function: each input row names a group; yields one JSON line per group."""
+def _rewrite_line(plan: RewritePlan, index: int, storage: st.Storage) -> str:
+    return rewrite_group(plan, index, storage).to_json()
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One Spark job of a run: ``count`` tasks; task ``i`` returns ``body(i, storage)``, one JSON
+    line. ``writes_parts``: the lines are :class:`GroupOutcome` (progress counts their parts)."""
+
+    plan: RewritePlan
+    name: str
+    count: int
+    body: Callable[[int, st.Storage], str]
+    writes_parts: bool = False
+
+
+Runner = Callable[[Stage], list[str]]
+"""Runs a stage's tasks (Spark tasks by default; tests run them in-process) → their lines, in order."""
+
+
+def in_process(storage: st.Storage) -> Runner:
+    """A runner calling each task in this process, over ``storage`` (tests: thousands of plans,
+    faults injected in the storage, kills at any call)."""
+
+    def run(stage: Stage) -> list[str]:
+        return [stage.body(i, storage) for i in range(stage.count)]
+
+    return run
+
+
+def rewrite_groups(plan: RewritePlan, runner: Runner) -> list[GroupOutcome]:
+    """One task per group, each rewritten on its own (``rewrite_group``)."""
+    stage = Stage(plan, "rewrite", len(plan.groups), functools.partial(_rewrite_line, plan), writes_parts=True)
+    return sorted((GroupOutcome.from_json(line) for line in runner(stage)), key=lambda o: o.group)
+
+
+def stage_body(stage: Stage, counters: Any = None):  # type: ignore[no-untyped-def]
+    """The ``mapInArrow`` function of a stage: each input row names a task; yields its JSON line."""
 
     def body(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        storage = storage_for(plan.snapshot.uri, plan.settings)
+        storage = storage_for(stage.plan.snapshot.uri, stage.plan.settings)
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                outcome = rewrite_group(plan, int(index), storage)
-                if counters is not None:
+                line = stage.body(int(index), storage)
+                if counters is not None and stage.writes_parts:
+                    outcome = GroupOutcome.from_json(line)
                     counters[0].add(outcome.rows_out)
                     counters[1].add(sum(w.part.size for w in outcome.written))
                     counters[2].add(len(outcome.written))
-                yield pa.RecordBatch.from_pydict({"outcome": [outcome.to_json()]})
+                yield pa.RecordBatch.from_pydict({"outcome": [line]})
 
     return body

@@ -2,7 +2,8 @@
 chosen one (run by test_compact_crash).
 
 ``python crash_worker.py`` serves runs: it imports the engine once, then for each JSON line
-``{"uri": TABLE_URI, "kill_at": N, "out": OUT_FILE, "term": null | {...}}`` on stdin forks a
+``{"uri": TABLE_URI, "kill_at": N, "out": OUT_FILE, "term": null | {...}, "spec": {...}}`` on stdin
+(``spec``: fields overriding the Compaction spec's defaults, e.g. ``sortBy``) forks a
 child that runs one compaction and prints the child's exit code (``-9``: killed) on stdout.
 A fresh fork per run is a fresh run (nothing is cached in the parent: it never touches a
 table); only the imports (seconds each on a busy machine) are shared. A child's traceback
@@ -57,24 +58,20 @@ def _counting(name: str, kill_at: int) -> None:
     setattr(st.LocalStorage, name, wrapper)
 
 
-def _compact(uri: str, storage: st.Storage, ctx: RunContext) -> Any:
+def _compact(uri: str, storage: st.Storage, ctx: RunContext, spec_overrides: dict[str, Any]) -> Any:
     spec = parse_compaction({"table": uri, "since": {"version": 5}, "targetFileSize": "48kB", "minInputFiles": 2,
-                             "retention": {"gracePeriod": "1h"}})
-
-    def runner(plan: compact_task.RewritePlan) -> list[compact_task.GroupOutcome]:
-        return [compact_task.rewrite_group(plan, i, storage) for i in range(len(plan.groups))]
-
-    return compact(None, spec, ctx, storage=storage, runner=runner)
+                             "retention": {"gracePeriod": "1h"}, **spec_overrides})
+    return compact(None, spec, ctx, storage=storage, runner=compact_task.in_process(storage))
 
 
-def run(uri: str, kill_at: int) -> dict[str, int]:
+def run(uri: str, kill_at: int, spec: dict[str, Any]) -> dict[str, int]:
     for name in METHODS:
         _counting(name, kill_at)
-    totals = _compact(uri, st.LocalStorage(), RunContext())
+    totals = _compact(uri, st.LocalStorage(), RunContext(), spec)
     return {"calls": COUNT[0], "groups": totals.groups}
 
 
-def run_terminated(uri: str, term: dict[str, Any], out: str) -> int:
+def run_terminated(uri: str, term: dict[str, Any], out: str, spec: dict[str, Any]) -> int:
     os.environ["LADING_TERMINATION_LOG"] = out  # results.emit writes the result there
     stdout = os.open(out + ".stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(stdout, 1)  # the app's LADING_RESULT line stays off the worker's answer pipe
@@ -82,18 +79,18 @@ def run_terminated(uri: str, term: dict[str, Any], out: str) -> int:
     cancellation.install()
     storage = FaultyStorage(st.LocalStorage(), Fault(term["method"], "term", nth=term["nth"], match=term["match"]))
     try:
-        totals = _compact(uri, storage, RunContext(cancel=cancellation.event))
+        totals = _compact(uri, storage, RunContext(cancel=cancellation.event), spec)
     except Cancelled:
         return results.emit({"cancelled": True})
     return results.emit({"rows": totals.rows_written, "version": totals.version, "groups": totals.groups,
                          "sawSigterm": cancellation.event.is_set()})
 
 
-def _child(uri: str, kill_at: int, out: str, term: dict[str, Any] | None) -> int:
+def _child(uri: str, kill_at: int, out: str, term: dict[str, Any] | None, spec: dict[str, Any]) -> int:
     try:
         if term is not None:
-            return run_terminated(uri, term, out)
-        Path(out).write_text(json.dumps(run(uri, kill_at)))
+            return run_terminated(uri, term, out, spec)
+        Path(out).write_text(json.dumps(run(uri, kill_at, spec)))
         return 0
     except BaseException:  # noqa: BLE001 - reported to the test through OUT_FILE.err
         Path(out + ".err").write_text(traceback.format_exc())
@@ -105,7 +102,7 @@ def main() -> None:
         job = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            os._exit(_child(job["uri"], int(job["kill_at"]), job["out"], job.get("term")))
+            os._exit(_child(job["uri"], int(job["kill_at"]), job["out"], job.get("term"), job.get("spec") or {}))
         _, status = os.waitpid(pid, 0)
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         print(code, flush=True)

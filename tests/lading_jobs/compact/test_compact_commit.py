@@ -49,11 +49,7 @@ def rows(uri: str) -> Counter:
 
 def run(uri: str, storage: st.Storage) -> Totals:
     spec = parse_compaction({"table": uri, "since": {"version": 0}, "minInputFiles": 2})
-
-    def runner(plan: compact_task.RewritePlan) -> list[compact_task.GroupOutcome]:
-        return [compact_task.rewrite_group(plan, i, storage) for i in range(len(plan.groups))]
-
-    return compact(None, spec, RunContext(), storage=storage, runner=runner)
+    return compact(None, spec, RunContext(), storage=storage, runner=compact_task.in_process(storage))
 
 
 def data_objects(uri: str) -> set[str]:
@@ -107,12 +103,13 @@ def test_a_group_another_compaction_committed_first_is_dropped_and_the_run_plans
     expected = rows(uri)
     storage = st.open_storage(uri)
     mine: list[str] = []
+    local = compact_task.in_process(storage)
 
-    def racing(plan: compact_task.RewritePlan) -> list[compact_task.GroupOutcome]:
+    def racing(stage: compact_task.Stage) -> list[str]:
         if not mine:
-            mine.append(plan.write_id)
+            mine.append(stage.plan.write_id)
             assert run(uri, st.open_storage(uri)).groups == 1  # the other compaction lands first
-        return [compact_task.rewrite_group(plan, i, storage) for i in range(len(plan.groups))]
+        return local(stage)
 
     spec = parse_compaction({"table": uri, "since": {"version": 0}, "minInputFiles": 2})
     totals = compact(None, spec, RunContext(), storage=storage, runner=racing)

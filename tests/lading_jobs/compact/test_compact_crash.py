@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +69,13 @@ class Worker:
         self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=env)
 
-    def run(self, uri: str, kill_at: int, term: dict[str, Any] | None = None) -> tuple[int, dict[str, Any] | None, str]:
+    def run(self, uri: str, kill_at: int, term: dict[str, Any] | None = None,
+            spec: dict[str, Any] | None = None) -> tuple[int, dict[str, Any] | None, str]:
         self.n += 1
         out = self.tmp / f"run-{self.n}.json"
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps({"uri": uri, "kill_at": kill_at, "out": str(out), "term": term}) + "\n")
+        job = {"uri": uri, "kill_at": kill_at, "out": str(out), "term": term, "spec": spec}
+        self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
         code = int(self.proc.stdout.readline())
         err = Path(f"{out}.err")
@@ -94,10 +96,35 @@ def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     w.close()
 
 
+def build_spanning(path: Path) -> str:
+    """An append table of 16 small parts whose keys each span the whole range: a sorted compaction
+    of it sorts its groups as one (two stages with staging files, ``compact.rangesort``)."""
+    uri = f"file://{path}/"
+    log = TableLog.create(uri, SCHEMA, "append")
+    for c in range(8):
+        t = pa.table({"k": pa.array([(i * 7919 + c * 104729) % 100_000 for i in range(600)], pa.int64()),
+                      "v": [f"c{c}-{i}" for i in range(600)]})
+        written = writer.write_parts(uri, [t.slice(0, 300), t.slice(300)], SCHEMA, write_id=fmt.new_write_id(),
+                                     logical_time=c + 1, one_part_per_table=True)
+        writer.commit_parts(uri, written, log=log)
+    return uri
+
+
+SORTED = {"sortBy": ["k"], "targetFileSize": "12kB"}
+
+
 @pytest.mark.slow
 def test_a_compaction_killed_anywhere_leaves_the_table_whole_and_retention_cleans_up(tmp_path: Path,
                                                                                       worker: Worker) -> None:
     check_kills(tmp_path, worker)
+
+
+@pytest.mark.slow
+def test_a_sorted_compaction_killed_anywhere_in_either_stage_leaves_the_table_whole(tmp_path: Path,
+                                                                                     worker: Worker) -> None:
+    """The kills fall in both stages too: sorting groups into staging files, writing ranges,
+    deleting the staging files; retention then removes the staging files a kill left."""
+    check_kills(tmp_path, worker, build_spanning, SORTED)
 
 
 def cleaned_up_later(uri: str, table: Path, expected: Counter, what: str) -> None:
@@ -114,14 +141,17 @@ def cleaned_up_later(uri: str, table: Path, expected: Counter, what: str) -> Non
     assert rows(uri) == expected
 
 
-def check_kills(tmp_path: Path, worker: Worker) -> None:
+def check_kills(tmp_path: Path, worker: Worker, make: Callable[[Path], str] = build,
+                spec: dict[str, Any] | None = None) -> None:
     base = tmp_path / "base"
-    base_uri = build(base)
+    base_uri = make(base)
     expected = rows(base_uri)
     probe = tmp_path / "probe"
     shutil.copytree(base, probe)
-    code, clean, err = worker.run(f"file://{probe}/", 0)
+    code, clean, err = worker.run(f"file://{probe}/", 0, spec=spec)
     assert code == 0 and clean is not None, err
+    if spec is not None:
+        assert clean["groups"] >= 2, "the groups are sorted as one"
     total = clean["calls"]
     assert total > 40
     rng = random.Random(11)
@@ -132,11 +162,11 @@ def check_kills(tmp_path: Path, worker: Worker) -> None:
         table = tmp_path / f"kill-{n}"
         shutil.copytree(base, table)
         uri = f"file://{table}/"
-        code, _, err = worker.run(uri, n)
+        code, _, err = worker.run(uri, n, spec=spec)
         assert code == -9, (n, err)
         assert rows(uri) == expected, f"after a kill at call {n}"
         committed = any(written_by_compaction(p) for p in TableLog.open_existing(uri).snapshot().parts)
-        code, _, err = worker.run(uri, 0)
+        code, _, err = worker.run(uri, 0, spec=spec)
         assert code == 0, (n, err)
         assert rows(uri) == expected
         log = TableLog.open_existing(uri)
@@ -189,3 +219,32 @@ def test_a_sigterm_during_the_compaction_commit_waits_for_it_and_the_run_reports
         assert rows(uri) == expected, step
         assert all(written_by_compaction(p) for p in TableLog.open_existing(uri).snapshot().parts)
         cleaned_up_later(uri, table, expected, step)
+
+
+SORTED_TERM_STEPS = {  # SIGTERM in each stage of a sorted compaction: the run cancels, nothing stays
+    "while sorting groups": ("begin_upload", "/staging/", 2),
+    "while reading staging files": ("read_range", "/staging/", 1),
+    "while writing ranges": ("begin_upload", "/part-", 2),
+}
+
+
+@pytest.mark.slow
+def test_a_sigterm_in_either_stage_of_a_sorted_compaction_leaves_no_staging_file(tmp_path: Path,
+                                                                                  worker: Worker) -> None:
+    base = tmp_path / "base"
+    build_spanning(base)
+    for step, (method, match, nth) in SORTED_TERM_STEPS.items():
+        table = tmp_path / step.replace(" ", "-")
+        shutil.copytree(base, table)
+        uri = f"file://{table}/"
+        expected, before = rows(uri), TableLog.open_existing(uri).snapshot().version
+        objects = {o.uri for o in st.LocalStorage().list_objects(f"{uri}data/")}
+        term = {"method": method, "match": match, "nth": nth, "grace": 60}
+        code, result, err = worker.run(uri, 0, term, SORTED)
+        assert (code, result) == (143, {"cancelled": True}), (step, result, err)
+        assert TableLog.open_existing(uri).snapshot().version == before and rows(uri) == expected, step
+        assert {o.uri for o in st.LocalStorage().list_objects(f"{uri}data/")} == objects, \
+            f"{step}: no staging file or output left"
+        assert not st.LocalStorage().list_pending_uploads(uri), step
+        code, _, err = worker.run(uri, 0, spec=SORTED)
+        assert code == 0 and rows(uri) == expected, (step, err)

@@ -25,7 +25,6 @@ from lading_jobs import storage as st
 from lading_jobs.compact import task as compact_task
 from lading_jobs.compact.engine import compact
 from lading_jobs.compact.plan import written_by_compaction
-from lading_jobs.compact.task import RewritePlan
 from lading_jobs.engine import RunContext
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
@@ -45,8 +44,11 @@ upsert_batch = s.lists(s.tuples(row, s.booleans()), min_size=1, max_size=8).map(
 diff_batch = s.lists(s.tuples(row, s.sampled_from([-2, -1, 1, 2])), min_size=1, max_size=8).map(
     lambda rs: [(*r, d) for r, d in rs])
 BATCHES = {"append": append_batch, "upsert": upsert_batch, "diff": diff_batch}
+# (since, targetFileSize in kB, minInputFiles, sortBy): a sorted append or diff rewrite of more
+# than one group sorts its groups as one (compact.rangesort; NaN, -0.0 and NULL keys included)
+SORTS = [(), ("k",), ("f", "v"), ("v",)]
 compaction = s.tuples(s.just("compact"), s.integers(0, MAX_TIME + 2), s.sampled_from([24, 40]),
-                      s.sampled_from([2, 3]))
+                      s.sampled_from([2, 3]), s.sampled_from(SORTS))
 # A bulk step writes one part too big to be a candidate (it splits upsert runs, holds old versions
 # and ties of many keys): (seed, earliest time).
 bulk = s.tuples(s.just("bulk"), s.integers(0, 2**32 - 1), s.integers(1, MAX_TIME))
@@ -85,21 +87,17 @@ def rows_as_of(uri: str, as_of: int | None) -> Counter:
     return Counter((k, v, repr(f)) for k, v, f in zip(*cols, strict=True))
 
 
-def in_process(storage: st.Storage):  # type: ignore[no-untyped-def]
-    def run(plan: RewritePlan) -> list[compact_task.GroupOutcome]:
-        return [compact_task.rewrite_group(plan, i, storage) for i in range(len(plan.groups))]
-
-    return run
-
-
-def run_compaction(uri: str, since: int, target_kb: int, min_files: int) -> None:
+def run_compaction(uri: str, since: int, target_kb: int, min_files: int, sort_by: tuple[str, ...] = ()) -> int:
+    """The run's groups."""
     spec = parse_compaction({"table": uri, "since": {"version": since}, "targetFileSize": f"{target_kb}kB",
-                             "minInputFiles": min_files})
+                             "minInputFiles": min_files, "sortBy": list(sort_by)})
     storage = st.open_storage(uri)
-    compact(None, spec, RunContext(), storage=storage, runner=in_process(storage))
+    return compact(None, spec, RunContext(), storage=storage, runner=compact_task.in_process(storage)).groups
 
 
-def check(envelope: str, plan: list[Any]) -> int:
+def check(envelope: str, plan: list[Any], groups: list[int] | None = None) -> int:
+    """Runs ``plan``, checking every compaction; the parts compactions wrote (and each run's
+    groups appended to ``groups``)."""
     root = tempfile.mkdtemp(prefix="lading-compact-prop-")
     uri = f"file://{root}/t/"
     rewritten = 0
@@ -107,12 +105,14 @@ def check(envelope: str, plan: list[Any]) -> int:
         log = TableLog.create(uri, SCHEMA, envelope, ["k"] if envelope == "upsert" else ())
         for step in plan:
             if step[0] == "compact":
-                _, wanted, target_kb, min_files = step
+                _, wanted, target_kb, min_files, *sort_by = step
                 before_snap = log.snapshot()
                 since = max(before_snap.since, min(wanted, before_snap.upper))
                 times = [None, *range(since, MAX_TIME + 2)]
                 before = {t: rows_as_of(uri, t) for t in times}
-                run_compaction(uri, wanted, target_kb, min_files)
+                ran = run_compaction(uri, wanted, target_kb, min_files, sort_by[0] if sort_by else ())
+                if groups is not None:
+                    groups.append(ran)
                 after_snap = log.snapshot()
                 assert after_snap.since == since
                 rewritten += sum(1 for p in after_snap.parts if written_by_compaction(p))
@@ -194,3 +194,17 @@ def test_upsert_deletes_are_kept_while_an_older_version_lives_outside_the_group(
     marker must survive the rewrite, or a's old version would come back."""
     plan = [("bulk", 3, 1), [("a", None, None, 12, -1)], [("b", 9, 0.0, 12, 1)], ("compact", 13, 24, 2)]
     assert check("upsert", plan) > 0
+
+
+@pytest.mark.parametrize("envelope", ["append", "diff"])
+def test_a_sorted_rewrite_of_several_groups_keeps_every_answer(envelope: str) -> None:
+    """Keys NULL, NaN, -0.0 and 0.0 among ordinary ones, sorted as one across groups (by f, then
+    by the string k with NULLs): reads as of every time at or after since are unchanged."""
+    sign = -1 if envelope == "diff" else 1
+    batches = [[(KEYS[(i + j) % 5], i % 3, FLOATS[(i * 3 + j) % 4], 1 + i % 9, 1) for j in range(6)]
+               + [("a", 1, 0.25, 2, 1)] for i in range(14)]
+    batches.append([("a", 1, 0.25, 3, sign)])  # the same row again (a retraction in a diff table)
+    for sort_by in (("f", "v"), ("k",)):
+        groups: list[int] = []
+        assert check(envelope, [*batches, ("compact", 11, 24, 2, sort_by)], groups) >= 2
+        assert groups[0] >= 2, "several groups: sorted as one"
