@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -148,12 +149,19 @@ def test_endpoint_with_credentials_is_refused(monkeypatch: pytest.MonkeyPatch) -
         S3Settings(endpoint="http://key:secret@127.0.0.1:9000")
 
 
+def run_together(work: Callable[[int], None], count: int) -> None:
+    """``work(0)`` … ``work(count - 1)``, each on its own thread, all joined."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_local_uploads_in_one_directory_survive_each_others_clean_up(file_uri: Callable[[str], str]) -> None:
     """An aborted upload removes its empty staging directory; another task's upload beside it
     must not fail when that happens between its ``mkdir`` and its create (seen in CI as
     ``FileNotFoundError`` from a transform load whose other task had just aborted)."""
-    import threading
-
     storage, root = LocalStorage(), file_uri("race/")
     failures: list[BaseException] = []
 
@@ -170,11 +178,7 @@ def test_local_uploads_in_one_directory_survive_each_others_clean_up(file_uri: C
         except BaseException as e:  # noqa: BLE001 - reported below
             failures.append(e)
 
-    threads = [threading.Thread(target=churn, args=(w,)) for w in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_together(churn, 6)
     assert failures == []
     assert storage.list_pending_uploads(root) == []
     assert len([o for o in storage.list_objects(root + "d/") if "/part-" in o.uri]) == 6 * 200
@@ -183,8 +187,6 @@ def test_local_uploads_in_one_directory_survive_each_others_clean_up(file_uri: C
 def test_local_listing_and_head_skip_objects_deleted_while_they_run(file_uri: Callable[[str], str]) -> None:
     """A listing walks, then stats each file: one deleted in between is left out, not an error
     (an S3 listing may or may not show an object deleted during it; it never fails)."""
-    import threading
-
     storage, root = LocalStorage(), file_uri("churn/")
     stop = threading.Event()
 
@@ -208,14 +210,11 @@ def test_local_listing_and_head_skip_objects_deleted_while_they_run(file_uri: Ca
         thread.join()
 
 
-
 def test_concurrent_put_if_absent_of_one_key_has_one_winner(root: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The table log's commit relies on it: of writers racing to create one key, exactly one
     wins and the others see ``False`` (on S3: 412). moto checks the condition and stores the
     object in two steps; a pause between them (here 50 ms, in CI a thread switch) let two
     writers win and the second overwrite the first, until tests/support/moto_atomic.py."""
-    import threading
-
     if root.startswith("s3://"):
         from moto.s3.models import S3Backend
 
@@ -238,10 +237,6 @@ def test_concurrent_put_if_absent_of_one_key_has_one_winner(root: str, monkeypat
             if storage.put_if_absent(uri, f"writer {writer}".encode()):
                 won.append(writer)
 
-        threads = [threading.Thread(target=race, args=(w,)) for w in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_together(race, 4)
         assert len(won) == 1, f"round {round_}: winners {won}"
         assert storage.read(uri) == f"writer {won[0]}".encode()
