@@ -43,6 +43,13 @@ class _Open:
     handed: list[pa.Table] = field(default_factory=list)
 
 
+def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` with ``schema``'s columns, in its order and types (as they are when they match)."""
+    if rows.schema.equals(schema, check_metadata=False):
+        return rows
+    return rows.select(schema.names).cast(schema)
+
+
 class CeilingPartWriter:
     """Writes one group's consolidated rows into parts of at most ``max_size`` bytes."""
 
@@ -82,8 +89,7 @@ class CeilingPartWriter:
         """Part rows (user columns, time, diff), in the order they should be stored."""
         if rows.num_rows == 0:
             return
-        if not rows.schema.equals(self.arrow_schema, check_metadata=False):
-            rows = rows.select(self.arrow_schema.names).cast(self.arrow_schema)
+        rows = conform(rows, self.arrow_schema)
         rest: pa.RecordBatch | None = None
         for batch in rows.to_batches(max_chunksize=self.row_group_rows):
             rest = batch

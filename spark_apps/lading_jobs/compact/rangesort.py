@@ -46,6 +46,7 @@ import pyarrow as pa
 
 from lading_jobs import storage as st
 from lading_jobs.compact import ranges, rewrite
+from lading_jobs.compact.parts import conform
 from lading_jobs.compact.task import (
     GroupOutcome,
     RewritePlan,
@@ -124,8 +125,7 @@ def stage_group(plan: RewritePlan, index: int, storage: st.Storage) -> str:
     started = time.monotonic()
     rows, rows_in = read_group(plan, plan.groups[index], storage)
     schema = _part_schema(plan)
-    if not rows.schema.equals(schema, check_metadata=False):
-        rows = rows.select(schema.names).cast(schema)
+    rows = conform(rows, schema)
     keys = rows.column(plan.sort_by[0]).combine_chunks()
     batches = rows.to_batches(max_chunksize=BATCH_ROWS)
     del rows
