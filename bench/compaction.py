@@ -1,6 +1,7 @@
 """Compaction benchmark: lading's Compaction vs delta-rs OPTIMIZE vs Spark rewriting the parts itself.
 
-  python bench/compaction.py [--parts 2000] [--rows-per-part 12500] [--target 256MB] [--dir /tmp/lading-bench-compact]
+  python bench/compaction.py [--parts 2000] [--rows-per-part 12500] [--target 256MB] [--repeat 3]
+                            [--dir /tmp/lading-bench-compact]
 
 Writes one lading table of ``--parts`` small parts (random 64-bit columns, so ~1 GB at the
 defaults: 25 M rows), on local disk, and the same rows as a Delta table of as many files
@@ -15,9 +16,11 @@ machine:
 * a filtered read (``k`` in a 1 % range) of the lading table before and after the sorted
   compaction: parts fetched (statistics skipping) and seconds (pure-Arrow ``reader.scan``).
 
-Each timed step starts from a fresh copy of the small-part table. Prints seconds and the
-ratios lading ÷ Spark and lading ÷ delta-rs as throughput (> 1: lading is faster; targets
-≥ 1.0 and ≥ 0.5). Needs ``deltalake`` (requirements-bench.lock). A script, not a test:
+Each timed step starts from a fresh copy of the small-part table. The three rewrites of
+each kind run ``--repeat`` times, interleaved (lading, Spark, delta-rs, lading, ...), so a
+burst of load from elsewhere hits all of them alike. Prints each run's seconds and the
+ratios of the medians, lading ÷ Spark and lading ÷ delta-rs, as throughput (> 1: lading is
+faster; targets ≥ 1.0 and ≥ 0.5). Needs ``deltalake`` (requirements-bench.lock). A script, not a test:
 record the output in docs/benchmarks.md ("Compaction").
 """
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -99,6 +103,7 @@ def main() -> None:
     p.add_argument("--parts", type=int, default=2000)
     p.add_argument("--rows-per-part", type=int, default=12_500)
     p.add_argument("--target", default="256MB")
+    p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--dir", default="/tmp/lading-bench-compact")
     args = p.parse_args()
     root = Path(args.dir)
@@ -169,16 +174,24 @@ def main() -> None:
         return timed(go)[0]
 
     print(f"{'rewrite':8} {'lading s':>9} {'spark s':>8} {'delta-rs s':>10} {'parts':>11} {'÷spark':>7} "
-          f"{'÷delta-rs':>9}")
+          f"{'÷delta-rs':>9}   (medians of {args.repeat} interleaved runs)")
     results = {}
+    runs: dict[str, list[str]] = {}
     for sort in (False, True):
-        ls, (totals, uri) = lading(sort)
-        ns = native(sort)
-        ds, _ = delta(sort)
         name = "sorted" if sort else "bin-pack"
+        times: dict[str, list[float]] = {"lading": [], "spark": [], "delta-rs": []}
+        for _ in range(args.repeat):
+            ls, (totals, uri) = lading(sort)
+            times["lading"].append(ls)
+            times["spark"].append(native(sort))
+            times["delta-rs"].append(delta(sort)[0])
         results[name] = uri
+        ls, ns, ds = (statistics.median(times[k]) for k in ("lading", "spark", "delta-rs"))
+        runs[name] = [f"{k} " + ", ".join(f"{t:.2f}" for t in v) for k, v in times.items()]
         print(f"{name:8} {ls:9.2f} {ns:8.2f} {ds:10.2f} {totals.parts_before:>5} → {totals.parts_after:<3} "
               f"{ns / ls:7.2f} {ds / ls:9.2f}")
+    for name, lines in runs.items():
+        print(f"  {name} seconds of each run: " + "; ".join(lines))
 
     # a filtered read: 1 % of k, before (small parts) and after the sorted compaction
     lo = K_RANGE // 2

@@ -7,7 +7,9 @@ say they may hold rows of ``scope.filter``. A run happens only when at least
 ride along in a triggered run so they keep growing towards the target. When a
 run triggers, every candidate is packed (next-fit, in part order) into groups
 of at most ``targetFileSize`` input bytes; a last group of one part joins the
-group before it; groups of one part are never rewritten. So a triggered run
+group before it; then the same number of groups is cut again, in the same order,
+at even shares of the bytes (each still within the target), so a run's tasks
+take about equally long; groups of one part are never rewritten. So a triggered run
 consumes every fresh candidate it can pair, and the run after it, on an
 unchanged table, finds no fresh candidate left: no re-compaction loop
 (apache/iceberg#1661).
@@ -135,7 +137,37 @@ def _pack(run: list[Part], target: int) -> list[list[Part]]:
             size = p.size
     if len(bins) >= 2 and len(bins[-1]) == 1:
         bins[-2].extend(bins.pop())
-    return [b for b in bins if len(b) >= 2]
+    return [b for b in _balanced(run, bins, target) if len(b) >= 2]
+
+
+def _balanced(run: list[Part], bins: list[list[Part]], target: int) -> list[list[Part]]:
+    """``run`` cut, in order, into as many bins as next-fit made, of about equal input bytes.
+
+    Next-fit fills every bin but the last: 944 MB at a 256 MB target made bins of 268, 268,
+    268 and 139 MB, and on two cores the run waited for two 268 MB tasks back to back while
+    a core idled. Each cut goes where the running total is nearest its share (``i × total
+    / n``); unless that makes the largest bin smaller, keeps every bin within ``target`` and
+    at two parts or more, next-fit's bins stand (the largest bin is the run's slowest task).
+    """
+    n = len(bins)
+    if n < 2:
+        return bins
+    total = sum(p.size for p in run)
+    cuts, running, j = [], 0, 0
+    for i in range(1, n):
+        share = i * total / n
+        while j < len(run) and abs(running + run[j].size - share) <= abs(running - share):
+            running += run[j].size
+            j += 1
+        cuts.append(j)
+    edges = [0, *cuts, len(run)]
+    out = [run[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+    def largest(bs: list[list[Part]]) -> int:
+        return max(sum(p.size for p in b) for b in bs)
+
+    if all(len(b) >= 2 for b in out) and largest(out) <= target and largest(out) < largest(bins):
+        return out
+    return bins
 
 
 def may_hold_rows_below(part: Part, since: int) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lading_jobs.compact import frontier
 from lading_jobs.compact.plan import Options, Plan, plan, written_by_compaction
@@ -46,6 +48,15 @@ CASES = [
     # (description, parts, envelope, options, expected groups)
     ("small parts pack into groups of at most the target",
      [part(f"p{i}", 30, i) for i in range(1, 7)], "append", opts(), [["p1", "p2", "p3"], ["p4", "p5", "p6"]]),
+    ("groups are as many as next-fit makes, of even bytes (next-fit: 5, 5 and 2 parts)",
+     [part(f"p{i}", 20, i) for i in range(1, 13)], "append", opts(),
+     [[f"p{i}" for i in range(1, 5)], [f"p{i}" for i in range(5, 9)], [f"p{i}" for i in range(9, 13)]]),
+    ("even groups that would pass the target keep next-fit's (7 × 30 MB: 90 + 120 either way)",
+     [part(f"p{i}", 30, i) for i in range(1, 8)], "append", opts(),
+     [["p1", "p2", "p3"], ["p4", "p5", "p6", "p7"]]),
+    ("upsert runs are evened out each on its own, in part order",
+     [*(part(f"a{i}", 20, i) for i in range(1, 8)), part("big", 80, 8), *(part(f"b{i}", 45, 8 + i) for i in (1, 2))],
+     "upsert", opts(), [["a1", "a2", "a3", "a4"], ["a5", "a6", "a7"], ["b1", "b2"]]),
     ("a lone last part joins the group before it",
      [part(f"p{i}", 30, i) for i in range(1, 5)], "append", opts(), [["p1", "p2", "p3", "p4"]]),
     ("parts of half the target or more are not candidates",
@@ -128,3 +139,24 @@ def test_with_sort_by_append_parts_of_nearby_values_are_grouped_together() -> No
              part("y", 30, 4, k=(800, 899)), part("c", 30, 5, k=(21, 30)), part("x", 30, 6, k=(700, 799))]
     assert names(plan(snap(parts), opts())) == [["a", "z", "b"], ["y", "c", "x"]]
     assert names(plan(snap(parts), opts(cluster_column=1))) == [["a", "b", "c"], ["x", "y", "z"]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 49), min_size=2, max_size=60))
+def test_even_groups_cover_the_candidates_in_order_within_the_target(sizes: list[int]) -> None:
+    parts = [part(f"p{i}", mb, i) for i, mb in enumerate(sizes)]
+    groups = plan(snap(parts), opts()).groups
+    assert [p for g in groups for p in g.parts] == parts  # every candidate, in part order
+    bins: list[list[int]] = []  # next-fit's bins (its lone last part joining the one before)
+    for mb in sizes:
+        if bins and sum(bins[-1]) + mb <= 100:
+            bins[-1].append(mb)
+        else:
+            bins.append([mb])
+    if len(bins) >= 2 and len(bins[-1]) == 1:
+        bins[-2].extend(bins.pop())
+    next_fit = [sum(b) for b in bins]
+    assert len(groups) == len(next_fit)
+    sized = [round(g.bytes / MB) for g in groups]
+    assert max(sized) <= max(next_fit)  # the largest group (the slowest task) never grows
+    assert max(sized) <= 100 or sized == next_fit  # only next-fit's lone-last-part join passes the target
