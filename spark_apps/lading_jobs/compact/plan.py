@@ -162,10 +162,8 @@ def _balanced(run: list[Part], bins: list[list[Part]], target: int) -> list[list
         cuts.append(j)
     edges = [0, *cuts, len(run)]
     out = [run[a:b] for a, b in zip(edges, edges[1:], strict=False)]
-    def largest(bs: list[list[Part]]) -> int:
-        return max(sum(p.size for p in b) for b in bs)
-
-    if all(len(b) >= 2 for b in out) and largest(out) <= target and largest(out) < largest(bins):
+    largest = max(sum(p.size for p in b) for b in out)
+    if all(len(b) >= 2 for b in out) and largest <= target and largest < max(sum(p.size for p in b) for b in bins):
         return out
     return bins
 
