@@ -11,8 +11,10 @@ booleans ``true``/``false``, exact decimals, ``YYYY-MM-DD HH:MM:SS.ffffff`` with
 ``N months``, arrays/structs/maps as JSON text.
 
 Encoding is column-at-a-time with pyarrow.compute: each column becomes a string
-array of field texts, quoted where needed, and one element-wise join (the
-delimiter as separator) makes the lines, whose Arrow buffer is the output.
+array of field texts, quoted where needed. When no value of the batch was quoted,
+Arrow's C++ CSV writer (no quoting) makes the lines in one pass; otherwise, or when
+that writer refuses a text, one element-wise join (the delimiter as separator) makes
+them, whose Arrow buffer is the output. Both give the same bytes.
 Whether a column needs any per-value quoting test is first decided by scanning
 its bytes for the characters that would call for it (most columns hold none).
 Timestamps are formatted as naive UTC plus a literal offset (pyarrow's
@@ -35,6 +37,8 @@ from lading_spec.formats import CsvOptions
 # Characters any non-string rendering can contain; if the dialect's special
 # characters avoid them, such columns never need a quoting check.
 _PLAIN_ALPHABET = set("0123456789abcdefxtrulsNIny+-.: \\mo")
+# Rows per chunk of Arrow's CSV writer (its default, 1,024, measured ~5 % more CPU).
+_WRITER_ROWS = 16384
 
 
 def _ext(field: pa.Field) -> str:
@@ -138,8 +142,9 @@ class CsvEncoder:
             needs = pc.or_(needs, more)
         return needs
 
-    def _field(self, values: pa.Array, field: pa.Field, forced: bool) -> pa.Array:
-        """Quote where the dialect needs it; NULL becomes the null string, unquoted."""
+    def _field(self, values: pa.Array, field: pa.Field, forced: bool) -> tuple[pa.Array, bool]:
+        """Quote where the dialect needs it; NULL becomes the null string, unquoted.
+        Also whether any value was quoted."""
         o = self.options
         if forced:
             needs: pa.Array | None = pc.is_valid(values)
@@ -147,18 +152,22 @@ class CsvEncoder:
             needs = None
         else:
             needs = self._needs_quotes(values, field)
-        if needs is not None and pc.any(needs).as_py():
+        quoted = needs is not None and bool(pc.any(needs).as_py())
+        if quoted:
             values = pc.if_else(needs, self._quote(values), values)
-        return pc.fill_null(values, o.null) if values.null_count else values
+        return (pc.fill_null(values, o.null) if values.null_count else values), quoted
+
+    def _fields(self, batch: pa.RecordBatch) -> tuple[list[pa.Array], bool]:
+        out = [self._field(value_text(batch.column(i), f), f, f.name in self.forced) for i, f in enumerate(self.schema)]
+        return [values for values, _ in out], any(quoted for _, quoted in out)
 
     def fields(self, batch: pa.RecordBatch) -> list[pa.Array]:
         """The final (quoted) field text of every column."""
-        return [self._field(value_text(batch.column(i), f), f, f.name in self.forced)
-                for i, f in enumerate(self.schema)]
+        return self._fields(batch)[0]
 
     def header(self) -> bytes:
         names = pa.array(self.schema.names, pa.string())
-        quoted = self._field(names, pa.field("header", pa.string()), False)
+        quoted, _ = self._field(names, pa.field("header", pa.string()), False)
         return (self.options.delimiter.join(quoted.to_pylist()) + "\n").encode()
 
     def encode(self, batch: pa.RecordBatch) -> bytes:
@@ -172,13 +181,37 @@ class CsvEncoder:
         if batch.num_columns == 0:
             return pa.py_buffer(b"\n" * batch.num_rows)
         try:
-            columns = self.fields(batch)
+            columns, quoted = self._fields(batch)
+            if not quoted:
+                lines = _unquoted_lines(columns, self.options.delimiter)
+                if lines is not None:
+                    return lines
             # one element-wise join, the delimiter as its separator; the newline rides on the last column
             columns[-1] = text.concat(columns[-1], "\n")
             return text.joined_buffer(pc.binary_join_element_wise(*columns, self.options.delimiter))
         except pa.ArrowCapacityError:  # > 2 GiB of text in one batch: halve it
             half = batch.num_rows // 2
             return pa.py_buffer(self.encode(batch.slice(0, half)) + self.encode(batch.slice(half)))
+
+
+def _unquoted_lines(columns: list[pa.Array], delimiter: str) -> pa.Buffer | None:
+    """The lines of final field texts none of which is quoted, from Arrow's C++ CSV
+    writer: the same bytes as the element-wise join, in one pass instead of two.
+
+    ``None`` when a text holds a character that writer treats as structural (``"``, the
+    delimiter, CR, LF): it refuses those unquoted, so the join makes the lines instead
+    (a dialect whose quote is not ``"`` may leave ``"`` unquoted; a null string may
+    hold the delimiter)."""
+    if len(delimiter) != 1:
+        return None
+    sink = pa.BufferOutputStream()
+    try:
+        pacsv.write_csv(pa.RecordBatch.from_arrays(columns, names=[str(i) for i in range(len(columns))]), sink,
+                        pacsv.WriteOptions(include_header=False, delimiter=delimiter, quoting_style="none",
+                                           batch_size=_WRITER_ROWS))
+    except pa.ArrowInvalid:
+        return None
+    return sink.getvalue()
 
 
 # --- reading ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lading_jobs.formats.csv import CsvEncoder, read_csv
+from lading_jobs.formats.csv import CsvEncoder, _unquoted_lines, read_csv
 from lading_spec.formats import CsvOptions
 
 DIALECTS = [
@@ -87,3 +87,38 @@ def test_encode_buffer_is_encode() -> None:
     buf = enc.encode_buffer(batch)
     assert isinstance(buf, pa.Buffer)
     assert buf.to_pybytes() == enc.encode(batch) == b'"a,b",1\n,2\n"",\nx,4\n'
+
+
+# Batches in which no value needs quoting take Arrow's C++ CSV writer instead of the
+# element-wise join; it refuses values holding what it treats as structural (", the
+# delimiter, CR, LF), and the join must then make the same lines.
+PLAIN = st.one_of(st.none(), st.text(st.sampled_from(["a", "b", "7", " ", ".", "é", "☃", "'", "\\", '"', ";"]),
+                                     min_size=1, max_size=6))
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.lists(PLAIN, min_size=1, max_size=40), dialect=st.sampled_from(DIALECTS), chunk=st.integers(1, 16))
+def test_unquoted_batches_equal_the_reference(values: list[str | None], dialect: CsvOptions, chunk: int) -> None:
+    table = pa.table({"s": pa.array(values, pa.string()),
+                      "n": pa.array([i if i % 3 else None for i in range(len(values))], pa.int64()),
+                      "d": pa.array([None if i % 4 == 0 else -i / 8 for i in range(len(values))], pa.float64())})
+    assert encode(table, dialect, chunk) == reference(table, dialect)
+
+
+def test_a_batch_without_quoting_is_written_by_arrows_writer() -> None:
+    table = pa.table({"s": pa.array(["plain", None, "text"]), "n": pa.array([1, None, -3], pa.int64())})
+    enc = CsvEncoder(table.schema)
+    columns, quoted = enc._fields(table.to_batches()[0])
+    assert not quoted
+    lines = _unquoted_lines(columns, ",")
+    assert lines is not None and lines.to_pybytes() == b"plain,1\n,\ntext,-3\n" == reference(table, CsvOptions())
+
+
+def test_arrows_writer_refuses_what_it_would_have_to_quote_and_the_join_takes_over() -> None:
+    # with the quote ' a " needs no quoting in our dialect, but Arrow's writer refuses it
+    o = CsvOptions(delimiter=";", quote="'", escape="\\")
+    table = pa.table({"s": pa.array(['say "hi"', "x"])})
+    enc = CsvEncoder(table.schema, o)
+    columns, quoted = enc._fields(table.to_batches()[0])
+    assert not quoted and _unquoted_lines(columns, ";") is None
+    assert enc.encode(table.to_batches()[0]) == b'say "hi"\nx\n' == reference(table, o)
