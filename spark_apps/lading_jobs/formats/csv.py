@@ -110,6 +110,7 @@ class CsvEncoder:
         self._special_re = "[" + "".join(re.escape(c) for c in sorted(specials)) + "]"
         self._special_bytes = [c.encode() for c in sorted(specials)]
         self._null_bytes = o.null.encode()
+        self._writer_refused = False  # Arrow's CSV writer refused a batch of this encoder's data
         self._plain_safe = not (specials & _PLAIN_ALPHABET) and (o.null == "" or not set(o.null) <= _PLAIN_ALPHABET)
 
     def _quote(self, values: pa.Array) -> pa.Array:
@@ -157,13 +158,10 @@ class CsvEncoder:
             values = pc.if_else(needs, self._quote(values), values)
         return (pc.fill_null(values, o.null) if values.null_count else values), quoted
 
-    def _fields(self, batch: pa.RecordBatch) -> tuple[list[pa.Array], bool]:
+    def fields(self, batch: pa.RecordBatch) -> tuple[list[pa.Array], bool]:
+        """The final (quoted) field text of every column, and whether any value was quoted."""
         out = [self._field(value_text(batch.column(i), f), f, f.name in self.forced) for i, f in enumerate(self.schema)]
         return [values for values, _ in out], any(quoted for _, quoted in out)
-
-    def fields(self, batch: pa.RecordBatch) -> list[pa.Array]:
-        """The final (quoted) field text of every column."""
-        return self._fields(batch)[0]
 
     def header(self) -> bytes:
         names = pa.array(self.schema.names, pa.string())
@@ -181,11 +179,12 @@ class CsvEncoder:
         if batch.num_columns == 0:
             return pa.py_buffer(b"\n" * batch.num_rows)
         try:
-            columns, quoted = self._fields(batch)
-            if not quoted:
+            columns, quoted = self.fields(batch)
+            if not quoted and not self._writer_refused:
                 lines = _unquoted_lines(columns, self.options.delimiter)
                 if lines is not None:
                     return lines
+                self._writer_refused = True  # the data holds what that writer refuses: join from now on
             # one element-wise join, the delimiter as its separator; the newline rides on the last column
             columns[-1] = text.concat(columns[-1], "\n")
             return text.joined_buffer(pc.binary_join_element_wise(*columns, self.options.delimiter))
@@ -199,9 +198,11 @@ def _unquoted_lines(columns: list[pa.Array], delimiter: str) -> pa.Buffer | None
     writer: the same bytes as the element-wise join, in one pass instead of two.
 
     ``None`` when a text holds a character that writer treats as structural (``"``, the
-    delimiter, CR, LF): it refuses those unquoted, so the join makes the lines instead
-    (a dialect whose quote is not ``"`` may leave ``"`` unquoted; a null string may
-    hold the delimiter)."""
+    delimiter, CR, LF): it refuses those unquoted, so the join makes the lines instead.
+    Unquoted texts reach it holding such a character only as a ``"`` in a dialect whose
+    quote and escape are other characters (in values or in the null string), or as a
+    line break in the null string (``lading_spec.formats`` refuses a null string
+    holding the delimiter or the quote)."""
     if len(delimiter) != 1:
         return None
     sink = pa.BufferOutputStream()

@@ -108,7 +108,7 @@ def test_unquoted_batches_equal_the_reference(values: list[str | None], dialect:
 def test_a_batch_without_quoting_is_written_by_arrows_writer() -> None:
     table = pa.table({"s": pa.array(["plain", None, "text"]), "n": pa.array([1, None, -3], pa.int64())})
     enc = CsvEncoder(table.schema)
-    columns, quoted = enc._fields(table.to_batches()[0])
+    columns, quoted = enc.fields(table.to_batches()[0])
     assert not quoted
     lines = _unquoted_lines(columns, ",")
     assert lines is not None and lines.to_pybytes() == b"plain,1\n,\ntext,-3\n" == reference(table, CsvOptions())
@@ -119,6 +119,16 @@ def test_arrows_writer_refuses_what_it_would_have_to_quote_and_the_join_takes_ov
     o = CsvOptions(delimiter=";", quote="'", escape="\\")
     table = pa.table({"s": pa.array(['say "hi"', "x"])})
     enc = CsvEncoder(table.schema, o)
-    columns, quoted = enc._fields(table.to_batches()[0])
+    columns, quoted = enc.fields(table.to_batches()[0])
     assert not quoted and _unquoted_lines(columns, ";") is None
     assert enc.encode(table.to_batches()[0]) == b'say "hi"\nx\n' == reference(table, o)
+
+
+def test_after_a_refusal_the_encoder_joins_every_later_batch_with_the_same_bytes() -> None:
+    o = CsvOptions(delimiter=";", quote="'", escape="\\")
+    refused = pa.table({"s": pa.array(['a "b"', None])})
+    clean = pa.table({"s": pa.array(["plain", None, "text"])})
+    enc = CsvEncoder(refused.schema, o)
+    assert enc.encode(refused.to_batches()[0]) == reference(refused, o)
+    assert enc._writer_refused  # the refusal is remembered: no second attempt per batch
+    assert enc.encode(clean.to_batches()[0]) == b"plain\n\ntext\n" == reference(clean, o)
