@@ -338,7 +338,7 @@ def decode_parquet(source: pa.NativeFile | bytes, row_groups: tuple[int, int] | 
         for i in range(start, min(stop, pf.metadata.num_row_groups)):
             n = pf.metadata.row_group(i).num_rows
             try:
-                table = pf.read_row_group(i)
+                table = pf.read_row_group(i, use_threads=False)  # Spark's tasks are the parallelism
             except (pa.ArrowInvalid, OSError) as e:
                 out.rejects.append(Reject(first, f"row group {i} (rows {first}-{first + n - 1}) is unreadable: "
                                                  f"{e}", count=n))
