@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from lading_jobs import critical, splits, uploadset
+from lading_jobs import critical, splits, uploadset, workerheap
 from lading_jobs import storage as st
 from lading_jobs.engine import Cancelled
 from lading_jobs.load import manifest as mf
@@ -106,6 +106,7 @@ def _run_tasks(spark: SparkSession, plan: LoadPlan, tasks: list[FileTask],
     groups = groups if groups is not None else [[i] for i in range(len(tasks))]
 
     def work(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        workerheap.settle()
         for batch in batches:
             for g in batch.column(0).to_pylist():
                 for i in groups[g]:

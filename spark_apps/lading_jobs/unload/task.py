@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lading_jobs import workerheap
 from lading_jobs.sink import PartSink
 from lading_jobs.storage import S3Settings, Storage, join, open_storage
 from lading_jobs.unload import naming
@@ -210,6 +211,7 @@ def write_partition(plan: TaskPlan, batches: Iterator[pa.RecordBatch], task: int
     """The task body: write every batch, yield one JSON row per finished file."""
     from lading_jobs.unload import formatting
 
+    workerheap.settle()
     storage = open_storage(plan.destination, plan.settings)
     writer: TaskWriter | None = None
     try:
