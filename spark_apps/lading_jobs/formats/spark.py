@@ -17,15 +17,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 
-def _has_ym(dt: T.DataType) -> bool:
+def has_ym(dt: T.DataType) -> bool:
     if isinstance(dt, T.YearMonthIntervalType):
         return True
     if isinstance(dt, T.ArrayType):
-        return _has_ym(dt.elementType)
+        return has_ym(dt.elementType)
     if isinstance(dt, T.MapType):
-        return _has_ym(dt.keyType) or _has_ym(dt.valueType)
+        return has_ym(dt.keyType) or has_ym(dt.valueType)
     if isinstance(dt, T.StructType):
-        return any(_has_ym(f.dataType) for f in dt.fields)
+        return any(has_ym(f.dataType) for f in dt.fields)
     return False
 
 
@@ -62,7 +62,7 @@ def _lit(name: str) -> str:
 
 def _rewrite(expr: str, dt: T.DataType, depth: int, leaf: str) -> str:
     """SQL turning ``expr`` of type ``dt`` into its transfer form (leaf='to') or back ('from')."""
-    if not _has_ym(dt):
+    if not has_ym(dt):
         return expr
     if isinstance(dt, T.YearMonthIntervalType):
         if leaf == "to":
@@ -73,9 +73,9 @@ def _rewrite(expr: str, dt: T.DataType, depth: int, leaf: str) -> str:
         return f"transform({expr}, {var} -> {_rewrite(var, dt.elementType, depth + 1, leaf)})"
     if isinstance(dt, T.MapType):
         out = expr
-        if _has_ym(dt.keyType):
+        if has_ym(dt.keyType):
             out = f"transform_keys({out}, ({var}, v{depth}) -> {_rewrite(var, dt.keyType, depth + 1, leaf)})"
-        if _has_ym(dt.valueType):
+        if has_ym(dt.valueType):
             out = f"transform_values({out}, (k{depth}, {var}) -> {_rewrite(var, dt.valueType, depth + 1, leaf)})"
         return out
     assert isinstance(dt, T.StructType)
@@ -86,7 +86,7 @@ def _rewrite(expr: str, dt: T.DataType, depth: int, leaf: str) -> str:
 
 def to_transfer(df: DataFrame) -> DataFrame:
     """``df`` with year-month intervals as int months, ready for Arrow transfer to Python."""
-    if not _has_ym(df.schema):
+    if not has_ym(df.schema):
         return df
     return df.selectExpr(*[f"{_rewrite(quote(f.name), f.dataType, 0, 'to')} AS {quote(f.name)}"
                            for f in df.schema.fields])
@@ -94,7 +94,7 @@ def to_transfer(df: DataFrame) -> DataFrame:
 
 def from_transfer(df: DataFrame, schema: T.StructType) -> DataFrame:
     """Reverse :func:`to_transfer`: ``df`` holds ``transfer_schema(schema)``; return ``schema``."""
-    if not _has_ym(schema):
+    if not has_ym(schema):
         return df
     return df.selectExpr(*[f"{_rewrite(quote(f.name), f.dataType, 0, 'from')} AS {quote(f.name)}"
                            for f in schema.fields])

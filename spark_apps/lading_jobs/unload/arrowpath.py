@@ -126,22 +126,25 @@ def _partition_positions(spec: CopyJobSpec, schema: T.StructType) -> tuple[int, 
     return tuple(out)
 
 
-def choose(spark: SparkSession, spec: CopyJobSpec, frame: DataFrame, *, requested: str | None = None) -> Choice:
-    """Which path runs ``spec`` (whose source DataFrame is ``frame``), and why."""
+def choose(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, frame: DataFrame | None, *,
+           requested: str | None = None) -> Choice:
+    """Which path runs ``spec`` (whose source has ``schema``), and why. ``frame``, the source
+    DataFrame, is needed for ``from.query`` only (its analysed plan); files and tables are
+    judged without one, so an Arrow-only run never starts Spark SQL."""
     requested = requested or requested_path(spark)
     if requested == SPARK:
         return Choice(SPARK, f"{CONF}=spark")
-    choice = _arrow_choice(spark, spec, frame)
+    choice = _arrow_choice(spark, spec, schema, frame)
     if requested == ARROW and choice.job is None:
         raise SpecError(f"spark.sparkConf.{CONF}",
                         f"is arrow, but this copy needs Spark SQL: {choice.reason}; remove the setting")
     return choice
 
 
-def _arrow_choice(spark: SparkSession, spec: CopyJobSpec, frame: DataFrame) -> Choice:
+def _arrow_choice(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, frame: DataFrame | None) -> Choice:
     source = spec.source
-    schema = frame.schema
     if source.query is not None:
+        assert frame is not None, "from.query: the path is chosen from the query's DataFrame"
         plan = sparkplan.describe(frame)
         if plan is None:
             return Choice(SPARK, "from.query: the plan is large")

@@ -1,7 +1,8 @@
 """``run_unload``: one CopyJob run from a query or a table to files, start to commit.
 
   resolve destination ─► recover an earlier attempt of this run (roll forward: done; or back)
-      ─► ifExists check (one list call) ─► source DataFrame
+      ─► ifExists check (one list call) ─► source schema (files, tables: read directly) or
+         DataFrame (a query; and whatever takes the Spark path)
       ─► path (unload.arrowpath.choose): Arrow-only tasks, or the Spark plan's mapInArrow tasks;
          either way tasks write pending uploads (an ORDER BY the Arrow tasks find unsorted:
          their uploads aborted, the Spark plan's tasks run instead)
@@ -26,6 +27,7 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from lading_jobs.engine import Cancelled, Progress
 from lading_jobs.formats import spark as spark_formats
@@ -60,6 +62,33 @@ def source_frame(spark: SparkSession, spec: CopyJobSpec) -> DataFrame:
 
         return sources_files.read_fileset(spark, spec.source.files, sort=sort)
     raise SpecError("from", "an unload reads from.query, from.table or from.files")
+
+
+def source_schema(spec: CopyJobSpec) -> T.StructType | None:
+    """The Spark schema :func:`source_frame`'s DataFrame has, read without making one, for
+    ``from.files`` (the first file's, as the files source infers it) and ``from.table``
+    (the snapshot's); ``None`` for a query, whose schema only Spark's analyser knows.
+
+    Making the DataFrame starts Spark SQL: Python data source lookup and planning
+    processes, and the analyser's first run in the JVM, about 4 CPU-s and 3 s of wall
+    clock in a fresh JVM (which every SparkApplication is). The Arrow-only path needs
+    the schema only. The DataFrame holds char/varchar as string (Spark's Arrow transfer
+    has neither); a year-month interval it restores with SQL whose nullability is the
+    analyser's, so a schema holding one is left to the DataFrame (``None``)."""
+    if spec.source.files is not None:
+        from lading_jobs.sources import files as sources_files
+
+        fs = spec.source.files
+        found = sources_files.infer_schema(fs, sources_files.list_files(fs))
+    elif spec.source.table is not None:
+        from lading_jobs.table import format as table_format
+        from lading_jobs.table.log import TableLog
+
+        log = TableLog.open_existing(table_format.table_root(spec.source.table))
+        found = log.snapshot(spec.source.as_of).schema.spark_schema()
+    else:
+        return None
+    return None if spark_formats.has_ym(found) else spark_formats.transfer_schema(found)
 
 
 def _source_summary(spec: CopyJobSpec) -> dict[str, Any]:
@@ -127,14 +156,21 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
     if mode == "error":
         commit.check_destination(storage, destination)
 
-    frame = source_frame(spark, spec)
-    choice = arrowpath.choose(spark, spec, frame, requested=path)
+    requested = path or arrowpath.requested_path(spark)
+    # files and tables: the schema alone decides, and the Arrow-only path never makes the DataFrame
+    frame: DataFrame | None = None
+    schema = source_schema(spec) if requested != arrowpath.SPARK else None
+    if schema is None:
+        frame = source_frame(spark, spec)
+        schema = frame.schema
+    choice = arrowpath.choose(spark, spec, schema, frame, requested=requested)
     if choice.job is not None:
-        _check_partitioning(frame.columns, spec)
-        df = frame
+        _check_partitioning(schema.names, spec)
     else:
+        frame = frame if frame is not None else source_frame(spark, spec)
         df = _prepare_partitioning(frame, spec)
-    spark_schema_json = df.drop(SEQ_COLUMN).schema.json() if SEQ_COLUMN in df.columns else df.schema.json()
+        schema = df.drop(SEQ_COLUMN).schema if SEQ_COLUMN in df.columns else df.schema
+    spark_schema_json = schema.json()
     plan = TaskPlan(destination=destination, format=target.format, options=target.options,  # type: ignore[arg-type]
                     max_file_size=target.max_file_size, buffer_size=target.buffer_size,
                     partition_by=target.partition_by, keep_partition_columns=target.keep_partition_columns,
@@ -163,6 +199,7 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
                 files = arrowpath.run(spark, choice.job, plan, counters)
             except sortedness.NotSorted as e:
                 choice = _unsorted(spark, storage, destination, token, choice, e, counters, path)
+                assert frame is not None  # only a query's ORDER BY can prove unsorted, and a query has its frame
                 df = _prepare_partitioning(frame, spec)
         if choice.job is None:
             rows = spark_formats.to_transfer(df).mapInArrow(body, OUTPUT_SCHEMA).collect()

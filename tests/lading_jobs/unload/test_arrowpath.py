@@ -274,3 +274,74 @@ def test_order_by_over_overlapping_files_keeps_the_spark_path(spark: Any, tmp_pa
     assert marker["name"] == "spark" and "not provably sorted" in marker["reason"], marker
     assert "part-0.parquet row group 0 and part-1.parquet row group 0 overlap" in marker["reason"]
     assert ordered_lines(tmp_path / "out") == sorted(ordered_lines(tmp_path / "out"), key=int)
+
+
+YEAR_MONTH = ("ymi", "mo", "ymarr")
+
+
+@pytest.fixture(scope="module")
+def plain_table(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A table of every type but the year-month intervals (char and varchar included)."""
+    from lading_jobs.table import writer
+    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.schema import TableSchema
+
+    uri = (tmp_path_factory.mktemp("arrowpath-plain") / "t").as_uri() + "/"
+    columns = [c for c in every_type.COLUMNS if c[0] not in YEAR_MONTH]
+    TableLog.create(uri, TableSchema.of([*columns, ("r", "bigint")]), "append", ())
+    names = ", ".join(n for n, _ in columns)
+    writer.append(spark, spark.sql(f"SELECT {names}, r FROM ({QUERY}) WHERE r < 300"), uri, logical_time=1,
+                  create=False)
+    return uri
+
+
+def _files_spec(uri: str, fmt: str) -> dict[str, Any]:
+    return {"from": {"files": uri, "format": fmt, **({"options": {"header": True}} if fmt == "csv" else {})},
+            "to": {"format": "json"}}
+
+
+def test_the_source_schema_is_the_dataframes_read_without_making_it(spark: Any, inputs: dict[str, str], table: str,
+                                                                     plain_table: str) -> None:
+    from lading_jobs.formats.spark import has_ym
+    from lading_jobs.unload.job import source_frame, source_schema
+
+    specs = [_files_spec(uri, fmt) for fmt, uri in inputs.items()]
+    specs += [{"from": {"table": t, "asOf": 6}, "to": {"format": "json"}} for t in (table, plain_table)]
+    direct = 0
+    for raw in specs:
+        spec = parse_copyjob({**raw, "to": {**raw["to"], "files": "file:///unused/"}})
+        schema, frame = source_schema(spec), source_frame(spark, spec).schema
+        if has_ym(frame):
+            assert schema is None, raw["from"]  # left to the DataFrame: Spark's nullability of the restored type
+        else:
+            assert schema == frame, raw["from"]  # char/varchar as the DataFrame's strings, metadata and all
+            direct += 1
+    assert direct == 3  # the CSV and JSON inputs (text: no year-month types) and the plain table
+
+
+def test_files_and_tables_take_the_arrow_path_without_spark_sql(spark: Any, inputs: dict[str, str],
+                                                                plain_table: str, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from lading_jobs.unload import job
+
+    def no_frame(*_: Any) -> Any:
+        raise AssertionError("an Arrow-only run of files or a table made the source DataFrame")
+
+    monkeypatch.setattr(job, "source_frame", no_frame)
+    for i, raw in enumerate([_files_spec(inputs["json"], "json"), {"from": {"table": plain_table},
+                                                                   "to": {"format": "parquet"}}]):
+        run = {**raw, "to": {**raw["to"], "files": f"file://{tmp_path}/{i}/"}}
+        result = run_unload(spark, job_doc(run), parse_copyjob(run))  # path auto
+        assert result["rows"] == (ROWS if i == 0 else 300)
+        assert json.loads((tmp_path / str(i) / "_lading_manifest.json").read_text())["path"]["name"] == "arrow"
+    with pytest.raises(AssertionError, match="made the source DataFrame"):  # a year-month column: Spark's schema
+        run = {**_files_spec(inputs["parquet"], "parquet"), "to": {"format": "json", "files": f"file://{tmp_path}/y/"}}
+        run_unload(spark, job_doc(run), parse_copyjob(run))
+
+
+@pytest.mark.slow
+def test_a_table_of_char_and_varchar_copies_identically_on_both_paths(spark: Any, plain_table: str,
+                                                                       tmp_path: Path) -> None:
+    arrow, _ = both_paths(spark, tmp_path, {"from": {"table": plain_table}, "to": {"format": "parquet"}})
+    types = {f["name"]: f["type"] for f in arrow["schema"]["spark"]["fields"]}
+    assert types["vc"] == types["ch"] == "string"
