@@ -1,13 +1,14 @@
 """Unload benchmark: lading vs Spark's native writer vs DuckDB COPY TO, same data, same cores.
 
-  python bench/unload.py [--rows 5000000] [--repeat 3] [--dir /tmp/lading-bench]
+  python bench/unload.py [--rows 5000000] [--repeat 5] [--warmup 3] [--dir /tmp/lading-bench]
 
 Generates the dataset once (ints, decimals, timestamps, strings with nulls) as
 Parquet, then exports it to local files with: lading on the Spark SQL path
 (``from.query``, run_job), lading on the Arrow-only path (``from.files`` over the
 same Parquet files: a format conversion, issue 13), Spark ``df.write.parquet`` /
 ``df.write.csv`` on the same local[2] session, and DuckDB ``COPY ... TO`` (2
-threads). After one untimed warm-up per format, the four writers run
+threads). After ``--warmup`` untimed rounds per format (the JVM's JIT compiler
+is still busy after one: see "of which JIT" below), the four writers run
 ``--repeat`` times, interleaved (Spark, lading, lading Arrow, DuckDB, Spark, ...),
 so a burst of load from elsewhere hits all of them alike.
 
@@ -18,7 +19,13 @@ CPU: Parquet ≥ 1.2× DuckDB, CSV ≥ 1.0× DuckDB, ≥ 2× Spark native for bo
 * wall-clock seconds;
 * CPU seconds of this process tree (the JVM, Spark's Python workers, DuckDB
   in-process), read from /proc: the work each writer does, which other jobs on a
-  shared machine disturb much less than they disturb wall-clock time.
+  shared machine disturb much less than they disturb wall-clock time; beside
+  it, the JVM's share and, of that, its JIT compiler threads' (from
+  /proc/PID/task), which tells how near steady state a run was.
+
+Last, one Arrow-only export per format in a new process (``--fresh``): a new JVM
+and new Python workers, as every SparkApplication starts, with what starting
+them cost; the medians above are warm figures, this is what one CopyJob pays.
 
 Then one more, untimed, lading export per format measures the peak RSS of Spark's
 Python workers (VmHWM, reset first through /proc/PID/clear_refs), with an export
@@ -30,11 +37,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -83,6 +93,31 @@ def tree_cpu_seconds() -> float:
         f = stat[stat.rfind(")") + 2:].split()
         total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
     return total / CLK
+
+
+def _cpu_ticks(stat: str, children: bool) -> int:
+    f = stat[stat.rfind(")") + 2:].split()
+    return int(f[11]) + int(f[12]) + (int(f[13]) + int(f[14]) if children else 0)
+
+
+def jvm_cpu_seconds() -> tuple[float, float]:
+    """(CPU of the JVM, of which its JIT compiler threads): how far from steady state a run is.
+
+    The bench's JVM keeps its compiler threads for its whole life
+    (``-XX:-UseDynamicNumberOfCompilerThreads``), so no compiler thread's CPU leaves
+    with an exited thread between two readings."""
+    total = jit = 0
+    for pid in _descendants():
+        try:
+            if b"java" not in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]:
+                continue
+            total += _cpu_ticks(Path(f"/proc/{pid}/stat").read_text(), children=True)
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                if (task / "comm").read_text().startswith(("C1 CompilerThre", "C2 CompilerThre")):
+                    jit += _cpu_ticks((task / "stat").read_text(), children=False)
+        except OSError:
+            continue
+    return total / CLK, jit / CLK
 
 
 def _python_workers() -> list[int]:
@@ -149,18 +184,37 @@ def generate(spark: Any, rows: int, src: Path) -> None:
     (src / "_ROWS").write_text(str(rows))
 
 
-def measured(fn: Callable[[], Any]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the process tree) of one call."""
-    cpu, t = tree_cpu_seconds(), time.perf_counter()
+@dataclasses.dataclass
+class Run:
+    """One measured call: wall seconds; CPU seconds of the process tree, of the JVM, of its JIT."""
+
+    wall: float
+    cpu: float
+    jvm: float
+    jit: float
+
+    def line(self) -> str:
+        return (f"{self.wall:.1f} s wall, {self.cpu:.1f} s CPU (JVM {self.jvm:.2f}, of which JIT compiling "
+                f"{self.jit:.2f})")
+
+
+def measured(fn: Callable[[], Any]) -> Run:
+    """Wall and CPU seconds of one call (the process tree's, and the JVM's)."""
+    (jvm, jit), cpu, t = jvm_cpu_seconds(), tree_cpu_seconds(), time.perf_counter()
     fn()
-    return time.perf_counter() - t, tree_cpu_seconds() - cpu
+    wall, cpu = time.perf_counter() - t, tree_cpu_seconds() - cpu
+    jvm_after, jit_after = jvm_cpu_seconds()
+    return Run(wall, cpu, jvm_after - jvm, jit_after - jit)
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--rows", type=int, default=5_000_000)
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=3,
+                   help="untimed rounds of the three Spark writers per format, before the timed ones")
     p.add_argument("--dir", default="/tmp/lading-bench")
+    p.add_argument("--fresh", choices=("parquet", "csv"), help=argparse.SUPPRESS)  # one export in a new JVM
     args = p.parse_args()
     base = Path(args.dir)
     src = base / "source"
@@ -174,14 +228,16 @@ def main() -> None:
     from lading_spec.job import JobDocument
 
     spark = build_session(master="local[2]", app_name="lading-bench",
-                          conf={"spark.sql.files.maxPartitionBytes": str(32 * 1024 * 1024)})
-    generate(spark, args.rows, src)
-    df = spark.read.parquet(str(src))
-    df.createOrReplaceTempView("bench_source")
-    df.count()  # warm the file listing and the JVM
-    src_bytes = du(src)
-    print(f"source: {args.rows:,} rows, {src_bytes / 1e6:.0f} MB Parquet, {df.rdd.getNumPartitions()} partitions; "
-          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+                          conf={"spark.sql.files.maxPartitionBytes": str(32 * 1024 * 1024),
+                                "spark.driver.extraJavaOptions": "-XX:-UseDynamicNumberOfCompilerThreads"})
+    started_cpu = tree_cpu_seconds()  # this interpreter, the JVM, the SparkContext
+    if not args.fresh:
+        generate(spark, args.rows, src)
+        df = spark.read.parquet(str(src))
+        df.createOrReplaceTempView("bench_source")
+        df.count()  # warm the file listing and the JVM
+        print(f"source: {args.rows:,} rows, {du(src) / 1e6:.0f} MB Parquet, {df.rdd.getNumPartitions()} partitions; "
+              f"load average {os.getloadavg()[0]:.1f}", flush=True)
 
     def lading(fmt: str, out: Path, path: str = arrowpath.SPARK) -> None:
         shutil.rmtree(out, ignore_errors=True)
@@ -217,29 +273,39 @@ def main() -> None:
         con.execute(f"COPY (SELECT * FROM read_parquet('{src}/*.parquet')) TO '{target}' {opts}")
         con.close()
 
+    if args.fresh:  # what one SparkApplication pays: a new JVM, new Python workers, one export
+        run = measured(functools.partial(lading_arrow, args.fresh, base / f"fresh-{args.fresh}"))
+        shutil.rmtree(base / f"fresh-{args.fresh}", ignore_errors=True)
+        print("FRESH " + json.dumps({"started": started_cpu, **dataclasses.asdict(run)}), flush=True)
+        spark.stop()
+        return
+
     writers: list[tuple[str, Callable[[str, Path], None]]] = [
         ("Spark native", spark_native), ("lading", lading), ("lading Arrow", lading_arrow),
         ("DuckDB COPY TO", duck)]
-    table: list[tuple[str, str, float, float, int, list[float]]] = []
+    table: list[tuple[str, str, Run, int, list[float]]] = []
     peaks: dict[str, tuple[int, int]] = {}
     for fmt in ("parquet", "csv"):
-        for _name, fn in writers[:3]:  # one untimed warm-up each
-            fn(fmt, base / f"warm-{fmt}")
+        # Untimed rounds until the JVM has compiled what these jobs run: its JIT compiler otherwise
+        # lands on whichever writer runs while it catches up. The first round's figures are what a
+        # fresh JVM pays (every SparkApplication starts one); they are printed, not ranked.
+        for warm in range(args.warmup):
+            for name, fn in writers[:3]:
+                run = measured(functools.partial(fn, fmt, base / f"warm-{fmt}"))
+                print(f"  {fmt} {name} warm-up {warm + 1}: {run.line()}", flush=True)
         shutil.rmtree(base / f"warm-{fmt}", ignore_errors=True)
-        walls: dict[str, list[float]] = {n: [] for n, _ in writers}
-        cpus: dict[str, list[float]] = {n: [] for n, _ in writers}
+        runs: dict[str, list[Run]] = {n: [] for n, _ in writers}
         for rep in range(args.repeat):
             for name, fn in writers:
                 out = base / f"{name.replace(' ', '-').lower()}-{fmt}"
-                wall, cpu = measured(functools.partial(fn, fmt, out))
-                walls[name].append(wall)
-                cpus[name].append(cpu)
-                print(f"  {fmt} {name} run {rep + 1}: {wall:.1f} s wall, {cpu:.1f} s CPU, "
-                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+                run = measured(functools.partial(fn, fmt, out))
+                runs[name].append(run)
+                print(f"  {fmt} {name} run {rep + 1}: {run.line()}, load {os.getloadavg()[0]:.1f}", flush=True)
         for name, _ in writers:
             out = base / f"{name.replace(' ', '-').lower()}-{fmt}"
-            table.append((fmt, name, statistics.median(walls[name]), statistics.median(cpus[name]), du(out),
-                          walls[name]))
+            rs = runs[name]
+            median = Run(*(statistics.median(getattr(r, k) for r in rs) for k in ("wall", "cpu", "jvm", "jit")))
+            table.append((fmt, name, median, du(out), [r.wall for r in rs]))
         for name, fn in writers[1:3]:
             with WorkerRss() as rss:
                 fn(fmt, base / f"rss-{fmt}")
@@ -248,21 +314,37 @@ def main() -> None:
 
     print()
     print(f"medians of {args.repeat} interleaved runs; load average at the end {os.getloadavg()[0]:.1f}")
-    print("| format | writer | wall s | CPU s | output MB | rows/s (wall) | × Spark native (wall) "
-          "| × Spark native (CPU) | × DuckDB (wall) | × DuckDB (CPU) | wall s of each run |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    spark_anchor = {fmt: (w, c) for fmt, name, w, c, _, _ in table if name == "Spark native"}
-    duck_anchor = {fmt: (w, c) for fmt, name, w, c, _, _ in table if name == "DuckDB COPY TO"}
-    for fmt, name, w, c, b, runs in table:
-        sw, sc = spark_anchor[fmt]
-        dw, dc = duck_anchor[fmt]
-        print(f"| {fmt} | {name} | {w:.1f} | {c:.1f} | {b / 1e6:.0f} | {args.rows / w / 1e3:.0f} k "
-              f"| {sw / w:.2f} | {sc / c:.2f} | {dw / w:.2f} | {dc / c:.2f} | {', '.join(f'{r:.1f}' for r in runs)} |")
+    print("| format | writer | wall s | CPU s | of which JVM (JIT) | output MB | rows/s (wall) "
+          "| × Spark native (wall) | × Spark native (CPU) | × DuckDB (wall) | × DuckDB (CPU) | wall s of each run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    spark_anchor = {fmt: m for fmt, name, m, _, _ in table if name == "Spark native"}
+    duck_anchor = {fmt: m for fmt, name, m, _, _ in table if name == "DuckDB COPY TO"}
+    for fmt, name, m, b, walls in table:
+        s, d = spark_anchor[fmt], duck_anchor[fmt]
+        print(f"| {fmt} | {name} | {m.wall:.1f} | {m.cpu:.1f} | {m.jvm:.2f} ({m.jit:.2f}) | {b / 1e6:.0f} "
+              f"| {args.rows / m.wall / 1e3:.0f} k | {s.wall / m.wall:.2f} | {s.cpu / m.cpu:.2f} "
+              f"| {d.wall / m.wall:.2f} | {d.cpu / m.cpu:.2f} | {', '.join(f'{w:.1f}' for w in walls)} |")
+    print()
+    steady = {fmt: m for fmt, name, m, _, _ in table if name == "lading Arrow"}
+    for fmt in ("parquet", "csv"):  # after the table: nothing else runs meanwhile
+        fresh = fresh_export(fmt, args)
+        print(f"lading Arrow {fmt} in a fresh JVM (one SparkApplication): starting Python, the JVM and Spark "
+              f"{fresh['started']:.1f} CPU-s, then the export {fresh['cpu']:.1f} CPU-s (JVM {fresh['jvm']:.2f}, "
+              f"of which JIT {fresh['jit']:.2f}; {fresh['wall']:.1f} s wall) against {steady[fmt].cpu:.1f} CPU-s "
+              f"warm; DuckDB {duck_anchor[fmt].cpu:.1f}", flush=True)
     print()
     for what, (peak, out_bytes) in peaks.items():
         print(f"peak Python worker RSS, {what}: {peak / 1024:.0f} MiB "
               f"(bufferSize {BUFFER}; output {out_bytes / 1e6:.0f} MB = {out_bytes / (8 * 1024 * 1024):.0f}× bufferSize)")
     spark.stop()
+
+
+def fresh_export(fmt: str, args: argparse.Namespace) -> dict[str, float]:
+    """One Arrow-only export in a new process (new JVM, new Python workers): its figures."""
+    out = subprocess.run([sys.executable, __file__, "--fresh", fmt, "--rows", str(args.rows), "--dir", args.dir],
+                         capture_output=True, text=True, check=True)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("FRESH "))
+    return json.loads(line.removeprefix("FRESH "))  # type: ignore[no-any-return]
 
 
 if __name__ == "__main__":
