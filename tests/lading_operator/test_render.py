@@ -284,3 +284,36 @@ def test_sandbox_settings_are_always_rendered() -> None:
     for spec in (LOAD, UNLOAD, {**UNLOAD, "spark": {"sparkConf": {"spark.sql.runSQLOnFiles": "false"}}}):
         conf = render.build_sparkapplication(spec, run())["spec"]["sparkConf"]
         assert conf["spark.sql.runSQLOnFiles"] == "false" and conf["spark.sql.variable.substitute"] == "false"
+
+
+CONVERT = {"from": {"files": "s3://raw/orders/", "format": "parquet"},
+           "to": {"files": "s3://exports/orders/", "format": "csv"}}
+
+
+@pytest.mark.parametrize("source", [CONVERT["from"], {"fileList": ["s3://raw/a.parquet"], "format": "parquet"},
+                                    {"table": "s3://lake/orders/", "asOf": 5}])
+def test_an_arrow_only_copy_runs_its_jvms_with_the_first_tier_compiler(upstream: Admission,
+                                                                       source: dict[str, Any]) -> None:
+    app = render.build_sparkapplication({**CONVERT, "from": source}, run())
+    assert app["spec"]["driver"]["javaOptions"] == app["spec"]["executor"]["javaOptions"] == "-XX:TieredStopAtLevel=1"
+    ok, message = admitted(upstream, app)
+    assert ok, message
+
+
+@pytest.mark.parametrize(("spec", "why"), [
+    (UNLOAD, "a query: Spark SQL may do the row work"),
+    (LOAD, "a load into a table"),
+    ({**CONVERT, "spark": {"sparkConf": {"spark.lading.unload.path": "spark"}}}, "the Spark path is forced"),
+    ({**CONVERT, "spark": {"sparkConf": {"spark.lading.unload.path": " Spark "}}}, "forced, as the job reads it"),
+    ({**CONVERT, "spark": {"sparkConf": {"spark.executor.extraJavaOptions": "-XX:+UseG1GC"}}},
+     "the resource sets JVM options itself"),
+])
+def test_other_copies_keep_the_jvms_default_compilers(spec: dict[str, Any], why: str) -> None:
+    app = render.build_sparkapplication(spec, run())
+    assert "javaOptions" not in app["spec"]["driver"] and "javaOptions" not in app["spec"]["executor"], why
+
+
+def test_only_copyjobs_get_the_first_tier_compiler() -> None:
+    assert not render.arrow_only_copy("Compaction", CONVERT, {})
+    assert not render.arrow_only_copy("StreamCopy", CONVERT, {})
+    assert render.arrow_only_copy("CopyJob", CONVERT, {})
