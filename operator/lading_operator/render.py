@@ -31,7 +31,13 @@ from lading_operator import names, render_stream
 from lading_spec.copyjob import OPERATOR_FIELDS
 from lading_spec.errors import SpecError
 from lading_spec.job import API_VERSION, JobDocument
-from lading_spec.sparkconf import SANDBOX_CONF, parse_spark_conf
+from lading_spec.sparkconf import (
+    JAVA_OPTIONS,
+    SANDBOX_CONF,
+    UNLOAD_PATH,
+    parse_spark_conf,
+    unload_path_value,
+)
 from lading_spec.version import VERSION
 
 SPARK_API_VERSION = "sparkoperator.k8s.io/v1beta2"
@@ -63,7 +69,6 @@ MAX_ARGUMENT_BYTES = 32 * 4096 - 1
 # which a fresh JVM otherwise runs for seconds of CPU. Measured in docs/benchmarks.md ("Warm
 # and fresh JVMs"): about 19 CPU-s per 5 M-row export instead of 29, 0.5 s less wall clock.
 FIRST_TIER_JVM = "-XX:TieredStopAtLevel=1"
-_JAVA_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 LABEL_KIND = "lading.io/kind"
 LABEL_NAME = "lading.io/name"
@@ -352,9 +357,9 @@ def arrow_only_copy(kind: str, spec: Mapping[str, Any], spark_conf: Mapping[str,
         return False
     if "query" in source or not {"files", "fileList", "table"} & set(source) or "files" not in target:
         return False
-    if str(spark_conf.get("spark.lading.unload.path", "auto")).strip().lower() == "spark":
+    if unload_path_value(spark_conf.get(UNLOAD_PATH)) == "spark":
         return False
-    return not any(k in spark_conf for k in _JAVA_OPTION_KEYS)
+    return not any(k in spark_conf for k in JAVA_OPTIONS)
 
 
 def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,

@@ -63,8 +63,19 @@ SAFE_KEYS = frozenset({
     "spark.shuffle.compress", "spark.shuffle.spill.compress", "spark.shuffle.file.buffer",
     "spark.reducer.maxSizeInFlight", "spark.kryoserializer.buffer", "spark.kryoserializer.buffer.max",
     "spark.rpc.message.maxSize", "spark.driver.maxResultSize",
-    "spark.lading.unload.path",  # which unload path runs; both write the same files (docs/copyjob.md)
+    "spark.lading.unload.path",  # UNLOAD_PATH: which unload path runs; both write the same files
 })
+UNLOAD_PATH = "spark.lading.unload.path"
+"""Spark setting choosing the unload's path: ``auto`` (default), ``arrow`` (fail if the copy
+needs SQL), ``spark`` (docs/copyjob.md, "Two paths")."""
+
+
+def unload_path_value(value: object) -> str:
+    """An ``UNLOAD_PATH`` value as the job reads it (unset or empty: ``auto``; trimmed, lower
+    case); whether it is one of the three is the job's check. The operator reads it alike."""
+    return (str(value) if value not in (None, "") else "auto").strip().lower()
+
+
 SAFE_PREFIXES = ("spark.sql.adaptive.", "spark.sql.cbo.", "spark.sql.optimizer.", "spark.sql.codegen.",
                  "spark.sql.parquet.", "spark.sql.csv.", "spark.sql.json.", "spark.speculation.",
                  "spark.dynamicAllocation.", "spark.locality.wait.")

@@ -307,6 +307,8 @@ def test_an_arrow_only_copy_runs_its_jvms_with_the_first_tier_compiler(upstream:
     ({**CONVERT, "spark": {"sparkConf": {"spark.lading.unload.path": " Spark "}}}, "forced, as the job reads it"),
     ({**CONVERT, "spark": {"sparkConf": {"spark.executor.extraJavaOptions": "-XX:+UseG1GC"}}},
      "the resource sets JVM options itself"),
+    ({**CONVERT, "spark": {"sparkConf": {"spark.driver.defaultJavaOptions": "-XX:+UseG1GC"}}},
+     "default JVM options of its own too"),
 ])
 def test_other_copies_keep_the_jvms_default_compilers(spec: dict[str, Any], why: str) -> None:
     app = render.build_sparkapplication(spec, run())

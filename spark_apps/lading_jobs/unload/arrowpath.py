@@ -47,13 +47,13 @@ from pyspark.sql import types as T
 
 from lading_jobs.unload import predicate, sortedness, sparkplan, sqlshape
 from lading_jobs.unload.task import TaskPlan, write_partition
+from lading_spec import sparkconf
 from lading_spec.copyjob import CopyJobSpec, Input
 from lading_spec.errors import SpecError
 from lading_spec.formats import FileSet
 
 ARROW, SPARK = "arrow", "spark"
-CONF = "spark.lading.unload.path"
-"""Spark setting choosing the path: ``auto`` (default), ``arrow`` (fail if the copy needs SQL), ``spark``."""
+CONF = sparkconf.UNLOAD_PATH
 BATCH_ROWS_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
@@ -107,7 +107,7 @@ def sortable(dt: T.DataType) -> bool:
 
 
 def requested_path(spark: SparkSession) -> str:
-    value = (spark.conf.get(CONF, "auto") or "auto").strip().lower()
+    value = sparkconf.unload_path_value(spark.conf.get(CONF, "auto"))
     if value not in ("auto", ARROW, SPARK):
         raise SpecError(f"spark.sparkConf.{CONF}", f"got {value!r}; accepted: auto, arrow, spark")
     return value
