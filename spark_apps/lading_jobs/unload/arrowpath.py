@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from lading_jobs.formats import spark as spark_formats
 from lading_jobs.unload import predicate, sortedness, sparkplan, sqlshape
 from lading_jobs.unload.task import TaskPlan, write_partition
 from lading_spec import sparkconf
@@ -68,6 +69,26 @@ class FilesInput:
 class TableInput:
     snapshot: Any  # lading_jobs.table.log.Snapshot (imported lazily: tables are optional)
     skip: Any = None  # lading_jobs.table.expr.Expr: the filter's part that may skip row groups
+
+
+@dataclass(frozen=True)
+class Opened:
+    """``from.files`` or ``from.table`` read once for its schema (``unload.job.open_source``) and
+    kept, so planning neither lists the files nor reads the table's log again, and plans over
+    the very files or snapshot the schema came from: the files listed with their inferred
+    schema, or the table's snapshot."""
+
+    listed: tuple[Any, ...] = ()  # sources.files ObjectInfo, listing order (from.files)
+    files_schema: T.StructType | None = None  # inferred from the files (from.files)
+    snapshot: Any = None  # lading_jobs.table.log.Snapshot (from.table)
+
+    def schema(self) -> T.StructType | None:
+        """The Spark schema the source's DataFrame has (char/varchar as string), or ``None``
+        when only that DataFrame can tell it: a year-month interval, restored with SQL whose
+        nullability is the analyser's."""
+        found = self.snapshot.schema.spark_schema() if self.snapshot is not None else self.files_schema
+        assert found is not None
+        return None if spark_formats.has_ym(found) else spark_formats.transfer_schema(found)
 
 
 @dataclass(frozen=True)
@@ -127,21 +148,23 @@ def _partition_positions(spec: CopyJobSpec, schema: T.StructType) -> tuple[int, 
 
 
 def choose(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, frame: DataFrame | None, *,
-           requested: str | None = None) -> Choice:
+           requested: str | None = None, opened: Opened | None = None) -> Choice:
     """Which path runs ``spec`` (whose source has ``schema``), and why. ``frame``, the source
     DataFrame, is needed for ``from.query`` only (its analysed plan); files and tables are
-    judged without one, so an Arrow-only run never starts Spark SQL."""
+    judged without one, so an Arrow-only run never starts Spark SQL. ``opened``: what reading
+    ``from.files`` or ``from.table`` for ``schema`` found, planned over instead of read again."""
     requested = requested or requested_path(spark)
     if requested == SPARK:
         return Choice(SPARK, f"{CONF}=spark")
-    choice = _arrow_choice(spark, spec, schema, frame)
+    choice = _arrow_choice(spark, spec, schema, frame, opened)
     if requested == ARROW and choice.job is None:
         raise SpecError(f"spark.sparkConf.{CONF}",
                         f"is arrow, but this copy needs Spark SQL: {choice.reason}; remove the setting")
     return choice
 
 
-def _arrow_choice(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, frame: DataFrame | None) -> Choice:
+def _arrow_choice(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, frame: DataFrame | None,
+                  opened: Opened | None) -> Choice:
     source = spec.source
     if source.query is not None:
         assert frame is not None, "from.query: the path is chosen from the query's DataFrame"
@@ -157,14 +180,16 @@ def _arrow_choice(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, 
         return _job(spark, spec, schema, item, [c for c, _ in shape.columns], shape.condition, why, shape.order)
     if source.table is not None:
         return _job(spark, spec, schema, Input(name="table", table=source.table, as_of=source.as_of),
-                    list(schema.names), None, "from.table: a copy of the table")
+                    list(schema.names), None, "from.table: a copy of the table", opened=opened)
     assert source.files is not None
     return _job(spark, spec, schema, Input(name="files", files=source.files), list(schema.names), None,
-                "from.files: a format conversion")
+                "from.files: a format conversion", opened=opened)
 
 
 def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Input, columns: list[str],
-         condition: sqlshape.Expr | None, why: str, order: tuple[tuple[str, bool], ...] = ()) -> Choice:
+         condition: sqlshape.Expr | None, why: str, order: tuple[tuple[str, bool], ...] = (), *,
+         opened: Opened | None = None) -> Choice:
+    """``opened``: ``item`` (the copy's own ``from.files`` or ``from.table``) as already read."""
     if order:
         if item.files is None or item.files.format != "parquet":
             return Choice(SPARK, f"from.query: ORDER BY over input {item.name!r}, which is not Parquet files "
@@ -181,8 +206,11 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
     if item.files is not None:
         from lading_jobs.sources import files as sources_files
 
-        listed = sources_files.list_files(item.files)
-        full = sources_files.infer_schema(item.files, listed)
+        if opened is not None and opened.files_schema is not None:
+            listed, full = list(opened.listed), opened.files_schema
+        else:
+            listed = sources_files.list_files(item.files)
+            full = sources_files.infer_schema(item.files, listed)
         budget, open_cost = sources_files.split_sizes(spark, listed, sort=bool(spec.target.partition_by))
         units: tuple[Any, ...] = tuple(sources_files.plan_splits(item.files, listed, budget, open_cost))
         read = FilesInput(item.files, full.json())
@@ -198,8 +226,10 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
         from lading_jobs.table.log import TableLog
 
         assert item.table is not None
-        uri = table_format.table_root(item.table)
-        snapshot = TableLog.open_existing(uri).snapshot(item.as_of)
+        if opened is not None and opened.snapshot is not None:
+            snapshot = opened.snapshot
+        else:
+            snapshot = TableLog.open_existing(table_format.table_root(item.table)).snapshot(item.as_of)
         skip = table_filter(condition, snapshot.schema) if condition is not None else None
         units = tuple(reader.plan_tasks(snapshot, skip))
         read = TableInput(snapshot, skip)

@@ -64,31 +64,36 @@ def source_frame(spark: SparkSession, spec: CopyJobSpec) -> DataFrame:
     raise SpecError("from", "an unload reads from.query, from.table or from.files")
 
 
-def source_schema(spec: CopyJobSpec) -> T.StructType | None:
-    """The Spark schema :func:`source_frame`'s DataFrame has, read without making one, for
-    ``from.files`` (the first file's, as the files source infers it) and ``from.table``
-    (the snapshot's); ``None`` for a query, whose schema only Spark's analyser knows.
-
-    Making the DataFrame starts Spark SQL: Python data source lookup and planning
-    processes, and the analyser's first run in the JVM, about 4 CPU-s and 3 s of wall
-    clock in a fresh JVM (which every SparkApplication is). The Arrow-only path needs
-    the schema only. The DataFrame holds char/varchar as string (Spark's Arrow transfer
-    has neither); a year-month interval it restores with SQL whose nullability is the
-    analyser's, so a schema holding one is left to the DataFrame (``None``)."""
+def open_source(spec: CopyJobSpec) -> arrowpath.Opened | None:
+    """``from.files`` listed with its schema inferred, or ``from.table``'s snapshot, read the
+    way :func:`source_frame`'s data sources read them; ``None`` for a query, whose schema
+    only Spark's analyser knows. The Arrow-only path plans over what this found."""
     if spec.source.files is not None:
         from lading_jobs.sources import files as sources_files
 
         fs = spec.source.files
-        found = sources_files.infer_schema(fs, sources_files.list_files(fs))
-    elif spec.source.table is not None:
+        listed = sources_files.list_files(fs)
+        return arrowpath.Opened(listed=tuple(listed), files_schema=sources_files.infer_schema(fs, listed))
+    if spec.source.table is not None:
         from lading_jobs.table import format as table_format
         from lading_jobs.table.log import TableLog
 
         log = TableLog.open_existing(table_format.table_root(spec.source.table))
-        found = log.snapshot(spec.source.as_of).schema.spark_schema()
-    else:
-        return None
-    return None if spark_formats.has_ym(found) else spark_formats.transfer_schema(found)
+        return arrowpath.Opened(snapshot=log.snapshot(spec.source.as_of))
+    return None
+
+
+def source_schema(spec: CopyJobSpec) -> T.StructType | None:
+    """The Spark schema :func:`source_frame`'s DataFrame has, read without making one, for
+    ``from.files`` (the first file's, as the files source infers it) and ``from.table``
+    (the snapshot's); ``None`` for a query, or a year-month interval (``Opened.schema``).
+
+    Making the DataFrame starts Spark SQL: Python data source lookup and planning
+    processes, and the analyser's first run in the JVM, about 4 CPU-s and 3 s of wall
+    clock in a fresh JVM (which every SparkApplication is). The Arrow-only path needs
+    the schema only."""
+    opened = open_source(spec)
+    return opened.schema() if opened is not None else None
 
 
 def _source_summary(spec: CopyJobSpec) -> dict[str, Any]:
@@ -159,11 +164,12 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
     requested = path or arrowpath.requested_path(spark)
     # files and tables: the schema alone decides, and the Arrow-only path never makes the DataFrame
     frame: DataFrame | None = None
-    schema = source_schema(spec) if requested != arrowpath.SPARK else None
+    opened = open_source(spec) if requested != arrowpath.SPARK else None  # listed / read once, planned over
+    schema = opened.schema() if opened is not None else None
     if schema is None:
         frame = source_frame(spark, spec)
         schema = frame.schema
-    choice = arrowpath.choose(spark, spec, schema, frame, requested=requested)
+    choice = arrowpath.choose(spark, spec, schema, frame, requested=requested, opened=opened)
     if choice.job is not None:
         _check_partitioning(schema.names, spec)
     else:

@@ -339,6 +339,34 @@ def test_files_and_tables_take_the_arrow_path_without_spark_sql(spark: Any, inpu
         run_unload(spark, job_doc(run), parse_copyjob(run))
 
 
+def test_the_source_is_read_once_and_planned_over(spark: Any, inputs: dict[str, str], plain_table: str,
+                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listing (or snapshot) the schema came from is the one the tasks are planned over:
+    one LIST of the files, one read of the table's log, per run."""
+    from lading_jobs.sources import files as sources_files
+    from lading_jobs.table.log import TableLog
+
+    calls = {"list": 0, "log": 0}
+    list_files, open_existing = sources_files.list_files, TableLog.open_existing
+
+    def counted_list(*args: Any, **kwargs: Any) -> Any:
+        calls["list"] += 1
+        return list_files(*args, **kwargs)
+
+    def counted_log(*args: Any, **kwargs: Any) -> Any:
+        calls["log"] += 1
+        return open_existing(*args, **kwargs)
+
+    monkeypatch.setattr(sources_files, "list_files", counted_list)
+    monkeypatch.setattr(TableLog, "open_existing", counted_log)
+    for i, raw in enumerate([_files_spec(inputs["csv"], "csv"), {"from": {"table": plain_table},
+                                                                 "to": {"format": "json"}}]):
+        run = {**raw, "to": {**raw["to"], "files": f"file://{tmp_path}/{i}/"}}
+        run_unload(spark, job_doc(run), parse_copyjob(run))
+        assert json.loads((tmp_path / str(i) / "_lading_manifest.json").read_text())["path"]["name"] == "arrow"
+    assert calls == {"list": 1, "log": 1}
+
+
 @pytest.mark.slow
 def test_a_table_of_char_and_varchar_copies_identically_on_both_paths(spark: Any, plain_table: str,
                                                                        tmp_path: Path) -> None:
