@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from lading_jobs import storage as st
+from lading_jobs import workerheap
 from lading_jobs.compact import rewrite
 from lading_jobs.compact.parts import CeilingPartWriter
 from lading_jobs.compact.plan import Group
@@ -194,6 +195,7 @@ def stage_body(stage: Stage, counters: Any = None):  # type: ignore[no-untyped-d
     """The ``mapInArrow`` function of a stage: each input row names a task; yields its JSON line."""
 
     def body(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        workerheap.settle()
         storage = storage_for(stage.plan.snapshot.uri, stage.plan.settings)
         for batch in batches:
             for index in batch.column(0).to_pylist():

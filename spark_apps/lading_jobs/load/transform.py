@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from lading_jobs import sandbox
+from lading_jobs import sandbox, workerheap
 from lading_jobs.load import decode as dec
 from lading_jobs.load.decode import Reject
 from lading_jobs.load.infer import _read_sample
@@ -351,6 +351,7 @@ def run_stage(spark: SparkSession, tplan: TransformPlan, schema: TableSchema, co
     source = tplan.source
 
     def decode_all(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        workerheap.settle()
         for batch in batches:
             for i in batch.column(0).to_pylist():
                 yield from decode(i)

@@ -31,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from lading_jobs import storage as st
+from lading_jobs import workerheap
 from lading_jobs.load import transform as tf
 from lading_jobs.load.policy import FileOutcome
 from lading_jobs.load.stores import storage_for
@@ -299,6 +300,7 @@ def run_tasks(spark: Any, target: Target, source: Any, items: list[Any], kind: s
     chosen = list(range(len(items))) if which is None else list(which)
 
     def work(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        workerheap.settle()
         for batch in batches:
             for k in batch.column(0).to_pylist():
                 i = chosen[k]

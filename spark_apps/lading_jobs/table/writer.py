@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lading_jobs import critical, uploadset
+from lading_jobs import critical, uploadset, workerheap
 from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.sink import PartSink
@@ -366,6 +366,7 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
+        workerheap.settle()
         ctx = TaskContext.get()
         part_id = ctx.partitionId() if ctx is not None else 0
         storage = st.S3Storage(settings) if uri.startswith("s3://") else st.open_storage(uri)
