@@ -14,7 +14,9 @@ so a burst of load from elsewhere hits all of them alike.
 
 Two measures, both as medians over the repeats, with ratios against the anchors
 measured in the same run, Spark native and DuckDB (targets of the Arrow path on
-CPU: Parquet ≥ 1.2× DuckDB, CSV ≥ 1.0× DuckDB, ≥ 2× Spark native for both):
+CPU: Parquet ≥ 1.2× DuckDB, CSV ≥ 1.0× DuckDB, ≥ 2× Spark native for both);
+beside them the ratio of the least CPU each writer took over its repeats
+(noise from elsewhere only ever adds CPU, so the least is the steadiest figure):
 
 * wall-clock seconds;
 * CPU seconds of this process tree (the JVM, Spark's Python workers, DuckDB
@@ -26,6 +28,8 @@ CPU: Parquet ≥ 1.2× DuckDB, CSV ≥ 1.0× DuckDB, ≥ 2× Spark native for bo
 Last, one Arrow-only export per format in a new process (``--fresh``): a new JVM
 and new Python workers, as every SparkApplication starts, with what starting
 them cost; the medians above are warm figures, this is what one CopyJob pays.
+Twice: with the JVM's default compilers, and with the first-tier compiler only
+(``render.FIRST_TIER_JVM``), which the operator renders for this kind of CopyJob.
 
 Then one more, untimed, lading export per format measures the peak RSS of Spark's
 Python workers (VmHWM, reset first through /proc/PID/clear_refs), with an export
@@ -53,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT / "operator"), str(ROOT)]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -215,6 +219,7 @@ def main() -> None:
                    help="untimed rounds of the three Spark writers per format, before the timed ones")
     p.add_argument("--dir", default="/tmp/lading-bench")
     p.add_argument("--fresh", choices=("parquet", "csv"), help=argparse.SUPPRESS)  # one export in a new JVM
+    p.add_argument("--java", default="", help=argparse.SUPPRESS)  # the new JVM's further options (--fresh)
     args = p.parse_args()
     base = Path(args.dir)
     src = base / "source"
@@ -229,7 +234,8 @@ def main() -> None:
 
     spark = build_session(master="local[2]", app_name="lading-bench",
                           conf={"spark.sql.files.maxPartitionBytes": str(32 * 1024 * 1024),
-                                "spark.driver.extraJavaOptions": "-XX:-UseDynamicNumberOfCompilerThreads"})
+                                "spark.driver.extraJavaOptions": " ".join(
+                                    ["-XX:-UseDynamicNumberOfCompilerThreads", args.java]).strip()})
     started_cpu = tree_cpu_seconds()  # this interpreter, the JVM, the SparkContext
     if not args.fresh:
         generate(spark, args.rows, src)
@@ -305,7 +311,7 @@ def main() -> None:
             out = base / f"{name.replace(' ', '-').lower()}-{fmt}"
             rs = runs[name]
             median = Run(*(statistics.median(getattr(r, k) for r in rs) for k in ("wall", "cpu", "jvm", "jit")))
-            table.append((fmt, name, median, du(out), [r.wall for r in rs]))
+            table.append((fmt, name, median, du(out), [r.cpu for r in rs]))
         for name, fn in writers[1:3]:
             with WorkerRss() as rss:
                 fn(fmt, base / f"rss-{fmt}")
@@ -315,23 +321,29 @@ def main() -> None:
     print()
     print(f"medians of {args.repeat} interleaved runs; load average at the end {os.getloadavg()[0]:.1f}")
     print("| format | writer | wall s | CPU s | of which JVM (JIT) | output MB | rows/s (wall) "
-          "| × Spark native (wall) | × Spark native (CPU) | × DuckDB (wall) | × DuckDB (CPU) | wall s of each run |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| × Spark native (wall) | × Spark native (CPU) | × DuckDB (wall) | × DuckDB (CPU) "
+          "| × DuckDB (least CPU) | CPU s of each run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     spark_anchor = {fmt: m for fmt, name, m, _, _ in table if name == "Spark native"}
     duck_anchor = {fmt: m for fmt, name, m, _, _ in table if name == "DuckDB COPY TO"}
-    for fmt, name, m, b, walls in table:
+    duck_least = {fmt: min(cpus) for fmt, name, _, _, cpus in table if name == "DuckDB COPY TO"}
+    for fmt, name, m, b, cpus in table:
         s, d = spark_anchor[fmt], duck_anchor[fmt]
         print(f"| {fmt} | {name} | {m.wall:.1f} | {m.cpu:.1f} | {m.jvm:.2f} ({m.jit:.2f}) | {b / 1e6:.0f} "
               f"| {args.rows / m.wall / 1e3:.0f} k | {s.wall / m.wall:.2f} | {s.cpu / m.cpu:.2f} "
-              f"| {d.wall / m.wall:.2f} | {d.cpu / m.cpu:.2f} | {', '.join(f'{w:.1f}' for w in walls)} |")
+              f"| {d.wall / m.wall:.2f} | {d.cpu / m.cpu:.2f} | {duck_least[fmt] / min(cpus):.2f} "
+              f"| {', '.join(f'{c:.1f}' for c in cpus)} |")
     print()
     steady = {fmt: m for fmt, name, m, _, _ in table if name == "lading Arrow"}
+    from lading_operator.render import FIRST_TIER_JVM
+
     for fmt in ("parquet", "csv"):  # after the table: nothing else runs meanwhile
-        fresh = fresh_export(fmt, args)
-        print(f"lading Arrow {fmt} in a fresh JVM (one SparkApplication): starting Python, the JVM and Spark "
-              f"{fresh['started']:.1f} CPU-s, then the export {fresh['cpu']:.1f} CPU-s (JVM {fresh['jvm']:.2f}, "
-              f"of which JIT {fresh['jit']:.2f}; {fresh['wall']:.1f} s wall) against {steady[fmt].cpu:.1f} CPU-s "
-              f"warm; DuckDB {duck_anchor[fmt].cpu:.1f}", flush=True)
+        for jvm, java in (("default compilers", ""), (f"{FIRST_TIER_JVM}, as the operator renders it", FIRST_TIER_JVM)):
+            fresh = fresh_export(fmt, args, java)
+            print(f"lading Arrow {fmt} in a fresh JVM (one SparkApplication; {jvm}): starting Python, the JVM and "
+                  f"Spark {fresh['started']:.1f} CPU-s, then the export {fresh['cpu']:.1f} CPU-s (JVM "
+                  f"{fresh['jvm']:.2f}, of which JIT {fresh['jit']:.2f}; {fresh['wall']:.1f} s wall) against "
+                  f"{steady[fmt].cpu:.1f} CPU-s warm; DuckDB {duck_anchor[fmt].cpu:.1f}", flush=True)
     print()
     for what, (peak, out_bytes) in peaks.items():
         print(f"peak Python worker RSS, {what}: {peak / 1024:.0f} MiB "
@@ -339,10 +351,10 @@ def main() -> None:
     spark.stop()
 
 
-def fresh_export(fmt: str, args: argparse.Namespace) -> dict[str, float]:
-    """One Arrow-only export in a new process (new JVM, new Python workers): its figures."""
-    out = subprocess.run([sys.executable, __file__, "--fresh", fmt, "--rows", str(args.rows), "--dir", args.dir],
-                         capture_output=True, text=True, check=True)
+def fresh_export(fmt: str, args: argparse.Namespace, java: str) -> dict[str, float]:
+    """One Arrow-only export in a new process (new JVM with ``java`` options, new Python workers): its figures."""
+    out = subprocess.run([sys.executable, __file__, "--fresh", fmt, "--rows", str(args.rows), "--dir", args.dir,
+                          f"--java={java}"], capture_output=True, text=True, check=True)
     line = next(x for x in out.stdout.splitlines() if x.startswith("FRESH "))
     return json.loads(line.removeprefix("FRESH "))  # type: ignore[no-any-return]
 
