@@ -60,3 +60,25 @@ def test_a_part_bigger_than_the_buffer_is_multipart_and_unload_sinks_always_are(
     unload.finish()
     assert calls == ["CreateMultipartUpload", "UploadPart"] and storage.head(f"s3://{bucket}/file.csv") is None
     storage.abort_upload(unload.upload)
+
+
+def test_the_checksum_is_zlibs_crc32_of_the_stored_bytes(s3_endpoint: str, bucket: str) -> None:
+    """zlib-ng computes it; the manifest promises zlib's CRC-32 (the gzip polynomial) of the
+    object as stored: chained over chunks of every kind a writer hands in, across parts."""
+    import zlib
+
+    rng = np.random.default_rng(7)
+    storage = st.S3Storage()
+    sink = PartSink(storage, f"s3://{bucket}/crc.bin", 5 * 1024 * 1024)
+    scratch = bytearray(rng.bytes(3 * 1024 * 1024))
+    chunks: list[Any] = [b"", b"x", rng.bytes(4 * 1024 * 1024), pa.py_buffer(rng.bytes(2 * 1024 * 1024 + 3)),
+                         memoryview(scratch)[5:], scratch, rng.bytes(17)]
+    for chunk in chunks:
+        sink.write(chunk)
+    scratch[:] = b"\0" * len(scratch)  # the sink copied the mutable chunks it was given
+    upload = sink.finish()
+    storage.complete_upload(upload)
+    stored = storage.read(f"s3://{bucket}/crc.bin")
+    assert len(upload.parts) == 3 and len(stored) == sink.size
+    assert sink.crc32 == f"{zlib.crc32(stored):08x}"
+    assert sink.crc32 != f"{zlib.crc32(stored[:-1]):08x}"  # a truncated object does not match
