@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from lading_jobs.load.conform import conform
 from lading_jobs.load.decode import decode, decode_csv, decode_json, decode_parquet
@@ -62,6 +63,30 @@ def test_header_names_match_case_insensitively_and_extra_columns_are_ignored() -
 def test_gzip_csv_is_decompressed_by_name() -> None:
     decoded = decode(gzip.compress(b"1,a,2\n"), "csv", CsvOptions(), SCHEMA.names, "s3://b/x.csv.gz")
     assert conform(decoded, SCHEMA).table.num_rows == 1
+
+
+def test_every_gzip_member_of_a_concatenation_is_decompressed() -> None:
+    data = gzip.compress(b"1,a,2\n") + gzip.compress(b"") + gzip.compress(b"2,b,3\n3,c,4\n")
+    decoded = decode(data, "csv", CsvOptions(compression="gzip"), SCHEMA.names, "s3://b/x.csv")
+    assert [r["id"] for r in conform(decoded, SCHEMA).table.to_pylist()] == [1, 2, 3]
+
+
+def _flipped(data: bytes, start: int, end: int) -> bytes:
+    return data[:start] + bytes(b ^ 0xFF for b in data[start:end]) + data[end:]
+
+
+@pytest.mark.parametrize("case", ["corrupt deflate", "truncated", "bad header", "corrupt zstd", "truncated zstd"])
+def test_a_file_that_does_not_decompress_is_a_file_error_not_a_task_failure(case: str) -> None:
+    """Whatever the library raises (zlib-ng's ``error``, ``EOFError``, ``OSError``), the file
+    gets an error naming its compression and the load goes on."""
+    body = b"".join(b"%d,name-%d,%d.5\n" % (i, i, i) for i in range(2000))
+    gz, zst = gzip.compress(body), pa.Codec("zstd").compress(body, asbytes=True)
+    data, compression = {
+        "corrupt deflate": (_flipped(gz, 20, 40), "gzip"), "truncated": (gz[:-9], "gzip"),
+        "bad header": (b"\x1f\x8b" + b"x" * 30, "gzip"), "corrupt zstd": (_flipped(zst, 20, 40), "zstd"),
+        "truncated zstd": (zst[:-7], "zstd")}[case]
+    decoded = decode(data, "csv", CsvOptions(compression=compression), SCHEMA.names, "s3://b/x.csv")
+    assert decoded.error is not None and decoded.error.startswith(f"cannot decompress ({compression}): not valid")
 
 
 def test_json_lines_reject_bad_lines_and_values() -> None:
