@@ -1,6 +1,6 @@
 """Unload benchmark: lading vs Spark's native writer vs DuckDB COPY TO, same data, same cores.
 
-  python bench/unload.py [--rows 5000000] [--repeat 5] [--warmup 3] [--dir /tmp/lading-bench]
+  python bench/unload.py [--rows 5000000] [--repeat 5] [--warmup 3] [--formats parquet,csv] [--dir /tmp/lading-bench]
 
 Generates the dataset once (ints, decimals, timestamps, strings with nulls) as
 Parquet, then exports it to local files with: lading on the Spark SQL path
@@ -63,6 +63,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 BUFFER = "8MB"
+FORMATS = ("parquet", "csv", "csv.gz")
 CLK = os.sysconf("SC_CLK_TCK")
 
 
@@ -87,15 +88,25 @@ def _descendants() -> list[int]:
 
 
 def tree_cpu_seconds() -> float:
-    """User + system CPU of the process tree, reaped children included."""
+    """User + system CPU of the process tree, reaped children included.
+
+    A process reaped while the tree is read (a reused Python worker leaving, with all the
+    CPU it used in earlier runs) is counted twice or not at all: its own times, then its
+    parent's children's times, may both or neither be read. A reading during which the
+    tree's processes changed is therefore taken again."""
     total = 0
-    for pid in _descendants():
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        f = stat[stat.rfind(")") + 2:].split()
-        total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+    for _ in range(50):
+        pids = _descendants()
+        total = 0
+        for pid in pids:
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            f = stat[stat.rfind(")") + 2:].split()
+            total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+        if _descendants() == pids:
+            break
     return total / CLK
 
 
@@ -218,9 +229,14 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3,
                    help="untimed rounds of the three Spark writers per format, before the timed ones")
     p.add_argument("--dir", default="/tmp/lading-bench")
-    p.add_argument("--fresh", choices=("parquet", "csv"), help=argparse.SUPPRESS)  # one export in a new JVM
+    p.add_argument("--formats", default="parquet,csv",
+                   help=f"comma-separated, of {', '.join(FORMATS)} (csv.gz: CSV in gzip members)")
+    p.add_argument("--fresh", choices=FORMATS, help=argparse.SUPPRESS)  # one export in a new JVM
     p.add_argument("--java", default="", help=argparse.SUPPRESS)  # the new JVM's further options (--fresh)
     args = p.parse_args()
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    if not formats or any(f not in FORMATS for f in formats):
+        p.error(f"--formats: {args.formats!r}; each one of {', '.join(FORMATS)}")
     base = Path(args.dir)
     src = base / "source"
     base.mkdir(parents=True, exist_ok=True)
@@ -252,7 +268,8 @@ def main() -> None:
         doc = JobDocument(kind="CopyJob", namespace="bench", name="bench", uid="", generation=1,
                           run_id=f"bench-{fmt}-{time.time_ns()}", run_time=dt.datetime.now(dt.UTC),
                           spec={"from": source,
-                                "to": {"files": f"file://{out}/", "format": fmt, "bufferSize": BUFFER}})
+                                "to": {"files": f"file://{out}/", "format": fmt.split(".")[0], "bufferSize": BUFFER,
+                                       **({"options": {"compression": "gzip"}} if fmt.endswith(".gz") else {})}})
         spark.conf.set(arrowpath.CONF, path)  # the path is forced: a silent fallback would skew the figures
         try:
             result = run_job(spark, doc)
@@ -267,15 +284,19 @@ def main() -> None:
     def spark_native(fmt: str, out: Path) -> None:
         shutil.rmtree(out, ignore_errors=True)
         writer = df.write.mode("overwrite")
-        writer.parquet(str(out)) if fmt == "parquet" else writer.csv(str(out))
+        if fmt == "parquet":
+            writer.parquet(str(out))
+        else:
+            writer.csv(str(out), compression="gzip" if fmt.endswith(".gz") else None)
 
     def duck(fmt: str, out: Path) -> None:
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
         con = duckdb.connect()
         con.execute("SET threads TO 2")
-        target = out / ("out.parquet" if fmt == "parquet" else "out.csv")
-        opts = "(FORMAT parquet, COMPRESSION snappy)" if fmt == "parquet" else "(FORMAT csv, HEADER false)"
+        target = out / f"out.{fmt}"
+        opts = ("(FORMAT parquet, COMPRESSION snappy)" if fmt == "parquet" else
+                f"(FORMAT csv, HEADER false{', COMPRESSION gzip' if fmt.endswith('.gz') else ''})")
         con.execute(f"COPY (SELECT * FROM read_parquet('{src}/*.parquet')) TO '{target}' {opts}")
         con.close()
 
@@ -291,7 +312,7 @@ def main() -> None:
         ("DuckDB COPY TO", duck)]
     table: list[tuple[str, str, Run, int, list[float]]] = []
     peaks: dict[str, tuple[int, int]] = {}
-    for fmt in ("parquet", "csv"):
+    for fmt in formats:
         # Untimed rounds until the JVM has compiled what these jobs run: its JIT compiler otherwise
         # lands on whichever writer runs while it catches up. The first round's figures are what a
         # fresh JVM pays (every SparkApplication starts one); they are printed, not ranked.
@@ -337,7 +358,7 @@ def main() -> None:
     steady = {fmt: m for fmt, name, m, _, _ in table if name == "lading Arrow"}
     from lading_operator.render import FIRST_TIER_JVM
 
-    for fmt in ("parquet", "csv"):  # after the table: nothing else runs meanwhile
+    for fmt in formats:  # after the table: nothing else runs meanwhile
         for jvm, java in (("default compilers", ""), (f"{FIRST_TIER_JVM}, as the operator renders it", FIRST_TIER_JVM)):
             fresh = fresh_export(fmt, args, java)
             print(f"lading Arrow {fmt} in a fresh JVM (one SparkApplication; {jvm}): starting Python, the JVM and "
