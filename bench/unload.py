@@ -100,11 +100,9 @@ def tree_cpu_seconds() -> float:
         total = 0
         for pid in pids:
             try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
+                total += _cpu_ticks(Path(f"/proc/{pid}/stat").read_text(), children=True)
             except OSError:
                 continue
-            f = stat[stat.rfind(")") + 2:].split()
-            total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
         if _descendants() == pids:
             break
     return total / CLK

@@ -43,6 +43,10 @@ KEY = re.compile(r"^spark\.[A-Za-z0-9._/-]+$")
 MAX_KEYS = 64
 MAX_VALUE = 4096
 
+UNLOAD_PATH = "spark.lading.unload.path"
+"""Spark setting choosing the unload's path: ``auto`` (default), ``arrow`` (fail if the copy
+needs SQL), ``spark`` (docs/copyjob.md, "Two paths")."""
+
 # Tuning: how fast and how big, never where, as whom or what code.
 SAFE_KEYS = frozenset({
     "spark.default.parallelism", "spark.sql.shuffle.partitions", "spark.sql.files.maxPartitionBytes",
@@ -63,11 +67,8 @@ SAFE_KEYS = frozenset({
     "spark.shuffle.compress", "spark.shuffle.spill.compress", "spark.shuffle.file.buffer",
     "spark.reducer.maxSizeInFlight", "spark.kryoserializer.buffer", "spark.kryoserializer.buffer.max",
     "spark.rpc.message.maxSize", "spark.driver.maxResultSize",
-    "spark.lading.unload.path",  # UNLOAD_PATH: which unload path runs; both write the same files
+    UNLOAD_PATH,  # which unload path runs; both write the same files
 })
-UNLOAD_PATH = "spark.lading.unload.path"
-"""Spark setting choosing the unload's path: ``auto`` (default), ``arrow`` (fail if the copy
-needs SQL), ``spark`` (docs/copyjob.md, "Two paths")."""
 
 
 def unload_path_value(value: object) -> str:

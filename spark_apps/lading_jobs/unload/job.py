@@ -27,7 +27,6 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from lading_jobs.engine import Cancelled, Progress
 from lading_jobs.formats import spark as spark_formats
@@ -67,7 +66,13 @@ def source_frame(spark: SparkSession, spec: CopyJobSpec) -> DataFrame:
 def open_source(spec: CopyJobSpec) -> arrowpath.Opened | None:
     """``from.files`` listed with its schema inferred, or ``from.table``'s snapshot, read the
     way :func:`source_frame`'s data sources read them; ``None`` for a query, whose schema
-    only Spark's analyser knows. The Arrow-only path plans over what this found."""
+    only Spark's analyser knows. The Arrow-only path plans over what this found, and its
+    ``schema()`` is the schema :func:`source_frame`'s DataFrame has, without making one.
+
+    Making the DataFrame starts Spark SQL: Python data source lookup and planning
+    processes, and the analyser's first run in the JVM, about 4 CPU-s and 3 s of wall
+    clock in a fresh JVM (which every SparkApplication is). The Arrow-only path needs
+    the schema only."""
     if spec.source.files is not None:
         from lading_jobs.sources import files as sources_files
 
@@ -81,19 +86,6 @@ def open_source(spec: CopyJobSpec) -> arrowpath.Opened | None:
         log = TableLog.open_existing(table_format.table_root(spec.source.table))
         return arrowpath.Opened(snapshot=log.snapshot(spec.source.as_of))
     return None
-
-
-def source_schema(spec: CopyJobSpec) -> T.StructType | None:
-    """The Spark schema :func:`source_frame`'s DataFrame has, read without making one, for
-    ``from.files`` (the first file's, as the files source infers it) and ``from.table``
-    (the snapshot's); ``None`` for a query, or a year-month interval (``Opened.schema``).
-
-    Making the DataFrame starts Spark SQL: Python data source lookup and planning
-    processes, and the analyser's first run in the JVM, about 4 CPU-s and 3 s of wall
-    clock in a fresh JVM (which every SparkApplication is). The Arrow-only path needs
-    the schema only."""
-    opened = open_source(spec)
-    return opened.schema() if opened is not None else None
 
 
 def _source_summary(spec: CopyJobSpec) -> dict[str, Any]:

@@ -303,14 +303,16 @@ def _files_spec(uri: str, fmt: str) -> dict[str, Any]:
 def test_the_source_schema_is_the_dataframes_read_without_making_it(spark: Any, inputs: dict[str, str], table: str,
                                                                      plain_table: str) -> None:
     from lading_jobs.formats.spark import has_ym
-    from lading_jobs.unload.job import source_frame, source_schema
+    from lading_jobs.unload.job import open_source, source_frame
 
     specs = [_files_spec(uri, fmt) for fmt, uri in inputs.items()]
     specs += [{"from": {"table": t, "asOf": 6}, "to": {"format": "json"}} for t in (table, plain_table)]
     direct = 0
     for raw in specs:
         spec = parse_copyjob({**raw, "to": {**raw["to"], "files": "file:///unused/"}})
-        schema, frame = source_schema(spec), source_frame(spark, spec).schema
+        opened = open_source(spec)
+        assert opened is not None
+        schema, frame = opened.schema(), source_frame(spark, spec).schema
         if has_ym(frame):
             assert schema is None, raw["from"]  # left to the DataFrame: Spark's nullability of the restored type
         else:
