@@ -1,2 +1,3 @@
-"""File formats: lading's type mapping (types), CSV (csv), JSON lines (jsonl), and the
-Spark-side helpers that carry types Arrow cannot transfer (spark)."""
+"""File formats: lading's type mapping (types), CSV (csv), JSON lines (jsonl), compressed
+text input (compressed), and the Spark-side helpers that carry types Arrow cannot
+transfer (spark)."""

@@ -28,10 +28,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
-from zlib_ng import gzip_ng, zlib_ng
 
+from lading_jobs.formats.compressed import compression_of, decompress
 from lading_jobs.load import lines as L
-from lading_spec.formats import CsvOptions, FormatOptions, JsonOptions
+from lading_spec.formats import CsvOptions, FormatOptions
 
 MAX_RAW = 4096  # characters of a raw record kept in a rejected-rows entry
 
@@ -87,30 +87,6 @@ def row_json(table: pa.Table, index: int) -> str:
 def _text(data: bytes) -> str:
     text = data.decode("utf-8", errors="backslashreplace")
     return text if len(text) <= MAX_RAW else text[:MAX_RAW] + "…"
-
-
-class NotDecompressible(OSError):
-    """A file that does not decompress as its compression: corrupt or truncated."""
-
-
-def decompress(data: bytes, compression: str, uri: str) -> bytes:
-    """Undo ``compression`` (none, gzip, zstd; also chosen by a .gz/.zst name).
-
-    gzip (every member of a concatenation) by zlib-ng, about 1.8× zlib's speed here. Any
-    failure, whatever the library calls it (``zlib_ng.error`` for a corrupt deflate stream,
-    ``EOFError`` for a truncated one, ``OSError`` for a bad header or zstd frame), raises
-    :class:`NotDecompressible`, an ``OSError``: the callers' file error, never a task failure."""
-    name = uri.lower()
-    if compression == "none":
-        compression = "gzip" if name.endswith(".gz") else "zstd" if name.endswith((".zst", ".zstd")) else "none"
-    try:
-        if compression == "gzip":
-            return gzip_ng.decompress(data)
-        if compression == "zstd":
-            return pa.CompressedInputStream(pa.BufferReader(data), "zstd").read()  # type: ignore[no-any-return]
-    except (zlib_ng.error, EOFError, OSError, pa.ArrowInvalid) as e:  # type: ignore[misc]  # the stub: error is "Exception"
-        raise NotDecompressible(f"not valid {compression} data (corrupt or truncated): {e}") from e
-    return data
 
 
 class _Raw(Protocol):
@@ -371,10 +347,10 @@ def decode(data: bytes | pa.NativeFile, fmt: str, options: FormatOptions, column
     if fmt == "parquet":
         return decode_parquet(data, row_groups, first_row)
     assert isinstance(data, bytes)
-    compression = options.compression if isinstance(options, CsvOptions | JsonOptions) else "none"
+    compression = compression_of(options)
     try:
         data = decompress(data, compression, uri)
-    except (OSError, EOFError, pa.ArrowInvalid) as e:
+    except OSError as e:  # NotDecompressible
         return Decoded(unit="line", error=f"cannot decompress ({compression}): {e}")
     if not data.strip():
         return Decoded(unit="line")  # an empty file loads no rows and is no error

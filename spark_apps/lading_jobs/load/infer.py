@@ -15,16 +15,15 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from lading_jobs.load.decode import decompress
+from lading_jobs.formats.compressed import compression_of, decompress
 from lading_jobs.table.schema import SchemaError, TableSchema, type_from_arrow
-from lading_spec.formats import CsvOptions, FormatOptions, JsonOptions
+from lading_spec.formats import CsvOptions, FormatOptions
 
 
 def _read_sample(data: bytes, fmt: str, options: FormatOptions, uri: str) -> pa.Schema:
     if fmt == "parquet":
         return pq.read_schema(pa.BufferReader(data))
-    compression = options.compression if isinstance(options, CsvOptions | JsonOptions) else "none"
-    data = decompress(data, compression, uri)
+    data = decompress(data, compression_of(options), uri)
     if fmt == "json":
         import pyarrow.json as pajson
 

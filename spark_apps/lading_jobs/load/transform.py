@@ -35,6 +35,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lading_jobs import sandbox, workerheap
+from lading_jobs.formats.compressed import decompress
 from lading_jobs.load import decode as dec
 from lading_jobs.load.decode import Reject
 from lading_jobs.load.infer import _read_sample
@@ -74,7 +75,7 @@ def source_schema(transform: Transform, fmt_name: str, options: FormatOptions, f
     try:
         if fmt_name == "csv":
             opts = options if isinstance(options, CsvOptions) else CsvOptions()
-            text = dec.decompress(data, opts.compression, first.uri)
+            text = decompress(data, opts.compression, first.uri)
             if opts.header:
                 names = dec._header(text, opts)
             elif transform.fields:

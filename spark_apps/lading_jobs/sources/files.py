@@ -4,7 +4,7 @@ Parquet, CSV or JSON lines, read through lading_jobs.storage as Arrow batches.
 The driver lists the files once and plans splits with the one split planner
 (``lading_jobs.splits``: small files packed into one task, Parquet files larger
 than the budget cut into row-group ranges); each task reads its split with
-``read_split`` (``.gz``/``.zst`` text decompressed by extension), decoding with
+``read_split`` (text decompressed as ``from.options.compression`` or its name says), decoding with
 lading's readers into lading's Arrow types; the Arrow-only unload calls the same
 function without Spark, so both paths read the same rows.
 
@@ -39,13 +39,13 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from lading_jobs import splits
 from lading_jobs.formats import csv as lcsv
 from lading_jobs.formats import jsonl, spark, types
+from lading_jobs.formats.compressed import NotDecompressible, compression_of, decompress
 from lading_jobs.storage import ObjectInfo, open_storage
 from lading_spec.copyjob import Input
 from lading_spec.formats import CsvOptions, FileSet, JsonOptions, ParquetOptions
 
 NAME = "lading-files"
 SPARK_ROW_METADATA = b"org.apache.spark.sql.parquet.row.metadata"
-_COMPRESSION = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 
 
 class SchemaDrift(ValueError):
@@ -104,25 +104,21 @@ def split_sizes(session: SparkSession, files: list[ObjectInfo], *, sort: bool = 
     return splits.budget(sum(o.size for o in files), cores, max_bytes, open_cost, files=len(files)), open_cost
 
 
-def _compression(uri: str) -> str | None:
-    for ext, codec in _COMPRESSION.items():
-        if uri.endswith(ext):
-            return codec
-    return None
-
-
-def _read_text(uri: str, etag: str | None = None) -> bytes:
+def _read_text(uri: str, fs: FileSet, etag: str | None = None) -> bytes:
+    """A text file's bytes, decompressed as ``from.options.compression`` or its name says
+    (one reader with loads: ``formats.compressed``); a file that does not decompress fails
+    naming it."""
     raw = open_storage(uri).read(uri, etag=etag)
-    codec = _compression(uri)
-    if codec is None:
-        return raw
-    return pa.input_stream(pa.BufferReader(raw), compression=codec).read()
+    try:
+        return decompress(raw, compression_of(fs.options), uri)
+    except NotDecompressible as e:
+        raise NotDecompressible(f"reading {uri}: {e}") from e
 
 
 def decode_file(uri: str, fs: FileSet, schema: pa.Schema | None, etag: str | None = None) -> pa.Table:
     """A whole CSV or JSON lines file as a table (``schema`` None: inferred/strings); with
     ``etag``, only the version listed (a file rewritten since fails, ``storage.ObjectChanged``)."""
-    data = _read_text(uri, etag)
+    data = _read_text(uri, fs, etag)
     try:
         if fs.format == "csv":
             assert isinstance(fs.options, CsvOptions)

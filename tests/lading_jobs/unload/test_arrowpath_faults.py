@@ -89,6 +89,28 @@ def test_a_failing_arrow_task_leaves_nothing_and_the_rerun_succeeds(spark: Any, 
                                                         + [f"fail/{f['path']}" for f in manifest["files"]])
 
 
+@pytest.mark.parametrize("path", [arrowpath.ARROW, arrowpath.SPARK])
+def test_a_compressed_input_that_does_not_decompress_fails_the_run_naming_it(spark: Any, s3_client: Any, bucket: str,
+                                                                            tmp_path: Path, path: str) -> None:
+    # A truncated gzip file among good ones: the run fails on either path with an error naming the
+    # file and saying what is wrong with it, and publishes nothing. Before, the error was Arrow's
+    # "Truncated compressed stream", with no file named.
+    import gzip
+
+    for k in range(2):
+        (tmp_path / f"part-{k}.csv.gz").write_bytes(gzip.compress(b"id,h\n" + b"%d,x\n" % k))
+    whole = gzip.compress(b"id,h\n" + b"".join(b"%d,y\n" % i for i in range(5000)))
+    (tmp_path / "part-2.csv.gz").write_bytes(whole[:-9])
+    spec = {"from": {"files": f"file://{tmp_path}/", "format": "csv", "options": {"header": True}},
+            "to": {"files": f"s3://{bucket}/bad/", "format": "parquet"}}
+    with spark_conf(spark, **{arrowpath.CONF: path}):
+        result = execute(job_doc(spec), lambda: spark, Cancellation())
+    assert "rows" not in result, result
+    assert f"reading file://{tmp_path}/part-2.csv.gz: not valid gzip data (corrupt or truncated)" in result["error"]
+    assert s3_keys(s3_client, bucket) == []
+    assert s3_pending(s3_client, bucket) == []
+
+
 def test_after_success_the_arrow_path_sweeps_pending_uploads_of_its_run(spark: Any, s3_client: Any, bucket: str,
                                                                           tmp_path: Path) -> None:
     pq.write_table(random_rows(0, 1000), tmp_path / "in.parquet")
