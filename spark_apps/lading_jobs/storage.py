@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlparse
+from urllib.parse import urlparse
 
 import botocore.exceptions
 import pyarrow as pa
@@ -106,8 +106,9 @@ class ObjectChanged(StorageError):
 
 
 def split_s3(uri: str) -> tuple[str, str]:
-    parsed = urlparse(uri)
-    return parsed.netloc, parsed.path.lstrip("/")
+    """Bucket and key of ``s3://bucket/key``, the key as written (see :func:`_path`)."""
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key.lstrip("/")
 
 
 def join(prefix: str, *names: str) -> str:
@@ -441,11 +442,15 @@ def _mtime(path: Path) -> float | None:
 
 
 def _path(uri: str) -> Path:
-    return Path(unquote(urlparse(uri).path))
+    """The local path of ``file:///path``, as written: like S3 keys (and Hadoop's paths, which
+    Spark reads and writes), nothing is percent-decoded and nothing is cut off as a query or
+    fragment. So a Hive-escaped partition directory (``k=a%2Fb``) is one directory, the one
+    the manifest names, and a listed name comes back as the same URI."""
+    return Path(uri.removeprefix("file://"))
 
 
 def _uri(path: Path) -> str:
-    return "file://" + quote(str(path))
+    return "file://" + str(path)
 
 
 class LocalStorage(Storage):

@@ -240,3 +240,20 @@ def test_concurrent_put_if_absent_of_one_key_has_one_winner(root: str, monkeypat
         run_together(race, 4)
         assert len(won) == 1, f"round {round_}: winners {won}"
         assert storage.read(uri) == f"writer {won[0]}".encode()
+
+
+def test_keys_are_taken_as_written_on_both_schemes(root: str) -> None:
+    # A Hive-escaped partition value (k=a%2Fb), a '#', a '?' and a space are part of the key, as on
+    # S3 and in Spark's (Hadoop's) paths: nothing is percent-decoded and nothing is cut off as a
+    # query or fragment. Before, file:// decoded %2F into a directory the manifest does not name.
+    storage = open_storage(root)
+    names = ["k=a%2Fb/part-0.csv", "x#1.csv", "what?.csv", "a b%20c.csv"]
+    for i, name in enumerate(names):
+        storage.put(root + name, b"%d\n" % i)
+    listed = sorted(o.uri for o in storage.list_objects(root))
+    assert listed == sorted(root + name for name in names)
+    for i, name in enumerate(names):
+        assert storage.read(root + name) == b"%d\n" % i
+    if root.startswith("file://"):
+        base = root[len("file://"):]
+        assert sorted(set(os.listdir(base)) - {".lading-staging"}) == sorted(["k=a%2Fb", "x#1.csv", "what?.csv", "a b%20c.csv"])

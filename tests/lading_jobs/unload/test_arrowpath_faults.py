@@ -163,3 +163,26 @@ def test_rows_out_of_order_inside_a_row_group_fall_back_to_spark(spark: Any, s3_
         failed = execute(job_doc(spec("forced")), lambda: spark, Cancellation())
     assert arrowpath.CONF in failed.get("error", "") and "not sorted" in failed["error"], failed
     assert s3_keys(s3_client, bucket, "forced/") == [] and s3_pending(s3_client, bucket) == []
+
+
+@pytest.mark.parametrize("path", [arrowpath.ARROW, arrowpath.SPARK])
+def test_escaped_partition_directories_are_where_the_manifest_says_on_file_storage(spark: Any, tmp_path: Path,
+                                                                                   path: str) -> None:
+    # Hive escapes '/' and '%' in a partition value (k=a%2Fb, k=50%25). On file:// those names
+    # are directories as written, as Spark makes them; before, the URI was percent-decoded and
+    # the files of k=a/b landed in k=a/b/, a directory the manifest does not name.
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text('k,v\na/b,1\n50%,2\n"",3\n,4\na/b,5\n')
+    dest = tmp_path / "out"
+    spec = {"from": {"files": f"file://{tmp_path}/in/", "format": "csv", "options": {"header": True}},
+            "to": {"files": f"file://{dest}/", "format": "csv", "partitionBy": ["k"]}}
+    with spark_conf(spark, **{arrowpath.CONF: path}):
+        result = execute(job_doc(spec), lambda: spark, Cancellation())
+    assert result.get("rows") == 5, result
+    manifest = json.loads((dest / "_lading_manifest.json").read_text())
+    assert manifest["path"]["name"] == path
+    named = {f["path"] for f in manifest["files"]}
+    assert {p.split("/")[0] for p in named} == {"k=a%2Fb", "k=50%25", "k=__HIVE_DEFAULT_PARTITION__"}  # "" too, as Hive
+    on_disk = {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file() and p.name != "_lading_manifest.json"}
+    assert on_disk == named
+    assert sorted((dest / "k=a%2Fb").iterdir())[0].read_text().splitlines() == ["1", "5"]
