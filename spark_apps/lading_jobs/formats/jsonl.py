@@ -198,7 +198,44 @@ def _parse_key(keys: pa.Array, field: pa.Field) -> pa.Array:
     return keys.cast(t)
 
 
-def _rowwise(data: bytes, read_schema: pa.Schema) -> pa.Table:
+class UnknownKey(ValueError):
+    """A JSON object holds a key its schema lacks (``path``: ``a`` or ``a.b`` for a nested one)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"key {path!r} is not a column of the schema")
+        self.path = path
+
+
+def _unknown_key(value: Any, t: pa.DataType, path: str = "") -> str | None:
+    """The first key of ``value`` (nested too) that the struct ``t`` lacks, else None."""
+    if isinstance(value, dict) and pa.types.is_struct(t):
+        for key, child in value.items():
+            if t.get_field_index(key) < 0:
+                return path + key
+            found = _unknown_key(child, t.field(key).type, f"{path}{key}.")
+            if found:
+                return found
+    elif isinstance(value, list) and (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        for item in value:
+            found = _unknown_key(item, t.value_type, path)
+            if found:
+                return found
+    return None
+
+
+def _find_unknown_key(data: bytes, read_schema: pa.Schema) -> str:
+    """Which key made pyarrow's reader refuse ``data`` ("unexpected field" names none). Runs
+    only after that refusal, line by line."""
+    struct = pa.struct(list(read_schema))
+    for line in data.splitlines():
+        if line.strip():
+            found = _unknown_key(json.loads(line), struct)
+            if found:
+                return found
+    return "?"
+
+
+def _rowwise(data: bytes, read_schema: pa.Schema, known_keys_only: bool = False) -> pa.Table:
     """The slow path (maps, non-finite floats): Python's json per line."""
     def fix(value: Any, t: pa.DataType) -> Any:
         if value is None:
@@ -216,26 +253,44 @@ def _rowwise(data: bytes, read_schema: pa.Schema) -> pa.Table:
         return value
 
     struct = pa.struct(list(read_schema))
-    rows = [fix(json.loads(line), struct) for line in data.splitlines() if line.strip()]
-    return pa.Table.from_pylist(rows, schema=read_schema)
+    values = [json.loads(line) for line in data.splitlines() if line.strip()]
+    if known_keys_only:
+        for value in values:
+            if (found := _unknown_key(value, struct)) is not None:
+                raise UnknownKey(found)
+    return pa.Table.from_pylist([fix(value, struct) for value in values], schema=read_schema)
 
 
-def read_jsonl(data: bytes | pa.NativeFile, schema: pa.Schema | None = None) -> pa.Table:
-    """Read JSON lines; with ``schema``, values are decoded per lading's encoding and cast."""
+def read_jsonl(data: bytes | pa.NativeFile, schema: pa.Schema | None = None, *,
+               known_keys_only: bool = False) -> pa.Table:
+    """Read JSON lines; with ``schema``, values are decoded per lading's encoding and cast.
+
+    Without ``schema`` the types are inferred, strings staying strings (pyarrow would read
+    ``"2024-01-01"`` as a timestamp and rewrite it); an empty file has no columns.
+    ``known_keys_only``: a key ``schema`` lacks (nested too) raises :class:`UnknownKey`
+    instead of being dropped. A missing key is NULL, as in any JSON reader."""
     raw = data if isinstance(data, bytes) else data.read()
+    if not raw.strip():
+        return schema.empty_table() if schema is not None else pa.table({})
     if schema is None:
-        return pj.read_json(pa.BufferReader(raw))
+        table = pj.read_json(pa.BufferReader(raw))
+        temporal = [pa.field(f.name, pa.string()) for f in table.schema if pa.types.is_temporal(f.type)]
+        if not temporal:
+            return table
+        return pj.read_json(pa.BufferReader(raw), parse_options=pj.ParseOptions(explicit_schema=pa.schema(temporal)))
     read_schema = pa.schema([pa.field(f.name, _read_type(f)) for f in schema])
     slow = any(_has(f.type, pa.types.is_map) for f in schema)
     table = None
     if not slow:
         try:
             table = pj.read_json(pa.BufferReader(raw), parse_options=pj.ParseOptions(
-                explicit_schema=read_schema, unexpected_field_behavior="ignore"))
+                explicit_schema=read_schema, unexpected_field_behavior="error" if known_keys_only else "ignore"))
         except pa.ArrowInvalid as e:
+            if "unexpected field" in str(e):
+                raise UnknownKey(_find_unknown_key(raw, read_schema)) from e
             if "changed from" not in str(e) or not any(_has(f.type, pa.types.is_floating) for f in schema):
                 raise
     if table is None:
-        table = _rowwise(raw, read_schema)
+        table = _rowwise(raw, read_schema, known_keys_only)
     columns = [_from_read(table.column(f.name).combine_chunks(), f) for f in schema]
     return pa.Table.from_arrays(columns, schema=schema)

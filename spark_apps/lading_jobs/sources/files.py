@@ -26,6 +26,7 @@ Options are strings: ``fileset`` is the JSON of a :class:`lading_spec.formats.Fi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from collections.abc import Iterator
@@ -125,7 +126,9 @@ def decode_file(uri: str, fs: FileSet, schema: pa.Schema | None, etag: str | Non
             if schema is not None and fs.options.header and data.strip():
                 _check_header(uri, lcsv.header_names(data, fs.options), schema.names)
             return lcsv.read_csv(data, fs.options, schema)
-        return jsonl.read_jsonl(data, schema)
+        return jsonl.read_jsonl(data, schema, known_keys_only=True)
+    except jsonl.UnknownKey as e:
+        raise SchemaDrift(_drift(uri, e.path, "is in this file but not in the first file's columns")) from e
     except SchemaDrift:
         raise
     except (ValueError, pa.ArrowInvalid) as e:
@@ -206,9 +209,14 @@ def infer_schema(fs: FileSet, files: list[ObjectInfo]) -> T.StructType:
                                 + (f" with pattern {fs.pattern!r}" if fs.pattern else ""))
     first = files[0]
     if fs.format == "parquet":
-        with open_storage(first.uri).open_input(first.uri, first.size, etag=first.etag or None) as f:
+        with _naming(first.uri), open_storage(first.uri).open_input(first.uri, first.size,
+                                                                     etag=first.etag or None) as f:
             return parquet_schema(open_parquet(f))
-    arrow = decode_file(first.uri, fs, None, first.etag or None).schema
+    # the first text file with columns: an empty (or, for JSON, blank) file has none to give
+    arrow = next((a for a in (decode_file(o.uri, fs, None, o.etag or None).schema for o in files) if len(a)), None)
+    if arrow is None:
+        raise ValueError(f"from.files: every file of {fs.uri or list(fs.file_list)} is empty: no columns to "
+                         "copy (with from.options.header, the header line gives them)")
     schema = types.spark_schema_from_arrow(arrow)
     return T.StructType([T.StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields])
 
@@ -224,8 +232,21 @@ def read_split(split: splits.Split, fs: FileSet, schema: T.StructType) -> Iterat
             yield from decode_file(piece.uri, fs, lading, piece.etag or None).to_batches(max_chunksize=65536)
 
 
+@contextlib.contextmanager
+def _naming(uri: str) -> Iterator[None]:
+    """Errors reading a Parquet file name it (Arrow's, like "Parquet magic bytes not found",
+    do not); schema drift and storage errors already do."""
+    try:
+        yield
+    except SchemaDrift:
+        raise
+    except (ValueError, OSError) as e:  # pa.ArrowInvalid is a ValueError
+        raise ValueError(f"reading {uri}: {e}") from e
+
+
 def _parquet_piece(piece: splits.Piece, schema: T.StructType, lading: pa.Schema) -> Iterator[pa.RecordBatch]:
-    with open_storage(piece.uri).open_input(piece.uri, piece.size, etag=piece.etag or None) as f:
+    with _naming(piece.uri), open_storage(piece.uri).open_input(piece.uri, piece.size,
+                                                                 etag=piece.etag or None) as f:
         pf = open_parquet(f)
         check_parquet_schema(piece.uri, parquet_schema(pf), schema)
         row_groups = list(range(*piece.row_groups)) if piece.row_groups is not None else None

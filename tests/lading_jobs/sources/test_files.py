@@ -190,3 +190,87 @@ def test_a_text_file_that_does_not_decompress_fails_naming_it(file_uri: Callable
     fs = FileSet(uri=file_uri(), format="csv", options=CsvOptions(header=True))
     with pytest.raises(NotDecompressible, match=f"reading {uri}: not valid gzip data \\(corrupt or truncated\\)"):
         decode_file(uri, fs, None)
+
+
+def _read_all(root: str, fmt: str, options: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """The file set's inferred schema and every row read through read_split (both paths read so)."""
+    from lading_jobs.sources.files import infer_schema, list_files, plan_splits, read_split
+
+    fs = FileSet(uri=root, format=fmt, options=options)
+    listed = list_files(fs)
+    schema = infer_schema(fs, listed)
+    rows = [r for split in plan_splits(fs, listed, 1 << 30, open_cost=0)
+            for b in read_split(split, fs, schema) for r in pa.Table.from_batches([b]).to_pylist()]
+    return schema, rows
+
+
+@pytest.mark.parametrize(("later", "key"), [
+    (b'{"x": 2, "s": {"a": 1}, "z": 9}\n', "z"),           # a key the first file lacks
+    (b'{"X": 2}\n', "X"),                                    # keys are case-sensitive in JSON
+    (b'{"x": 2, "s": {"a": 1, "b": 2}}\n', "s.b"),          # nested, too
+])
+def test_a_json_key_the_first_file_lacks_is_refused_naming_file_and_key(file_uri: Callable[[str], str],
+                                                                        later: bytes, key: str) -> None:
+    # Before, pyarrow's reader dropped it ("ignore"): its values were silently lost.
+    from lading_jobs.sources.files import SchemaDrift
+
+    storage = open_storage(file_uri())
+    storage.put(file_uri("in/a.jsonl"), b'{"x": 1, "s": {"a": 1}}\n')
+    storage.put(file_uri("in/b.jsonl"), later)
+    with pytest.raises(SchemaDrift, match=f"schema drift in {file_uri('in/b.jsonl')}: column '{key}' is in this "
+                                          "file but not in the first file's columns"):
+        _read_all(file_uri("in/"), "json", JsonOptions())
+
+
+def test_json_keys_missing_from_a_file_are_null_and_empty_files_have_no_rows(file_uri: Callable[[str], str]) -> None:
+    storage = open_storage(file_uri())
+    storage.put(file_uri("in/0-empty.jsonl"), b"")  # first: the schema comes from the next file
+    storage.put(file_uri("in/1.jsonl"), b'{"x": 1, "y": "a"}\n')
+    storage.put(file_uri("in/2-blank.jsonl"), b"\n\n")
+    storage.put(file_uri("in/3-empty.jsonl.gz"), gzip.compress(b""))
+    storage.put(file_uri("in/4.jsonl"), b'{"x": 2}\n')
+    _, rows = _read_all(file_uri("in/"), "json", JsonOptions())
+    assert rows == [{"x": 1, "y": "a"}, {"x": 2, "y": None}]
+
+
+def test_json_strings_that_look_like_times_stay_strings(file_uri: Callable[[str], str]) -> None:
+    # pyarrow infers "2024-01-01" as a timestamp; the copy then rewrote it as 2024-01-01T00:00:00.000000.
+    from pyspark.sql import types as T
+
+    storage = open_storage(file_uri())
+    storage.put(file_uri("in/a.jsonl"), b'{"d": "2024-01-01", "t": "2024-01-01 10:00:00", "n": 1}\n')
+    storage.put(file_uri("in/b.jsonl"), b'{"d": "hello", "t": "2024-02-30", "n": 2}\n')
+    schema, rows = _read_all(file_uri("in/"), "json", JsonOptions())
+    assert [f.dataType for f in schema.fields] == [T.StringType(), T.StringType(), T.LongType()]
+    assert rows == [{"d": "2024-01-01", "t": "2024-01-01 10:00:00", "n": 1}, {"d": "hello", "t": "2024-02-30", "n": 2}]
+
+
+def test_an_empty_first_csv_file_gives_no_schema_and_all_empty_is_a_clear_error(
+        file_uri: Callable[[str], str]) -> None:
+    # Before, the 0-byte first file gave no columns and the next file was blamed for schema drift.
+    storage = open_storage(file_uri())
+    storage.put(file_uri("in/a.csv"), b"")
+    storage.put(file_uri("in/b.csv"), b"x,y\n1,2\n")
+    storage.put(file_uri("in/c.csv"), b"")
+    _, rows = _read_all(file_uri("in/"), "csv", CsvOptions(header=True))
+    assert rows == [{"x": "1", "y": "2"}]
+    storage.put(file_uri("none/a.csv"), b"")
+    storage.put(file_uri("none/b.csv.gz"), gzip.compress(b""))
+    with pytest.raises(ValueError, match="from.files: every file of .* is empty: no columns to copy"):
+        _read_all(file_uri("none/"), "csv", CsvOptions(header=True))
+
+
+@pytest.mark.parametrize("damage", ["empty", "not parquet", "truncated"])
+def test_a_parquet_file_that_cannot_be_read_fails_naming_it(file_uri: Callable[[str], str], damage: str) -> None:
+    sink = pa.BufferOutputStream()
+    pq.write_table(_table(0), sink)
+    good = sink.getvalue().to_pybytes()
+    storage = open_storage(file_uri())
+    storage.put(file_uri("in/a.parquet"), good)
+    bad = {"empty": b"", "not parquet": b"id,name\n1,x\n" * 20, "truncated": good[: len(good) // 2]}[damage]
+    for first in (False, True):  # as a later file (read_split), and as the first (schema inference)
+        name = "in/0.parquet" if first else "in/b.parquet"
+        storage.put(file_uri(name), bad)
+        with pytest.raises(ValueError, match=f"reading {file_uri(name)}: "):
+            _read_all(file_uri("in/"), "parquet", ParquetOptions())
+        storage.delete([file_uri(name)])
