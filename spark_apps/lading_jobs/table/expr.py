@@ -364,7 +364,12 @@ def _pred_to_arrow(e: Pred) -> pc.Expression:
     if op == "notnull":
         return f.is_valid()
     if op in ("in", "notin"):
-        expr = f.isin(pa.array([v for v in e.value if v is not None]))
+        values = pa.array([v for v in e.value if v is not None])
+        if storage_kind(e.type) == "float":
+            # is_in hashes values, so -0.0 would not be 0.0 (SQL equality); adding +0.0 turns
+            # -0.0 into 0.0 and keeps every other value, NaN included
+            f, values = pc.add(f, 0.0), pc.add(values.cast(pa.float64()), 0.0)
+        expr = f.isin(values)
         if op == "in":
             return expr
         if None in e.value:
