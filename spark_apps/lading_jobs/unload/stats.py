@@ -2,7 +2,10 @@
 
 Computed per Arrow batch with ``pyarrow.compute`` and merged, never by reading
 the file back. Values are made JSON-safe for the manifest: decimals as strings
-(exact), temporal values as ISO 8601, binary as hex, NaN left out. Nested
+(exact), temporal values as ISO 8601, binary as hex. A float column holding NaN
+has no bounds (Spark orders NaN above every number, JSON has no NaN, and a reader
+pruning by a NaN-free max would skip rows: the table's statistics drop them too), and
+an infinite bound is left out (JSON has no infinity). Nested
 columns get a null count only. Long strings keep a truncated ``min`` (still a
 lower bound) and drop ``max`` (a truncated max would not be an upper bound).
 
@@ -45,7 +48,7 @@ def json_value(value: Any) -> Any:
     if isinstance(value, float):
         return None if math.isnan(value) or math.isinf(value) else value
     if isinstance(value, decimal.Decimal):
-        return str(value)
+        return format(value, "f")  # plain digits at the column's scale: str() may say "0E-10"
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
@@ -94,7 +97,7 @@ def footer_bound(raw: Any, t: pa.DataType) -> Any:
 
 
 class ColumnStats:
-    __slots__ = ("name", "orderable", "nulls", "min", "max", "lost")
+    __slots__ = ("name", "orderable", "nulls", "min", "max", "lost", "nan")
 
     def __init__(self, name: str, orderable: bool) -> None:
         self.name, self.orderable = name, orderable
@@ -102,12 +105,19 @@ class ColumnStats:
         self.min: Any = None
         self.max: Any = None
         self.lost = False
+        self.nan = False
 
     def update(self, column: pa.Array | pa.ChunkedArray) -> None:
         self.nulls += column.null_count
         if not self.orderable or column.null_count == len(column):
             return
+        self.note_nan(column)
         self.merge(*bounds(column))
+
+    def note_nan(self, column: pa.Array | pa.ChunkedArray) -> None:
+        """Remember whether a float column holds NaN (``min_max`` skips NaN)."""
+        if not self.nan and pa.types.is_floating(column.type) and pc.any(pc.is_nan(column)).as_py():
+            self.nan = True
 
     def merge(self, lo: Any, hi: Any) -> None:
         """Widen the bounds to ``lo``/``hi`` (None, NaN: nothing to add)."""
@@ -126,17 +136,16 @@ class ColumnStats:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"nullCount": self.nulls}
-        if self.lost:
+        if self.lost or self.nan:
             return out
         lo, hi = self.min, self.max
         if isinstance(lo, str | bytes) and len(lo) > MAX_STAT_CHARS:
             lo = lo[:MAX_STAT_CHARS]
         if isinstance(hi, str | bytes) and len(hi) > MAX_STAT_CHARS:
             hi = None
-        if lo is not None:
-            out["min"] = json_value(lo)
-        if hi is not None:
-            out["max"] = json_value(hi)
+        for key, value in (("min", json_value(lo)), ("max", json_value(hi))):
+            if value is not None:  # None, or an infinity JSON cannot hold: no bound
+                out[key] = value
         return out
 
 
@@ -161,6 +170,7 @@ class FileStats:
                 stats.nulls += column.null_count
             elif given is not None and i in given:
                 stats.nulls += column.null_count
+                stats.note_nan(column)
                 stats.merge(*given[i])
             else:
                 stats.update(column)
