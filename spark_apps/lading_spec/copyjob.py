@@ -177,6 +177,8 @@ def _file_set(obj: dict[str, Any], path: str, default_format: FileFormat = "parq
     file_list = obj.get("fileList")
     if uri is None and not file_list:
         raise SpecError(f"{path}.files", "give a prefix or glob (files) or an explicit fileList")
+    if uri is not None and file_list is not None:
+        raise SpecError(f"{path}.fileList", "give files (a prefix or glob) or fileList (explicit URIs), not both")
     if uri is not None:
         check_uri(uri, f"{path}.files", allow_glob=True)
     listed: tuple[str, ...] = ()
@@ -184,6 +186,10 @@ def _file_set(obj: dict[str, Any], path: str, default_format: FileFormat = "parq
         if not isinstance(file_list, list) or not file_list:
             raise SpecError(f"{path}.fileList", "expected a non-empty list of URIs")
         listed = tuple(check_uri(u, f"{path}.fileList[{i}]") for i, u in enumerate(file_list))
+        for i, u in enumerate(listed):
+            if listed.index(u) != i:
+                raise SpecError(f"{path}.fileList[{i}]", f"{u} is also fileList[{listed.index(u)}]; each file is "
+                                "read once: remove the duplicate")
     pattern = obj.get("pattern")
     if pattern is not None and not isinstance(pattern, str):
         raise SpecError(f"{path}.pattern", f"expected a glob such as '*.csv', got {pattern!r}")

@@ -136,3 +136,18 @@ def test_endpoint_refused_naming_the_field(endpoint: str, needle: str) -> None:
         parse_copyjob(spec)
     assert info.value.field == "connection.endpoint" and needle in info.value.message
     assert "user:secret" not in str(info.value)  # the message never repeats a password
+
+
+@pytest.mark.parametrize(("source", "field", "message"), [
+    ({"files": "s3://lake/in/", "fileList": ["s3://lake/a.csv"]}, "from.fileList", "not both"),
+    ({"fileList": ["s3://lake/a.csv", "s3://lake/b.csv", "s3://lake/a.csv"]}, "from.fileList[2]",
+     "s3://lake/a.csv is also fileList[0]; each file is read once"),
+    ({"query": "SELECT * FROM t", "inputs": [{"name": "t", "files": "s3://lake/in/", "fileList": ["s3://lake/a"]}]},
+     "from.inputs[0].fileList", "not both"),
+])
+def test_a_file_list_names_each_file_once_and_alone(source: dict[str, Any], field: str, message: str) -> None:
+    # Before, duplicates were read twice and files + fileList were read together (the admission
+    # rules refuse both too: tests/crds/test_crds.py).
+    with pytest.raises(SpecError) as info:
+        parse_copyjob({"from": source, "to": {"files": "s3://exports/o/"}})
+    assert info.value.field == field and message in info.value.message

@@ -39,6 +39,7 @@ from lading_jobs.load.policy import Decision, FileOutcome, decide, merge_outcome
 from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, run_file
 from lading_jobs.session import wait_for_tasks
+from lading_jobs.sources import files as file_sets
 from lading_jobs.table import evolve, writer
 from lading_jobs.table import format as fmt
 from lading_jobs.table.log import (
@@ -62,18 +63,11 @@ CHUNK_BYTES = 256 * 1024**2
 
 
 def list_files(fileset: FileSet, settings: st.S3Settings) -> list[st.ObjectInfo]:
-    """The files a load reads, in key order: an explicit ``fileList`` or prefix/glob + pattern."""
-    if fileset.file_list:
-        out = []
-        for i, uri in enumerate(fileset.file_list):
-            info = storage_for(uri, settings).head(uri)
-            if info is None:
-                raise SpecError(f"from.fileList[{i}]", f"{uri} does not exist; fix the URI or remove it")
-            out.append(info)
-        return out
-    assert fileset.uri is not None
-    found = storage_for(fileset.uri, settings).list_matching(fileset.uri, fileset.pattern)
-    return [o for o in found if not o.uri.rsplit("/", 1)[-1].startswith(("_", "."))]
+    """The files a load reads, as every file set lists them (``sources.files.list_files``)."""
+    try:
+        return file_sets.list_files(fileset, lambda uri: storage_for(uri, settings))
+    except SpecError as e:
+        raise SpecError(f"from.{e.field}", e.message) from e
 
 
 def _settings(spec: CopyJobSpec) -> st.S3Settings:

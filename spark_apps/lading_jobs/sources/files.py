@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,8 +41,9 @@ from lading_jobs import splits
 from lading_jobs.formats import csv as lcsv
 from lading_jobs.formats import jsonl, spark, types
 from lading_jobs.formats.compressed import NotDecompressible, compression_of, decompress
-from lading_jobs.storage import ObjectInfo, open_storage
+from lading_jobs.storage import ObjectInfo, Storage, open_storage
 from lading_spec.copyjob import Input
+from lading_spec.errors import SpecError
 from lading_spec.formats import CsvOptions, FileSet, JsonOptions, ParquetOptions
 
 NAME = "lading-files"
@@ -68,17 +69,21 @@ def fileset_from_json(text: str) -> FileSet:
                    format=raw["format"], options=cls(**opts))
 
 
-def list_files(fs: FileSet) -> list[ObjectInfo]:
-    """The file set's objects in URI order; hidden (``.``, ``_``) names are skipped."""
-    found: list[ObjectInfo] = []
-    if fs.uri is not None:
-        found = open_storage(fs.uri).list_matching(fs.uri, fs.pattern)
-    for uri in fs.file_list:
-        info = open_storage(uri).head(uri)
-        if info is None:
-            raise FileNotFoundError(f"fileList: {uri} does not exist")
-        found.append(info)
-    return [o for o in found if not o.uri.rsplit("/", 1)[-1].startswith((".", "_"))]
+def list_files(fs: FileSet, storage: Callable[[str], Storage] = open_storage) -> list[ObjectInfo]:
+    """The file set's objects: a ``fileList`` as given, each of which must exist (hidden names
+    too: the user named them), else the prefix or glob's objects in URI order, hidden (``.``,
+    ``_``) names skipped. Loads list with this too (``storage``: their cached clients)."""
+    if fs.file_list:
+        found = []
+        for i, uri in enumerate(fs.file_list):
+            info = storage(uri).head(uri)
+            if info is None:
+                raise SpecError(f"fileList[{i}]", f"{uri} does not exist; fix the URI or remove it")
+            found.append(info)
+        return found
+    assert fs.uri is not None
+    listed = storage(fs.uri).list_matching(fs.uri, fs.pattern)
+    return [o for o in listed if not o.uri.rsplit("/", 1)[-1].startswith((".", "_"))]
 
 
 SORT_SPLIT_BYTES = 32 * 1024**2
@@ -324,9 +329,12 @@ def read_fileset(session: SparkSession, fs: FileSet, schema: T.StructType | None
 def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Input], *,
                     sort: bool = False) -> None:
     """Register every input as a temporary view named after it (for ``from.query``)."""
-    for item in inputs:
+    for i, item in enumerate(inputs):
         if item.files is not None:
-            read_fileset(session, item.files, sort=sort).createOrReplaceTempView(item.name)
+            try:
+                read_fileset(session, item.files, sort=sort).createOrReplaceTempView(item.name)
+            except SpecError as e:  # fileList[j]: name the input it belongs to
+                raise SpecError(f"from.inputs[{i}].{e.field}", e.message) from e
             continue
         try:
             from lading_jobs.table import reader  # the table engineer's module

@@ -274,3 +274,24 @@ def test_a_parquet_file_that_cannot_be_read_fails_naming_it(file_uri: Callable[[
         with pytest.raises(ValueError, match=f"reading {file_uri(name)}: "):
             _read_all(file_uri("in/"), "parquet", ParquetOptions())
         storage.delete([file_uri(name)])
+
+
+def test_a_file_list_is_read_as_given_and_a_missing_entry_is_named(file_uri: Callable[[str], str]) -> None:
+    # A listed name starting with '_' or '.' is read (the user named it; before, it was skipped
+    # silently); a missing one names its from.fileList index, as loads always did.
+    from lading_jobs.sources.files import list_files
+    from lading_jobs.unload.job import open_source
+    from lading_spec.copyjob import parse_copyjob
+    from lading_spec.errors import SpecError
+
+    storage = open_storage(file_uri())
+    for name in ("a.csv", "_b.csv", ".c.csv"):
+        storage.put(file_uri(name), b"x\n1\n")
+    listed = [file_uri(n) for n in ("_b.csv", "a.csv", ".c.csv")]
+    fs = FileSet(uri=None, format="csv", file_list=tuple(listed), options=CsvOptions(header=True))
+    assert [o.uri for o in list_files(fs)] == listed
+    spec = parse_copyjob({"from": {"fileList": [file_uri("a.csv"), file_uri("gone.csv")], "format": "csv"},
+                          "to": {"files": file_uri("out/")}})
+    with pytest.raises(SpecError) as info:
+        open_source(spec)
+    assert info.value.field == "from.fileList[1]" and file_uri("gone.csv") in info.value.message
