@@ -186,3 +186,27 @@ def test_escaped_partition_directories_are_where_the_manifest_says_on_file_stora
     on_disk = {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file() and p.name != "_lading_manifest.json"}
     assert on_disk == named
     assert sorted((dest / "k=a%2Fb").iterdir())[0].read_text().splitlines() == ["1", "5"]
+
+
+@pytest.mark.parametrize("path", [arrowpath.ARROW, arrowpath.SPARK])
+def test_replace_on_file_storage_keeps_what_it_published(spark: Any, tmp_path: Path, path: str) -> None:
+    # On file://, listings came back percent-quoted: replace's sweep of the old files did not know
+    # its own new ones (k=a%2Fb, a destination holding '=' or '+') and deleted them, and
+    # ifExists: error saw its own intent file as someone else's. Run twice: the second replaces.
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("k,v\na/b,1\nc,2\n")
+    dest = tmp_path / "day=2024-01-01+x"
+    spec = {"from": {"files": f"file://{tmp_path}/in/", "format": "csv", "options": {"header": True}},
+            "to": {"files": f"file://{dest}/", "format": "csv", "partitionBy": ["k"], "ifExists": "error"}}
+    with spark_conf(spark, **{arrowpath.CONF: path}):
+        assert execute(job_doc(spec), lambda: spark, Cancellation()).get("rows") == 2
+        spec["to"]["ifExists"] = "replace"
+        (tmp_path / "in" / "a.csv").write_text("k,v\na/b,3\nd,4\n")
+        result = execute(job_doc(spec), lambda: spark, Cancellation())
+    assert result.get("rows") == 2, result
+    manifest = json.loads((dest / "_lading_manifest.json").read_text())
+    named = {f["path"] for f in manifest["files"]}
+    on_disk = {str(p.relative_to(dest)) for p in dest.rglob("*")
+               if p.is_file() and p.name != "_lading_manifest.json" and ".lading-staging" not in p.parts}
+    assert on_disk == named and {p.split("/")[0] for p in named} == {"k=a%2Fb", "k=d"}
+    assert [line for p in sorted(named) for line in (dest / p).read_text().splitlines()] == ["3", "4"]
