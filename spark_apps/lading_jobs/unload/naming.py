@@ -16,8 +16,9 @@ from lading_spec.formats import CsvOptions, FormatOptions, JsonOptions, ParquetO
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 MANIFEST_NAME = "_lading_manifest.json"
-# Characters Hive escapes in partition path components (FileUtils.charToEscape).
-_HIVE_ESCAPE = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x01, 0x20)}
+# Characters Hive escapes in partition path components (FileUtils.charToEscape), and NUL,
+# which no path can hold.
+_HIVE_ESCAPE = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x00, 0x20)}
 _PART = re.compile(r"part-\d{5}-\d{5}(?:-([0-9a-f]{8}))?\.[a-z.]+$")
 
 

@@ -77,6 +77,8 @@ def _partition_strings(batch: pa.RecordBatch, columns: tuple[str, ...]) -> list[
         col = batch.column(name)
         if pa.types.is_timestamp(col.type):
             col = pc.strftime(col, format="%Y-%m-%d %H:%M:%S")
+        elif pa.types.is_floating(col.type):  # -0.0 is 0.0 (SQL equality, and the sort's): one
+            col = pc.add(col, pa.scalar(0.0, col.type))  # directory, not a new file at each switch
         out.append(pc.cast(col, pa.string()))
     return out
 

@@ -173,3 +173,26 @@ def test_parquet_with_wide_strings_fills_files_to_ninety_percent(file_uri: Calla
     assert all(s <= limit for s in sizes), sizes
     assert all(s >= 0.9 * limit for s in sizes[:-1]), [round(s / limit, 3) for s in sizes]
     assert sum(pq.read_metadata(io.BytesIO(storage.read(join(dest, f["path"])))).num_rows for f in files) == 14 * 4 * group
+
+
+def test_negative_and_positive_zero_share_one_partition_directory(file_uri: Callable[[str], str]) -> None:
+    # -0.0 and 0.0 sort as equals, so they arrive interleaved; their keys were "-0" and "0", and
+    # every switch closed one file and opened another (400 rows made 112 files).
+    dest = file_uri("zeros/")
+    for t in (pa.float64(), pa.float32()):
+        batch = pa.RecordBatch.from_pydict({"z": pa.array([-0.0, 0.0] * 50 + [1.5] * 10, t),
+                                            "v": pa.array(range(110), pa.int64())})
+        plan = TaskPlan(destination=dest, format="csv", options=CsvOptions(), max_file_size=64 * MB,
+                        buffer_size=5 * MB, partition_by=("z",), keep_partition_columns=False, token=None,
+                        spark_schema_json="{}")
+        schema = pa.schema([("v", pa.int64())])
+        writer = TaskWriter(plan, 0, LocalStorage(), lambda b: b, schema, formatting.encoder_factory("csv",
+                                                                                                     CsvOptions()))
+        files, _ = _write_all(writer, [batch], dest)
+        assert [(f["path"].split("/")[0], f["rows"]) for f in files] == [("z=0", 100), ("z=1.5", 10)], t
+
+
+def test_a_nul_character_in_a_partition_value_is_escaped() -> None:
+    from lading_jobs.unload import naming
+
+    assert naming.partition_dir(("k",), ("a\x00\x01b",)) == "k=a%00%01b/"
