@@ -277,7 +277,10 @@ def read_csv(data: bytes | pa.NativeFile, options: CsvOptions | None = None,
     raw = data if isinstance(data, bytes) else data.read()
     if o.header:
         names = header_names(raw, o) if raw.strip() else (schema.names if schema is not None else [])
-        read = pacsv.ReadOptions(skip_rows=1, column_names=[f"c{i}" for i in range(len(names))])
+        # the reader takes the header record itself: skip_rows would skip one line, not one
+        # record, and a header name holding a quoted line break would leave a junk row
+        read = pacsv.ReadOptions()
+        column_names = names
     else:
         if schema is not None:
             names = list(schema.names)
@@ -285,11 +288,12 @@ def read_csv(data: bytes | pa.NativeFile, options: CsvOptions | None = None,
             first = header_names(raw, o) if raw.strip() else []
             names = [f"column_{i + 1}" for i in range(len(first))]
         read = pacsv.ReadOptions(column_names=[f"c{i}" for i in range(len(names))])
+        column_names = read.column_names
     if not raw.strip():
         strings = pa.table({n: pa.array([], pa.string()) for n in names})
     else:
         table = pacsv.read_csv(pa.BufferReader(raw), read_options=read, parse_options=_parse_options(o),
-                               convert_options=_convert_options(o, read.column_names))
+                               convert_options=_convert_options(o, column_names))
         strings = pa.Table.from_arrays(table.columns, names=names)
     if schema is None:
         return strings

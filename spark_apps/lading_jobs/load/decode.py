@@ -140,9 +140,17 @@ def _non_utf8_column(record: bytes, names: list[str], opts: CsvOptions) -> str |
     return None
 
 
+class MultilineHeader(ValueError):
+    """A header record whose quoted name holds a line break: loads read one-line headers."""
+
+
 def _header(data: bytes, opts: CsvOptions) -> list[str]:
     first = data.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8")
-    names = next(pycsv.reader([first], **_dialect(opts)), [])
+    try:
+        names = next(pycsv.reader([first], strict=True, **_dialect(opts)), [])
+    except pycsv.Error as e:  # a quote left open at the end of the line
+        raise MultilineHeader("line 1: a header name holds a line break (a quote is left open at the end of "
+                              "the line); loads read one-line headers: rename the column") from e
     out: list[str] = []
     for i, name in enumerate(names):
         name = name.strip() or f"_c{i}"
@@ -162,6 +170,9 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
             names = _header(data, opts)
         except UnicodeDecodeError:
             out.error = "line 1: the header is not valid UTF-8"
+            return out
+        except MultilineHeader as e:
+            out.error = str(e)
             return out
         if not names:
             out.error = "line 1: the header is empty; set from.options.header: false if the file has none"

@@ -87,7 +87,7 @@ def source_schema(transform: Transform, fmt_name: str, options: FormatOptions, f
         else:
             schema = _read_sample(data, fmt_name, options, first.uri)
             schema = pa.schema([f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in schema])
-    except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as e:
+    except (pa.ArrowInvalid, OSError, UnicodeDecodeError, dec.MultilineHeader) as e:
         raise SpecError("transform", f"cannot read the fields of {first.uri}: {e}") from e
     if transform.fields and len(transform.fields) != len(schema):
         if fmt_name == "csv" and not header:

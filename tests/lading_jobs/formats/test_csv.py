@@ -187,3 +187,12 @@ def _months(n: int) -> Any:
     import duckdb
 
     return duckdb.connect().execute(f"SELECT INTERVAL '{n} months'").fetchall()[0][0]
+
+
+def test_a_header_name_with_a_quoted_line_break_is_one_record() -> None:
+    # Before, skip_rows=1 skipped one line of the two-line header and read its rest as a row.
+    got = read_csv(b'"x\ny",z\n1,2\n3,\n', CsvOptions(header=True))
+    assert got.column_names == ["x\ny", "z"]
+    assert got.to_pylist() == [{"x\ny": "1", "z": "2"}, {"x\ny": "3", "z": None}]
+    typed = read_csv(b'"x\ny",z\n1,2\n', CsvOptions(header=True), pa.schema([("z", pa.int64()), ("x\ny", pa.int64())]))
+    assert typed.to_pylist() == [{"z": 2, "x\ny": 1}]

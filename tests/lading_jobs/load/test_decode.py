@@ -159,3 +159,11 @@ def test_exact_numbers_follow_keys_matched_ignoring_case() -> None:
     result = conform(decoded, EXACT)
     assert result.table.select(["id", "amount"]).to_pylist() == [{"id": 9007199254740993, "amount": Decimal("0.10")}]
     assert [(r.position, r.column) for r in result.rejects] == [(2, "id")]
+
+
+def test_a_header_name_with_a_line_break_is_a_clear_file_error() -> None:
+    # Loads read one-line headers; before, the header's second line was taken as the first record
+    # and every row was rejected with "expected 1 fields, found 2".
+    decoded = decode(b'"x\ny",z\n1,2\n3,4\n', "csv", CsvOptions(header=True), ["x\ny", "z"], "s3://b/x.csv")
+    assert decoded.error is not None and decoded.error.startswith("line 1: a header name holds a line break")
+    assert decoded.rejects == []
