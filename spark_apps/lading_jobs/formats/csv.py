@@ -217,9 +217,13 @@ def _unquoted_lines(columns: list[pa.Array], delimiter: str) -> pa.Buffer | None
 
 # --- reading ----------------------------------------------------------------------------
 
-def _parse_options(o: CsvOptions) -> pacsv.ParseOptions:
+def _parse_options(o: CsvOptions, columns: int = 0) -> pacsv.ParseOptions:
+    """``columns`` 1: a blank line is a row (its one field empty: NULL with the default null
+    string), as PostgreSQL reads it and as the encoder writes a one-column NULL; with more
+    columns a blank line holds no row and is skipped."""
     return pacsv.ParseOptions(delimiter=o.delimiter, quote_char=o.quote, double_quote=o.escape == o.quote,
-                              escape_char=False if o.escape == o.quote else o.escape, newlines_in_values=True)
+                              escape_char=False if o.escape == o.quote else o.escape, newlines_in_values=True,
+                              ignore_empty_lines=columns != 1)
 
 
 def _convert_options(o: CsvOptions, names: list[str] | None) -> pacsv.ConvertOptions:
@@ -292,7 +296,7 @@ def read_csv(data: bytes | pa.NativeFile, options: CsvOptions | None = None,
     if not raw.strip():
         strings = pa.table({n: pa.array([], pa.string()) for n in names})
     else:
-        table = pacsv.read_csv(pa.BufferReader(raw), read_options=read, parse_options=_parse_options(o),
+        table = pacsv.read_csv(pa.BufferReader(raw), read_options=read, parse_options=_parse_options(o, len(names)),
                                convert_options=_convert_options(o, column_names))
         strings = pa.Table.from_arrays(table.columns, names=names)
     if schema is None:

@@ -196,7 +196,7 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
         delimiter=opts.delimiter, quote_char=opts.quote,
         double_quote=opts.escape == opts.quote,
         escape_char=opts.escape if opts.escape != opts.quote else False,
-        newlines_in_values=True, ignore_empty_lines=True, invalid_row_handler=on_invalid)
+        newlines_in_values=True, ignore_empty_lines=len(names) != 1, invalid_row_handler=on_invalid)
     read = pacsv.ReadOptions(column_names=names, skip_rows=1 if opts.header else 0, use_threads=False,
                              block_size=max(1 << 20, min(len(data) + 1, 1 << 30)))
     convert = pacsv.ConvertOptions(column_types={n: pa.binary() for n in names}, null_values=[opts.null],
@@ -212,7 +212,9 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
         spans += pc.fill_null(pc.count_substring(col, "\n"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     blank = L.blank_lines(data, starts, ends, whitespace=False)
     first_line = 2 if opts.header else 1
-    blanks = [int(i) + 1 for i in np.flatnonzero(blank) if i + 1 >= first_line]
+    # a blank line holds no row, except in a one-column file: there it is one empty field (NULL
+    # with the default null string), as PostgreSQL reads it and as lading writes a NULL
+    blanks = [int(i) + 1 for i in np.flatnonzero(blank) if i + 1 >= first_line] if len(names) != 1 else []
     # pyarrow numbers records from 1, counting the header row but not blank lines
     good_lines, rejected_lines = L.csv_record_lines(
         first_line, first_line, spans, [(n, s) for n, s, _, _ in invalid], blanks)

@@ -167,3 +167,14 @@ def test_a_header_name_with_a_line_break_is_a_clear_file_error() -> None:
     decoded = decode(b'"x\ny",z\n1,2\n3,4\n', "csv", CsvOptions(header=True), ["x\ny", "z"], "s3://b/x.csv")
     assert decoded.error is not None and decoded.error.startswith("line 1: a header name holds a line break")
     assert decoded.rejects == []
+
+
+def test_a_blank_line_is_a_null_row_in_a_one_column_file_only() -> None:
+    # As PostgreSQL reads it (and as lading writes a one-column NULL); before, the row was lost.
+    one = decode(b"a\n\nb\n\n", "csv", CsvOptions(), ["s"], "s3://b/x.csv")
+    (piece,) = one.pieces
+    assert piece.table.column("s").to_pylist() == [b"a", None, b"b", None]
+    assert piece.positions.tolist() == [1, 2, 3, 4]
+    two = decode(b"1,a\n\n2,b,extra\n3,c\n", "csv", CsvOptions(), ["i", "s"], "s3://b/x.csv")
+    assert [p.positions.tolist() for p in two.pieces] == [[1, 4]]
+    assert [r.position for r in two.rejects] == [3]
