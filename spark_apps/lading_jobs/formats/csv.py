@@ -217,13 +217,44 @@ def _unquoted_lines(columns: list[pa.Array], delimiter: str) -> pa.Buffer | None
 
 # --- reading ----------------------------------------------------------------------------
 
+def _quoted_section(quote: bytes, escape: bytes) -> re.Pattern[bytes]:
+    """One quoted section as PostgreSQL reads it: inside, ``escape`` before the quote or itself
+    makes that character literal; any other ``escape`` is itself (atomic: no backtracking)."""
+    q, e = re.escape(quote), re.escape(escape)
+    return re.compile(rb"%s(?>[^%s%s]++|%s[%s%s]|%s)*+%s" % (q, q, e, e, q, e, e, q))
+
+
+def pg_escapes(data: bytes, o: CsvOptions) -> bytes:
+    """``data`` in the same dialect with the escape spelled as a doubled quote, when
+    ``o.escape`` differs from ``o.quote``: PostgreSQL honours the escape only inside quotes
+    (``a\\b`` unquoted is ``a\\b``, and the null string ``\\N`` is NULL), while pyarrow's
+    ``escape_char`` acts everywhere (it read ``ab`` and ``N``). Inside each quoted section
+    ``escape quote`` becomes ``quote quote`` and ``escape escape`` one ``escape``; the rest is
+    untouched, line breaks included (line numbers hold). Read the result with
+    ``_parse_options``, which then parses doubled quotes. Data without the escape
+    character (memchr-fast test) is returned as is; otherwise the work is one regular
+    expression scan plus a replacement per quoted section."""
+    if o.escape == o.quote:
+        return data
+    quote, escape = o.quote.encode(), o.escape.encode()
+    if len(quote) != 1 or len(escape) != 1 or escape not in data:
+        return data
+    pair = re.compile(re.escape(escape) + b"(.)", re.DOTALL)
+    doubled = {quote: quote + quote, escape: escape}
+
+    def section(m: re.Match[bytes]) -> bytes:
+        return pair.sub(lambda p: doubled.get(p.group(1), p.group(0)), m.group(0))
+
+    return _quoted_section(quote, escape).sub(section, data)
+
+
 def _parse_options(o: CsvOptions, columns: int = 0) -> pacsv.ParseOptions:
     """``columns`` 1: a blank line is a row (its one field empty: NULL with the default null
     string), as PostgreSQL reads it and as the encoder writes a one-column NULL; with more
-    columns a blank line holds no row and is skipped."""
-    return pacsv.ParseOptions(delimiter=o.delimiter, quote_char=o.quote, double_quote=o.escape == o.quote,
-                              escape_char=False if o.escape == o.quote else o.escape, newlines_in_values=True,
-                              ignore_empty_lines=columns != 1)
+    columns a blank line holds no row and is skipped. The data must have passed
+    :func:`pg_escapes` (escapes spelled as doubled quotes)."""
+    return pacsv.ParseOptions(delimiter=o.delimiter, quote_char=o.quote, double_quote=True, escape_char=False,
+                              newlines_in_values=True, ignore_empty_lines=columns != 1)
 
 
 def _convert_options(o: CsvOptions, names: list[str] | None) -> pacsv.ConvertOptions:
@@ -233,7 +264,7 @@ def _convert_options(o: CsvOptions, names: list[str] | None) -> pacsv.ConvertOpt
 
 
 def header_names(raw: bytes, o: CsvOptions) -> list[str]:
-    reader = pacsv.open_csv(pa.BufferReader(raw), parse_options=_parse_options(o),
+    reader = pacsv.open_csv(pa.BufferReader(pg_escapes(raw, o)), parse_options=_parse_options(o),
                             convert_options=pacsv.ConvertOptions(null_values=[o.null]))
     names = list(reader.schema.names)
     reader.close()
@@ -279,6 +310,7 @@ def read_csv(data: bytes | pa.NativeFile, options: CsvOptions | None = None,
     """
     o = options or CsvOptions()
     raw = data if isinstance(data, bytes) else data.read()
+    escaped = pg_escapes(raw, o)
     if o.header:
         names = header_names(raw, o) if raw.strip() else (schema.names if schema is not None else [])
         # the reader takes the header record itself: skip_rows would skip one line, not one
@@ -296,7 +328,7 @@ def read_csv(data: bytes | pa.NativeFile, options: CsvOptions | None = None,
     if not raw.strip():
         strings = pa.table({n: pa.array([], pa.string()) for n in names})
     else:
-        table = pacsv.read_csv(pa.BufferReader(raw), read_options=read, parse_options=_parse_options(o, len(names)),
+        table = pacsv.read_csv(pa.BufferReader(escaped), read_options=read, parse_options=_parse_options(o, len(names)),
                                convert_options=_convert_options(o, column_names))
         strings = pa.Table.from_arrays(table.columns, names=names)
     if schema is None:

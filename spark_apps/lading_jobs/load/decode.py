@@ -30,6 +30,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from lading_jobs.formats.compressed import compression_of, decompress
+from lading_jobs.formats.csv import pg_escapes
 from lading_jobs.load import lines as L
 from lading_spec.formats import CsvOptions, FormatOptions
 
@@ -123,16 +124,13 @@ def _mask_invalid_utf8(data: bytes) -> tuple[bytes, np.ndarray]:
 
 
 def _dialect(opts: CsvOptions) -> dict[str, Any]:
-    dialect: dict[str, Any] = {"delimiter": opts.delimiter, "quotechar": opts.quote,
-                               "doublequote": opts.escape == opts.quote}
-    if opts.escape != opts.quote:
-        dialect["escapechar"] = opts.escape
-    return dialect
+    """Python's csv dialect for text that has passed ``pg_escapes`` (escapes as doubled quotes)."""
+    return {"delimiter": opts.delimiter, "quotechar": opts.quote, "doublequote": True}
 
 
 def _non_utf8_column(record: bytes, names: list[str], opts: CsvOptions) -> str | None:
     """The first column of a (rejected) record whose value is not UTF-8."""
-    text = record.decode("utf-8", "surrogateescape")
+    text = pg_escapes(record, opts).decode("utf-8", "surrogateescape")
     fields = next(pycsv.reader(io.StringIO(text, newline=""), **_dialect(opts)), [])
     for name, value in zip(names, fields, strict=False):
         if any("\udc80" <= ch <= "\udcff" for ch in value):
@@ -145,7 +143,7 @@ class MultilineHeader(ValueError):
 
 
 def _header(data: bytes, opts: CsvOptions) -> list[str]:
-    first = data.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8")
+    first = pg_escapes(data.split(b"\n", 1)[0].rstrip(b"\r"), opts).decode("utf-8")
     try:
         names = next(pycsv.reader([first], strict=True, **_dialect(opts)), [])
     except pycsv.Error as e:  # a quote left open at the end of the line
@@ -193,16 +191,16 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
     if not _is_utf8(data):  # pyarrow cannot report a malformed row whose text is not UTF-8
         data, bad_offsets = _mask_invalid_utf8(data)
     parse = pacsv.ParseOptions(
-        delimiter=opts.delimiter, quote_char=opts.quote,
-        double_quote=opts.escape == opts.quote,
-        escape_char=opts.escape if opts.escape != opts.quote else False,
+        delimiter=opts.delimiter, quote_char=opts.quote, double_quote=True, escape_char=False,
         newlines_in_values=True, ignore_empty_lines=len(names) != 1, invalid_row_handler=on_invalid)
     read = pacsv.ReadOptions(column_names=names, skip_rows=1 if opts.header else 0, use_threads=False,
                              block_size=max(1 << 20, min(len(data) + 1, 1 << 30)))
     convert = pacsv.ConvertOptions(column_types={n: pa.binary() for n in names}, null_values=[opts.null],
                                    strings_can_be_null=True, quoted_strings_can_be_null=False)
     try:
-        table = pacsv.read_csv(io.BytesIO(data), read_options=read, parse_options=parse, convert_options=convert)
+        # the escape honoured inside quotes only, as PostgreSQL does (same lines; may be shorter)
+        table = pacsv.read_csv(io.BytesIO(pg_escapes(data, opts)), read_options=read, parse_options=parse,
+                               convert_options=convert)
     except (pa.ArrowInvalid, OSError) as e:
         out.error = f"not readable as CSV: {e}"
         return out

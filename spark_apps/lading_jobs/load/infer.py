@@ -16,6 +16,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from lading_jobs.formats.compressed import compression_of, decompress
+from lading_jobs.formats.csv import pg_escapes
 from lading_jobs.table.schema import SchemaError, TableSchema, type_from_arrow
 from lading_spec.formats import CsvOptions, FormatOptions
 
@@ -29,9 +30,8 @@ def _read_sample(data: bytes, fmt: str, options: FormatOptions, uri: str) -> pa.
 
         return pajson.read_json(io.BytesIO(data)).schema
     csv = options if isinstance(options, CsvOptions) else CsvOptions()
-    parse = pacsv.ParseOptions(delimiter=csv.delimiter, quote_char=csv.quote,
-                               double_quote=csv.escape == csv.quote,
-                               escape_char=csv.escape if csv.escape != csv.quote else False,
+    data = pg_escapes(data, csv)  # the escape honoured inside quotes only, as PostgreSQL does
+    parse = pacsv.ParseOptions(delimiter=csv.delimiter, quote_char=csv.quote, double_quote=True, escape_char=False,
                                newlines_in_values=True, invalid_row_handler=lambda row: "skip")
     read = pacsv.ReadOptions(autogenerate_column_names=not csv.header, use_threads=False)
     convert = pacsv.ConvertOptions(null_values=[csv.null], strings_can_be_null=True)

@@ -205,3 +205,44 @@ def test_a_one_column_file_keeps_its_null_rows(options: CsvOptions) -> None:
     t = pa.table({"s": pa.array(["a", None, "b", None, ""])})
     assert read_csv(encode(t, options), options).column(0).to_pylist() == ["a", None, "b", None, ""]
     assert read_csv(b"1,a\n\n2,b\n", CsvOptions()).num_rows == 2
+
+
+ESCAPE_TEXT = [None, "a\\b", "\\\\server\\share", "\\N", "\\", 'q"uote', 'both\\"x', "\\\\", "x,y\\", "line\\\nbreak",
+               '"', "", "plain", "N", "end\\"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("options", [CsvOptions(escape="\\", null="\\N"), CsvOptions(escape="\\", header=True),
+                                     CsvOptions(delimiter="|", quote="'", escape="!", null="!N")])
+def test_an_escape_other_than_the_quote_reads_what_postgres_writes(postgres_dsn: str, options: CsvOptions) -> None:
+    # PostgreSQL honours the escape inside quotes only and leaves unquoted values (and the null
+    # string) alone; pyarrow's escape_char acted everywhere: 'a\b' read as 'ab', NULL '\N' as 'N'.
+    import psycopg
+
+    from lading_jobs.load.decode import decode
+
+    values = [v.replace("\\", options.escape) if v is not None else None for v in ESCAPE_TEXT]
+
+    def lit(v: str) -> str:
+        return "'" + v.replace("'", "''") + "'"
+
+    copy_opts = (f"FORMAT csv, DELIMITER {lit(options.delimiter)}, QUOTE {lit(options.quote)}, "
+                 f"ESCAPE {lit(options.escape)}, NULL {lit(options.null)}, HEADER {str(options.header).lower()}")
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS lading_escape")
+        conn.execute("CREATE TABLE lading_escape (id int, s text)")
+        with conn.cursor().copy("COPY lading_escape FROM STDIN") as copy:
+            for i, v in enumerate(values):
+                copy.write_row((i, v))
+        with conn.cursor().copy(f"COPY (SELECT id, s FROM lading_escape ORDER BY id) TO STDOUT ({copy_opts})") as out:
+            written = b"".join(bytes(chunk) for chunk in out)
+    assert options.escape.encode() in written
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string())])
+    assert read_csv(written, options, schema).column("s").to_pylist() == values
+    decoded = decode(written, "csv", options, ["id", "s"], "s3://b/x.csv")
+    assert decoded.error is None and decoded.rejects == []
+    got = [None if v is None else v.decode() for p in decoded.pieces for v in p.table.column("s").to_pylist()]
+    assert got == values
+    # and lading's own CSV in that dialect reads back (it quotes every value holding the escape)
+    assert read_csv(encode(pa.table({"id": range(len(values)), "s": values}, schema=schema), options), options,
+                    schema).column("s").to_pylist() == values
