@@ -11,6 +11,8 @@ plain Spark SQL projections: no rows pass through Python here.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
@@ -82,6 +84,20 @@ def _rewrite(expr: str, dt: T.DataType, depth: int, leaf: str) -> str:
     parts = ", ".join(f"{_lit(f.name)}, {_rewrite(f'{expr}.{quote(f.name)}', f.dataType, depth + 1, leaf)}"
                       for f in dt.fields)
     return f"CASE WHEN {expr} IS NULL THEN NULL ELSE named_struct({parts}) END"
+
+
+def map_in_arrow(df: DataFrame, fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+                 schema: T.StructType | str) -> DataFrame:
+    """``df.mapInArrow(fn, schema)`` whatever ``df``'s column names: Spark resolves the names
+    of the plan it builds as SQL text, so a column ``a.b`` failed as a field of ``a`` and
+    ``ID`` beside ``id`` as ambiguous. The columns cross as ``_c0``, ``_c1``… and ``fn``
+    sees its batches under their own names again."""
+    names = list(df.columns)
+
+    def named(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return fn(pa.RecordBatch.from_arrays(b.columns, names=names) for b in batches)
+
+    return df.toDF(*(f"_c{i}" for i in range(len(names)))).mapInArrow(named, schema)
 
 
 def to_transfer(df: DataFrame) -> DataFrame:

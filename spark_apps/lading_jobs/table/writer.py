@@ -360,7 +360,9 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
     write_id = fmt.new_write_id()
     settings = st.S3Settings.from_env()
     if order:
-        df = df.sortWithinPartitions(*order)
+        from pyspark.sql import functions as F
+
+        df = df.sortWithinPartitions(*(F.col(spark_formats.quote(c)) for c in order))  # 'a.b' is one column
     df = spark_formats.to_transfer(df)  # year-month intervals cross to Python as int months
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -380,7 +382,7 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
     previous_group = sc.getLocalProperty("spark.jobGroup.id")
     sc.setLocalProperty("spark.jobGroup.id", write_id)
     try:
-        rows = df.mapInArrow(task, "written string").collect()
+        rows = spark_formats.map_in_arrow(df, task, "written string").collect()
     except BaseException:
         from lading_jobs.session import wait_for_tasks
 

@@ -127,7 +127,8 @@ def _prepare_partitioning(df: DataFrame, spec: CopyJobSpec) -> DataFrame:
     if not cols:
         return df
     # Sort each task's rows by partition values, keeping the query's order within each value.
-    return df.withColumn(SEQ_COLUMN, F.monotonically_increasing_id()).sortWithinPartitions(*cols, SEQ_COLUMN)
+    return df.withColumn(SEQ_COLUMN, F.monotonically_increasing_id()).sortWithinPartitions(
+        *(F.col(spark_formats.quote(c)) for c in cols), SEQ_COLUMN)  # quoted: 'a.b' is one column
 
 
 def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
@@ -203,7 +204,7 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
                 assert frame is not None  # only a query's ORDER BY can prove unsorted, and a query has its frame
                 df = _prepare_partitioning(frame, spec)
         if choice.job is None:
-            rows = spark_formats.to_transfer(df).mapInArrow(body, OUTPUT_SCHEMA).collect()
+            rows = spark_formats.map_in_arrow(spark_formats.to_transfer(df), body, OUTPUT_SCHEMA).collect()
             files = sorted((json.loads(r[0]) for r in rows), key=lambda f: (f["task"], f["seq"]))
         if cancel is not None and cancel.is_set():
             raise Cancelled()  # the last point where a cancel undoes the run; publishing runs to its end

@@ -142,3 +142,16 @@ def test_read_table_reads_one_snapshot_however_late_it_is_evaluated(spark, table
     writer.commit_parts(table_uri, more, log=TableLog.open_existing(table_uri))
     assert rows(df) == [(1,), (2,)]
     assert rows(reader.read_table(spark, table_uri)) == [(1,), (2,), (3,)]
+
+
+def test_a_dotted_column_name_is_written_and_sorted_by(spark, file_uri: Callable[[str], str]) -> None:  # type: ignore[no-untyped-def]
+    # 'a.b' is one column: mapInArrow and sortWithinPartitions resolved the names as SQL text
+    # and failed with [UNRESOLVED_COLUMN] (a field b of a column a).
+    uri = file_uri("dotted/")
+    df = spark.createDataFrame([(2, "x"), (1, "y"), (3, "z")], "`a.b` bigint, `c d` string")
+    snap = writer.append(spark, df.coalesce(1), uri, logical_time=1, sort_by=["a.b"])
+    assert [c.name for c in snap.schema.columns] == ["a.b", "c d"]
+    assert rows(reader.read_table(spark, uri)) == [(1, "y"), (2, "x"), (3, "z")]
+    (part,) = snap.parts
+    ids = {c.name: c.id for c in snap.schema.columns}
+    assert (part.stats.columns[ids["a.b"]].min, part.stats.columns[ids["a.b"]].max) == (1, 3)

@@ -210,3 +210,27 @@ def test_replace_on_file_storage_keeps_what_it_published(spark: Any, tmp_path: P
                if p.is_file() and p.name != "_lading_manifest.json" and ".lading-staging" not in p.parts}
     assert on_disk == named and {p.split("/")[0] for p in named} == {"k=a%2Fb", "k=d"}
     assert [line for p in sorted(named) for line in (dest / p).read_text().splitlines()] == ["3", "4"]
+
+
+@pytest.mark.parametrize("partition", [False, True])
+def test_column_names_spark_would_parse_copy_identically_on_both_paths(spark: Any, tmp_path: Path,
+                                                                         partition: bool) -> None:
+    # 'a.b' is one column, not a field of a struct; 'ID' and 'id' are two. The Arrow path copied
+    # them; the Spark path failed ([UNRESOLVED_COLUMN] in mapInArrow, [AMBIGUOUS_REFERENCE]).
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("a.b,x y,ID,id\n1,p,q,r\n2,s,t,u\n1,v,w,x\n")
+    outputs = {}
+    for path in (arrowpath.ARROW, arrowpath.SPARK):
+        dest = tmp_path / path
+        spec = {"from": {"files": f"file://{tmp_path}/in/", "format": "csv", "options": {"header": True}},
+                "to": {"files": f"file://{dest}/", "format": "csv", "options": {"header": True},
+                       **({"partitionBy": ["a.b"]} if partition else {})}}
+        with spark_conf(spark, **{arrowpath.CONF: path}):
+            result = execute(job_doc(spec), lambda: spark, Cancellation())
+        assert result.get("rows") == 3, (path, result)
+        manifest = json.loads((dest / "_lading_manifest.json").read_text())
+        assert manifest["path"]["name"] == path
+        outputs[path] = sorted((f["path"], (dest / f["path"]).read_text()) for f in manifest["files"])
+    assert outputs[arrowpath.ARROW] == outputs[arrowpath.SPARK]
+    if partition:
+        assert {p.split("/")[0] for p, _ in outputs[arrowpath.SPARK]} == {"a.b=1", "a.b=2"}
