@@ -121,7 +121,7 @@ class JsonEncoder:
 
 # --- reading ----------------------------------------------------------------------------
 
-def _read_type(field: pa.Field) -> pa.DataType:
+def read_type(field: pa.Field) -> pa.DataType:
     """The type pyarrow's JSON reader parses a lading-encoded value into."""
     t = field.type
     if _ext(field).startswith(("interval year", "interval month")):
@@ -133,11 +133,11 @@ def _read_type(field: pa.Field) -> pa.DataType:
     if pa.types.is_floating(t):
         return pa.float64()
     if pa.types.is_map(t):
-        return pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", _read_type(t.item_field))]))
+        return pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", read_type(t.item_field))]))
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return pa.list_(pa.field("element", _read_type(t.value_field)))
+        return pa.list_(pa.field("element", read_type(t.value_field)))
     if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, _read_type(f)) for f in t])
+        return pa.struct([pa.field(f.name, read_type(f)) for f in t])
     return pa.string()
 
 
@@ -278,7 +278,7 @@ def read_jsonl(data: bytes | pa.NativeFile, schema: pa.Schema | None = None, *,
         if not temporal:
             return table
         return pj.read_json(pa.BufferReader(raw), parse_options=pj.ParseOptions(explicit_schema=pa.schema(temporal)))
-    read_schema = pa.schema([pa.field(f.name, _read_type(f)) for f in schema])
+    read_schema = pa.schema([pa.field(f.name, read_type(f)) for f in schema])
     slow = any(_has(f.type, pa.types.is_map) for f in schema)
     table = None
     if not slow:

@@ -137,7 +137,29 @@ def decode_file(uri: str, fs: FileSet, schema: pa.Schema | None, etag: str | Non
     except SchemaDrift:
         raise
     except (ValueError, pa.ArrowInvalid) as e:
+        if schema is not None and fs.format == "json":
+            _check_json_types(uri, data, schema)  # name the column when its values changed type
         raise ValueError(f"reading {uri}: {e}") from e
+
+
+def _check_json_types(uri: str, data: bytes, schema: pa.Schema) -> None:
+    """After a JSON file failed to read as ``schema``: if this file alone infers a column
+    as another kind of value (numbers where the first file had strings, ...), schema drift
+    naming it. Only on that failure path; a file that does not infer says nothing here."""
+    try:
+        found = jsonl.read_jsonl(data).schema
+    except (ValueError, pa.ArrowInvalid):
+        return
+    for field in found:
+        expected = schema.field(field.name).type if field.name in schema.names else None
+        if expected is None or pa.types.is_null(field.type):
+            continue
+        number = pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
+        fits = (pa.types.is_floating(expected) and number) or (pa.types.is_integer(expected)
+                                                               and pa.types.is_integer(field.type))
+        if not fits and jsonl.read_type(schema.field(field.name)) != field.type:
+            raise SchemaDrift(_drift(uri, field.name, f"holds {field.type} values here but {expected} in the "
+                                                      "first file"))
 
 
 def _check_header(uri: str, names: list[str], expected: list[str]) -> None:

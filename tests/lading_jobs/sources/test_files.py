@@ -295,3 +295,28 @@ def test_a_file_list_is_read_as_given_and_a_missing_entry_is_named(file_uri: Cal
     with pytest.raises(SpecError) as info:
         open_source(spec)
     assert info.value.field == "from.fileList[1]" and file_uri("gone.csv") in info.value.message
+
+
+@pytest.mark.parametrize(("later", "column", "kind"), [
+    (b'{"x": 2.5, "s": "b"}\n', "x", "double"),   # a fraction in the first file's integer column
+    (b'{"x": 3, "s": 5}\n', "s", "int64"),         # a number where the first file had text
+    (b'{"x": "hello", "s": "c"}\n', "x", "string"),
+])
+def test_a_json_value_of_another_type_is_drift_naming_the_column(file_uri: Callable[[str], str], later: bytes,
+                                                                  column: str, kind: str) -> None:
+    # Before: pyarrow's "Failed to convert JSON to int64, couldn't parse:2.5", no column named.
+    from lading_jobs.sources.files import SchemaDrift
+
+    storage = open_storage(file_uri())
+    storage.put(file_uri("in/a.jsonl"), b'{"x": 1, "s": "a"}\n')
+    storage.put(file_uri("in/b.jsonl"), later)
+    with pytest.raises(SchemaDrift, match=f"schema drift in {file_uri('in/b.jsonl')}: column '{column}' holds "
+                                          f"{kind} values here"):
+        _read_all(file_uri("in/"), "json", JsonOptions())
+
+
+def test_json_integers_in_a_double_column_are_no_drift(file_uri: Callable[[str], str]) -> None:
+    storage = open_storage(file_uri())
+    storage.put(file_uri("in/a.jsonl"), b'{"x": 1.5}\n')
+    storage.put(file_uri("in/b.jsonl"), b'{"x": 2}\n')
+    assert _read_all(file_uri("in/"), "json", JsonOptions())[1] == [{"x": 1.5}, {"x": 2.0}]
