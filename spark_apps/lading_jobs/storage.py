@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
+import re
 import shutil
 import stat
 import uuid
@@ -123,6 +124,29 @@ def has_glob(uri: str) -> bool:
     return any(c in uri for c in "*?[")
 
 
+def glob_regex(glob: str) -> re.Pattern[str]:
+    """A URI glob as a regular expression: ``*`` and ``?`` stay within one path segment, as
+    in Spark's (Hadoop's) globs and the shell (``fnmatch`` let ``raw/*.csv`` match
+    ``raw/sub/x.csv``); ``[abc]``, ``[!abc]`` and ``[a-z]`` are character classes."""
+    out, i = [], 0
+    while i < len(glob):
+        c = glob[i]
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and (end := glob.find("]", i + 2 if glob[i + 1:i + 2] in ("!", "]") else i + 1)) > 0:
+            body = glob[i + 1:end]
+            negate = body.startswith("!")
+            body = body[1:] if negate else ("\\" + body if body.startswith("^") else body)
+            out.append("[" + ("^/" if negate else "") + body.replace("\\", "\\\\") + "]")
+            i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
 class Storage:
     """Operations on one scheme; all paths are full URIs."""
 
@@ -144,7 +168,8 @@ class Storage:
         if has_glob(uri):
             cut = min(uri.index(c) for c in "*?[" if c in uri)
             base = uri[: uri.rfind("/", 0, cut) + 1]
-            found = [o for o in self.list_objects(base) if fnmatch.fnmatchcase(o.uri, uri)]
+            matches = glob_regex(uri).match
+            found = [o for o in self.list_objects(base) if matches(o.uri)]
         else:
             prefix = uri if uri.endswith("/") else uri + "/"
             found = list(self.list_objects(prefix))

@@ -257,3 +257,31 @@ def test_keys_are_taken_as_written_on_both_schemes(root: str) -> None:
     if root.startswith("file://"):
         base = root[len("file://"):]
         assert sorted(set(os.listdir(base)) - {".lading-staging"}) == sorted(["k=a%2Fb", "x#1.csv", "what?.csv", "a b%20c.csv"])
+
+
+@pytest.mark.parametrize(("glob", "uri", "matches"), [
+    ("s3://b/raw/*.csv", "s3://b/raw/a.csv", True),
+    ("s3://b/raw/*.csv", "s3://b/raw/sub/a.csv", False),   # '*' stays within its segment, as in Spark
+    ("s3://b/raw/*/x.csv", "s3://b/raw/d/x.csv", True),
+    ("s3://b/raw/a?c.csv", "s3://b/raw/a/c.csv", False),
+    ("s3://b/raw/[ab].csv", "s3://b/raw/b.csv", True),
+    ("s3://b/raw/[!ab].csv", "s3://b/raw/a.csv", False),
+    ("s3://b/raw/[!ab].csv", "s3://b/raw/c.csv", True),
+    ("s3://b/raw/[^a].csv", "s3://b/raw/^.csv", True),     # '^' is no negation in a glob
+    ("s3://b/raw/x.csv*", "s3://b/raw/x.csv.gz", True),
+    ("s3://b/raw/x[.csv", "s3://b/raw/x[.csv", True),      # an unclosed '[' is itself
+    ("s3://b/raw/2026-*.csv", "s3://b/raw/2026-01.csvx", False),
+])
+def test_a_glob_star_stays_within_one_path_segment(glob: str, uri: str, matches: bool) -> None:
+    from lading_jobs.storage import glob_regex
+
+    assert bool(glob_regex(glob).match(uri)) is matches
+
+
+def test_glob_listing_does_not_descend_into_subdirectories(root: str) -> None:
+    # Before, fnmatch's '*' crossed '/': raw/*.csv also read raw/old/*.csv.
+    storage = open_storage(root)
+    for name in ("raw/a.csv", "raw/b.csv", "raw/old/c.csv", "raw/x.json"):
+        storage.put(root + name, b"1\n")
+    assert [o.uri for o in storage.list_matching(root + "raw/*.csv")] == [root + "raw/a.csv", root + "raw/b.csv"]
+    assert [o.uri for o in storage.list_matching(root + "raw/*/*.csv")] == [root + "raw/old/c.csv"]
