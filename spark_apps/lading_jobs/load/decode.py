@@ -143,7 +143,8 @@ class MultilineHeader(ValueError):
 
 
 def _header(data: bytes, opts: CsvOptions) -> list[str]:
-    first = pg_escapes(data.split(b"\n", 1)[0].rstrip(b"\r"), opts).decode("utf-8")
+    # utf-8-sig: a byte order mark (Excel writes one) is no part of the first name
+    first = pg_escapes(data.split(b"\n", 1)[0].rstrip(b"\r"), opts).decode("utf-8-sig")
     try:
         names = next(pycsv.reader([first], strict=True, **_dialect(opts)), [])
     except pycsv.Error as e:  # a quote left open at the end of the line

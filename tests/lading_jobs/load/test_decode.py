@@ -178,3 +178,10 @@ def test_a_blank_line_is_a_null_row_in_a_one_column_file_only() -> None:
     two = decode(b"1,a\n\n2,b,extra\n3,c\n", "csv", CsvOptions(), ["i", "s"], "s3://b/x.csv")
     assert [p.positions.tolist() for p in two.pieces] == [[1, 4]]
     assert [r.position for r in two.rejects] == [3]
+
+
+def test_a_byte_order_mark_is_no_part_of_the_first_header_name() -> None:
+    # Excel's "CSV UTF-8" starts with one; the first column was named '\ufeffid' and matched nothing.
+    decoded = decode("\ufeffid,name,amount\n1,a,2\n".encode(), "csv", CsvOptions(header=True), SCHEMA.names,
+                     "s3://b/x.csv")
+    assert conform(decoded, SCHEMA).table.to_pylist()[0]["id"] == 1
