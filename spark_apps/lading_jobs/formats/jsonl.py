@@ -17,6 +17,7 @@ holding maps or non-finite floats take a row-wise path (documented).
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pyarrow as pa
@@ -261,6 +262,31 @@ def _rowwise(data: bytes, read_schema: pa.Schema, known_keys_only: bool = False)
     return pa.Table.from_pylist([fix(value, struct) for value in values], schema=read_schema)
 
 
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _infer_non_finite(raw: bytes) -> pa.Table | None:
+    """Inference when pyarrow's refused a column mixing numbers with "NaN", "Infinity" or
+    "-Infinity" (how lading writes non-finite floats): such columns are doubles. Row-wise,
+    only after that refusal; None if no column is of that kind (the refusal stands)."""
+    rows = [json.loads(line) for line in raw.splitlines() if line.strip()]
+    kinds: dict[str, set[str]] = {}
+    for row in rows:
+        for key, value in row.items():
+            kind = ("number" if isinstance(value, int | float) and not isinstance(value, bool)
+                    else "non-finite" if isinstance(value, str) and value in _NON_FINITE
+                    else "null" if value is None else "other")
+            kinds.setdefault(key, set()).add(kind)
+    floats = {k for k, seen in kinds.items() if "number" in seen and seen <= {"number", "non-finite", "null"}}
+    if not floats:
+        return None
+    for row in rows:
+        for key in floats & row.keys():
+            value = row[key]
+            row[key] = _NON_FINITE[value] if isinstance(value, str) else None if value is None else float(value)
+    return pa.Table.from_pylist(rows)
+
+
 def read_jsonl(data: bytes | pa.NativeFile, schema: pa.Schema | None = None, *,
                known_keys_only: bool = False) -> pa.Table:
     """Read JSON lines; with ``schema``, values are decoded per lading's encoding and cast.
@@ -273,7 +299,12 @@ def read_jsonl(data: bytes | pa.NativeFile, schema: pa.Schema | None = None, *,
     if not raw.strip():
         return schema.empty_table() if schema is not None else pa.table({})
     if schema is None:
-        table = pj.read_json(pa.BufferReader(raw))
+        try:
+            table = pj.read_json(pa.BufferReader(raw))
+        except pa.ArrowInvalid as e:
+            if "changed from" not in str(e) or (table := _infer_non_finite(raw)) is None:
+                raise
+            return table
         temporal = [pa.field(f.name, pa.string()) for f in table.schema if pa.types.is_temporal(f.type)]
         if not temporal:
             return table

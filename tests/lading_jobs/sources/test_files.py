@@ -320,3 +320,18 @@ def test_json_integers_in_a_double_column_are_no_drift(file_uri: Callable[[str],
     storage.put(file_uri("in/a.jsonl"), b'{"x": 1.5}\n')
     storage.put(file_uri("in/b.jsonl"), b'{"x": 2}\n')
     assert _read_all(file_uri("in/"), "json", JsonOptions())[1] == [{"x": 1.5}, {"x": 2.0}]
+
+
+def test_lading_json_with_non_finite_floats_reads_back(file_uri: Callable[[str], str]) -> None:
+    # lading writes NaN and infinities as the strings "NaN", "Infinity", "-Infinity"; inference
+    # refused the first file ("changed from number to string"). Such a column is a double.
+    import math
+
+    storage = open_storage(file_uri())
+    t = pa.table({"f": pa.array([1.5, math.nan, math.inf, None, -math.inf]), "s": ["a", "NaN", "b", "c", "d"]})
+    storage.put(file_uri("in/a.jsonl"), JsonEncoder(t.schema).encode(t.to_batches()[0]))
+    schema, rows = _read_all(file_uri("in/"), "json", JsonOptions())
+    assert [f.dataType.typeName() for f in schema.fields] == ["double", "string"]
+    got = [r["f"] for r in rows]
+    assert got[0] == 1.5 and math.isnan(got[1]) and got[2:] == [math.inf, None, -math.inf]
+    assert [r["s"] for r in rows] == ["a", "NaN", "b", "c", "d"]
