@@ -173,6 +173,8 @@ def _from_read(arr: pa.Array, field: pa.Field) -> pa.Array:
         out = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), child,
                                        mask=arr.is_null() if arr.null_count else None)
         return out.cast(t)
+    if pa.types.is_struct(t) and t.num_fields == 0:  # {}: no children to carry the length
+        return arr.cast(t)
     if pa.types.is_struct(t):
         children = [_from_read(c, f) for c, f in zip(arr.flatten(), t, strict=True)]
         return pa.StructArray.from_arrays(children, fields=list(t),

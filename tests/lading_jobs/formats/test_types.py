@@ -268,3 +268,11 @@ def test_conformed_nested_intervals_keep_their_extension_names() -> None:
     out = types.conform_batch(wire, schema)
     assert out.column(0).type.value_field.metadata == {types.LADING_TYPE: b"interval month"}
     assert JsonEncoder(schema).encode(out) == b'{"ymarr":["P3M",null]}\n'
+
+
+def test_an_empty_json_object_reads_as_an_empty_struct() -> None:
+    # A struct without fields has no children to carry its length: the read lost every row
+    # ("Column 1 named s expected length 2 but got length 0").
+    schema = pa.schema([("x", pa.int64()), ("s", pa.struct([]))])
+    table = read_jsonl(b'{"x": 1, "s": {}}\n{"x": 2, "s": null}\n', schema)
+    assert table.to_pylist() == [{"x": 1, "s": {}}, {"x": 2, "s": None}]
