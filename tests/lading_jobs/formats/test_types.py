@@ -272,7 +272,9 @@ def test_conformed_nested_intervals_keep_their_extension_names() -> None:
 
 def test_an_empty_json_object_reads_as_an_empty_struct() -> None:
     # A struct without fields has no children to carry its length: the read lost every row
-    # ("Column 1 named s expected length 2 but got length 0").
+    # (without a NULL: "Column 1 named s expected length 2 but got length 0").
     schema = pa.schema([("x", pa.int64()), ("s", pa.struct([]))])
+    assert read_jsonl(b'{"x": 1, "s": {}}\n{"x": 2, "s": {}}\n', schema).to_pylist() == [
+        {"x": 1, "s": {}}, {"x": 2, "s": {}}]
     table = read_jsonl(b'{"x": 1, "s": {}}\n{"x": 2, "s": null}\n', schema)
     assert table.to_pylist() == [{"x": 1, "s": {}}, {"x": 2, "s": None}]
