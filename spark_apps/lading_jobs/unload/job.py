@@ -165,10 +165,9 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
     if schema is None:
         frame = source_frame(spark, spec)
         schema = frame.schema
+    _check_partitioning(schema.names, spec)  # before the path: its error is the one to fix, whatever the path
     choice = arrowpath.choose(spark, spec, schema, frame, requested=requested, opened=opened)
-    if choice.job is not None:
-        _check_partitioning(schema.names, spec)
-    else:
+    if choice.job is None:
         frame = frame if frame is not None else source_frame(spark, spec)
         df = _prepare_partitioning(frame, spec)
         schema = df.drop(SEQ_COLUMN).schema if SEQ_COLUMN in df.columns else df.schema

@@ -234,3 +234,16 @@ def test_column_names_spark_would_parse_copy_identically_on_both_paths(spark: An
     assert outputs[arrowpath.ARROW] == outputs[arrowpath.SPARK]
     if partition:
         assert {p.split("/")[0] for p, _ in outputs[arrowpath.SPARK]} == {"a.b=1", "a.b=2"}
+
+
+@pytest.mark.parametrize("path", [arrowpath.ARROW, arrowpath.SPARK, "auto"])
+def test_a_missing_partition_column_is_named_on_every_path(spark: Any, tmp_path: Path, path: str) -> None:
+    # With the Arrow path forced, the error said "this copy needs Spark SQL" instead.
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("k,v\n1,2\n")
+    spec = {"from": {"files": f"file://{tmp_path}/in/", "format": "csv", "options": {"header": True}},
+            "to": {"files": f"file://{tmp_path}/out/", "format": "csv", "partitionBy": ["nope"]}}
+    with spark_conf(spark, **{arrowpath.CONF: path}):
+        result = execute(job_doc(spec), lambda: spark, Cancellation())
+    assert result.get("error", "").startswith("to.partitionBy: column 'nope' is not in the output; columns: k, v")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.csv"))
