@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from lading_spec.copyjob import LoadOptions
@@ -115,7 +116,9 @@ def decide(outcomes: list[FileOutcome], options: LoadOptions) -> Decision:
     if options.max_errors is not None and errors > options.max_errors:
         return Decision(False, f"{errors} errors exceed maxErrors {options.max_errors}; nothing was loaded. "
                         f"First: {_where(bad[0])}", (), ())
-    if options.max_error_ratio is not None and errors and errors > options.max_error_ratio * max(read, 1):
+    # exact: 0.29 * 100 is 28.999999999999996 in floats, which made 29 errors "exceed" 0.29
+    if options.max_error_ratio is not None and errors and \
+            errors > Fraction(repr(options.max_error_ratio)) * max(read, 1):
         ratio = errors / max(read, 1)
         return Decision(False, f"{errors} errors in {read} records ({ratio:.2%}) exceed maxErrorRatio "
                         f"{options.max_error_ratio}; nothing was loaded. First: {_where(bad[0])}", (), ())

@@ -52,3 +52,14 @@ def test_tasks_write_parts_only_when_they_could_commit() -> None:
     assert not should_write(LoadOptions(on_error="skipFile"), clean=False)
     assert should_write(LoadOptions(on_error="continue"), clean=False)
     assert not should_write(LoadOptions(validate_only=True), clean=True)
+
+
+def test_a_ratio_of_errors_exactly_at_the_cap_is_within_it() -> None:
+    # 0.29 * 100 is 28.999999999999996 in floats: 29 errors in 100 records "exceeded" 0.29.
+    for ratio, bad in [(0.29, 29), (0.57, 57), (0.1, 10)]:
+        files = [FileOutcome(0, "s3://b/in/a.csv", "e0", 10, rows_read=100, rows_good=100 - bad, rows_rejected=bad,
+                             first_error="line 2, column x: 'y' is not a valid int")]
+        assert decide(files, LoadOptions(on_error="continue", max_error_ratio=ratio)).ok, ratio
+        files[0] = FileOutcome(0, "s3://b/in/a.csv", "e0", 10, rows_read=100, rows_good=99 - bad,
+                               rows_rejected=bad + 1, first_error="line 2, column x: 'y' is not a valid int")
+        assert not decide(files, LoadOptions(on_error="continue", max_error_ratio=ratio)).ok, ratio
