@@ -248,6 +248,17 @@ def pg_escapes(data: bytes, o: CsvOptions) -> bytes:
     return _quoted_section(quote, escape).sub(section, data)
 
 
+def unterminated_quote_line(escaped: bytes, o: CsvOptions) -> int | None:
+    """The line where a quoted field opens that no quote closes, in ``pg_escapes`` output;
+    None if every one closes. Quotes toggle in order (a doubled quote closes and reopens),
+    so an odd count leaves the last one open. pyarrow takes such a field to the end of the
+    file: the rest of the file became one value and its rows vanished."""
+    quote = o.quote.encode()
+    if escaped.count(quote) % 2 == 0:
+        return None
+    return escaped.count(b"\n", 0, escaped.rindex(quote)) + 1
+
+
 def _parse_options(o: CsvOptions, columns: int = 0) -> pacsv.ParseOptions:
     """``columns`` 1: a blank line is a row (its one field empty: NULL with the default null
     string), as PostgreSQL reads it and as the encoder writes a one-column NULL; with more
@@ -311,6 +322,9 @@ def read_csv(data: bytes | pa.NativeFile, options: CsvOptions | None = None,
     o = options or CsvOptions()
     raw = data if isinstance(data, bytes) else data.read()
     escaped = pg_escapes(raw, o)
+    if (line := unterminated_quote_line(escaped, o)) is not None:
+        raise ValueError(f"line {line}: a quoted field opens here and is never closed; close it, or write a "
+                         "quote inside a field doubled and the field quoted")
     if o.header:
         names = header_names(raw, o) if raw.strip() else (schema.names if schema is not None else [])
         # the reader takes the header record itself: skip_rows would skip one line, not one

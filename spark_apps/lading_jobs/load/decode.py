@@ -30,7 +30,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from lading_jobs.formats.compressed import compression_of, decompress
-from lading_jobs.formats.csv import pg_escapes
+from lading_jobs.formats.csv import pg_escapes, unterminated_quote_line
 from lading_jobs.load import lines as L
 from lading_spec.formats import CsvOptions, FormatOptions
 
@@ -198,10 +198,13 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
                              block_size=max(1 << 20, min(len(data) + 1, 1 << 30)))
     convert = pacsv.ConvertOptions(column_types={n: pa.binary() for n in names}, null_values=[opts.null],
                                    strings_can_be_null=True, quoted_strings_can_be_null=False)
+    escaped = pg_escapes(data, opts)  # the escape honoured inside quotes only, as PostgreSQL does
+    if (line := unterminated_quote_line(escaped, opts)) is not None:
+        out.error = (f"line {line}: a quoted field opens here and is never closed (PostgreSQL: unterminated "
+                     "CSV quoted field); close it, or write a quote inside a field doubled and the field quoted")
+        return out
     try:
-        # the escape honoured inside quotes only, as PostgreSQL does (same lines; may be shorter)
-        table = pacsv.read_csv(io.BytesIO(pg_escapes(data, opts)), read_options=read, parse_options=parse,
-                               convert_options=convert)
+        table = pacsv.read_csv(io.BytesIO(escaped), read_options=read, parse_options=parse, convert_options=convert)
     except (pa.ArrowInvalid, OSError) as e:
         out.error = f"not readable as CSV: {e}"
         return out

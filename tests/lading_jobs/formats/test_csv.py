@@ -246,3 +246,10 @@ def test_an_escape_other_than_the_quote_reads_what_postgres_writes(postgres_dsn:
     # and lading's own CSV in that dialect reads back (it quotes every value holding the escape)
     assert read_csv(encode(pa.table({"id": range(len(values)), "s": values}, schema=schema), options), options,
                     schema).column("s").to_pylist() == values
+
+
+def test_a_quote_never_closed_fails_the_read_naming_its_line() -> None:
+    data = b'id,name\n1,ann\n2,"bob\n' + b"".join(b"%d,x\n" % i for i in range(3, 100))
+    with pytest.raises(ValueError, match="line 3: a quoted field opens here and is never closed"):
+        read_csv(data, CsvOptions(header=True))
+    assert read_csv(b'id,name\n1,"a ""quoted"" name"\n', CsvOptions(header=True)).num_rows == 1

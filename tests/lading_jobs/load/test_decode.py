@@ -185,3 +185,13 @@ def test_a_byte_order_mark_is_no_part_of_the_first_header_name() -> None:
     decoded = decode("\ufeffid,name,amount\n1,a,2\n".encode(), "csv", CsvOptions(header=True), SCHEMA.names,
                      "s3://b/x.csv")
     assert conform(decoded, SCHEMA).table.to_pylist()[0]["id"] == 1
+
+
+@pytest.mark.parametrize(("data", "line"), [
+    (b'1,ann,1\n2,"bob,2\n' + b"".join(b"%d,x,%d\n" % (i, i) for i in range(3, 1000)), 2),  # the rest was one value
+    (b'1,"a""b",1\n2,c,2\n3,d"e,3\n4,f,4\n', 3),                                             # a quote inside a bare field
+])
+def test_a_quote_never_closed_is_a_file_error_naming_its_line(data: bytes, line: int) -> None:
+    # pyarrow took the open field to the end of the file: 2 rows loaded, none rejected, 998 gone.
+    decoded = decode(data, "csv", CsvOptions(), SCHEMA.names, "s3://b/x.csv")
+    assert decoded.error is not None and decoded.error.startswith(f"line {line}: a quoted field opens here")
