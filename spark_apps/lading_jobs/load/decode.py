@@ -285,6 +285,7 @@ def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False) ->
     starts, ends, raw = _line_source(data)
     solid = np.flatnonzero(~L.blank_lines(data, starts, ends))
     out.raw = raw
+    data, solid = _reject_non_objects(data, starts, ends, solid, out)
     try:
         table = _read_json(data, exact, text)
         if table.num_rows == len(solid):
@@ -314,7 +315,26 @@ def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False) ->
 
     if len(solid):
         parse(0, len(solid))
+    out.rejects.sort(key=lambda r: r.position)
     return out
+
+
+def _reject_non_objects(data: bytes, starts: np.ndarray, ends: np.ndarray, solid: np.ndarray,
+                        out: Decoded) -> tuple[bytes, np.ndarray]:
+    """Reject the lines that are no JSON object (``null``, ``5``, ``[1]``) before pyarrow sees
+    them: it read a ``null`` line as a row of NULLs, and crashed the process (SIGSEGV, pyarrow
+    26) on a chunk of only such lines. They become blanks of the same length (offsets hold)."""
+    if not len(solid):
+        return data, solid
+    heads = np.frombuffer(data, np.uint8)[starts[solid]]
+    odd = [int(i) for i in solid[heads != ord("{")] if not data[starts[i]:ends[i]].lstrip().startswith(b"{")]
+    if not odd:
+        return data, solid
+    buf = bytearray(data)
+    for i in odd:
+        buf[starts[i]:ends[i]] = b" " * int(ends[i] - starts[i])
+        out.rejects.append(Reject(i + 1, "not a JSON object (one object per line)", record=out.raw(i + 1)))
+    return bytes(buf), np.setdiff1d(solid, np.array(odd, np.int64))
 
 
 # -- Parquet -------------------------------------------------------------------------
@@ -371,4 +391,4 @@ def decode(data: bytes | pa.NativeFile, fmt: str, options: FormatOptions, column
         return Decoded(unit="line")  # an empty file loads no rows and is no error
     if fmt == "csv":
         return decode_csv(data, options if isinstance(options, CsvOptions) else CsvOptions(), columns)
-    return decode_json(data, exact_numbers)
+    return decode_json(data, exact_numbers, text=True)  # strings stay strings: conform parses them

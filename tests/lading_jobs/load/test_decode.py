@@ -195,3 +195,22 @@ def test_a_quote_never_closed_is_a_file_error_naming_its_line(data: bytes, line:
     # pyarrow took the open field to the end of the file: 2 rows loaded, none rejected, 998 gone.
     decoded = decode(data, "csv", CsvOptions(), SCHEMA.names, "s3://b/x.csv")
     assert decoded.error is not None and decoded.error.startswith(f"line {line}: a quoted field opens here")
+
+
+def test_lines_that_are_no_json_object_are_rejected_not_rows() -> None:
+    # A 'null' line loaded as a row of NULLs; a chunk of only such lines crashed the worker (SIGSEGV
+    # in pyarrow's JSON reader) once bisection isolated one beside another bad line.
+    data = b'{"id": 1, "name": "a"}\nnull\n{"id": 2, "name":\n  5\n[1]\n{"id": 3, "name": "c"}\n'
+    result = conform(decode(data, "json", JsonOptions(), SCHEMA.names, "s3://b/x.jsonl"), SCHEMA)
+    assert result.table.column("id").to_pylist() == [1, 3]
+    assert [r.position for r in result.rejects] == [2, 3, 4, 5]
+    assert result.rejects[0].reason == "not a JSON object (one object per line)"
+    assert result.rejects[0].record == "null"
+
+
+def test_json_strings_that_look_like_times_load_as_written_into_text() -> None:
+    # pyarrow inferred them as timestamps: '2024-01-02T10:00:00+02:00' loaded as '2024-01-02 08:00:00'.
+    schema = TableSchema.of([("id", "bigint"), ("name", "string")])
+    data = b'{"id": 1, "name": "2024-01-02T10:00:00+02:00"}\n{"id": 2, "name": "2024-01-02"}\n'
+    result = conform(decode(data, "json", JsonOptions(), schema.names, "s3://b/x.jsonl"), schema)
+    assert result.table.column("name").to_pylist() == ["2024-01-02T10:00:00+02:00", "2024-01-02"]
