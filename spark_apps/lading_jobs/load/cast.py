@@ -30,7 +30,8 @@ _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError
 _SMALL = 8  # below this many values, test each value on its own
 _TRUE = pa.array(["t", "true", "y", "yes", "1"])
 _FALSE = pa.array(["f", "false", "n", "no", "0"])
-_OFFSET = r"(?:[zZ]|[+-]\d\d(?::?\d\d)?)$"
+# a zone offset after a time of day (a date's "-02" is none: 2024-01-02 has no offset)
+_OFFSET = r"\d:\d\d(?::\d\d(?:[.,]\d+)?)?\s*(?:[zZ]|[+-]\d\d(?::?\d\d)?)$"
 
 
 def _is_text(t: pa.DataType) -> bool:

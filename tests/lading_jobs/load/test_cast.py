@@ -66,3 +66,15 @@ def test_integers_into_a_decimal_check_its_precision() -> None:
     out, failures = cast_column(pa.array([12, 10**12]), pa.decimal128(10, 2))
     assert out[0].as_py() == decimal.Decimal("12.00")
     assert [i for i, _ in failures] == [1]
+
+
+def test_a_date_alone_is_midnight_utc_not_a_date_with_an_offset() -> None:
+    # The offset pattern read the "-02" of 2024-01-02 as a zone offset: every date-only value of a
+    # timestamp column was rejected ("expected a zone offset"), though timestamp_ntz took it.
+    utc = dt.UTC
+    values = ["2024-01-02", "2024-01-02 10:00:00+02", "2024-01-02T10:00:00.5-05:30", "2024-01-02 10:00"]
+    out, failures = cast_column(pa.array(values), pa.timestamp("us", "UTC"))
+    assert failures == []
+    assert out.to_pylist() == [dt.datetime(2024, 1, 2, tzinfo=utc), dt.datetime(2024, 1, 2, 8, tzinfo=utc),
+                               dt.datetime(2024, 1, 2, 15, 30, 0, 500000, tzinfo=utc),
+                               dt.datetime(2024, 1, 2, 10, tzinfo=utc)]
