@@ -178,6 +178,8 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
             return out
     else:
         names = list(columns)
+    if opts.header and b"\n" not in data:
+        return out  # the header alone, without a line break: no rows (pyarrow could not skip it)
     invalid: list[tuple[int, int, str, str]] = []
 
     def on_invalid(row: Any) -> str:
@@ -387,7 +389,8 @@ def decode(data: bytes | pa.NativeFile, fmt: str, options: FormatOptions, column
         data = decompress(data, compression, uri)
     except OSError as e:  # NotDecompressible
         return Decoded(unit="line", error=f"cannot decompress ({compression}): {e}")
-    if not data.strip():
+    one_column_lines = fmt == "csv" and len(columns) == 1 and not getattr(options, "header", False)
+    if not data.strip() and not (one_column_lines and data):  # there, blank lines are rows of NULL
         return Decoded(unit="line")  # an empty file loads no rows and is no error
     if fmt == "csv":
         return decode_csv(data, options if isinstance(options, CsvOptions) else CsvOptions(), columns)

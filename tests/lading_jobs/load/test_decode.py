@@ -214,3 +214,16 @@ def test_json_strings_that_look_like_times_load_as_written_into_text() -> None:
     data = b'{"id": 1, "name": "2024-01-02T10:00:00+02:00"}\n{"id": 2, "name": "2024-01-02"}\n'
     result = conform(decode(data, "json", JsonOptions(), schema.names, "s3://b/x.jsonl"), schema)
     assert result.table.column("name").to_pylist() == ["2024-01-02T10:00:00+02:00", "2024-01-02"]
+
+
+def test_a_header_alone_without_a_line_break_loads_no_rows() -> None:
+    # It was a file error ("Could not skip initial 1 rows"), which fails a load under onError: abort.
+    decoded = decode(b"id,name,amount", "csv", CsvOptions(header=True), SCHEMA.names, "s3://b/x.csv")
+    assert decoded.error is None and conform(decoded, SCHEMA).table.num_rows == 0
+
+
+def test_a_headerless_one_column_file_of_blank_lines_is_null_rows() -> None:
+    # Lading writes two NULLs of a one-column table as "\n\n"; the empty-file shortcut loaded none.
+    (piece,) = decode(b"\n\n", "csv", CsvOptions(), ["s"], "s3://b/x.csv").pieces
+    assert piece.table.column("s").to_pylist() == [None, None]
+    assert decode(b"", "csv", CsvOptions(), ["s"], "s3://b/x.csv").pieces == []
