@@ -52,8 +52,11 @@ def render_hex(arr: pa.Array) -> pa.Array:
 
 
 def parse_hex(arr: pa.Array) -> pa.Array:
-    """Hex text (even length, no prefix) → binary."""
+    """Hex text (even length, no prefix) → binary. A value of odd length is refused (ValueError):
+    unhexlifying the concatenation would shift its digits into the next value."""
     offsets, data = _offsets_and_data(arr.cast(pa.string()))
+    if np.any(np.diff(offsets) % 2):
+        raise ValueError("a hex value has an odd number of digits")
     raw = binascii.unhexlify(data)
     out = pa.Array.from_buffers(pa.binary(), len(arr), [None, pa.py_buffer((offsets // 2).astype(np.int32)),
                                                         pa.py_buffer(raw)])

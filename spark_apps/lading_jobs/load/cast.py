@@ -24,9 +24,11 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lading_jobs.formats.text import parse_base64, parse_hex
+
 Failure = tuple[int, str]  # (row index within the array, reason)
 
-_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeDecodeError)
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeDecodeError, ValueError)
 _SMALL = 8  # below this many values, test each value on its own
 _TRUE = pa.array(["t", "true", "y", "yes", "1"])
 _FALSE = pa.array(["f", "false", "n", "no", "0"])
@@ -102,7 +104,7 @@ def _reason(arr: pa.Array, error: Exception, typ: pa.DataType, type_name: str | 
         value = arr.cast(pa.binary())[0].as_py() if _is_text(arr.type) else None
     if isinstance(value, bytes):
         try:
-            value.decode("utf-8")
+            value = value.decode("utf-8")  # shown as the text it is
         except UnicodeDecodeError:
             return "invalid UTF-8"
     if isinstance(error, UnicodeDecodeError) or "UTF8" in str(error) or "UTF-8" in str(error):
@@ -135,14 +137,30 @@ def bisect(arr: pa.Array, fn: Callable[[pa.Array], pa.Array], typ: pa.DataType,
         return left + right, lf + rf
 
 
+def text_to_bytes(arr: pa.Array, spelling: str) -> pa.Array:
+    """Binary values written as text: ``hex`` is PostgreSQL's bytea ``\\x0102`` (CSV),
+    ``base64`` lading's JSON. Raises ValueError on a value not so written."""
+    text = arr.cast(pa.string())
+    if spelling == "hex":
+        if not pc.all(pc.fill_null(pc.starts_with(text, "\\x"), True)).as_py():
+            raise ValueError("binary values are written as bytea hex such as \\x0102")
+        return parse_hex(pc.utf8_slice_codeunits(text, 2))
+    return parse_base64(text)
+
+
 def cast_column(arr: pa.Array | pa.ChunkedArray, typ: pa.DataType,
-                type_name: str | None = None) -> tuple[pa.Array, list[Failure]]:
+                type_name: str | None = None, binary_text: str | None = None) -> tuple[pa.Array, list[Failure]]:
     """``arr`` as ``typ``, with NULL where a value failed, and the failures (index, reason).
 
     ``type_name`` is the column's type as users wrote it (``decimal(12,2)``), for messages.
+    ``binary_text``: how the source spells binary values as text (``text_to_bytes``); a
+    binary column is decoded from it, never stored as the text's own bytes.
     """
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if binary_text is not None and _is_bytes(typ) and (_is_text(arr.type) or _is_bytes(arr.type)):
+        parts, found = bisect(arr, lambda a: text_to_bytes(a, binary_text).cast(typ), typ, type_name=type_name)
+        return (pa.concat_arrays(parts) if len(parts) != 1 else parts[0]), found
     failures: list[Failure] = []
     if _is_bytes(arr.type) and not _is_bytes(typ):
         chunks, failures = bisect(arr, lambda a: a.cast(pa.string()), pa.string())

@@ -100,7 +100,8 @@ class Conformer:
                 value = default_scalar(c.default, c.type) if c.default is not None else pa.scalar(None, typ)
                 arrays.append(pa.repeat(value, n) if value.is_valid else pa.nulls(n, typ))
                 continue
-            arr, failures = cast_column(_as_bytes_if_text(piece.table.column(source).combine_chunks()), typ, c.type)
+            arr, failures = cast_column(_as_bytes_if_text(piece.table.column(source).combine_chunks()), typ, c.type,
+                                        self.decoded.binary_text)
             for index, reason in failures:
                 bad_reason.setdefault(index, (c.name, reason))
             if not c.nullable and arr.null_count:

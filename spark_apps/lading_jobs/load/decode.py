@@ -62,6 +62,7 @@ class Decoded:
     unit: str  # "line" or "row"
     by_position: bool = False  # columns are matched by position (headerless CSV)
     text: bool = False  # fields are raw text whatever they hold (CSV): a new column is a string
+    binary_text: str | None = None  # how text spells a binary value: "hex" (CSV's \x0102) or "base64" (JSON)
     pieces: Iterable[Piece] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
     error: str | None = None
@@ -163,7 +164,7 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
     With ``header`` the first line names the columns (matched by name); without,
     fields are matched to ``columns`` by position.
     """
-    out = Decoded(unit="line", by_position=not opts.header, text=True)
+    out = Decoded(unit="line", by_position=not opts.header, text=True, binary_text="hex")
     if opts.header:
         try:
             names = _header(data, opts)
@@ -283,7 +284,7 @@ def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False) ->
     strings (see ``_read_json``)."""
     exact = frozenset(name.lower() for name in exact)
     pieces: list[Piece] = []
-    out = Decoded(unit="line", pieces=pieces)
+    out = Decoded(unit="line", pieces=pieces, binary_text="base64")
     starts, ends, raw = _line_source(data)
     solid = np.flatnonzero(~L.blank_lines(data, starts, ends))
     out.raw = raw

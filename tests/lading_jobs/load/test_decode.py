@@ -227,3 +227,18 @@ def test_a_headerless_one_column_file_of_blank_lines_is_null_rows() -> None:
     (piece,) = decode(b"\n\n", "csv", CsvOptions(), ["s"], "s3://b/x.csv").pieces
     assert piece.table.column("s").to_pylist() == [None, None]
     assert decode(b"", "csv", CsvOptions(), ["s"], "s3://b/x.csv").pieces == []
+
+
+def test_binary_columns_decode_the_text_that_spells_them() -> None:
+    # CSV spells bytea as \x hex, lading's JSON as base64; both loaded the text's own bytes
+    # (b'\\x0102'), and invalid hex loaded too. An odd digit count is refused, not shifted.
+    schema = TableSchema.of([("id", "bigint"), ("b", "binary")])
+    csv = b'1,\\x0102\n2,\n3,\\xZZ\n4,\\x012\n5,0102\n6,\\x\n'
+    result = conform(decode(csv, "csv", CsvOptions(), schema.names, "s3://b/x.csv"), schema)
+    assert result.table.to_pylist() == [{"id": 1, "b": b"\x01\x02"}, {"id": 2, "b": None}, {"id": 6, "b": b""}]
+    assert [(r.position, r.column) for r in result.rejects] == [(3, "b"), (4, "b"), (5, "b")]
+    assert "'\\\\x012' is not a valid binary" in result.rejects[1].reason
+    js = b'{"id": 1, "b": "AQI="}\n{"id": 2, "b": null}\n{"id": 3, "b": "AQI"}\n'
+    result = conform(decode(js, "json", JsonOptions(), schema.names, "s3://b/x.jsonl"), schema)
+    assert result.table.to_pylist() == [{"id": 1, "b": b"\x01\x02"}, {"id": 2, "b": None}]
+    assert [r.position for r in result.rejects] == [3]
