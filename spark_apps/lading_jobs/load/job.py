@@ -221,6 +221,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         table_id=snapshot.table_id if snapshot is not None else uuid.uuid4().hex,
         envelope=snapshot.envelope if snapshot is not None else spec.target.envelope,
         sort_by=snapshot.sort_by if snapshot is not None else spec.target.sort_by,
+        key_columns=snapshot.key_columns if snapshot is not None else spec.target.key_columns,
         time=writer.default_time(snapshot) if snapshot is not None else int(time.time() * 1000),
         write_id=fmt.new_write_id(), format=fileset.format, options=fileset.options, load=spec.load,
         rejects_prefix=mf.run_prefix(spec.load.rejected_rows, job.run_id), settings=settings)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from lading_jobs import storage as st
@@ -70,6 +71,7 @@ class LoadPlan:
     rejects_prefix: str | None
     settings: st.S3Settings
     discover: bool = False  # schemaEvolution: addColumns — report the file's columns the table lacks
+    key_columns: tuple[str, ...] = ()  # an upsert table's key: sorting keeps each key's last row
 
 
 def reject_entry(uri: str, unit: str, r: Reject) -> dict[str, Any]:
@@ -107,11 +109,23 @@ def write_rejects(storage: st.Storage, prefix: str, index: int, lines: Iterable[
     return uploads
 
 
-def sort_rows(table: pa.Table, sort_by: tuple[str, ...]) -> pa.Table:
-    """Rows in the table's sort order (ascending), when it has one: tighter part statistics."""
+def sort_rows(table: pa.Table, sort_by: tuple[str, ...], key_columns: tuple[str, ...] = ()) -> pa.Table:
+    """Rows in the table's sort order (ascending), when it has one: tighter part statistics.
+
+    ``key_columns`` (an upsert table): the reader lets a key's later row win by its place in
+    the part, which sorting would change (a key's earlier row sorting after its later one
+    won); so each key's last row in input order is kept, and only then the rows sorted."""
     names = {n.lower(): n for n in table.column_names}
     keys = [(names[c.lower()], "ascending") for c in sort_by if c.lower() in names]
-    return table.sort_by(keys) if keys and table.num_rows > 1 else table
+    if not keys or table.num_rows <= 1:
+        return table
+    key_names = [names[c.lower()] for c in key_columns if c.lower() in names]
+    if key_names:
+        index = "__lading_row"
+        last = (table.select(key_names).append_column(index, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+                .group_by(key_names, use_threads=False).aggregate([(index, "max")]))
+        table = table.take(pa.array(np.sort(last.column(f"{index}_max").to_numpy())))
+    return table.sort_by(keys)
 
 
 def _first_error(unit: str, r: Reject) -> str:
@@ -174,7 +188,8 @@ def finish_file(plan: LoadPlan, task: FileTask, out: FileOutcome, tables: Iterat
     begun: list[st.PendingUpload] = []
     written: list[writer.WrittenPart] = []
     try:
-        rows = (sort_rows(t, plan.sort_by) for t in tables)
+        keys = plan.key_columns if plan.envelope == "upsert" else ()
+        rows = (sort_rows(t, plan.sort_by, keys) for t in tables)
         try:
             if should_write(plan.load, clean=True):
                 written = writer.write_parts(

@@ -197,7 +197,7 @@ def run_range(target: Target, source: KafkaRead, index: int, rng: pos.Range) -> 
     try:
         if rows.table.num_rows:
             written = writer.write_parts(
-                target.table_uri, [sort_rows(rows.table, target.sort_by)], schema, write_id=target.write_id,
+                target.table_uri, [sort_rows(rows.table, target.sort_by, _upsert_keys(target))], schema, write_id=target.write_id,
                 task=index, logical_time=target.time, table_id=target.table_id, envelope=target.envelope,
                 storage=storage, single_put=True)
         if rows.rejects and target.dead_letter:
@@ -219,7 +219,7 @@ def range_transformed(target: Target, index: int, rng: pos.Range, tplan: tf.Tran
     written: list[writer.WrittenPart] = []
     try:
         written = writer.write_parts(
-            target.table_uri, (sort_rows(t, target.sort_by) for t in rows.tables(batches)), target.schema,
+            target.table_uri, (sort_rows(t, target.sort_by, _upsert_keys(target)) for t in rows.tables(batches)), target.schema,
             write_id=target.write_id, task=index, logical_time=target.time, table_id=target.table_id,
             envelope=target.envelope, storage=storage, single_put=True)
         rejects = [{"topic": rng.topic, "partition": rng.partition, "offset": r.position, "column": r.column,
@@ -237,13 +237,19 @@ def range_transformed(target: Target, index: int, rng: pos.Range, tplan: tf.Tran
     return out
 
 
+def _upsert_keys(target: Target) -> tuple[str, ...]:
+    """The key whose last row sorting must keep (``load.task.sort_rows``), for upsert tables."""
+    return target.key_columns if target.envelope == "upsert" else ()
+
+
 def _load_plan(target: Target, source: tuple[str, FormatOptions]) -> LoadPlan:
     """A file task's plan: the load's, every error a rejected row (the batch's limit is maxErrorNumber)."""
     fmt_name, options = source
     return LoadPlan(table_uri=target.table_uri, schema=target.schema, table_id=target.table_id,
                     envelope=target.envelope, sort_by=target.sort_by, time=target.time, write_id=target.write_id,
                     format=fmt_name, options=options, load=LoadOptions(on_error="continue"),
-                    rejects_prefix=target.dead_letter, settings=target.settings, discover=target.discover)
+                    rejects_prefix=target.dead_letter, settings=target.settings, discover=target.discover,
+                    key_columns=target.key_columns)
 
 
 def run_file_task(target: Target, source: tuple[str, FormatOptions], task: FileTask) -> Outcome:
