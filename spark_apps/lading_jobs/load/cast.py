@@ -44,6 +44,29 @@ def _is_bytes(t: pa.DataType) -> bool:
     return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
 
 
+def _text_to_integer(arr: pa.Array, typ: pa.DataType) -> pa.Array:
+    """Decimal digits with an optional sign, as PostgreSQL reads them: ``+5`` is 5 (Arrow
+    refused it) and ``0x10`` is no integer (Arrow read it as 16)."""
+    text = pc.utf8_trim_whitespace(arr)
+    if pc.any(pc.fill_null(pc.match_substring_regex(text, r"^[+-]?0[xX]"), False)).as_py():
+        raise pa.ArrowInvalid("hexadecimal is no integer here: write decimal digits")
+    return pc.cast(pc.replace_substring_regex(text, r"^\+(\d)", r"\1"), typ)
+
+
+def _text_to_float(arr: pa.Array, typ: pa.DataType) -> pa.Array:
+    """As Arrow reads it, but a value out of the type's range is an error, as in PostgreSQL:
+    ``1e400`` became Infinity and ``1e-400`` zero. ``Infinity``/``inf`` (any case, signed)
+    stay infinite; a written zero stays zero."""
+    text = pc.utf8_trim_whitespace(arr)
+    out = pc.cast(text, typ)
+    infinite = pc.and_(pc.is_inf(out), pc.invert(pc.match_substring_regex(text, r"^[+-]?inf(inity)?$",
+                                                                         ignore_case=True)))
+    vanished = pc.and_(pc.equal(out, 0), pc.match_substring_regex(text, r"^[^eE]*[1-9]"))
+    if pc.any(pc.fill_null(pc.or_(infinite, vanished), False)).as_py():
+        raise pa.ArrowInvalid(f"out of range for {typ}")
+    return out
+
+
 def _text_to_bool(arr: pa.Array) -> pa.Array:
     low = pc.utf8_lower(pc.utf8_trim_whitespace(arr))
     is_true = pc.is_in(low, value_set=_TRUE)
@@ -79,6 +102,10 @@ def convert(arr: pa.Array, typ: pa.DataType) -> pa.Array:
             return _text_to_bool(arr)
         if pa.types.is_timestamp(typ) and typ.tz is not None:
             return _text_to_timestamp_utc(arr, typ)
+        if pa.types.is_integer(typ):
+            return _text_to_integer(arr, typ)
+        if pa.types.is_floating(typ):
+            return _text_to_float(arr, typ)
         return pc.cast(pc.utf8_trim_whitespace(arr), typ)
     if pa.types.is_floating(arr.type) and pa.types.is_integer(typ):
         return pc.cast(pc.trunc(arr), typ)  # truncates like Spark; overflow and NaN still fail

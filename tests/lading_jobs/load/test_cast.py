@@ -78,3 +78,18 @@ def test_a_date_alone_is_midnight_utc_not_a_date_with_an_offset() -> None:
     assert out.to_pylist() == [dt.datetime(2024, 1, 2, tzinfo=utc), dt.datetime(2024, 1, 2, 8, tzinfo=utc),
                                dt.datetime(2024, 1, 2, 15, 30, 0, 500000, tzinfo=utc),
                                dt.datetime(2024, 1, 2, 10, tzinfo=utc)]
+
+
+def test_integers_read_as_postgresql_reads_them() -> None:
+    # '+5' was rejected (PostgreSQL takes it) and '0x10' loaded as 16 (PostgreSQL refuses it).
+    out, failures = cast_column(pa.array(["+5", " 7 ", "-3", "+-5", "0x10", None]), pa.int64())
+    assert out.to_pylist() == [5, 7, -3, None, None, None]
+    assert [i for i, _ in failures] == [3, 4]
+
+
+def test_a_float_out_of_its_range_is_an_error_not_infinity_or_zero() -> None:
+    out, failures = cast_column(pa.array(["1e400", "1e-400", "inf", "-Infinity", "0.000", "1.5", "1e39", None]),
+                                pa.float32())
+    assert [i for i, _ in failures] == [0, 1, 6]
+    assert "out of range for float" in failures[0][1]
+    assert out.to_pylist()[2:6] == [float("inf"), float("-inf"), 0.0, 1.5]
