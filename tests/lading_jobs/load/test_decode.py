@@ -242,3 +242,15 @@ def test_binary_columns_decode_the_text_that_spells_them() -> None:
     result = conform(decode(js, "json", JsonOptions(), schema.names, "s3://b/x.jsonl"), schema)
     assert result.table.to_pylist() == [{"id": 1, "b": b"\x01\x02"}, {"id": 2, "b": None}]
     assert [r.position for r in result.rejects] == [3]
+
+
+def test_varchar_and_char_lengths_hold_as_in_postgresql() -> None:
+    # 'abcd' loaded into varchar(3). Now: too long is a rejected row naming the column; excess
+    # that is all spaces is cut (PostgreSQL's rule, and Spark's write check).
+    schema = TableSchema.of([("id", "bigint"), ("v", "varchar(3)"), ("c", "char(2)")])
+    data = "1,abc,ab\n2,abcd,a\n3,ab   ,ab \n4,é€x,\n5,x,abc\n".encode()
+    result = conform(decode(data, "csv", CsvOptions(), schema.names, "s3://b/x.csv"), schema)
+    assert result.table.to_pylist() == [{"id": 1, "v": "abc", "c": "ab"}, {"id": 3, "v": "ab ", "c": "ab"},
+                                        {"id": 4, "v": "é€x", "c": None}]
+    assert [(r.position, r.column) for r in result.rejects] == [(2, "v"), (5, "c")]
+    assert result.rejects[0].reason == "'abcd' is longer than varchar(3) allows (4 characters)"
