@@ -254,3 +254,13 @@ def test_varchar_and_char_lengths_hold_as_in_postgresql() -> None:
                                         {"id": 4, "v": "é€x", "c": None}]
     assert [(r.position, r.column) for r in result.rejects] == [(2, "v"), (5, "c")]
     assert result.rejects[0].reason == "'abcd' is longer than varchar(3) allows (4 characters)"
+
+
+def test_lines_ended_by_cr_alone_are_lines() -> None:
+    # A lone-CR file was one line: with a header, "a header name holds a line break"; with a bad
+    # value past line 1, IndexError in the task; a bad byte rejected a good row.
+    data = b"id,name,amount\r1,a,2\r2,b,oops\r3,c,4\r"
+    result = conform(decode(data, "csv", CsvOptions(header=True), SCHEMA.names, "s3://b/x.csv"), SCHEMA)
+    assert result.table.column("id").to_pylist() == [1, 3]
+    assert [(r.position, r.column) for r in result.rejects] == [(3, "amount")]
+    assert result.rejects[0].record == "2,b,oops"
