@@ -94,6 +94,22 @@ def fit_length(arr: pa.Array, limit: int, type_name: str) -> tuple[pa.Array, lis
     return pc.if_else(bad, pa.scalar(None, arr.type), out), failures
 
 
+def canonical_uuid(arr: pa.Array) -> tuple[pa.Array, list[tuple[int, str]]]:
+    """UUIDs in PostgreSQL's output form (lower case, 8-4-4-4-12), from any form it reads
+    (upper case, braces, hyphens or none), so one UUID is one key; any other text is a failure."""
+    digits = pc.replace_substring(pc.replace_substring_regex(pc.utf8_lower(pc.utf8_trim_whitespace(arr)),
+                                                             r"^\{(.*)\}$", r"\1"), "-", "")
+    valid = pc.match_substring_regex(digits, r"^[0-9a-f]{32}$")
+    bad = pc.fill_null(pc.and_(arr.is_valid(), pc.invert(valid)), False)
+    parts = [pc.utf8_slice_codeunits(digits, a, b) for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))]
+    out = pc.if_else(pc.fill_null(valid, False), pc.binary_join_element_wise(*parts, "-"), pa.scalar(None, arr.type))
+    failures = []
+    for index in np.flatnonzero(bad.to_numpy(zero_copy_only=False)).tolist():
+        value = arr[index].as_py()
+        failures.append((int(index), f"{value[:80]!r} is not a valid uuid"))
+    return out, failures
+
+
 class Conformer:
     """Streams a decoded file's good rows in the table's schema; ``rejects`` fills as it goes."""
 
@@ -133,6 +149,9 @@ class Conformer:
                                         self.decoded.binary_text)
             if (limit := _char_limit(c.type)) is not None:
                 arr, more = fit_length(arr, limit, c.type)
+                failures = failures + more
+            elif c.type == "uuid":
+                arr, more = canonical_uuid(arr)
                 failures = failures + more
             for index, reason in failures:
                 bad_reason.setdefault(index, (c.name, reason))

@@ -264,3 +264,13 @@ def test_lines_ended_by_cr_alone_are_lines() -> None:
     assert result.table.column("id").to_pylist() == [1, 3]
     assert [(r.position, r.column) for r in result.rejects] == [(3, "amount")]
     assert result.rejects[0].record == "2,b,oops"
+
+
+def test_uuids_are_checked_and_stored_in_one_form() -> None:
+    # 'not-a-uuid' loaded, and upper-case or braced spellings of one UUID were different keys.
+    schema = TableSchema.of([("id", "bigint"), ("u", "uuid")])
+    data = (b"1,A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11\n2,{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}\n"
+            b"3,a0eebc999c0b4ef8bb6d6bb9bd380a11\n4,not-a-uuid\n5,\n")
+    result = conform(decode(data, "csv", CsvOptions(), schema.names, "s3://b/x.csv"), schema)
+    assert result.table.column("u").to_pylist() == ["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"] * 3 + [None]
+    assert [(r.position, r.column, r.reason) for r in result.rejects] == [(4, "u", "'not-a-uuid' is not a valid uuid")]
