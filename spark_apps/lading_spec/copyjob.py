@@ -186,10 +186,11 @@ def _file_set(obj: dict[str, Any], path: str, default_format: FileFormat = "parq
         if not isinstance(file_list, list) or not file_list:
             raise SpecError(f"{path}.fileList", "expected a non-empty list of URIs")
         listed = tuple(check_uri(u, f"{path}.fileList[{i}]") for i, u in enumerate(file_list))
+        first: dict[str, int] = {}
         for i, u in enumerate(listed):
-            if listed.index(u) != i:
-                raise SpecError(f"{path}.fileList[{i}]", f"{u} is also fileList[{listed.index(u)}]; each file is "
-                                "read once: remove the duplicate")
+            if (j := first.setdefault(u, i)) != i:
+                raise SpecError(f"{path}.fileList[{i}]", f"{u} is also fileList[{j}]; each file is read once: "
+                                "remove the duplicate")
     pattern = obj.get("pattern")
     if pattern is not None and not isinstance(pattern, str):
         raise SpecError(f"{path}.pattern", f"expected a glob such as '*.csv', got {pattern!r}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -226,16 +227,17 @@ def _unknown_key(value: Any, t: pa.DataType, path: str = "") -> str | None:
     return None
 
 
-def _find_unknown_key(data: bytes, read_schema: pa.Schema) -> str:
-    """Which key made pyarrow's reader refuse ``data`` ("unexpected field" names none). Runs
-    only after that refusal, line by line."""
+def _first_unknown_key(values: Iterable[Any], read_schema: pa.Schema) -> str | None:
+    """The first key, over ``values`` (parsed lines), that ``read_schema`` lacks, else None."""
     struct = pa.struct(list(read_schema))
-    for line in data.splitlines():
-        if line.strip():
-            found = _unknown_key(json.loads(line), struct)
-            if found:
-                return found
-    return "?"
+    return next((found for value in values if (found := _unknown_key(value, struct)) is not None), None)
+
+
+def _parsed_lines(data: bytes) -> Iterator[Any]:
+    return (json.loads(line) for line in data.splitlines() if line.strip())
+
+
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}  # as lading writes them
 
 
 def _rowwise(data: bytes, read_schema: pa.Schema, known_keys_only: bool = False) -> pa.Table:
@@ -244,7 +246,7 @@ def _rowwise(data: bytes, read_schema: pa.Schema, known_keys_only: bool = False)
         if value is None:
             return None
         if pa.types.is_floating(t) and isinstance(value, str):
-            return float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}.get(value, value))
+            return _NON_FINITE[value] if value in _NON_FINITE else float(value)
         if pa.types.is_list(t):
             vt = t.value_type
             if pa.types.is_struct(vt) and isinstance(value, dict):  # a map, read as entries
@@ -256,22 +258,17 @@ def _rowwise(data: bytes, read_schema: pa.Schema, known_keys_only: bool = False)
         return value
 
     struct = pa.struct(list(read_schema))
-    values = [json.loads(line) for line in data.splitlines() if line.strip()]
-    if known_keys_only:
-        for value in values:
-            if (found := _unknown_key(value, struct)) is not None:
-                raise UnknownKey(found)
+    values = list(_parsed_lines(data))
+    if known_keys_only and (found := _first_unknown_key(values, read_schema)) is not None:
+        raise UnknownKey(found)
     return pa.Table.from_pylist([fix(value, struct) for value in values], schema=read_schema)
-
-
-_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 def _infer_non_finite(raw: bytes) -> pa.Table | None:
     """Inference when pyarrow's refused a column mixing numbers with "NaN", "Infinity" or
     "-Infinity" (how lading writes non-finite floats): such columns are doubles. Row-wise,
     only after that refusal; None if no column is of that kind (the refusal stands)."""
-    rows = [json.loads(line) for line in raw.splitlines() if line.strip()]
+    rows = list(_parsed_lines(raw))
     kinds: dict[str, set[str]] = {}
     for row in rows:
         for key, value in row.items():
@@ -320,7 +317,7 @@ def read_jsonl(data: bytes | pa.NativeFile, schema: pa.Schema | None = None, *,
                 explicit_schema=read_schema, unexpected_field_behavior="error" if known_keys_only else "ignore"))
         except pa.ArrowInvalid as e:
             if "unexpected field" in str(e):
-                raise UnknownKey(_find_unknown_key(raw, read_schema)) from e
+                raise UnknownKey(_first_unknown_key(_parsed_lines(raw), read_schema) or "?") from e
             if "changed from" not in str(e) or not any(_has(f.type, pa.types.is_floating) for f in schema):
                 raise
     if table is None:

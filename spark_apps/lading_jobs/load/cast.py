@@ -19,8 +19,10 @@ only when every digit fits (``2.5`` is not a ``bigint``, ``2.675`` not a
 from __future__ import annotations
 
 import decimal
+import re
 from collections.abc import Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -138,7 +140,7 @@ def _reason(arr: pa.Array, error: Exception, typ: pa.DataType, type_name: str | 
         return "invalid UTF-8"
     if isinstance(value, decimal.Decimal):  # a number read exactly (JSON): show it as written
         value = _plain(value)
-    shown = value[:80] + "…" if isinstance(value, str) and len(value) > 80 else value
+    shown = _shown(value) if isinstance(value, str) else value
     return f"{shown!r} is not a valid {type_name or typ}: {error}"
 
 
@@ -175,13 +177,62 @@ def text_to_bytes(arr: pa.Array, spelling: str) -> pa.Array:
     return parse_base64(text)
 
 
+def _shown(value: str) -> str:
+    """A value as a rejection shows it: at most 80 characters."""
+    return value[:80] + "…" if len(value) > 80 else value
+
+
+def _failures_where(arr: pa.Array, bad: pa.Array, reason: Callable[[str], str]) -> list[Failure]:
+    """A failure for each value of ``arr`` where ``bad`` is true, ``reason`` saying why."""
+    return [(i, reason(arr[i].as_py())) for i in np.flatnonzero(bad.to_numpy(zero_copy_only=False)).tolist()]
+
+
+_CHAR = re.compile(r"(?:var)?char\((\d+)\)$", re.IGNORECASE)
+
+
+def _char_limit(type_name: str) -> int | None:
+    match = _CHAR.match(type_name.strip())
+    return int(match.group(1)) if match else None
+
+
+def fit_length(arr: pa.Array, limit: int, type_name: str) -> tuple[pa.Array, list[Failure]]:
+    """A ``varchar(n)``/``char(n)`` column's values within ``n`` characters, as PostgreSQL (and
+    Spark's write check) take them: a longer value whose excess is all spaces is cut to ``n``,
+    any other is a failure (its row rejected, naming the column). Values that fit are kept."""
+    lengths = pc.utf8_length(arr)
+    over = pc.fill_null(pc.greater(lengths, limit), False)
+    if not pc.any(over).as_py():
+        return arr, []
+    fits_trimmed = pc.less_equal(pc.utf8_length(pc.utf8_rtrim(arr, characters=" ")), limit)
+    cut = pc.and_(over, fits_trimmed)
+    bad = pc.and_(over, pc.invert(fits_trimmed))
+    out = pc.if_else(cut, pc.utf8_slice_codeunits(arr, 0, limit), arr)
+    failures = _failures_where(arr, bad, lambda v: f"{_shown(v)!r} is longer than {type_name} allows "
+                                                   f"({len(v)} characters)")
+    return pc.if_else(bad, pa.scalar(None, arr.type), out), failures
+
+
+def canonical_uuid(arr: pa.Array) -> tuple[pa.Array, list[Failure]]:
+    """UUIDs in PostgreSQL's output form (lower case, 8-4-4-4-12), from any form it reads
+    (upper case, braces, hyphens or none), so one UUID is one key; any other text is a failure."""
+    digits = pc.replace_substring(pc.replace_substring_regex(pc.utf8_lower(pc.utf8_trim_whitespace(arr)),
+                                                             r"^\{(.*)\}$", r"\1"), "-", "")
+    valid = pc.match_substring_regex(digits, r"^[0-9a-f]{32}$")
+    bad = pc.fill_null(pc.and_(arr.is_valid(), pc.invert(valid)), False)
+    parts = [pc.utf8_slice_codeunits(digits, a, b) for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))]
+    out = pc.if_else(pc.fill_null(valid, False), pc.binary_join_element_wise(*parts, "-"), pa.scalar(None, arr.type))
+    return out, _failures_where(arr, bad, lambda v: f"{_shown(v)!r} is not a valid uuid")
+
+
 def cast_column(arr: pa.Array | pa.ChunkedArray, typ: pa.DataType,
                 type_name: str | None = None, binary_text: str | None = None) -> tuple[pa.Array, list[Failure]]:
     """``arr`` as ``typ``, with NULL where a value failed, and the failures (index, reason).
 
     ``type_name`` is the column's type as users wrote it (``decimal(12,2)``), for messages.
     ``binary_text``: how the source spells binary values as text (``text_to_bytes``); a
-    binary column is decoded from it, never stored as the text's own bytes.
+    binary column is decoded from it, never stored as the text's own bytes. ``type_name``
+    ``varchar(n)``/``char(n)`` holds lengths (``fit_length``), ``uuid`` one form
+    (``canonical_uuid``).
     """
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
@@ -194,4 +245,11 @@ def cast_column(arr: pa.Array | pa.ChunkedArray, typ: pa.DataType,
         arr = pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
     chunks, more = bisect(arr, lambda a: convert(a, typ), typ, type_name=type_name)
     out = pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
-    return out, failures + more
+    failures += more
+    if type_name is not None and (limit := _char_limit(type_name)) is not None:
+        out, more = fit_length(out, limit, type_name)
+        failures += more
+    elif type_name == "uuid":
+        out, more = canonical_uuid(out)
+        failures += more
+    return out, failures

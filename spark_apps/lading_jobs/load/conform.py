@@ -12,7 +12,6 @@ Arrow, filtered by one mask.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -66,50 +65,6 @@ def _as_bytes_if_text(arr: pa.Array) -> pa.Array:
     return arr
 
 
-_CHAR = re.compile(r"(?:var)?char\((\d+)\)$", re.IGNORECASE)
-
-
-def _char_limit(type_name: str) -> int | None:
-    match = _CHAR.match(type_name.strip())
-    return int(match.group(1)) if match else None
-
-
-def fit_length(arr: pa.Array, limit: int, type_name: str) -> tuple[pa.Array, list[tuple[int, str]]]:
-    """A ``varchar(n)``/``char(n)`` column's values within ``n`` characters, as PostgreSQL (and
-    Spark's write check) take them: a longer value whose excess is all spaces is cut to ``n``,
-    any other is a failure (its row rejected, naming the column). Values that fit are kept."""
-    lengths = pc.utf8_length(arr)
-    over = pc.fill_null(pc.greater(lengths, limit), False)
-    if not pc.any(over).as_py():
-        return arr, []
-    fits_trimmed = pc.less_equal(pc.utf8_length(pc.utf8_rtrim(arr, characters=" ")), limit)
-    cut = pc.and_(over, fits_trimmed)
-    bad = pc.and_(over, pc.invert(fits_trimmed))
-    out = pc.if_else(cut, pc.utf8_slice_codeunits(arr, 0, limit), arr)
-    failures = []
-    for index in np.flatnonzero(bad.to_numpy(zero_copy_only=False)).tolist():
-        value = arr[index].as_py()
-        shown = value[:80] + "…" if len(value) > 80 else value
-        failures.append((int(index), f"{shown!r} is longer than {type_name} allows ({len(value)} characters)"))
-    return pc.if_else(bad, pa.scalar(None, arr.type), out), failures
-
-
-def canonical_uuid(arr: pa.Array) -> tuple[pa.Array, list[tuple[int, str]]]:
-    """UUIDs in PostgreSQL's output form (lower case, 8-4-4-4-12), from any form it reads
-    (upper case, braces, hyphens or none), so one UUID is one key; any other text is a failure."""
-    digits = pc.replace_substring(pc.replace_substring_regex(pc.utf8_lower(pc.utf8_trim_whitespace(arr)),
-                                                             r"^\{(.*)\}$", r"\1"), "-", "")
-    valid = pc.match_substring_regex(digits, r"^[0-9a-f]{32}$")
-    bad = pc.fill_null(pc.and_(arr.is_valid(), pc.invert(valid)), False)
-    parts = [pc.utf8_slice_codeunits(digits, a, b) for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))]
-    out = pc.if_else(pc.fill_null(valid, False), pc.binary_join_element_wise(*parts, "-"), pa.scalar(None, arr.type))
-    failures = []
-    for index in np.flatnonzero(bad.to_numpy(zero_copy_only=False)).tolist():
-        value = arr[index].as_py()
-        failures.append((int(index), f"{value[:80]!r} is not a valid uuid"))
-    return out, failures
-
-
 class Conformer:
     """Streams a decoded file's good rows in the table's schema; ``rejects`` fills as it goes."""
 
@@ -147,12 +102,6 @@ class Conformer:
                 continue
             arr, failures = cast_column(_as_bytes_if_text(piece.table.column(source).combine_chunks()), typ, c.type,
                                         self.decoded.binary_text)
-            if (limit := _char_limit(c.type)) is not None:
-                arr, more = fit_length(arr, limit, c.type)
-                failures = failures + more
-            elif c.type == "uuid":
-                arr, more = canonical_uuid(arr)
-                failures = failures + more
             for index, reason in failures:
                 bad_reason.setdefault(index, (c.name, reason))
             if not c.nullable and arr.null_count:

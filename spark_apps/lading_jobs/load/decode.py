@@ -392,7 +392,7 @@ def decode(data: bytes | pa.NativeFile, fmt: str, options: FormatOptions, column
         return Decoded(unit="line", error=f"cannot decompress ({compression}): {e}")
     if b"\r" in data and b"\n" not in data:  # lines ended by CR alone (classic Mac OS): PostgreSQL reads
         data = data.replace(b"\r", b"\n")  # them; every count below is of LF (same length, offsets hold)
-    one_column_lines = fmt == "csv" and len(columns) == 1 and not getattr(options, "header", False)
+    one_column_lines = fmt == "csv" and len(columns) == 1 and not (isinstance(options, CsvOptions) and options.header)
     if not data.strip() and not (one_column_lines and data):  # there, blank lines are rows of NULL
         return Decoded(unit="line")  # an empty file loads no rows and is no error
     if fmt == "csv":

@@ -64,10 +64,7 @@ CHUNK_BYTES = 256 * 1024**2
 
 def list_files(fileset: FileSet, settings: st.S3Settings) -> list[st.ObjectInfo]:
     """The files a load reads, as every file set lists them (``sources.files.list_files``)."""
-    try:
-        return file_sets.list_files(fileset, lambda uri: storage_for(uri, settings))
-    except SpecError as e:
-        raise SpecError(f"from.{e.field}", e.message) from e
+    return file_sets.list_files(fileset, lambda uri: storage_for(uri, settings))
 
 
 def _settings(spec: CopyJobSpec) -> st.S3Settings:

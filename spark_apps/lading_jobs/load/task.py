@@ -71,7 +71,7 @@ class LoadPlan:
     rejects_prefix: str | None
     settings: st.S3Settings
     discover: bool = False  # schemaEvolution: addColumns — report the file's columns the table lacks
-    key_columns: tuple[str, ...] = ()  # an upsert table's key: sorting keeps each key's last row
+    key_columns: tuple[str, ...] = ()  # the table's key (upsert: sorting keeps each key's last row)
 
 
 def reject_entry(uri: str, unit: str, r: Reject) -> dict[str, Any]:
@@ -109,17 +109,18 @@ def write_rejects(storage: st.Storage, prefix: str, index: int, lines: Iterable[
     return uploads
 
 
-def sort_rows(table: pa.Table, sort_by: tuple[str, ...], key_columns: tuple[str, ...] = ()) -> pa.Table:
+def sort_rows(table: pa.Table, sort_by: tuple[str, ...], envelope: str = "append",
+              key_columns: tuple[str, ...] = ()) -> pa.Table:
     """Rows in the table's sort order (ascending), when it has one: tighter part statistics.
 
-    ``key_columns`` (an upsert table): the reader lets a key's later row win by its place in
-    the part, which sorting would change (a key's earlier row sorting after its later one
-    won); so each key's last row in input order is kept, and only then the rows sorted."""
+    An upsert table's reader lets a key's later row win by its place in the part, which
+    sorting would change (a key's earlier row sorting after its later one won); so there
+    each key's last row in input order is kept, and only then the rows sorted."""
     names = {n.lower(): n for n in table.column_names}
     keys = [(names[c.lower()], "ascending") for c in sort_by if c.lower() in names]
     if not keys or table.num_rows <= 1:
         return table
-    key_names = [names[c.lower()] for c in key_columns if c.lower() in names]
+    key_names = [names[c.lower()] for c in key_columns if c.lower() in names] if envelope == "upsert" else []
     if key_names:
         index = "__lading_row"
         last = (table.select(key_names).append_column(index, pa.array(np.arange(table.num_rows, dtype=np.int64)))
@@ -188,8 +189,7 @@ def finish_file(plan: LoadPlan, task: FileTask, out: FileOutcome, tables: Iterat
     begun: list[st.PendingUpload] = []
     written: list[writer.WrittenPart] = []
     try:
-        keys = plan.key_columns if plan.envelope == "upsert" else ()
-        rows = (sort_rows(t, plan.sort_by, keys) for t in tables)
+        rows = (sort_rows(t, plan.sort_by, plan.envelope, plan.key_columns) for t in tables)
         try:
             if should_write(plan.load, clean=True):
                 written = writer.write_parts(

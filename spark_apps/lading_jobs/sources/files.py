@@ -69,16 +69,18 @@ def fileset_from_json(text: str) -> FileSet:
                    format=raw["format"], options=cls(**opts))
 
 
-def list_files(fs: FileSet, storage: Callable[[str], Storage] = open_storage) -> list[ObjectInfo]:
+def list_files(fs: FileSet, storage: Callable[[str], Storage] = open_storage, *,
+               field: str = "from") -> list[ObjectInfo]:
     """The file set's objects: a ``fileList`` as given, each of which must exist (hidden names
     too: the user named them), else the prefix or glob's objects in URI order, hidden (``.``,
-    ``_``) names skipped. Loads list with this too (``storage``: their cached clients)."""
+    ``_``) names skipped. Loads list with this too (``storage``: their cached clients).
+    ``field``: where the file set is in the spec (``from``, ``from.inputs[2]``), for errors."""
     if fs.file_list:
         found = []
         for i, uri in enumerate(fs.file_list):
             info = storage(uri).head(uri)
             if info is None:
-                raise SpecError(f"fileList[{i}]", f"{uri} does not exist; fix the URI or remove it")
+                raise SpecError(f"{field}.fileList[{i}]", f"{uri} does not exist; fix the URI or remove it")
             found.append(info)
         return found
     assert fs.uri is not None
@@ -335,11 +337,11 @@ class FilesDataSource(DataSource):
 
 
 def read_fileset(session: SparkSession, fs: FileSet, schema: T.StructType | None = None, *,
-                 sort: bool = False) -> DataFrame:
+                 sort: bool = False, field: str = "from") -> DataFrame:
     """A DataFrame over the file set, year-month intervals restored; splits planned as
     ``split_sizes`` says (``sort``: for tasks that sort their split whole)."""
     session.dataSource.register(FilesDataSource)
-    files = list_files(fs)
+    files = list_files(fs, field=field)
     full = schema or infer_schema(fs, files)
     budget, open_cost = split_sizes(session, files, sort=sort)
     df = (session.read.format(NAME).schema(spark.transfer_schema(full)).option("fileset", fileset_to_json(fs))
@@ -353,10 +355,7 @@ def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Inpu
     """Register every input as a temporary view named after it (for ``from.query``)."""
     for i, item in enumerate(inputs):
         if item.files is not None:
-            try:
-                read_fileset(session, item.files, sort=sort).createOrReplaceTempView(item.name)
-            except SpecError as e:  # fileList[j]: name the input it belongs to
-                raise SpecError(f"from.inputs[{i}].{e.field}", e.message) from e
+            read_fileset(session, item.files, sort=sort, field=f"from.inputs[{i}]").createOrReplaceTempView(item.name)
             continue
         try:
             from lading_jobs.table import reader  # the table engineer's module

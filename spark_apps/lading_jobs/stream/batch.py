@@ -197,7 +197,8 @@ def run_range(target: Target, source: KafkaRead, index: int, rng: pos.Range) -> 
     try:
         if rows.table.num_rows:
             written = writer.write_parts(
-                target.table_uri, [sort_rows(rows.table, target.sort_by, _upsert_keys(target))], schema, write_id=target.write_id,
+                target.table_uri, [sort_rows(rows.table, target.sort_by, target.envelope, target.key_columns)],
+                schema, write_id=target.write_id,
                 task=index, logical_time=target.time, table_id=target.table_id, envelope=target.envelope,
                 storage=storage, single_put=True)
         if rows.rejects and target.dead_letter:
@@ -219,7 +220,9 @@ def range_transformed(target: Target, index: int, rng: pos.Range, tplan: tf.Tran
     written: list[writer.WrittenPart] = []
     try:
         written = writer.write_parts(
-            target.table_uri, (sort_rows(t, target.sort_by, _upsert_keys(target)) for t in rows.tables(batches)), target.schema,
+            target.table_uri,
+            (sort_rows(t, target.sort_by, target.envelope, target.key_columns) for t in rows.tables(batches)),
+            target.schema,
             write_id=target.write_id, task=index, logical_time=target.time, table_id=target.table_id,
             envelope=target.envelope, storage=storage, single_put=True)
         rejects = [{"topic": rng.topic, "partition": rng.partition, "offset": r.position, "column": r.column,
@@ -235,11 +238,6 @@ def range_transformed(target: Target, index: int, rng: pos.Range, tplan: tf.Tran
         raise
     out.parts = [w.to_json() for w in written]
     return out
-
-
-def _upsert_keys(target: Target) -> tuple[str, ...]:
-    """The key whose last row sorting must keep (``load.task.sort_rows``), for upsert tables."""
-    return target.key_columns if target.envelope == "upsert" else ()
 
 
 def _load_plan(target: Target, source: tuple[str, FormatOptions]) -> LoadPlan:

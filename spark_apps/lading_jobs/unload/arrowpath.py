@@ -209,10 +209,7 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
         if opened is not None and opened.files_schema is not None:
             listed, full = list(opened.listed), opened.files_schema
         else:
-            try:
-                listed = sources_files.list_files(item.files)
-            except SpecError as e:  # fileList[j] of this input
-                raise SpecError(f"from.inputs[{spec.source.inputs.index(item)}].{e.field}", e.message) from e
+            listed = sources_files.list_files(item.files, field=f"from.inputs[{spec.source.inputs.index(item)}]")
             full = sources_files.infer_schema(item.files, listed)
         budget, open_cost = sources_files.split_sizes(spark, listed, sort=bool(spec.target.partition_by))
         units: tuple[Any, ...] = tuple(sources_files.plan_splits(item.files, listed, budget, open_cost))

@@ -77,10 +77,7 @@ def open_source(spec: CopyJobSpec) -> arrowpath.Opened | None:
         from lading_jobs.sources import files as sources_files
 
         fs = spec.source.files
-        try:
-            listed = sources_files.list_files(fs)
-        except SpecError as e:
-            raise SpecError(f"from.{e.field}", e.message) from e
+        listed = sources_files.list_files(fs)
         return arrowpath.Opened(listed=tuple(listed), files_schema=sources_files.infer_schema(fs, listed))
     if spec.source.table is not None:
         from lading_jobs.table import format as table_format
