@@ -21,6 +21,7 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -286,6 +287,51 @@ def _infer_non_finite(raw: bytes) -> pa.Table | None:
     return pa.Table.from_pylist(rows)
 
 
+class NotAnObject(ValueError):
+    """A line of a JSON lines file holds a value that is no object (``null``, ``5``, ``[1]``)."""
+
+
+def non_object_lines(raw: bytes) -> list[tuple[int, int, int]]:
+    """(line number from 1, start, end) of each line holding something other than a JSON object.
+
+    pyarrow's reader must never see one: it read a ``null`` line as a row of NULLs and
+    crashed the process (SIGSEGV, pyarrow 26) on data of only such lines. Blank lines are
+    not listed. Only lines that do not start with ``{`` are looked at one by one."""
+    buf = np.frombuffer(raw, np.uint8)
+    newlines = np.flatnonzero(buf == ord("\n"))
+    starts = np.concatenate(([0], newlines + 1))
+    ends = np.concatenate((newlines, [len(buf)]))
+    keep = starts < len(buf)
+    starts, ends = starts[keep], ends[keep]
+    out = []
+    for i in np.flatnonzero(buf[starts] != ord("{")).tolist():
+        start, end = int(starts[i]), int(ends[i])
+        line = raw[start:end].strip()
+        if line and not line.startswith(b"{"):
+            out.append((i + 1, start, end))
+    return out
+
+
+def blanked(raw: bytes, lines: list[tuple[int, int, int]]) -> bytes:
+    """``raw`` with the ``lines`` (from ``non_object_lines``) turned into blanks of the same
+    length, so every other line keeps its number and offsets."""
+    if not lines:
+        return raw
+    buf = bytearray(raw)
+    for _, start, end in lines:
+        buf[start:end] = b" " * (end - start)
+    return bytes(buf)
+
+
+def check_objects(raw: bytes) -> None:
+    """Raise ``NotAnObject`` naming the first line that is no JSON object (``non_object_lines``)."""
+    bad = non_object_lines(raw)
+    if bad:
+        line, start, end = bad[0]
+        shown = raw[start:end].strip()[:60].decode("utf-8", "replace")
+        raise NotAnObject(f"line {line} is not a JSON object ({shown!r}); JSON lines hold one object per line")
+
+
 def read_jsonl(data: bytes | pa.NativeFile, schema: pa.Schema | None = None, *,
                known_keys_only: bool = False) -> pa.Table:
     """Read JSON lines; with ``schema``, values are decoded per lading's encoding and cast.
@@ -293,10 +339,12 @@ def read_jsonl(data: bytes | pa.NativeFile, schema: pa.Schema | None = None, *,
     Without ``schema`` the types are inferred, strings staying strings (pyarrow would read
     ``"2024-01-01"`` as a timestamp and rewrite it); an empty file has no columns.
     ``known_keys_only``: a key ``schema`` lacks (nested too) raises :class:`UnknownKey`
-    instead of being dropped. A missing key is NULL, as in any JSON reader."""
+    instead of being dropped. A missing key is NULL, as in any JSON reader. A line that
+    is no object raises :class:`NotAnObject`."""
     raw = data if isinstance(data, bytes) else data.read()
     if not raw.strip():
         return schema.empty_table() if schema is not None else pa.table({})
+    check_objects(raw)
     if schema is None:
         try:
             table = pj.read_json(pa.BufferReader(raw))

@@ -29,6 +29,7 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from lading_jobs.formats import jsonl
 from lading_jobs.formats.compressed import compression_of, decompress
 from lading_jobs.formats.csv import pg_escapes, unterminated_quote_line
 from lading_jobs.load import lines as L
@@ -288,7 +289,7 @@ def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False) ->
     starts, ends, raw = _line_source(data)
     solid = np.flatnonzero(~L.blank_lines(data, starts, ends))
     out.raw = raw
-    data, solid = _reject_non_objects(data, starts, ends, solid, out)
+    data, solid = _reject_non_objects(data, solid, out)
     try:
         table = _read_json(data, exact, text)
         if table.num_rows == len(solid):
@@ -322,22 +323,15 @@ def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False) ->
     return out
 
 
-def _reject_non_objects(data: bytes, starts: np.ndarray, ends: np.ndarray, solid: np.ndarray,
-                        out: Decoded) -> tuple[bytes, np.ndarray]:
+def _reject_non_objects(data: bytes, solid: np.ndarray, out: Decoded) -> tuple[bytes, np.ndarray]:
     """Reject the lines that are no JSON object (``null``, ``5``, ``[1]``) before pyarrow sees
-    them: it read a ``null`` line as a row of NULLs, and crashed the process (SIGSEGV, pyarrow
-    26) on a chunk of only such lines. They become blanks of the same length (offsets hold)."""
-    if not len(solid):
+    them (``jsonl.non_object_lines``); they become blanks of the same length (offsets hold)."""
+    bad = jsonl.non_object_lines(data) if len(solid) else []
+    if not bad:
         return data, solid
-    heads = np.frombuffer(data, np.uint8)[starts[solid]]
-    odd = [int(i) for i in solid[heads != ord("{")] if not data[starts[i]:ends[i]].lstrip().startswith(b"{")]
-    if not odd:
-        return data, solid
-    buf = bytearray(data)
-    for i in odd:
-        buf[starts[i]:ends[i]] = b" " * int(ends[i] - starts[i])
-        out.rejects.append(Reject(i + 1, "not a JSON object (one object per line)", record=out.raw(i + 1)))
-    return bytes(buf), np.setdiff1d(solid, np.array(odd, np.int64))
+    for line, _, _ in bad:
+        out.rejects.append(Reject(line, "not a JSON object (one object per line)", record=out.raw(line)))
+    return jsonl.blanked(data, bad), np.setdiff1d(solid, np.array([line - 1 for line, _, _ in bad], np.int64))
 
 
 # -- Parquet -------------------------------------------------------------------------

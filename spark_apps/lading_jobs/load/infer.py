@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from lading_jobs.formats import jsonl
 from lading_jobs.formats.compressed import compression_of, decompress
 from lading_jobs.formats.csv import pg_escapes
 from lading_jobs.table.schema import SchemaError, TableSchema, type_from_arrow
@@ -28,7 +29,8 @@ def _read_sample(data: bytes, fmt: str, options: FormatOptions, uri: str) -> pa.
     if fmt == "json":
         import pyarrow.json as pajson
 
-        return pajson.read_json(io.BytesIO(data)).schema
+        # a line that is no object is rejected when loaded: not a source of columns
+        return pajson.read_json(io.BytesIO(jsonl.blanked(data, jsonl.non_object_lines(data)))).schema
     csv = options if isinstance(options, CsvOptions) else CsvOptions()
     data = pg_escapes(data, csv)  # the escape honoured inside quotes only, as PostgreSQL does
     parse = pacsv.ParseOptions(delimiter=csv.delimiter, quote_char=csv.quote, double_quote=True, escape_char=False,
@@ -47,6 +49,9 @@ def infer_schema(data: bytes, fmt: str, options: FormatOptions, uri: str) -> Tab
         schema = _read_sample(data, fmt, options, uri)
     except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as e:
         raise SchemaError(f"to.inferSchema: cannot infer a schema from {uri}: {e}; give to.schema instead") from e
+    if not len(schema):
+        raise SchemaError(f"to.inferSchema: {uri} holds no columns to infer a schema from (no JSON object, no "
+                          "CSV field); give to.schema instead, or put a file with rows first")
     fields = []
     for f in schema:
         if pa.types.is_null(f.type):

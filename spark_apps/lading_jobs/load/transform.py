@@ -23,6 +23,7 @@ rejected-rows files, same error policy, ledger and one commit in ``job``).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,13 +38,20 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lading_jobs import sandbox, workerheap
 from lading_jobs.formats.compressed import decompress
 from lading_jobs.load import decode as dec
+from lading_jobs.load.cast import bisect
 from lading_jobs.load.decode import Reject
 from lading_jobs.load.infer import _read_sample
 from lading_jobs.load.policy import FileOutcome, merge_outcomes
 from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, finish_file, read_task
 from lading_jobs.storage import ObjectChanged, ObjectInfo, S3Settings, StorageError
-from lading_jobs.table.schema import TableSchema, arrow_type, default_scalar, spark_type
+from lading_jobs.table.schema import (
+    TableSchema,
+    arrow_type,
+    default_scalar,
+    spark_type,
+    type_from_arrow,
+)
 from lading_spec.errors import SpecError
 from lading_spec.formats import CsvOptions, FormatOptions
 from lading_spec.transform import Transform, resolve_fields
@@ -66,10 +74,16 @@ def _item_column(i: int) -> str:
     return f"_lading_c{i}"
 
 
+def _strings_for_nulls(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in schema])
+
+
 def source_schema(transform: Transform, fmt_name: str, options: FormatOptions, first: ObjectInfo,
                   settings: S3Settings) -> pa.Schema:
     """The columns of ``source``, from the first file: CSV fields are strings named by the
-    header, by ``transform.fields`` or ``$1``, ``$2``…; Parquet and JSON keep their types."""
+    header, by ``transform.fields`` or ``$1``, ``$2``…; Parquet keeps its types, JSON its
+    numbers and booleans (``bigint``/``double``, as Spark's JSON reader infers them) and
+    strings as strings (no timestamps guessed from their text)."""
     data = storage_for(first.uri, settings).read(first.uri)
     header = isinstance(options, CsvOptions) and options.header
     try:
@@ -84,9 +98,17 @@ def source_schema(transform: Transform, fmt_name: str, options: FormatOptions, f
                 count = len(_read_sample(data, "csv", opts, first.uri)) if text.strip() else 0
                 names = [f"${k}" for k in range(1, (count or transform.field_refs()) + 1)]
             schema = pa.schema([pa.field(n, pa.string()) for n in names])
+        elif fmt_name == "json":
+            # as the tasks decode it: strings stay strings, as Spark's JSON reader keeps them
+            decoded = dec.decode(data, fmt_name, options, [], first.uri)
+            if decoded.error:
+                raise SpecError("transform", f"cannot read the fields of {first.uri}: {decoded.error}")
+            pieces = list(decoded.iter_pieces())
+            if not pieces:
+                raise SpecError("transform", f"{first.uri} holds no JSON object to take the source's fields from")
+            schema = _strings_for_nulls(pieces[0].table.schema)
         else:
-            schema = _read_sample(data, fmt_name, options, first.uri)
-            schema = pa.schema([f.with_type(pa.string()) if pa.types.is_null(f.type) else f for f in schema])
+            schema = _strings_for_nulls(_read_sample(data, fmt_name, options, first.uri))
     except (pa.ArrowInvalid, OSError, UnicodeDecodeError, dec.MultilineHeader) as e:
         raise SpecError("transform", f"cannot read the fields of {first.uri}: {e}") from e
     if transform.fields and len(transform.fields) != len(schema):
@@ -183,16 +205,36 @@ def decode_schema(source: pa.Schema) -> pa.Schema:
     return pa.schema([*source, pa.field(POS, pa.int64()), pa.field(KIND, pa.int8()), pa.field(INFO, pa.string())])
 
 
-def _fit(table: pa.Table, source: pa.Schema) -> pa.Table:
-    """A decoded piece in the source's columns (matched by name; missing ones NULL)."""
-    arrays = []
+def _fit(piece: dec.Piece, source: pa.Schema, decoded: dec.Decoded) -> tuple[pa.Table, np.ndarray, list[Reject]]:
+    """A decoded piece in the source's columns (matched by name; missing ones NULL), its
+    positions, and its rejects: the view's types are the first file's, and a value that
+    does not convert to its column's type exactly (``2.5`` where the first file gave the
+    column integers) rejects its record, naming the column, instead of failing the file."""
+    table, positions = piece.table, piece.positions
+    arrays: list[pa.Array | pa.ChunkedArray] = []
+    bad = np.zeros(table.num_rows, dtype=bool)
+    rejects: list[Reject] = []
     for f in source:
-        if f.name in table.column_names:
-            arr = table.column(f.name)
-            arrays.append(arr if arr.type == f.type else arr.cast(f.type))
-        else:
+        if f.name not in table.column_names:
             arrays.append(pa.nulls(table.num_rows, f.type))
-    return pa.Table.from_arrays(arrays, schema=source)
+            continue
+        arr = table.column(f.name)
+        if arr.type != f.type:
+            type_name = type_from_arrow(f)
+            chunks, failures = bisect(arr.combine_chunks(), functools.partial(pc.cast, target_type=f.type), f.type,
+                                      type_name=type_name)
+            arr = pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
+            for i, reason in failures:
+                if not bad[i]:
+                    record = decoded.raw(int(positions[i])) if decoded.unit == "line" else dec.row_json(table, i)
+                    rejects.append(Reject(int(positions[i]), f"{reason} (the view source's column {f.name!r} is "
+                                          f"{type_name}, as the first file gave it)", f.name, record))
+                bad[i] = True
+        arrays.append(arr)
+    out = pa.Table.from_arrays(arrays, schema=source)
+    if rejects:
+        out, positions = out.filter(pa.array(~bad)), positions[~bad]
+    return out, positions, rejects
 
 
 def data_batches(table: pa.Table, positions: np.ndarray, source: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -224,12 +266,15 @@ def decode_task(plan: LoadPlan, source: pa.Schema, task: FileTask) -> Iterator[p
     if "fileError" in summary:
         yield meta_batch(1, SUMMARY, [json.dumps(summary)], [0], source)
         return
+    misfits: list[Reject] = []
     try:
         for piece in decoded.iter_pieces():
-            yield from data_batches(_fit(piece.table, source), piece.positions, source)
+            table, positions, more = _fit(piece, source, decoded)
+            misfits += more
+            yield from data_batches(table, positions, source)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         summary["fileError"] = f"its fields do not fit the source's columns ({e})"
-    rejects = decoded.rejects
+    rejects = sorted([*decoded.rejects, *misfits], key=lambda r: r.position)
     if rejects:
         info = [json.dumps({"reason": r.reason, "column": r.column, "record": r.record, "count": r.count})
                 for r in rejects]

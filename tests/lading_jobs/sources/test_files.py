@@ -335,3 +335,20 @@ def test_lading_json_with_non_finite_floats_reads_back(file_uri: Callable[[str],
     got = [r["f"] for r in rows]
     assert got[0] == 1.5 and math.isnan(got[1]) and got[2:] == [math.inf, None, -math.inf]
     assert [r["s"] for r in rows] == ["a", "NaN", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("later", [b'{"x": 2}\nnull\n', b'{"x": 2}\n  5 \n', b'[1]\n', b"null\n"])
+def test_a_json_line_that_is_no_object_fails_naming_file_and_line(file_uri: Callable[[str], str],
+                                                                  later: bytes) -> None:
+    # Before, pyarrow read a null line as a row of NULLs (a row the file does not hold), and a
+    # file of only null lines crashed the process (SIGSEGV).
+    storage = open_storage(file_uri())
+    storage.put(file_uri("in/a.jsonl"), b'{"x": 1}\n')
+    storage.put(file_uri("in/b.jsonl"), later)
+    line = 2 if later.startswith(b"{") else 1
+    with pytest.raises(ValueError, match=f"reading {file_uri('in/b.jsonl')}: line {line} is not a JSON object"):
+        _read_all(file_uri("in/"), "json", JsonOptions())
+    storage.put(file_uri("first/a.jsonl"), b"\nnull\n")  # the first file, where the schema comes from
+    with pytest.raises(ValueError, match=f"reading {file_uri('first/a.jsonl')}: line 2 is not a JSON object "
+                                         r"\('null'\)"):
+        _read_all(file_uri("first/"), "json", JsonOptions())
