@@ -10,7 +10,8 @@ data and grows with the number of bad values, not with the rows.
 Conversions follow Spark where Arrow differs: numbers, dates and booleans are
 trimmed first; booleans accept t/true/y/yes/1 and f/false/n/no/0 in any case;
 a timestamp without an offset is UTC; a float cast to an integer truncates (but
-overflow is an error); an integer cast to a float may round. JSON numbers bound
+overflow is an error); an integer cast to a float may round; a float cast to a
+decimal rounds its shortest text half away from zero (2.675 is 2.68). JSON numbers bound
 for integer and decimal columns arrive as exact decimals (``decode``): they cast
 only when every digit fits (``2.5`` is not a ``bigint``, ``2.675`` not a
 ``decimal(12,2)``).
@@ -91,6 +92,18 @@ def _text_to_timestamp_utc(arr: pa.Array, typ: pa.TimestampType) -> pa.Array:
     return pc.if_else(has_offset, aware, naive)
 
 
+def _float_to_decimal(arr: pa.Array, typ: pa.Decimal128Type | pa.Decimal256Type) -> pa.Array:
+    """A float as the decimal its shortest text says, rounded half away from zero to the
+    column's scale, as Spark (``Double.toString``, HALF_UP) and PostgreSQL (float8 to
+    numeric) take it: 2.675 is 2.68, 1.005 is 1.01. Arrow's own cast rounds the binary
+    value (2.67499999…: 2.67). A ``float`` is taken as the double it is, as Spark does
+    (2.675f is 2.6749999523…: 2.67). Overflow and NaN are errors. The text is read with one
+    digit more than the scale (cut there, which keeps the digit the rounding looks at)."""
+    wide = pa.decimal256(typ.precision + 1, typ.scale + 1)
+    exact = pc.cast(pc.cast(pc.cast(arr, pa.float64()), pa.string()), wide, safe=False)  # a float: as a double
+    return pc.round(exact, ndigits=typ.scale, round_mode="half_towards_infinity").cast(typ)
+
+
 def convert(arr: pa.Array, typ: pa.DataType) -> pa.Array:
     """Convert every value of ``arr`` to ``typ`` or raise (the all-or-nothing step)."""
     if arr.type == typ:
@@ -113,6 +126,8 @@ def convert(arr: pa.Array, typ: pa.DataType) -> pa.Array:
         return pc.cast(pc.trunc(arr), typ)  # truncates like Spark; overflow and NaN still fail
     if pa.types.is_integer(arr.type) and pa.types.is_floating(typ):
         return pc.cast(arr, typ, safe=False)  # rounds, cannot overflow
+    if pa.types.is_floating(arr.type) and pa.types.is_decimal(typ):
+        return _float_to_decimal(arr, typ)
     if pa.types.is_integer(arr.type) and pa.types.is_decimal(typ):  # via the widest decimal, then checked
         return pc.cast(arr, pa.decimal128(38, typ.scale)).cast(typ)
     if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(typ) and arr.type.tz is None and typ.tz:

@@ -93,3 +93,20 @@ def test_a_float_out_of_its_range_is_an_error_not_infinity_or_zero() -> None:
     assert [i for i, _ in failures] == [0, 1, 6]
     assert "out of range for float" in failures[0][1]
     assert out.to_pylist()[2:6] == [float("inf"), float("-inf"), 0.0, 1.5]
+
+
+def test_a_float_into_a_decimal_rounds_its_shortest_text_half_away_from_zero() -> None:
+    # As Spark's CAST (Double.toString, HALF_UP) and PostgreSQL's float8 to numeric give them; Arrow's
+    # cast rounded the binary value (2.675 is 2.67499999...): 2.67, 1.00, -2.67, 123456789.12.
+    values = [2.675, 1.005, 0.1, -2.675, 123456789.125, 1e-30, 0.1 + 0.2, -0.005, None]
+    out, failures = cast_column(pa.array(values), pa.decimal128(12, 2), "decimal(12,2)")
+    assert failures == []
+    assert out.to_pylist() == [decimal.Decimal(v) for v in ("2.68", "1.01", "0.10", "-2.68", "123456789.13", "0.00",
+                                                             "0.30", "-0.01")] + [None]
+    # a float is the double it is, as in Spark: 2.675f is 2.6749999523162842
+    floats, _ = cast_column(pa.array([0.1, 2.675], pa.float32()), pa.decimal128(5, 2), "decimal(5,2)")
+    assert floats.to_pylist() == [decimal.Decimal("0.10"), decimal.Decimal("2.67")]
+    out, failures = cast_column(pa.array([1.5, float("nan"), 1e10, float("inf")]), pa.decimal128(12, 2),
+                                "decimal(12,2)")
+    assert out.to_pylist()[0] == decimal.Decimal("1.50") and [i for i, _ in failures] == [1, 2, 3]
+    assert "is not a valid decimal(12,2)" in failures[1][1]
