@@ -58,7 +58,6 @@ ENV JAVA_HOME=/opt/java/openjdk \
     PYTHONPATH=/opt/lading/spark_apps:/opt/lading/operator:/opt/lading \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    ARROW_DEFAULT_MEMORY_POOL=jemalloc \
     PATH=/opt/venv/bin:/opt/java/openjdk/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 WORKDIR /opt/spark/work-dir

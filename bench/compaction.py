@@ -131,7 +131,7 @@ def main() -> None:
     print(f"{args.parts} parts, {total_rows:,} rows, {mb:.0f} MB lading parts ({dir_mb(delta_small):.0f} MB Delta "
           f"files); built in {t:.0f} s / {td:.0f} s; target {args.target}; local[2]")
 
-    spark = build_session(master="local[2]", app_name="lading-bench-compaction")
+    spark = build_session(master="local[2]", app_name="lading-bench-compaction", kind="Compaction")
     spark.range(1000).mapInArrow(lambda it: it, "id bigint").count()  # start the Python workers
     part_files = sorted(str(f) for f in (small / "data").rglob("*.parquet"))
     outputs = max(1, round(mb * 1e6 / target))

@@ -118,7 +118,7 @@ def main() -> None:
     from lading_jobs.session import build_session
     from lading_spec.job import JobDocument
 
-    spark = build_session(master="local[2]", app_name="lading-bench-load")
+    spark = build_session(master="local[2]", app_name="lading-bench-load", kind="CopyJob")
     spark.range(1000).mapInArrow(lambda it: it, "id bigint").count()  # start the Python workers
 
     def lading(fmt: str, src: Path, n: int) -> float:

@@ -232,7 +232,7 @@ def main() -> int:
     try:
         from lading_jobs.session import build_session
 
-        spark = build_session(master="local[2]", app_name="lading-bench-stream")
+        spark = build_session(master="local[2]", app_name="lading-bench-stream", kind="StreamCopy")
         n, parts = args.messages, args.partitions
         warm = f"warm-{os.getpid()}"  # Spark's Python workers start once, outside the timings
         create_topic(bootstrap, warm, parts)

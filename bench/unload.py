@@ -246,7 +246,7 @@ def main() -> None:
     from lading_jobs.unload import arrowpath
     from lading_spec.job import JobDocument
 
-    spark = build_session(master="local[2]", app_name="lading-bench",
+    spark = build_session(master="local[2]", app_name="lading-bench", kind="CopyJob",
                           conf={"spark.sql.files.maxPartitionBytes": str(32 * 1024 * 1024),
                                 "spark.driver.extraJavaOptions": " ".join(
                                     ["-XX:-UseDynamicNumberOfCompilerThreads", args.java]).strip()})

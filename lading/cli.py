@@ -127,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     def spark_factory() -> Any:
         from lading_jobs.session import build_session
 
-        return build_session(master=args.master, app_name=f"lading-run-{doc.name}")
+        return build_session(master=args.master, app_name=f"lading-run-{doc.name}", kind=doc.kind)
 
     def progress_factory(spark: Any) -> Any:
         if not show_progress:

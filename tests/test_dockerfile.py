@@ -164,8 +164,8 @@ def test_contract_paths() -> None:
     assert ["operator", "/opt/lading/operator"] in copies
     assert (ROOT / "operator" / "lading_operator" / "__init__.py").is_file()
     assert re.search(r"PYSPARK_PYTHON=/opt/venv/bin/python\b", env)
-    # the driver's Arrow memory as the executors' (lading_jobs.session: mimalloc's huge pages cost CPU)
-    assert re.search(r"ARROW_DEFAULT_MEMORY_POOL=jemalloc\b", env)
+    # no image-wide Arrow memory pool: lading_jobs.session sets the workers' per job kind
+    assert "ARROW_DEFAULT_MEMORY_POOL" not in env
 
 
 def test_runs_as_non_root() -> None:

@@ -119,7 +119,7 @@ def _main(argv: list[str] | None) -> int:
         from lading_jobs.session import build_session
 
         return build_session(master=args.master or os.environ.get("LADING_SPARK_MASTER"),
-                             app_name=f"lading-{doc.kind.lower()}-{doc.name or doc.run_id}")
+                             app_name=f"lading-{doc.kind.lower()}-{doc.name or doc.run_id}", kind=doc.kind)
 
     return results.emit(execute(doc, spark_factory, cancellation))
 

@@ -7,11 +7,14 @@ see DESIGN.md, "What was measured here"). A tenant's query reads only its inputs
 ``${...}`` substitution, which would put ``${env:AWS_SECRET_ACCESS_KEY}`` into the
 query text. These settings come last, over any ``conf`` given.
 
-Python workers allocate Arrow memory with jemalloc (``ARROW_DEFAULT_MEMORY_POOL``,
-over a ``conf`` default only): pyarrow's default, mimalloc, takes fresh memory as
-transparent huge pages that the kernel zeroes on first touch, which measured here
-as 1.4 s of system time per 500-part compaction group (2.7 s of CPU with jemalloc,
-4.2 s with mimalloc; docs/benchmarks.md, "Arrow memory pool").
+The Python workers' Arrow memory pool (``ARROW_DEFAULT_MEMORY_POOL``, a default a
+``conf`` may override) depends on the job's kind (``arrow_pool``): a Compaction's
+workers use jemalloc, because pyarrow's default, mimalloc, takes fresh memory as
+transparent huge pages that the kernel zeroes on first touch, which measured here as
+1.4 s of system time per 500-part compaction group (2.7 s of CPU with jemalloc, 4.2 s
+with mimalloc); every other kind keeps mimalloc, because jemalloc, returning freed
+pages to the kernel and faulting them in again, made loads 20-30 % slower (wall
+clock) and unloads no faster (docs/benchmarks.md, "Arrow memory pool").
 """
 
 from __future__ import annotations
@@ -32,8 +35,16 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.ansi.enabled": "true",
-    "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
 }
+
+ARROW_POOL = "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL"
+ARROW_POOL_BY_KIND: dict[str, str] = {"Compaction": "jemalloc"}
+"""The kinds whose Python workers allocate Arrow memory with another pool than pyarrow's own."""
+
+
+def arrow_pool(kind: str | None) -> str:
+    """The Arrow memory pool for the Python workers of a job of ``kind`` (None: no job yet)."""
+    return ARROW_POOL_BY_KIND.get(kind or "", "mimalloc")
 
 LOCAL_CONF: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
@@ -44,10 +55,10 @@ LOCAL_CONF: dict[str, str] = {
 }
 
 
-def session_settings(local: bool, conf: dict[str, Any] | None = None) -> dict[str, str]:
-    """The settings a session starts with: lading's defaults (and local ones), then ``conf``,
-    then the sandbox's, which nothing overrides."""
-    settings = dict(DEFAULT_CONF)
+def session_settings(local: bool, conf: dict[str, Any] | None = None, kind: str | None = None) -> dict[str, str]:
+    """The settings a session for a job of ``kind`` starts with: lading's defaults (the Arrow
+    pool for the kind, and local ones), then ``conf``, then the sandbox's, which nothing overrides."""
+    settings = {**DEFAULT_CONF, ARROW_POOL: arrow_pool(kind)}
     if local:
         settings.update(LOCAL_CONF)
     settings.update({k: str(v) for k, v in (conf or {}).items()})
@@ -55,14 +66,15 @@ def session_settings(local: bool, conf: dict[str, Any] | None = None) -> dict[st
     return settings
 
 
-def build_session(master: str | None = None, app_name: str = "lading", conf: dict[str, Any] | None = None) -> SparkSession:
-    """Get or create the session; ``master=None`` keeps what spark-submit set."""
+def build_session(master: str | None = None, app_name: str = "lading", conf: dict[str, Any] | None = None,
+                  kind: str | None = None) -> SparkSession:
+    """Get or create the session for a job of ``kind``; ``master=None`` keeps what spark-submit set."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    for key, value in session_settings(local=master is not None, conf=conf).items():
+    for key, value in session_settings(local=master is not None, conf=conf, kind=kind).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     for key, value in SANDBOX_CONF.items():  # an existing session (spark-submit's) keeps its own conf otherwise
