@@ -26,7 +26,9 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
 
+from lading_jobs.formats import jsonl, text
 from lading_jobs.formats.text import parse_base64, parse_hex
 
 Failure = tuple[int, str]  # (row index within the array, reason)
@@ -239,6 +241,52 @@ def canonical_uuid(arr: pa.Array) -> tuple[pa.Array, list[Failure]]:
     return out, _failures_where(arr, bad, lambda v: f"{_shown(v)!r} is not a valid uuid")
 
 
+_JSON_STRING = r'"(?:[^"\\]|\\.)*"'
+_ANY_KEYS = pj.ParseOptions(explicit_schema=pa.schema([]), unexpected_field_behavior="ignore")
+
+
+def _json_lines_read(lines: pa.Array) -> int:
+    """How many rows pyarrow's JSON reader finds in ``lines`` (objects, one per line), building
+    no column (every key ignored: values of any type may follow each other); raises if invalid."""
+    data = text.joined_bytes(lines)
+    read = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, min(len(data) + 1, 1 << 30)))
+    return int(pj.read_json(pa.BufferReader(data), read_options=read, parse_options=_ANY_KEYS).num_rows)
+
+
+def _checked_json(arr: pa.Array) -> pa.Array:
+    """``arr`` if every value is one JSON text (RFC 8259, as PostgreSQL's ``json`` takes it), else raise.
+
+    Each value is parsed by pyarrow's reader twice, as ``{"v":V}`` and as ``{"v":[V]}``: the
+    first accepts ``V`` followed by more members (``1,"w":2``), the second a list (``1,2``),
+    both only a single value. A raw line break becomes a tab first (whitespace outside a
+    string, invalid inside one, as the line break is). NaN and Infinity, which the reader
+    accepts, are refused outside strings."""
+    values = pc.drop_null(arr)
+    if not len(values):
+        return arr
+    one_line = pc.replace_substring_regex(values, "[\r\n]", "\t")
+    try:
+        ok = all(_json_lines_read(text.concat(head, one_line, tail)) == len(values)
+                 for head, tail in (('{"v":', "}\n"), ('{"v":[', "]}\n")))
+    except pa.ArrowInvalid:
+        ok = False
+    if not ok:
+        raise pa.ArrowInvalid("not a JSON text")
+    if pc.any(pc.match_substring_regex(values, "NaN|Infinity")).as_py():
+        bare = pc.replace_substring_regex(values, _JSON_STRING, '""')
+        if pc.any(pc.match_substring_regex(bare, "NaN|Infinity")).as_py():
+            raise pa.ArrowInvalid("NaN and Infinity are no JSON numbers")
+    return arr
+
+
+def _as_json_text(arr: pa.Array) -> pa.Array:
+    """A ``json`` column's text from what JSON lines gave: an object, array, number or boolean
+    as its JSON text (lading's encoding); strings are kept, as the JSON text they hold."""
+    if _is_text(arr.type) or _is_bytes(arr.type) or pa.types.is_null(arr.type):
+        return arr
+    return jsonl.value_json(arr, pa.field("value", arr.type))[0]
+
+
 def cast_column(arr: pa.Array | pa.ChunkedArray, typ: pa.DataType,
                 type_name: str | None = None, binary_text: str | None = None) -> tuple[pa.Array, list[Failure]]:
     """``arr`` as ``typ``, with NULL where a value failed, and the failures (index, reason).
@@ -247,10 +295,13 @@ def cast_column(arr: pa.Array | pa.ChunkedArray, typ: pa.DataType,
     ``binary_text``: how the source spells binary values as text (``text_to_bytes``); a
     binary column is decoded from it, never stored as the text's own bytes. ``type_name``
     ``varchar(n)``/``char(n)`` holds lengths (``fit_length``), ``uuid`` one form
-    (``canonical_uuid``).
+    (``canonical_uuid``), ``json`` one JSON text per value (``_checked_json``; a nested value
+    becomes its JSON text).
     """
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if type_name == "json":
+        arr = _as_json_text(arr)
     if binary_text is not None and _is_bytes(typ) and (_is_text(arr.type) or _is_bytes(arr.type)):
         parts, found = bisect(arr, lambda a: text_to_bytes(a, binary_text).cast(typ), typ, type_name=type_name)
         return (pa.concat_arrays(parts) if len(parts) != 1 else parts[0]), found
@@ -266,5 +317,9 @@ def cast_column(arr: pa.Array | pa.ChunkedArray, typ: pa.DataType,
         failures += more
     elif type_name == "uuid":
         out, more = canonical_uuid(out)
+        failures += more
+    elif type_name == "json":
+        chunks, more = bisect(out, _checked_json, typ, type_name=type_name)
+        out = pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
         failures += more
     return out, failures

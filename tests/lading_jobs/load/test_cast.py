@@ -110,3 +110,27 @@ def test_a_float_into_a_decimal_rounds_its_shortest_text_half_away_from_zero() -
                                 "decimal(12,2)")
     assert out.to_pylist()[0] == decimal.Decimal("1.50") and [i for i, _ in failures] == [1, 2, 3]
     assert "is not a valid decimal(12,2)" in failures[1][1]
+
+
+VALID_JSON = ['{"a": [1, 2.5, null], "b": {"c": "x,\\"y\\":2"}}', "[]", "5", "-0.5e3", '"text"', "null", "true",
+              ' {"a":\n 1} ', '"NaN"', '{"Infinity": "-Infinity"}', '"\\u00e9"']
+INVALID_JSON = ["", "  ", "not json", "{bad", '{"a":1}}', "1,2", '1,"w":2', '1} {"v":2', "NaN", "[1, Infinity]",
+                "-Infinity", "01", "'x'", '{"a":1,}', '"a\nb"', '"tab\there"']
+
+
+def test_a_json_column_takes_one_json_text_per_value_as_postgresql_does() -> None:
+    # Any text loaded: 'not json', '{bad' and '1,"w":2' were json values.
+    values = VALID_JSON + INVALID_JSON + [None]
+    out, failures = cast_column(pa.array(values), pa.string(), "json")
+    assert [i for i, _ in failures] == list(range(len(VALID_JSON), len(VALID_JSON) + len(INVALID_JSON)))
+    assert out.to_pylist() == VALID_JSON + [None] * (len(INVALID_JSON) + 1)
+    assert failures[2][1] == "'not json' is not a valid json: not a JSON text"
+    assert "NaN and Infinity are no JSON numbers" in failures[8][1]
+
+
+def test_json_values_of_any_type_one_after_another_check_in_one_go() -> None:
+    # Values whose types differ (an object, then a number, then an object with another type under
+    # the same key) would stop a reader that builds columns; the check builds none.
+    values = pa.array(['{"a": 1}', "5", '{"a": "s"}', "[true]"] * 1000)
+    out, failures = cast_column(values, pa.string(), "json")
+    assert failures == [] and out.equals(values)

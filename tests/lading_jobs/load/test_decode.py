@@ -274,3 +274,15 @@ def test_uuids_are_checked_and_stored_in_one_form() -> None:
     result = conform(decode(data, "csv", CsvOptions(), schema.names, "s3://b/x.csv"), schema)
     assert result.table.column("u").to_pylist() == ["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"] * 3 + [None]
     assert [(r.position, r.column, r.reason) for r in result.rejects] == [(4, "u", "'not-a-uuid' is not a valid uuid")]
+
+
+def test_a_json_column_takes_nested_json_lines_values_as_their_text() -> None:
+    # An object under a json column's key was rejected ('Unsupported cast from struct ... to utf8');
+    # a string is the JSON text it holds, as lading's encoder writes a json column.
+    schema = TableSchema.of([("id", "bigint"), ("doc", "json")])
+    data = (b'{"id": 1, "doc": {"a": [1, 2], "b": "x"}}\n{"id": 2, "doc": "{\\"c\\": true}"}\n'
+            b'{"id": 3, "doc": "not json"}\n{"id": 4, "doc": null}\n')
+    result = conform(decode(data, "json", JsonOptions(), schema.names, "s3://b/x.jsonl"), schema)
+    assert result.table.to_pylist() == [{"id": 1, "doc": '{"a":[1,2],"b":"x"}'}, {"id": 2, "doc": '{"c": true}'},
+                                        {"id": 4, "doc": None}]
+    assert [(r.position, r.column) for r in result.rejects] == [(3, "doc")]
