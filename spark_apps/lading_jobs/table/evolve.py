@@ -60,10 +60,11 @@ class Found:
 
 
 def widen(a: str, b: str) -> str | None:
-    """The one type both ``a`` and ``b`` fit without loss of meaning, or None.
+    """The one type both ``a`` and ``b`` fit, as Spark's schema merge widens them, or None.
 
-    Integers widen to the wider integer, integers and floats to ``double``; NULL
-    (a column seen only as NULL) takes the other type. Anything else must match.
+    Integers widen to the wider integer, integers and floats to ``double`` (a ``bigint``
+    beyond 2^53 then rounds to the nearest double, docs/copyjob-load.md); NULL (a column
+    seen only as NULL) takes the other type. Anything else must match.
     """
     if a == b or b == NULL_TYPE:
         return a
