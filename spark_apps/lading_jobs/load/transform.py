@@ -103,10 +103,14 @@ def source_schema(transform: Transform, fmt_name: str, options: FormatOptions, f
             decoded = dec.decode(data, fmt_name, options, [], first.uri)
             if decoded.error:
                 raise SpecError("transform", f"cannot read the fields of {first.uri}: {decoded.error}")
-            pieces = list(decoded.iter_pieces())
-            if not pieces:
+            fields: dict[str, pa.Field] = {}  # every key of the file, typed where first seen with a value
+            for piece in decoded.iter_pieces():
+                for f in piece.table.schema:
+                    if f.name not in fields or pa.types.is_null(fields[f.name].type):
+                        fields[f.name] = f
+            if not fields:
                 raise SpecError("transform", f"{first.uri} holds no JSON object to take the source's fields from")
-            schema = _strings_for_nulls(pieces[0].table.schema)
+            schema = _strings_for_nulls(pa.schema(list(fields.values())))
         else:
             schema = _strings_for_nulls(_read_sample(data, fmt_name, options, first.uri))
     except (pa.ArrowInvalid, OSError, UnicodeDecodeError, dec.MultilineHeader) as e:

@@ -299,9 +299,11 @@ def test_a_cancelled_transform_load_leaves_nothing_behind(spark: Any, root: str)
 def test_json_fields_keep_spark_json_types_and_a_misfit_value_rejects_its_line(spark: Any, root: str) -> None:
     # Before: the view took pyarrow's guess of the first file, a timestamp for an ISO string, which Spark
     # cannot take from Arrow (the job failed: UNSUPPORTED_ARROWTYPE Timestamp(SECOND)); a later file with
-    # a fraction in a column the first file gave integers failed whole; a 'null' line crashed inference.
+    # a fraction in a column the first file gave integers failed whole; a 'null' line crashed inference
+    # and a broken line failed the run. A key first seen past a broken line ('ok') is a field too.
     src, table, rejected = root + "in/", root + "t/", root + "rejected/"
-    put(src, {"a.jsonl": 'null\n{"id": 1, "at": "2024-01-02T10:00:00+02:00", "n": 1, "ok": true}\n',
+    put(src, {"a.jsonl": 'null\n{"id": 1, "at": "2024-01-02T10:00:00+02:00", "n": 1}\n{"id": broken\n'
+                         '{"id": 4, "at": "later", "n": 4, "ok": true}\n',
               "b.jsonl": '{"id": 2, "at": "2024-01-03", "n": 2.5, "ok": false}\n'
                          '{"id": 3, "at": "soon", "n": 3, "ok": null}\n'})
     select = "SELECT id, at, try_to_timestamp(at), n * 2, ok FROM source"
@@ -311,16 +313,16 @@ def test_json_fields_keep_spark_json_types_and_a_misfit_value_rejects_its_line(s
                                               {"name": "ok", "type": "boolean"}]},
             "transform": {"select": select}}
     result = run_load(spark, job(spec))
-    assert result["rows"] == 2 and result["rowsRejected"] == 2, json.dumps(result)[:3000]
-    spark.read.json(src.removeprefix("file://") + "a.jsonl").where("id IS NOT NULL").createOrReplaceTempView("source")
-    a = [r.asDict() for r in spark.sql(select.replace(", n * 2", ", CAST(n * 2 AS bigint)")).collect()]
+    assert result["rows"] == 3 and result["rowsRejected"] == 3, json.dumps(result)[:3000]
+    spark.read.json(src.removeprefix("file://") + "a.jsonl").where("id = 1").createOrReplaceTempView("source")
+    a = [r.asDict() for r in spark.sql("SELECT at FROM source").collect()]
     got = sorted(table_rows(table), key=lambda r: r["id"])
-    assert [(r["id"], r["at"], r["n2"], r["ok"]) for r in got] == [(1, "2024-01-02T10:00:00+02:00", 2, True),
-                                                                   (3, "soon", 6, None)]
+    assert [(r["id"], r["at"], r["n2"], r["ok"]) for r in got] == [(1, "2024-01-02T10:00:00+02:00", 2, None),
+                                                                   (3, "soon", 6, None), (4, "later", 8, True)]
     assert got[0]["at"] == a[0]["at"] and got[0]["ts"] is not None and got[1]["ts"] is None
     entries = sorted((e["file"].rsplit("/", 1)[-1], e["line"], e["column"], e["reason"])
                      for o in store(rejected).list_objects(rejected) if o.uri.endswith(".jsonl")
                      for e in map(json.loads, store(o.uri).read(o.uri).decode().splitlines()))
-    assert entries[0][:3] == ("a.jsonl", 1, None) and "not a JSON object" in entries[0][3]
-    assert entries[1][:3] == ("b.jsonl", 1, "n")
-    assert entries[1][3].startswith("2.5 is not a valid bigint") and "as the first file gave it" in entries[1][3]
+    assert [e[:3] for e in entries] == [("a.jsonl", 1, None), ("a.jsonl", 3, None), ("b.jsonl", 1, "n")]
+    assert "not a JSON object" in entries[0][3]
+    assert entries[2][3].startswith("2.5 is not a valid bigint") and "as the first file gave it" in entries[2][3]
