@@ -4,6 +4,7 @@ what the view ``source`` holds for json and raw values, rejects at their offsets
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -75,3 +76,21 @@ def test_without_fields_a_json_source_has_the_tables_columns_and_raw_its_fixed_c
     assert [(d["value"], d["offset"], d["topic"], d["partition"], d["offset@"]) for d in data] == [
         (b"v0", 40, "ev", 2, 40), (None, 41, "ev", 2, 41)]
     assert not rejects and summary["rowsRead"] == 2
+
+
+def test_json_values_load_exactly_as_a_file_load_reads_them() -> None:
+    # Values were decoded without the load's exact numbers and text strings: 9007199254740993 was stored
+    # as ...992, 1234567890123456789.12 as ...800.00, 2.675 as 2.68 and 3.5 as 3 (file loads reject
+    # both), and a string column got '2024-01-02T10:00:00+02:00' rewritten as '2024-01-02 08:00:00'.
+    from lading_jobs.stream.records import decode_messages
+
+    schema = TableSchema.of([("id", "bigint"), ("amount", "decimal(22,2)"), ("s", "string")])
+    values = [b'{"id": 9007199254740993, "amount": 1234567890123456789.12, "s": "2024-01-02T10:00:00+02:00"}',
+              b'{"id": 2, "amount": 2.675, "s": "x"}', b'{"id": 3.5, "amount": 1, "s": "2024-01-02"}',
+              b'{"id": 4, "amount": 0.5, "s": "2024-01-02"}']
+    rows = decode_messages(messages(values), schema, "json", "append", ())
+    assert [{k: v for k, v in r.items() if k in schema.names} for r in rows.table.to_pylist()] == [
+        {"id": 9007199254740993, "amount": Decimal("1234567890123456789.12"), "s": "2024-01-02T10:00:00+02:00"},
+        {"id": 4, "amount": Decimal("0.50"), "s": "2024-01-02"}]
+    assert [(r["offset"], r["column"]) for r in rows.rejects] == [(41, "amount"), (42, "id")]
+    assert rows.rejects[0]["reason"].startswith("'2.675' is not a valid decimal(22,2)")
