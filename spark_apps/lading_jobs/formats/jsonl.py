@@ -291,20 +291,16 @@ class NotAnObject(ValueError):
     """A line of a JSON lines file holds a value that is no object (``null``, ``5``, ``[1]``)."""
 
 
-def non_object_lines(raw: bytes) -> list[tuple[int, int, int]]:
+def non_object_lines(raw: bytes, bounds: tuple[np.ndarray, np.ndarray] | None = None) -> list[tuple[int, int, int]]:
     """(line number from 1, start, end) of each line holding something other than a JSON object.
 
     pyarrow's reader must never see one: it read a ``null`` line as a row of NULLs and
     crashed the process (SIGSEGV, pyarrow 26) on data of only such lines. Blank lines are
-    not listed. Only lines that do not start with ``{`` are looked at one by one."""
-    buf = np.frombuffer(raw, np.uint8)
-    newlines = np.flatnonzero(buf == ord("\n"))
-    starts = np.concatenate(([0], newlines + 1))
-    ends = np.concatenate((newlines, [len(buf)]))
-    keep = starts < len(buf)
-    starts, ends = starts[keep], ends[keep]
+    not listed. Only lines that do not start with ``{`` are looked at one by one.
+    ``bounds``: the lines' ``text.line_bounds``, when the caller has them."""
+    starts, ends = bounds if bounds is not None else text.line_bounds(raw)
     out = []
-    for i in np.flatnonzero(buf[starts] != ord("{")).tolist():
+    for i in np.flatnonzero(np.frombuffer(raw, np.uint8)[starts] != ord("{")).tolist():
         start, end = int(starts[i]), int(ends[i])
         line = raw[start:end].strip()
         if line and not line.startswith(b"{"):

@@ -17,6 +17,19 @@ import pyarrow.compute as pc
 MICROS_PER_SECOND = 1_000_000
 
 
+def line_bounds(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (exclusive, before the newline) byte offsets of every line."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    newlines = np.flatnonzero(buf == 10).astype(np.int64)
+    starts = np.concatenate([np.zeros(1, np.int64), newlines + 1])
+    ends = np.concatenate([newlines, np.array([len(data)], np.int64)])
+    if len(data) and data.endswith(b"\n"):  # the empty "line" after the final newline is no line
+        starts, ends = starts[:-1], ends[:-1]
+    elif not data:
+        starts, ends = starts[:0], ends[:0]
+    return starts, ends
+
+
 def concat(*parts: pa.Array | str) -> pa.Array:
     """Element-wise string concatenation; a null part makes the result null."""
     return pc.binary_join_element_wise(*parts, "")

@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from lading_jobs.formats import jsonl, text
-from lading_jobs.formats.text import parse_base64, parse_hex
+from lading_jobs.formats import jsonl
+from lading_jobs.formats.text import concat, joined_bytes, parse_base64, parse_hex
 
 Failure = tuple[int, str]  # (row index within the array, reason)
 
@@ -183,6 +183,13 @@ def bisect(arr: pa.Array, fn: Callable[[pa.Array], pa.Array], typ: pa.DataType,
         return left + right, lf + rf
 
 
+def bisected(arr: pa.Array, fn: Callable[[pa.Array], pa.Array], typ: pa.DataType,
+             type_name: str | None = None) -> tuple[pa.Array, list[Failure]]:
+    """``bisect`` as one array: ``fn(arr)`` with NULL where a value failed, and the failures."""
+    chunks, failures = bisect(arr, fn, typ, type_name=type_name)
+    return (pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]), failures
+
+
 def text_to_bytes(arr: pa.Array, spelling: str) -> pa.Array:
     """Binary values written as text: ``hex`` is PostgreSQL's bytea ``\\x0102`` (CSV),
     ``base64`` lading's JSON. Raises ValueError on a value not so written."""
@@ -248,7 +255,7 @@ _ANY_KEYS = pj.ParseOptions(explicit_schema=pa.schema([]), unexpected_field_beha
 def _json_lines_read(lines: pa.Array) -> int:
     """How many rows pyarrow's JSON reader finds in ``lines`` (objects, one per line), building
     no column (every key ignored: values of any type may follow each other); raises if invalid."""
-    data = text.joined_bytes(lines)
+    data = joined_bytes(lines)
     read = pj.ReadOptions(use_threads=False, block_size=max(1 << 20, min(len(data) + 1, 1 << 30)))
     return int(pj.read_json(pa.BufferReader(data), read_options=read, parse_options=_ANY_KEYS).num_rows)
 
@@ -266,7 +273,7 @@ def _checked_json(arr: pa.Array) -> pa.Array:
         return arr
     one_line = pc.replace_substring_regex(values, "[\r\n]", "\t")
     try:
-        ok = all(_json_lines_read(text.concat(head, one_line, tail)) == len(values)
+        ok = all(_json_lines_read(concat(head, one_line, tail)) == len(values)
                  for head, tail in (('{"v":', "}\n"), ('{"v":[', "]}\n")))
     except pa.ArrowInvalid:
         ok = False
@@ -303,14 +310,11 @@ def cast_column(arr: pa.Array | pa.ChunkedArray, typ: pa.DataType,
     if type_name == "json":
         arr = _as_json_text(arr)
     if binary_text is not None and _is_bytes(typ) and (_is_text(arr.type) or _is_bytes(arr.type)):
-        parts, found = bisect(arr, lambda a: text_to_bytes(a, binary_text).cast(typ), typ, type_name=type_name)
-        return (pa.concat_arrays(parts) if len(parts) != 1 else parts[0]), found
+        return bisected(arr, lambda a: text_to_bytes(a, binary_text).cast(typ), typ, type_name)
     failures: list[Failure] = []
     if _is_bytes(arr.type) and not _is_bytes(typ):
-        chunks, failures = bisect(arr, lambda a: a.cast(pa.string()), pa.string())
-        arr = pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
-    chunks, more = bisect(arr, lambda a: convert(a, typ), typ, type_name=type_name)
-    out = pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
+        arr, failures = bisected(arr, lambda a: a.cast(pa.string()), pa.string())
+    out, more = bisected(arr, lambda a: convert(a, typ), typ, type_name)
     failures += more
     if type_name is not None and (limit := _char_limit(type_name)) is not None:
         out, more = fit_length(out, limit, type_name)
@@ -319,7 +323,6 @@ def cast_column(arr: pa.Array | pa.ChunkedArray, typ: pa.DataType,
         out, more = canonical_uuid(out)
         failures += more
     elif type_name == "json":
-        chunks, more = bisect(out, _checked_json, typ, type_name=type_name)
-        out = pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
+        out, more = bisected(out, _checked_json, typ, type_name)
         failures += more
     return out, failures

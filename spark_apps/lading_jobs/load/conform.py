@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lading_jobs.load.cast import cast_column
-from lading_jobs.load.decode import Decoded, Piece, Reject, row_json
+from lading_jobs.load.decode import Decoded, Piece, Reject
 from lading_jobs.table import evolve
 from lading_jobs.table.format import RESERVED_PREFIX
 from lading_jobs.table.schema import SchemaError, TableSchema, arrow_type, default_scalar
@@ -116,8 +116,8 @@ class Conformer:
             keep[index] = False
             column, reason = bad_reason[index]
             position = int(piece.positions[index])
-            record = self.decoded.raw(position) if self.decoded.unit == "line" else row_json(piece.table, index)
-            self.rejects.append(Reject(position, reason, column=column, record=record))
+            self.rejects.append(Reject(position, reason, column=column,
+                                       record=self.decoded.record(piece.table, index, position)))
         return table.filter(pa.array(keep))
 
 

@@ -75,6 +75,11 @@ class Decoded:
             self.rows_decoded += piece.table.num_rows
             yield piece
 
+    def record(self, table: pa.Table, index: int, position: int) -> str | None:
+        """What a rejected row shows as its record: the raw line at ``position`` (text formats),
+        else row ``index`` of ``table`` as JSON (Parquet)."""
+        return self.raw(position) if self.unit == "line" else row_json(table, index)
+
     @property
     def rows_read(self) -> int:
         """Records read so far (all of them once ``iter_pieces`` is exhausted)."""
@@ -289,7 +294,7 @@ def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False) ->
     starts, ends, raw = _line_source(data)
     solid = np.flatnonzero(~L.blank_lines(data, starts, ends))
     out.raw = raw
-    data, solid = _reject_non_objects(data, solid, out)
+    data, solid = _reject_non_objects(data, (starts, ends), solid, out)
     try:
         table = _read_json(data, exact, text)
         if table.num_rows == len(solid):
@@ -323,10 +328,11 @@ def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False) ->
     return out
 
 
-def _reject_non_objects(data: bytes, solid: np.ndarray, out: Decoded) -> tuple[bytes, np.ndarray]:
+def _reject_non_objects(data: bytes, bounds: tuple[np.ndarray, np.ndarray], solid: np.ndarray,
+                        out: Decoded) -> tuple[bytes, np.ndarray]:
     """Reject the lines that are no JSON object (``null``, ``5``, ``[1]``) before pyarrow sees
     them (``jsonl.non_object_lines``); they become blanks of the same length (offsets hold)."""
-    bad = jsonl.non_object_lines(data) if len(solid) else []
+    bad = jsonl.non_object_lines(data, bounds) if len(solid) else []
     if not bad:
         return data, solid
     for line, _, _ in bad:

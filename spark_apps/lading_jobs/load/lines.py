@@ -15,22 +15,12 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+# one definition of a file's lines, for the load's decoders and the JSON lines reader
+from lading_jobs.formats.text import line_bounds as line_bounds
+
 IntArray = npt.NDArray[np.int64]
 _WS = np.zeros(256, dtype=bool)
 _WS[[ord(" "), ord("\t"), ord("\r"), ord("\n")]] = True
-
-
-def line_bounds(data: bytes) -> tuple[IntArray, IntArray]:
-    """Start and end (exclusive, before the newline) byte offsets of every line."""
-    buf = np.frombuffer(data, dtype=np.uint8)
-    newlines = np.flatnonzero(buf == 10).astype(np.int64)
-    starts = np.concatenate([np.zeros(1, np.int64), newlines + 1])
-    ends = np.concatenate([newlines, np.array([len(data)], np.int64)])
-    if len(data) and data.endswith(b"\n"):  # the empty "line" after the final newline is no line
-        starts, ends = starts[:-1], ends[:-1]
-    elif not data:
-        starts, ends = starts[:0], ends[:0]
-    return starts, ends
 
 
 def blank_lines(data: bytes, starts: IntArray, ends: IntArray, *, whitespace: bool = True) -> npt.NDArray[np.bool_]:

@@ -38,7 +38,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lading_jobs import sandbox, workerheap
 from lading_jobs.formats.compressed import decompress
 from lading_jobs.load import decode as dec
-from lading_jobs.load.cast import bisect
+from lading_jobs.load.cast import bisected
 from lading_jobs.load.decode import Reject
 from lading_jobs.load.infer import _read_sample
 from lading_jobs.load.policy import FileOutcome, merge_outcomes
@@ -225,14 +225,13 @@ def _fit(piece: dec.Piece, source: pa.Schema, decoded: dec.Decoded) -> tuple[pa.
         arr = table.column(f.name)
         if arr.type != f.type:
             type_name = type_from_arrow(f)
-            chunks, failures = bisect(arr.combine_chunks(), functools.partial(pc.cast, target_type=f.type), f.type,
-                                      type_name=type_name)
-            arr = pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
+            arr, failures = bisected(arr.combine_chunks(), functools.partial(pc.cast, target_type=f.type), f.type,
+                                     type_name)
             for i, reason in failures:
                 if not bad[i]:
-                    record = decoded.raw(int(positions[i])) if decoded.unit == "line" else dec.row_json(table, i)
                     rejects.append(Reject(int(positions[i]), f"{reason} (the view source's column {f.name!r} is "
-                                          f"{type_name}, as the first file gave it)", f.name, record))
+                                          f"{type_name}, as the first file gave it)", f.name,
+                                          decoded.record(table, i, int(positions[i]))))
                 bad[i] = True
         arrays.append(arr)
     out = pa.Table.from_arrays(arrays, schema=source)

@@ -27,7 +27,7 @@ is its offset.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,7 +153,7 @@ def _conform(piece: Piece, schema: TableSchema, unit: str, raw: Any, rejects: _R
     return pa.concat_tables(tables) if tables else None
 
 
-def _json_pieces(msgs: Messages, rejects: _Rejects, exact: tuple[str, ...]) -> tuple[Decoded, np.ndarray]:
+def _json_pieces(msgs: Messages, rejects: _Rejects, exact: Collection[str]) -> tuple[Decoded, np.ndarray]:
     """The non-empty values as one JSON-lines buffer, decoded as a file load decodes it; line k
     is message ``index[k-1]``. Numbers under the ``exact`` keys (the table's integer and decimal
     columns, or a transform's fields) are read from their text, never through a float, and
@@ -177,7 +177,7 @@ def _json_pieces(msgs: Messages, rejects: _Rejects, exact: tuple[str, ...]) -> t
         lines.append(v)
     if not lines:
         return Decoded(unit="line"), np.asarray(index, dtype=np.int64)
-    decoded = decode_json(b"\n".join(lines), exact=[n.lower() for n in exact], text=True)
+    decoded = decode_json(b"\n".join(lines), exact=exact, text=True)
     return decoded, np.asarray(index, dtype=np.int64)
 
 
@@ -197,7 +197,7 @@ def _values(msgs: Messages, schema: TableSchema, value_format: str, key_columns:
         if table is not None:
             yield table
         return
-    decoded, index = _json_pieces(msgs, rejects, tuple(exact_number_columns(schema)))
+    decoded, index = _json_pieces(msgs, rejects, exact_number_columns(schema))
     for r in decoded.rejects:
         rejects.add(int(index[r.position - 1]), r.reason, r.column)
     for piece in decoded.iter_pieces():
@@ -341,7 +341,7 @@ def source_batches(msgs: Messages, value_format: str, source: pa.Schema) -> Iter
         if len(msgs):
             yield from tf.data_batches(msgs.raw_table(), offsets, source)
     else:
-        decoded, index = _json_pieces(msgs, rejects, tuple(source.names))
+        decoded, index = _json_pieces(msgs, rejects, source.names)
         for r in decoded.rejects:
             rejects.add(int(index[r.position - 1]), r.reason, r.column)
         for i, v in enumerate(msgs.values):
