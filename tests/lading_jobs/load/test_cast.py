@@ -128,9 +128,16 @@ def test_a_json_column_takes_one_json_text_per_value_as_postgresql_does() -> Non
     assert "NaN and Infinity are no JSON numbers" in failures[8][1]
 
 
-def test_json_values_of_any_type_one_after_another_check_in_one_go() -> None:
+def test_json_values_of_any_type_one_after_another_check_in_one_go(monkeypatch: pytest.MonkeyPatch) -> None:
     # Values whose types differ (an object, then a number, then an object with another type under
-    # the same key) would stop a reader that builds columns; the check builds none.
+    # the same key) would stop a reader that builds columns, and halving would then parse the 4,000
+    # values one by one; the check builds none: one read per layout.
+    from lading_jobs.load import cast
+
+    reads: list[int] = []
+    read = cast._json_lines_read
+    monkeypatch.setattr(cast, "_json_lines_read", lambda lines: reads.append(len(lines)) or read(lines))
     values = pa.array(['{"a": 1}', "5", '{"a": "s"}', "[true]"] * 1000)
     out, failures = cast_column(values, pa.string(), "json")
     assert failures == [] and out.equals(values)
+    assert reads == [4000, 4000]
