@@ -81,9 +81,7 @@ def test_copyjob_succeeds_with_rows_and_manifest(
     assert [a["metadata"]["name"] for a in apps] == [status["sparkApplication"]]
     owner = apps[0]["metadata"]["ownerReferences"][0]
     assert owner["uid"] == done["metadata"]["uid"] and owner["controller"] is True
-    events = kube.client.list("v1", "events", kube_namespace)
-    reasons = [e["reason"] for e in events if e["involvedObject"]["name"] == "export"]
-    assert "Submitted" in reasons and "Succeeded" in reasons
+    events = kube.client.events_about(kube_namespace, "export", "Submitted", "Succeeded")
     # No credentials leak into the resource, its status or events.
     assert "testing" not in json.dumps(done) + json.dumps(events)
     # What users run: kubectl wait on the condition, kubectl get with the printer columns.

@@ -49,10 +49,13 @@ def test_status_events_logs_and_termination_message_carry_no_secret(
     assert "leaking: [redacted] [redacted] [redacted]" in raised["status"]["response"]["error"]
     assert "from.query: java_method() is not allowed" in reflected["status"]["response"]["error"]
 
+    def warned(events: list[dict[str, Any]]) -> bool:  # the failure's Event
+        return any(e["type"] == "Warning" for e in events)
+
     published: dict[str, str] = {
         "status": json.dumps([raised["status"], reflected["status"]]),
-        "events": json.dumps([e for e in kube.client.list("v1", "events", kube_namespace)
-                              if e["involvedObject"].get("kind") == "CopyJob"]),
+        "events": json.dumps([e for name in ("raises", "reflects")
+                              for e in kube.client.events_about(kube_namespace, name, until=warned)]),
     }
     assert "leaking: [redacted]" in published["events"]  # the failure was reported in an Event ...
     for app in apps_of(kube.client, kube_namespace):

@@ -39,8 +39,8 @@ def create(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> dict[
                                "metadata": {"name": name, "namespace": namespace}, "spec": spec}, "copyjobs")
 
 
-def events(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
-    return [e for e in kube.client.list("v1", "events", namespace) if e["involvedObject"]["name"] == name]
+def events(kube: Kube, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in kube.client.events_about(namespace, name, reason) if e["reason"] == reason]
 
 
 def test_deletion_does_not_wait_for_the_operator(kube: Kube, operator: OperatorProcess) -> None:
@@ -75,8 +75,7 @@ def test_an_application_nobody_picks_up_gets_a_condition(kube: Kube, kube_namesp
                        f"spark-operator has not picked it up. Check that spark-operator is running and that "
                        f"namespace {kube_namespace} is in its spark.jobNamespaces")
     assert conditions(obj)["Reconciling"]["status"] == "True"  # still waiting, not given up
-    assert [e["type"] for e in events(kube, kube_namespace, "unwatched") if e["reason"] == "NotPickedUp"] \
-        == ["Warning"]
+    assert [e["type"] for e in events(kube, kube_namespace, "unwatched", "NotPickedUp")] == ["Warning"]
 
 
 def test_a_finished_one_shot_records_and_ignores_a_spec_change(kube: Kube, kube_namespace: str,
@@ -98,7 +97,7 @@ def test_a_finished_one_shot_records_and_ignores_a_spec_change(kube: Kube, kube_
     assert ignored["status"] == "True" and ignored["observedGeneration"] == generation
     assert ignored["message"].startswith("spec change ignored; delete and re-create to re-run")
     assert all(c["observedGeneration"] == generation for c in obj["status"]["conditions"])
-    assert "SpecChangeIgnored" in [e["reason"] for e in events(kube, kube_namespace, "done")]
+    assert events(kube, kube_namespace, "done", "SpecChangeIgnored")
     assert apps_of(kube.client, kube_namespace) == []
 
 

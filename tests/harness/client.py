@@ -124,6 +124,20 @@ class KubeClient:
                   timeout: float = 60.0) -> None:
         self.wait_for(api_version, plural, namespace, name, lambda o: o is None, timeout)
 
+    def events_about(self, namespace: str, name: str, *reasons: str, timeout: float = 30.0,
+                     until: Callable[[builtins.list[Obj]], bool] | None = None) -> builtins.list[Obj]:
+        """The Events about ``name``, once one of each of ``reasons`` is there (and ``until`` holds).
+
+        An operator posts an Event after writing the status it goes with (and Events are best
+        effort), so a test that has just seen the status may be ahead of its Events.
+        """
+        def complete(events: builtins.list[Obj]) -> bool:
+            return set(reasons) <= {e.get("reason") for e in events} and (until is None or until(events))
+
+        return builtins.list(wait_until(
+            lambda: [e for e in self.list("v1", "events", namespace) if e["involvedObject"].get("name") == name],
+            complete, timeout, 0.2, f"Events {sorted(reasons)} about {name} in {namespace}"))
+
 
 def wait_until(fetch: Callable[[], Any], predicate: Callable[[Any], bool], timeout: float = 60.0,
                interval: float = 0.05, what: str = "condition") -> Any:
