@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv as pycsv
 import io
 import json
+import re
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -262,33 +263,173 @@ class InexactNumber(ValueError):
     """A JSON number that cannot be read exactly (more than 38 digits before or after the point)."""
 
 
-def _read_json(data: bytes, exact: Collection[str] = (), text: bool = False) -> pa.Table:
+def _read_json(data: bytes, exact: Collection[str] = (), text: bool = False,
+               verbatim: Collection[str] = ()) -> pa.Table:
     """JSON lines as a table. Numbers under a key in ``exact`` (lower-case names of the
     integer and decimal columns they load into) are read from their text as
     ``EXACT_NUMBER``, never through float64: pyarrow infers float64 for
     ``1234567890123456789.12``, for ``2.675`` and for an integer column holding one
     fraction, losing digits that the cast to the column could not restore. ``text``:
-    strings stay strings (pyarrow would read ``"2024-01-01 10:00:00"`` as a timestamp)."""
+    strings stay strings (pyarrow would read ``"2024-01-01 10:00:00"`` as a timestamp).
+    ``verbatim``: lower-case names of the text and json columns, whose values that are
+    not strings are kept as the text the line spells them in (``_verbatim``)."""
     block = max(1 << 20, min(len(data) + 1, 1 << 30))
     read = pajson.ReadOptions(use_threads=False, block_size=block)
     table = pajson.read_json(io.BytesIO(data), read_options=read)
     lossy = [(f.name, EXACT_NUMBER) for f in table.schema if f.name.lower() in exact and pa.types.is_floating(f.type)]
     lossy += [(f.name, pa.string()) for f in table.schema if text and pa.types.is_temporal(f.type)]
-    if not lossy:
+    if lossy:
+        parse = pajson.ParseOptions(explicit_schema=pa.schema(lossy))
+        try:
+            table = pajson.read_json(io.BytesIO(data), read_options=read, parse_options=parse)
+        except pa.ArrowInvalid as e:
+            raise InexactNumber(f"a number cannot be read exactly: {e}") from e
+    return _verbatim(data, table, verbatim) if verbatim else table
+
+
+class UnreadableLine(ValueError):
+    """A line pyarrow's JSON reader took that Python's JSON scanner refuses."""
+
+
+_NEGATIVE_ZERO = re.compile(rb"-0(?![0-9.eE])")  # the one integer whose int64 loses its spelling
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+_SCANNER = json.JSONDecoder()
+
+
+def _spelled_differently(data: bytes, t: pa.DataType) -> bool:
+    """Whether values of type ``t`` read from ``data`` may not print as the line spells them:
+    floats (``1.10``, ``1e5``), nested values (spacing, ``1.0``), and ``-0`` among integers."""
+    if pa.types.is_integer(t):
+        return _NEGATIVE_ZERO.search(data) is not None
+    return pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_nested(t)
+
+
+def _verbatim(data: bytes, table: pa.Table, keys: Collection[str]) -> pa.Table:
+    """``table`` with each column under ``keys`` that holds numbers or nested values replaced
+    by those values' text as the lines spell it, as Spark's JSON reader gives a string column
+    (``1.10`` stays ``1.10``, ``[1, 2.50]`` keeps its spacing, a number beyond a double's
+    digits keeps them all) and as PostgreSQL keeps a ``json`` value. Columns of strings, and
+    of integers without ``-0``, stay as read; the others' values are found after their key by
+    a regular expression over the bytes (``_as_spelled``), or, where the key is not found once
+    per value, by a Python scan of every line's members."""
+    names = [f.name for f in table.schema if f.name.lower() in keys and _spelled_differently(data, f.type)]
+    if not names:
         return table
-    parse = pajson.ParseOptions(explicit_schema=pa.schema(lossy))
+    starts, ends = L.line_bounds(data)
+    row = ~L.blank_lines(data, starts, ends)
+    starts, ends = starts[row], ends[row]
+    if len(starts) != table.num_rows:
+        raise UnreadableLine("not one JSON object per line")
+    scan = []
+    for name in names:
+        column = _as_spelled(data, name, table.column(name), starts, ends)
+        if column is None:
+            scan.append(name)
+        else:
+            table = table.set_column(table.schema.get_field_index(name), name, column)
+    if scan:
+        members = [_members(data[a:b].decode("utf-8", "surrogateescape"), scan)
+                   for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+        for name in scan:
+            column = pa.array([_spelled_bytes(m.get(name)) for m in members], pa.binary()).view(pa.string())
+            table = table.set_column(table.schema.get_field_index(name), name, column)
+    return table
+
+
+_NUMBER = rb"(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
+
+
+def _as_spelled(data: bytes, name: str, column: pa.ChunkedArray, starts: np.ndarray,
+                ends: np.ndarray) -> pa.Array | None:
+    """The text of each value under key ``name``, found after ``"name":`` in ``data`` (numbers
+    by the expression, nested values by Python's JSON scanner from there), or ``None`` when
+    the matches do not line up one to one with the column's values (the key also names a
+    member of a nested object, or is spelled with escapes): the caller scans the lines.
+
+    Each match must lie on the line of a row whose value is not NULL, one per such row (text
+    inside a JSON string cannot match: its quotes are escaped), and a number must read as
+    that row's value."""
+    nested = pa.types.is_nested(column.type)
+    key = re.escape(json.dumps(name, ensure_ascii=False).encode()) + rb"[ \t\n\r]*:[ \t\n\r]*"
+    found = list(re.finditer(key + (rb"(?=[\[{])" if nested else _NUMBER), data))
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    if len(found) != int(valid.sum()):
+        return None
+    at = np.fromiter((m.start() for m in found), np.int64, len(found))
+    rows = np.flatnonzero(valid)
+    if not np.array_equal(np.searchsorted(starts, at, side="right") - 1, rows):
+        return None
+    if nested:
+        line_ends = ends[rows].tolist()
+        texts = pa.array([_value_text(data[m.end():end]) for m, end in zip(found, line_ends, strict=True)],
+                         pa.binary())
+    else:
+        texts = pa.array([m.group(1) for m in found], pa.binary())
+        read = column.drop_null().cast(pa.float64())
+        if not pc.all(pc.equal(pc.cast(texts.view(pa.string()), pa.float64()), read)).as_py():
+            return None
+    return texts.take(pa.array(np.cumsum(valid) - 1, mask=~valid)).view(pa.string())
+
+
+def _value_text(rest: bytes) -> bytes:
+    """The JSON value at the start of ``rest`` (the line after a key's colon), as spelled."""
+    text = rest.decode("utf-8", "surrogateescape")
     try:
-        return pajson.read_json(io.BytesIO(data), read_options=read, parse_options=parse)
-    except pa.ArrowInvalid as e:
-        raise InexactNumber(f"a number cannot be read exactly: {e}") from e
+        _, end = _SCANNER.raw_decode(text)
+    except ValueError as e:
+        raise UnreadableLine(str(e)) from e
+    return text[:end].encode("utf-8", "surrogateescape")
 
 
-def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False) -> Decoded:
+def _spelled_bytes(value: str | None) -> bytes | None:
+    return None if value is None or value == "null" else value.encode("utf-8", "surrogateescape")
+
+
+def _skip_space(line: str, i: int) -> int:
+    return _JSON_SPACE.match(line, i).end()  # type: ignore[union-attr]  # always matches
+
+
+def _members(line: str, names: Collection[str]) -> dict[str, str]:
+    """The text of the values of the top-level members ``names`` of the object on ``line``."""
+    out: dict[str, str] = {}
+    try:
+        i = _skip_space(line, 0)
+        if line[i] != "{":
+            raise UnreadableLine("not a JSON object")
+        i = _skip_space(line, i + 1)
+        if line[i] == "}":
+            return out
+        while True:
+            if line[i] != '"':
+                raise UnreadableLine(f"expected a key at character {i + 1}")
+            key, i = json.decoder.scanstring(line, i + 1)  # type: ignore[attr-defined]
+            i = _skip_space(line, i)
+            if line[i] != ":":
+                raise UnreadableLine(f"expected ':' at character {i + 1}")
+            start = _skip_space(line, i + 1)
+            _, end = _SCANNER.raw_decode(line, start)
+            if key in names:
+                out[key] = line[start:end]
+                if len(out) == len(names):  # pyarrow refuses a key given twice: no later one counts
+                    return out
+            i = _skip_space(line, end)
+            if line[i] == "}":
+                return out
+            if line[i] != ",":
+                raise UnreadableLine(f"expected ',' or '}}' at character {i + 1}")
+            i = _skip_space(line, i + 1)
+    except (IndexError, ValueError) as e:  # JSONDecodeError is a ValueError
+        raise UnreadableLine(str(e)) from e
+
+
+def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False,
+                verbatim: Collection[str] = ()) -> Decoded:
     """One JSON object per line; blank lines are skipped; each bad line is rejected on its own.
 
     ``exact``: lower-case names of the integer and decimal columns, ``text``: strings stay
-    strings (see ``_read_json``)."""
+    strings, ``verbatim``: names of the text and json columns (see ``_read_json``)."""
     exact = frozenset(name.lower() for name in exact)
+    verbatim = frozenset(name.lower() for name in verbatim)
     pieces: list[Piece] = []
     out = Decoded(unit="line", pieces=pieces, binary_text="base64")
     starts, ends, raw = _line_source(data)
@@ -296,23 +437,23 @@ def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False) ->
     out.raw = raw
     data, solid = _reject_non_objects(data, (starts, ends), solid, out)
     try:
-        table = _read_json(data, exact, text)
+        table = _read_json(data, exact, text, verbatim)
         if table.num_rows == len(solid):
             pieces.append(Piece(table, solid.astype(np.int64) + 1))
             return out
-    except (pa.ArrowInvalid, UnicodeDecodeError, InexactNumber):
+    except (pa.ArrowInvalid, UnicodeDecodeError, InexactNumber, UnreadableLine):
         pass
 
     def parse(lo: int, hi: int) -> None:  # lines solid[lo:hi]
         first, last = int(solid[lo]), int(solid[hi - 1])
         chunk = data[starts[first]:ends[last]]
         try:
-            table = _read_json(chunk, exact, text)
+            table = _read_json(chunk, exact, text, verbatim)
             if table.num_rows != hi - lo:
                 raise pa.ArrowInvalid("not one JSON object per line")
             pieces.append(Piece(table, solid[lo:hi].astype(np.int64) + 1))
             return
-        except (pa.ArrowInvalid, UnicodeDecodeError, InexactNumber) as e:
+        except (pa.ArrowInvalid, UnicodeDecodeError, InexactNumber, UnreadableLine) as e:
             if hi - lo == 1:
                 reason = ("invalid UTF-8" if isinstance(e, UnicodeDecodeError) else str(e)
                           if isinstance(e, InexactNumber) else f"not a JSON object: {e}")
@@ -378,10 +519,11 @@ def decode_parquet(source: pa.NativeFile | bytes, row_groups: tuple[int, int] | 
 
 def decode(data: bytes | pa.NativeFile, fmt: str, options: FormatOptions, columns: list[str],
            uri: str, row_groups: tuple[int, int] | None = None, first_row: int = 1,
-           exact_numbers: Collection[str] = ()) -> Decoded:
+           exact_numbers: Collection[str] = (), verbatim: Collection[str] = ()) -> Decoded:
     """Decode one file in ``fmt`` (csv, json: its bytes; parquet: its bytes or a ranged-read file,
     optionally only the row groups ``[start, stop)``). ``exact_numbers``: the integer and
-    decimal columns, whose JSON numbers are read from their text (``decode_json``)."""
+    decimal columns, whose JSON numbers are read from their text; ``verbatim``: the text and
+    json columns, whose JSON numbers and nested values keep their text (``decode_json``)."""
     if fmt == "parquet":
         return decode_parquet(data, row_groups, first_row)
     assert isinstance(data, bytes)
@@ -397,4 +539,4 @@ def decode(data: bytes | pa.NativeFile, fmt: str, options: FormatOptions, column
         return Decoded(unit="line")  # an empty file loads no rows and is no error
     if fmt == "csv":
         return decode_csv(data, options if isinstance(options, CsvOptions) else CsvOptions(), columns)
-    return decode_json(data, exact_numbers, text=True)  # strings stay strings: conform parses them
+    return decode_json(data, exact_numbers, text=True, verbatim=verbatim)  # strings stay strings: conform parses them

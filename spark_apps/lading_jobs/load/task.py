@@ -140,6 +140,11 @@ def exact_number_columns(schema: TableSchema) -> list[str]:
             if pa.types.is_integer(arrow_type(c.type)) or pa.types.is_decimal(arrow_type(c.type))]
 
 
+def verbatim_columns(schema: TableSchema) -> list[str]:
+    """The text and json columns: a JSON number or nested value in one keeps its text."""
+    return [c.name for c in schema.columns if pa.types.is_string(arrow_type(c.type)) and c.type != "uuid"]
+
+
 def read_task(plan: LoadPlan, task: FileTask) -> bytes | pa.NativeFile:
     """Parquet through ranged reads (footer, then one row group at a time); text whole. Every
     read is pinned to the listed ETag: the ledger records the version whose rows were read,
@@ -162,7 +167,8 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
     try:
         decoded: Decoded = decode(read_task(plan, task), plan.format, plan.options,
                                   plan.schema.names, task.uri, row_groups=task.row_groups,
-                                  first_row=task.first_row, exact_numbers=exact_number_columns(plan.schema))
+                                  first_row=task.first_row, exact_numbers=exact_number_columns(plan.schema),
+                                  verbatim=verbatim_columns(plan.schema))
     except st.ObjectChanged as e:
         out.file_error = str(e)
         return out

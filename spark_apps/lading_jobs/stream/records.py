@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from lading_jobs.load import transform as tf
 from lading_jobs.load.conform import Conformer, FileError
 from lading_jobs.load.decode import MAX_RAW, Decoded, Piece, decode_json
-from lading_jobs.load.task import exact_number_columns
+from lading_jobs.load.task import exact_number_columns, verbatim_columns
 from lading_jobs.stream.kafka import HEADERS_TYPE, Messages
 from lading_jobs.table import format as fmt
 from lading_jobs.table.evolve import Found
@@ -153,11 +153,13 @@ def _conform(piece: Piece, schema: TableSchema, unit: str, raw: Any, rejects: _R
     return pa.concat_tables(tables) if tables else None
 
 
-def _json_pieces(msgs: Messages, rejects: _Rejects, exact: Collection[str]) -> tuple[Decoded, np.ndarray]:
+def _json_pieces(msgs: Messages, rejects: _Rejects, exact: Collection[str],
+                 verbatim: Collection[str] = ()) -> tuple[Decoded, np.ndarray]:
     """The non-empty values as one JSON-lines buffer, decoded as a file load decodes it; line k
     is message ``index[k-1]``. Numbers under the ``exact`` keys (the table's integer and decimal
     columns, or a transform's fields) are read from their text, never through a float, and
-    strings stay strings (pyarrow would rewrite ``"2024-01-02T10:00:00+02:00"`` as a timestamp)."""
+    strings stay strings (pyarrow would rewrite ``"2024-01-02T10:00:00+02:00"`` as a timestamp);
+    numbers and nested values under the ``verbatim`` keys (text and json columns) keep their text."""
     index = []
     lines = []
     for i, v in enumerate(msgs.values):
@@ -177,7 +179,7 @@ def _json_pieces(msgs: Messages, rejects: _Rejects, exact: Collection[str]) -> t
         lines.append(v)
     if not lines:
         return Decoded(unit="line"), np.asarray(index, dtype=np.int64)
-    decoded = decode_json(b"\n".join(lines), exact=exact, text=True)
+    decoded = decode_json(b"\n".join(lines), exact=exact, text=True, verbatim=verbatim)
     return decoded, np.asarray(index, dtype=np.int64)
 
 
@@ -197,7 +199,7 @@ def _values(msgs: Messages, schema: TableSchema, value_format: str, key_columns:
         if table is not None:
             yield table
         return
-    decoded, index = _json_pieces(msgs, rejects, exact_number_columns(schema))
+    decoded, index = _json_pieces(msgs, rejects, exact_number_columns(schema), verbatim_columns(schema))
     for r in decoded.rejects:
         rejects.add(int(index[r.position - 1]), r.reason, r.column)
     for piece in decoded.iter_pieces():

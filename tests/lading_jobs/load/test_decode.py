@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -286,3 +287,62 @@ def test_a_json_column_takes_nested_json_lines_values_as_their_text() -> None:
     assert result.table.to_pylist() == [{"id": 1, "doc": '{"a":[1,2],"b":"x"}'}, {"id": 2, "doc": '{"c": true}'},
                                         {"id": 4, "doc": None}]
     assert [(r.position, r.column) for r in result.rejects] == [(3, "doc")]
+
+
+VERBATIM = TableSchema.of([("id", "bigint"), ("s", "string"), ("doc", "json"), ("n", "string")])
+
+
+def _verbatim_rows(data: bytes) -> tuple[list[tuple[Any, ...]], list[tuple[int, str]]]:
+    result = conform(decode(data, "json", JsonOptions(), VERBATIM.names, "s3://b/v.jsonl", exact_numbers=["id"],
+                            verbatim=["s", "doc", "n"]), VERBATIM)
+    return ([(r["id"], r["s"], r["doc"], r["n"]) for r in result.table.to_pylist()],
+            [(r.position, r.reason) for r in result.rejects])
+
+
+@pytest.mark.parametrize("case", ["found by key", "a nested member shares the key", "the key spelled with escapes"])
+def test_numbers_and_nested_values_in_text_columns_keep_their_text_however_the_lines_hold_them(
+        case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The key is found by an expression over the bytes; where it is not found once per value (also
+    # inside a nested object, or spelled "\u0073"), each line's members are scanned instead: same text.
+    lines = [b'{"id": 1, "s": 1.10, "doc": {"a": [1, 2.50]}, "n": "say \\"s\\": 5"}',
+             b'{"id": 2, "s": null, "doc": null, "n": null}',
+             b'', b'  ',
+             b'{"S": -0.0, "id": 3, "doc": [ ], "n": "x"}',
+             b'{"id": 4, "doc": {"t": 7, "u": {}}, "s": 12345678901234567890123}']
+    if case == "a nested member shares the key":
+        lines.append(b'{"id": 5, "doc": [{"s": 1.5, "doc": [0]}], "s": 2e-3}')
+    if case == "the key spelled with escapes":
+        lines.append(b'{"id": 5, "\\u0073": 2e-3, "do\\u0063": [0]}')
+    from lading_jobs.load import decode as decode_module
+
+    scanned: list[list[str]] = []
+    members = decode_module._members
+    monkeypatch.setattr(decode_module, "_members", lambda line, names: scanned.append(names) or members(line, names))
+    rows, rejects = _verbatim_rows(b"\n".join(lines) + b"\n")
+    assert rows[:4] == [(1, "1.10", '{"a": [1, 2.50]}', 'say "s": 5'), (2, None, None, None),
+                        (3, "-0.0", "[ ]", "x"), (4, "12345678901234567890123", '{"t": 7, "u": {}}', None)]
+    assert {name for names in scanned for name in names} == (set() if case == "found by key" else {"s", "doc"})
+    if case != "found by key":
+        assert rows[4][:2] == (5, "2e-3") and rows[4][2] in ('[{"s": 1.5, "doc": [0]}]', "[0]")
+    assert rejects == []
+
+
+def test_a_line_with_invalid_utf8_is_still_rejected_beside_numbers_kept_as_text() -> None:
+    rows, rejects = _verbatim_rows(b'{"id": 1, "s": 1.50, "n": "ok"}\n{"id": 2, "s": 2.50, "n": "\xff"}\n')
+    assert rows == [(1, "1.50", None, "ok")]
+    assert rejects == [(2, "invalid UTF-8")]
+
+
+def test_text_columns_of_strings_or_integers_take_no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lading_jobs.load import decode as decode_module
+
+    def no_scan(*args: Any) -> Any:
+        raise AssertionError("scanned")
+
+    monkeypatch.setattr(decode_module, "_as_spelled", no_scan)
+    monkeypatch.setattr(decode_module, "_members", no_scan)
+    rows, _ = _verbatim_rows(b'{"id": 1, "s": "a", "n": 10}\n{"id": 2, "s": "b", "n": -20}\n')
+    assert rows == [(1, "a", None, "10"), (2, "b", None, "-20")]
+    monkeypatch.undo()
+    rows, _ = _verbatim_rows(b'{"id": 1, "n": -0}\n')  # the one integer whose int64 prints otherwise
+    assert rows == [(1, None, None, "-0")]

@@ -302,6 +302,31 @@ def test_json_numbers_load_exactly_into_decimal_and_bigint(spark: Any, file_uri:
     assert result["fileResults"][0]["firstError"].startswith("line 2, column amount: '2.675' is not a valid")
 
 
+VERBATIM = (b'{"id": 1, "s": 1.10, "v": 1e5, "doc": {"a": [1, 2.50]}}\n'
+            b'{"id": 2, "s": 123456789012345678901234567890, "v": -0, "doc": -0.0}\n'
+            b'{"id": 3, "s": "text", "v": true, "doc": "{\\"b\\": \\"\\u00e9\\"}"}\n'
+            b'{"id": 4, "s": null, "v": [ 1,2 ], "doc": 1.0E+2}\n'
+            b'{"id": 5, "s": 12, "v": 7, "doc": null}\n')
+
+
+def test_json_numbers_and_nested_values_in_text_columns_load_as_spark_reads_them(
+        spark: Any, file_uri: Callable[[str], str]) -> None:
+    """Fails on 8560765: they went through pyarrow's types, so 1.10 loaded as '1.1', 1e5 as '100000',
+    -0 as '0', a 30-digit number as a double's 17 digits, and {"a": [1, 2.50]} as '{"a":[1,2.5]}'."""
+    root = file_uri("root/")
+    put_files(root + "in/", {"v.jsonl": VERBATIM})
+    spec = {"from": {"files": root + "in/", "format": "json"},
+            "to": {"table": root + "t/", "schema": [{"name": "id", "type": "bigint"}, {"name": "s", "type": "string"},
+                                                   {"name": "v", "type": "varchar(40)"},
+                                                   {"name": "doc", "type": "json"}]}}
+    result = run_load(spark, job(spec))
+    assert result["rows"] == 5 and result["rowsRejected"] == 0, result
+    path = root.removeprefix("file://") + "in/v.jsonl"
+    expected = spark.read.schema("id bigint, s string, v string, doc string").json(path).orderBy("id").collect()
+    assert [(r["id"], r["s"], r["v"], r["doc"]) for r in table_rows(root + "t/")] == [tuple(r) for r in expected]
+    assert [r["s"] for r in expected][:2] == ["1.10", "123456789012345678901234567890"]  # Spark keeps the text
+
+
 def test_the_ledger_check_is_linear_in_the_files_listed(spark: Any, file_uri: Callable[[str], str],
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Fails on 1b6c3cc: a list membership test per file compared ObjectInfos n²/2 times."""

@@ -94,3 +94,17 @@ def test_json_values_load_exactly_as_a_file_load_reads_them() -> None:
         {"id": 4, "amount": Decimal("0.50"), "s": "2024-01-02"}]
     assert [(r["offset"], r["column"]) for r in rows.rejects] == [(41, "amount"), (42, "id")]
     assert rows.rejects[0]["reason"].startswith("'2.675' is not a valid decimal(22,2)")
+
+
+def test_json_numbers_and_nested_values_in_text_and_json_columns_keep_their_text() -> None:
+    # They went through pyarrow's types: 1.10 was stored as '1.1', -0 as '0', 1e5 as '100000', a
+    # 30-digit number lost digits to a double, and [1, 2.50] became '[1,2.5]'.
+    from lading_jobs.stream.records import decode_messages
+
+    schema = TableSchema.of([("id", "bigint"), ("s", "string"), ("doc", "json")])
+    values = [b'{"id": 1, "s": 1.10, "doc": [1, 2.50]}', b'{"id": 2, "s": 123456789012345678901234567890, "doc": -0}',
+              b'{"id": 3, "s": "text", "doc": {"a": 1e5}}']
+    rows = decode_messages(messages(values), schema, "json", "append", ())
+    assert [(r["id"], r["s"], r["doc"]) for r in rows.table.to_pylist()] == [
+        (1, "1.10", "[1, 2.50]"), (2, "123456789012345678901234567890", "-0"), (3, "text", '{"a": 1e5}')]
+    assert not rows.rejects
