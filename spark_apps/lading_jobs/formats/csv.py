@@ -24,8 +24,11 @@ docs/benchmarks.md ("Unload") has the profile these choices come from.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -232,20 +235,119 @@ def pg_escapes(data: bytes, o: CsvOptions) -> bytes:
     ``escape quote`` becomes ``quote quote`` and ``escape escape`` one ``escape``; the rest is
     untouched, line breaks included (line numbers hold). Read the result with
     ``_parse_options``, which then parses doubled quotes. Data without the escape
-    character (memchr-fast test) is returned as is; otherwise the work is one regular
-    expression scan plus a replacement per quoted section."""
-    if o.escape == o.quote:
-        return data
+    character (memchr-fast test) is left as is; otherwise the work is one regular
+    expression scan plus a replacement per quoted section. Then quotes are placed where
+    pyarrow reads them as PostgreSQL does (``pg_quoting``), and text holding a quote ends
+    with a line break: at the end of a file without one, pyarrow read an empty last field
+    of a record holding a quoted field as '' instead of NULL."""
     quote, escape = o.quote.encode(), o.escape.encode()
-    if len(quote) != 1 or len(escape) != 1 or escape not in data:
+    if not (o.escape == o.quote or len(quote) != 1 or len(escape) != 1 or escape not in data):
+        pair = re.compile(re.escape(escape) + b"(.)", re.DOTALL)
+        doubled = {quote: quote + quote, escape: escape}
+
+        def section(m: re.Match[bytes]) -> bytes:
+            return pair.sub(lambda p: doubled.get(p.group(1), p.group(0)), m.group(0))
+
+        data = _quoted_section(quote, escape).sub(section, data)
+    data = pg_quoting(data, o)
+    if data and not data.endswith(b"\n") and quote in data:
+        data += b"\n"
+    return data
+
+
+_BLOCK = 1 << 22  # bytes of CSV classified at a time by pg_quoting
+
+
+def pg_quoting(data: bytes, o: CsvOptions) -> bytes:
+    """``data`` (quotes doubled inside quoted sections) with each record whose quotes pyarrow
+    would read otherwise than PostgreSQL rewritten the way both read alike.
+
+    PostgreSQL opens a quoted section at any quote outside one, so ``ab"c,d"e`` is one
+    field, ``abc,de``, and ``"ab"c`` is ``abc``; pyarrow opens one only at a field's
+    start and takes a quote inside an unquoted field as a character (``ab"c`` and
+    ``d"e``, two fields). Quotes toggle in order, so which quote opens and which closes is
+    its count's parity: an opener must start a field (after a delimiter, a line break, the
+    start, or the closer of a doubled quote) and a closer must end one (before a
+    delimiter, a line break or the end) or be doubled. A record breaking that (rare) is
+    re-spelled, field by field, as PostgreSQL reads it, each field holding a quote
+    quoted whole; its line breaks stay, so line numbers hold. Data without the quote,
+    or with one left open (an error its readers report), is returned as is."""
+    quote, delimiter = o.quote.encode(), o.delimiter.encode()
+    if len(quote) != 1 or len(delimiter) != 1 or quote not in data:
         return data
-    pair = re.compile(re.escape(escape) + b"(.)", re.DOTALL)
-    doubled = {quote: quote + quote, escape: escape}
+    buf = np.frombuffer(data, np.uint8)
+    q, d = quote[0], delimiter[0]
+    irregular: list[np.ndarray] = []
+    total = 0
+    for _, quotes, seen in _quotes_by_block(buf, q):
+        total = seen + len(quotes)
+        first = seen % 2  # 1: the block starts inside a quoted section
+        openers, closers = quotes[first::2], quotes[1 - first::2]
+        before = buf[np.maximum(openers - 1, 0)]
+        opens_field = (openers == 0) | (before == d) | (before == 10) | (before == q)
+        after = buf[np.minimum(closers + 1, len(buf) - 1)]
+        closes_field = (closers == len(buf) - 1) | (after == d) | (after == 10) | (after == 13) | (after == q)
+        irregular += [openers[~opens_field], closers[~closes_field]]
+    bad = np.concatenate(irregular)
+    if not len(bad) or total % 2:
+        return data
+    outside = np.concatenate([newlines[(np.searchsorted(quotes, newlines) + seen) % 2 == 0]
+                              for lo, quotes, seen in _quotes_by_block(buf, q)
+                              for newlines in [np.flatnonzero(buf[lo:lo + _BLOCK] == 10) + lo]])
+    records = np.unique(np.searchsorted(outside, bad))  # record k: after outside[k-1], up to outside[k]
+    out, at = [], 0
+    for k in records.tolist():
+        start = int(outside[k - 1]) + 1 if k else 0
+        end = int(outside[k]) if k < len(outside) else len(data)
+        out += [data[at:start], _as_postgresql_reads(data[start:end], q, d)]
+        at = end
+    out.append(data[at:])
+    return b"".join(out)
 
-    def section(m: re.Match[bytes]) -> bytes:
-        return pair.sub(lambda p: doubled.get(p.group(1), p.group(0)), m.group(0))
 
-    return _quoted_section(quote, escape).sub(section, data)
+def _quotes_by_block(buf: np.ndarray, q: int) -> Iterator[tuple[int, np.ndarray, int]]:
+    """Per block of ``_BLOCK`` bytes (blocks bound the index arrays of a file full of quotes):
+    its offset, the positions of its quotes, and how many quotes came before it."""
+    seen = 0
+    for lo in range(0, len(buf), _BLOCK):
+        quotes = np.flatnonzero(buf[lo:lo + _BLOCK] == q) + lo
+        yield lo, quotes, seen
+        seen += len(quotes)
+
+
+def _as_postgresql_reads(record: bytes, q: int, d: int) -> bytes:
+    """One record (quotes balanced) re-spelled field by field: a field without quotes as is,
+    any other as its PostgreSQL value, quoted, inner quotes doubled."""
+    cr = record.endswith(b"\r")
+    if cr:
+        record = record[:-1]
+    fields: list[bytes] = []
+    value, quoted = bytearray(), False
+    for section, delimiter, run in _record_tokens(q, d).findall(record):
+        if delimiter:
+            fields.append(_field(value, quoted, q))
+            value, quoted = bytearray(), False
+        elif run:
+            value += run
+        else:  # a quoted section (perhaps empty)
+            value += section.replace(bytes([q, q]), bytes([q]))
+            quoted = True
+    fields.append(_field(value, quoted, q))
+    return bytes([d]).join(fields) + (b"\r" if cr else b"")
+
+
+@functools.lru_cache(maxsize=8)
+def _record_tokens(q: int, d: int) -> re.Pattern[bytes]:
+    """A quoted section (its inside), a delimiter, or a run of anything else."""
+    qq, dd = re.escape(bytes([q])), re.escape(bytes([d]))
+    return re.compile(rb"%s((?:[^%s]|%s%s)*)%s|(%s)|([^%s%s]+)" % (qq, qq, qq, qq, qq, dd, qq, dd), re.DOTALL)
+
+
+def _field(value: bytearray, quoted: bool, q: int) -> bytes:
+    if not quoted:
+        return bytes(value)
+    mark = bytes([q])
+    return mark + bytes(value).replace(mark, mark + mark) + mark
 
 
 def unterminated_quote_line(escaped: bytes, o: CsvOptions) -> int | None:

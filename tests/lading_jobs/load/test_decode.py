@@ -346,3 +346,25 @@ def test_text_columns_of_strings_or_integers_take_no_scan(monkeypatch: pytest.Mo
     monkeypatch.undo()
     rows, _ = _verbatim_rows(b'{"id": 1, "n": -0}\n')  # the one integer whose int64 prints otherwise
     assert rows == [(1, None, None, "-0")]
+
+
+STRINGS = TableSchema.of([("id", "string"), ("a", "string"), ("b", "string")])
+
+
+@pytest.mark.parametrize(("data", "options", "rows", "rejects"), [
+    (b'1;ab"c;d"e;x\r\n2;f;"g"h\r\n', CsvOptions(delimiter=";"), [("1", "abc;de", "x"), ("2", "f", "gh")], []),
+    (b'1,ab"c\\"d",x\n', CsvOptions(escape="\\"), [("1", 'abc"d', "x")], []),
+    (b'1,a"b\nc"d,x\n2,y\n3,"z" ,\n', CsvOptions(), [("1", "ab\ncd", "x"), ("3", "z ", None)], [(3, "2,y")]),
+    (b'id,a,b\n1,"x"y,\n', CsvOptions(header=True), [("1", "xy", None)], []),
+])
+@pytest.mark.parametrize("block", [None, 2])  # 2: quotes classified two bytes at a time, parity carried over
+def test_a_quote_inside_a_field_opens_a_quoted_section_as_in_postgresql(
+        data: bytes, options: CsvOptions, rows: list[tuple[str | None, ...]], rejects: list[tuple[int, str]],
+        block: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    if block is not None:
+        from lading_jobs.formats import csv
+
+        monkeypatch.setattr(csv, "_BLOCK", block)
+    result = conform(decode(data, "csv", options, STRINGS.names, "s3://b/q.csv"), STRINGS)
+    assert [tuple(r.values()) for r in result.table.to_pylist()] == rows
+    assert [(r.position, r.record) for r in result.rejects] == rejects
