@@ -74,8 +74,8 @@ def value_text(arr: pa.Array, field: pa.Field) -> pa.Array:
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         return text.concat("\\x", text.render_hex(arr.cast(pa.binary())))
     if pa.types.is_timestamp(t):
-        naive = arr.cast(pa.timestamp(t.unit)).cast(pa.timestamp("us")).cast(pa.string())
-        return text.concat(naive, "+00") if t.tz is not None else naive
+        naive = arr.cast(pa.timestamp(t.unit)).cast(pa.timestamp("us"))
+        return text.render_timestamp(naive, suffix="+00" if t.tz is not None else "")
     if pa.types.is_time(t):
         return text.render_time(arr)
     if pa.types.is_duration(t):

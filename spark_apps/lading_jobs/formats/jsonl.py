@@ -62,8 +62,7 @@ def value_json(arr: pa.Array, field: pa.Field) -> tuple[pa.Array, bool]:
         return _quoted(text.render_base64(arr.cast(pa.binary()))), True
     if pa.types.is_timestamp(t):
         naive = arr.cast(pa.timestamp(t.unit)).cast(pa.timestamp("us"))
-        iso = pc.replace_substring(naive.cast(pa.string()), " ", "T", max_replacements=1)
-        return _quoted(text.concat(iso, "Z") if t.tz is not None else iso), True
+        return text.render_timestamp(naive, "T", '"', 'Z"' if t.tz is not None else '"'), True
     if pa.types.is_time(t):
         return _quoted(text.render_time(arr)), True
     if pa.types.is_duration(t):

@@ -228,6 +228,70 @@ def parse_time(arr: pa.Array) -> pa.Array:
     return _micros(None, g["s"], g["h"], g["m"]).cast(pa.time64("us"))
 
 
+_SECOND_OF_DAY = np.frombuffer("".join(f"{h:02d}:{m:02d}:{s:02d}" for h in range(24) for m in range(60)
+                                       for s in range(60)).encode(), np.uint8).copy().view("<u8")
+_TWO_DIGITS = np.frombuffer("".join(f"{i:02d}" for i in range(100)).encode(), np.uint8).copy().view("<u2")
+_MICROS_PER_DAY = 86_400 * MICROS_PER_SECOND
+
+
+def render_timestamp(arr: pa.Array, sep: str = " ", prefix: str = "", suffix: str = "") -> pa.Array:
+    """``prefix`` + ``YYYY-MM-DD`` + ``sep`` + ``HH:MM:SS.ffffff`` + ``suffix`` of each value of
+    a ``timestamp("us")`` array (its wall-clock digits; null stays null): the text of Arrow's
+    cast to string, at about half its cost.
+
+    Every value is the same width, so the text is one fixed-width record per value, filled
+    field by field from tables: the dates of the array's range of days (Arrow's own date
+    cast, once per day, not per value), the 86,400 seconds of a day, and two-digit pairs
+    for the microseconds. A range of days wider than the array (or a year Arrow does not
+    write in four digits) takes Arrow's cast instead."""
+    n = len(arr)
+    if n == arr.null_count:
+        return _timestamp_cast(arr, sep, prefix, suffix)
+    micros = arr.cast(pa.int64())
+    if arr.null_count:  # a null's slot takes a value of the array's (its text is not shown)
+        micros = pc.fill_null(micros, pc.min(micros))
+    values = micros.to_numpy(zero_copy_only=False)
+    days = values // _MICROS_PER_DAY
+    first, last = int(days.min()), int(days.max())
+    width = len(prefix) + 26 + len(suffix)
+    if last - first > max(n, 4096) or n * width >= 2**31:
+        return _timestamp_cast(arr, sep, prefix, suffix)
+    dates = pa.array(np.arange(first, last + 1, dtype=np.int32), pa.int32()).cast(pa.date32()).cast(pa.string())
+    date_offsets = np.frombuffer(dates.buffers()[1], np.int32)[:len(dates) + 1]
+    if not (np.diff(date_offsets) == 10).all():
+        return _timestamp_cast(arr, sep, prefix, suffix)
+    date_bytes = np.frombuffer(dates.buffers()[2], np.uint8)[:10 * len(dates)].reshape(-1, 10)
+    fields = ([("prefix", f"S{len(prefix)}")] if prefix else []) + [
+        ("date8", "<u8"), ("date2", "<u2"), ("sep", "S1"), ("clock", "<u8"), ("dot", "S1"),
+        ("micro1", "<u2"), ("micro2", "<u2"), ("micro3", "<u2")] + ([("suffix", f"S{len(suffix)}")] if suffix else [])
+    out = np.empty(n, np.dtype(fields))
+    day = days - first
+    out["date8"] = date_bytes[:, :8].copy().view("<u8").ravel()[day]
+    out["date2"] = date_bytes[:, 8:].copy().view("<u2").ravel()[day]
+    rest = values - days * _MICROS_PER_DAY
+    second = rest // MICROS_PER_SECOND
+    out["clock"] = _SECOND_OF_DAY[second]
+    micro = rest - second * MICROS_PER_SECOND
+    out["micro1"] = _TWO_DIGITS[micro // 10_000]
+    out["micro2"] = _TWO_DIGITS[micro // 100 % 100]
+    out["micro3"] = _TWO_DIGITS[micro % 100]
+    out["sep"], out["dot"] = sep.encode(), b"."
+    if prefix:
+        out["prefix"] = prefix.encode()
+    if suffix:
+        out["suffix"] = suffix.encode()
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
+    validity = pc.is_valid(arr).buffers()[1] if arr.null_count else None
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(out), validity, arr.null_count)
+
+
+def _timestamp_cast(arr: pa.Array, sep: str, prefix: str, suffix: str) -> pa.Array:
+    text = arr.cast(pa.string())
+    if sep != " ":
+        text = pc.replace_substring(text, " ", sep, max_replacements=1)
+    return concat(prefix, text, suffix) if prefix or suffix else text
+
+
 def render_float(arr: pa.Array, nan: str, inf: str, neg_inf: str) -> pa.Array:
     """Floats → shortest round-trip text; NaN and ±infinity as the given words."""
     text = arr.cast(pa.string())
