@@ -24,6 +24,7 @@ from .conftest import API, OperatorProcess, apps_of, conditions, wait_phase
 pytestmark = [pytest.mark.k8s]
 SPEC = {"from": {"query": "SELECT 1 AS x"}, "to": {"files": "s3://out/x/", "format": "csv"}}
 START_TIMEOUT = 2  # seconds, for LADING_START_TIMEOUT
+SPARK_API = "sparkoperator.k8s.io/v1beta2"
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +50,9 @@ def test_deletion_does_not_wait_for_the_operator(kube: Kube, operator: OperatorP
         create(kube, namespace, name, SPEC)
         submitted = wait_phase(kube.client, namespace, name, "Submitted", timeout=60)
         assert not submitted["metadata"].get("finalizers")
+        # the status names the application before the operator creates it (a crash between adopts it)
+        kube.client.wait_for(SPARK_API, "sparkapplications", namespace, submitted["status"]["sparkApplication"],
+                             lambda app: app is not None, timeout=30)
     operator.kill()  # as when the operator is gone, or its Role went first with the namespace
     try:
         kube.client.delete(API, "copyjobs", namespace, "left-behind")
