@@ -264,7 +264,7 @@ class InexactNumber(ValueError):
 
 
 def _read_json(data: bytes, exact: Collection[str] = (), text: bool = False,
-               verbatim: Collection[str] = ()) -> pa.Table:
+               verbatim: Collection[str] = (), rows: tuple[np.ndarray, np.ndarray] | None = None) -> pa.Table:
     """JSON lines as a table. Numbers under a key in ``exact`` (lower-case names of the
     integer and decimal columns they load into) are read from their text as
     ``EXACT_NUMBER``, never through float64: pyarrow infers float64 for
@@ -272,7 +272,8 @@ def _read_json(data: bytes, exact: Collection[str] = (), text: bool = False,
     fraction, losing digits that the cast to the column could not restore. ``text``:
     strings stay strings (pyarrow would read ``"2024-01-01 10:00:00"`` as a timestamp).
     ``verbatim``: lower-case names of the text and json columns, whose values that are
-    not strings are kept as the text the line spells them in (``_verbatim``)."""
+    not strings are kept as the text the line spells them in (``_verbatim``, given ``rows``:
+    the start and end in ``data`` of each line that holds an object)."""
     block = max(1 << 20, min(len(data) + 1, 1 << 30))
     read = pajson.ReadOptions(use_threads=False, block_size=block)
     table = pajson.read_json(io.BytesIO(data), read_options=read)
@@ -284,7 +285,10 @@ def _read_json(data: bytes, exact: Collection[str] = (), text: bool = False,
             table = pajson.read_json(io.BytesIO(data), read_options=read, parse_options=parse)
         except pa.ArrowInvalid as e:
             raise InexactNumber(f"a number cannot be read exactly: {e}") from e
-    return _verbatim(data, table, verbatim) if verbatim else table
+    if verbatim:
+        assert rows is not None, "verbatim columns need the lines' bounds"
+        return _verbatim(data, table, verbatim, rows)
+    return table
 
 
 class UnreadableLine(ValueError):
@@ -304,7 +308,7 @@ def _spelled_differently(data: bytes, t: pa.DataType) -> bool:
     return pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_nested(t)
 
 
-def _verbatim(data: bytes, table: pa.Table, keys: Collection[str]) -> pa.Table:
+def _verbatim(data: bytes, table: pa.Table, keys: Collection[str], rows: tuple[np.ndarray, np.ndarray]) -> pa.Table:
     """``table`` with each column under ``keys`` that holds numbers or nested values replaced
     by those values' text as the lines spell it, as Spark's JSON reader gives a string column
     (``1.10`` stays ``1.10``, ``[1, 2.50]`` keeps its spacing, a number beyond a double's
@@ -315,9 +319,7 @@ def _verbatim(data: bytes, table: pa.Table, keys: Collection[str]) -> pa.Table:
     names = [f.name for f in table.schema if f.name.lower() in keys and _spelled_differently(data, f.type)]
     if not names:
         return table
-    starts, ends = L.line_bounds(data)
-    row = ~L.blank_lines(data, starts, ends)
-    starts, ends = starts[row], ends[row]
+    starts, ends = rows
     if len(starts) != table.num_rows:
         raise UnreadableLine("not one JSON object per line")
     scan = []
@@ -437,7 +439,7 @@ def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False,
     out.raw = raw
     data, solid = _reject_non_objects(data, (starts, ends), solid, out)
     try:
-        table = _read_json(data, exact, text, verbatim)
+        table = _read_json(data, exact, text, verbatim, (starts[solid], ends[solid]))
         if table.num_rows == len(solid):
             pieces.append(Piece(table, solid.astype(np.int64) + 1))
             return out
@@ -447,11 +449,12 @@ def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False,
     def parse(lo: int, hi: int) -> None:  # lines solid[lo:hi]
         first, last = int(solid[lo]), int(solid[hi - 1])
         chunk = data[starts[first]:ends[last]]
+        lines = solid[lo:hi]
         try:
-            table = _read_json(chunk, exact, text, verbatim)
+            table = _read_json(chunk, exact, text, verbatim, (starts[lines] - starts[first], ends[lines] - starts[first]))
             if table.num_rows != hi - lo:
                 raise pa.ArrowInvalid("not one JSON object per line")
-            pieces.append(Piece(table, solid[lo:hi].astype(np.int64) + 1))
+            pieces.append(Piece(table, lines.astype(np.int64) + 1))
             return
         except (pa.ArrowInvalid, UnicodeDecodeError, InexactNumber, UnreadableLine) as e:
             if hi - lo == 1:
