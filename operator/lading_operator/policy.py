@@ -34,8 +34,11 @@ Storage rules (pure, in :func:`check_uris`):
 - a namespace listed under ``namespaces`` gets exactly its list (it replaces
   ``default``, it does not add to it); any other namespace gets ``default``;
   a missing ``default`` is the empty list: nothing is allowed;
-- ``{namespace}`` in a prefix (or in a URI) stands for the resource's namespace,
-  so one ``default`` entry gives every tenant its own prefix;
+- ``{namespace}`` in a prefix stands for the resource's namespace, so one
+  ``default`` entry gives every tenant its own prefix; in a URI it is filled
+  only where the job fills it (``TEMPLATE_FIELDS``: a CopyJob's ``to.files``);
+  anywhere else the job takes ``{namespace}`` as written, a place every tenant
+  would share, so it is checked as written (and refused by lading_spec first);
 - a URI is allowed when a prefix matches it on a path boundary:
   ``s3://b/team`` allows ``s3://b/team`` and ``s3://b/team/x`` but never
   ``s3://b/team-evil/``; scheme and bucket compare case-insensitively;
@@ -64,6 +67,9 @@ from lading_spec import sparkconf
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _CUT = re.compile(r"[{*?\[]")
+# The URI fields whose placeholders the job fills (lading_spec.templates): a CopyJob's
+# destination. Every other URI is used as written, braces included.
+TEMPLATE_FIELDS = frozenset({"spec.to.files"})
 
 
 class PolicyError(ValueError):
@@ -213,7 +219,7 @@ def check_uris(policy: Policy, namespace: str, uris: list[tuple[str, str]]) -> s
         return None
     prefixes = policy.prefixes_for(namespace)
     for field_path, uri in uris:
-        if not uri_allowed(uri, prefixes, namespace):
+        if not uri_allowed(uri, prefixes, namespace if field_path in TEMPLATE_FIELDS else None):
             if prefixes:
                 allowed = ", ".join(prefixes)
                 fix = f"allowed prefixes in namespace {namespace!r}: {allowed}"
@@ -223,11 +229,15 @@ def check_uris(policy: Policy, namespace: str, uris: list[tuple[str, str]]) -> s
     return None
 
 
-def uri_allowed(uri: str, prefixes: tuple[str, ...], namespace: str = "") -> bool:
-    """True when the fixed part of ``uri`` lies under one of ``prefixes`` (pure)."""
+def uri_allowed(uri: str, prefixes: tuple[str, ...], namespace: str | None = None) -> bool:
+    """True when the fixed part of ``uri`` lies under one of ``prefixes`` (pure).
+
+    ``namespace``: ``uri`` is a destination template whose ``{namespace}`` the job fills
+    with it; ``None``: the job uses ``uri`` as written, so nothing is filled in."""
     if not isinstance(uri, str) or "://" not in uri:
         return False
-    uri = uri.replace("{namespace}", namespace)
+    if namespace is not None:
+        uri = uri.replace("{namespace}", namespace)
     if _has_dot_segment(_expand_sample(uri)):
         return False
     fixed = _CUT.split(uri, maxsplit=1)[0]

@@ -266,7 +266,7 @@ def _target(obj: dict[str, Any]) -> Target:
         raise SpecError("to.schemaEvolution", "applies to table targets (to.table) only")
     if obj.get("files") is not None:
         files = obj["files"]
-        check_uri(files, "to.files")
+        check_uri(files, "to.files", template=True)
         check_template(files, "to.files")
         fmt = parse_format(obj.get("format", "csv"), "to.format")
         max_file_size = parse_size(obj.get("maxFileSize", DEFAULT_MAX_FILE_SIZE), "to.maxFileSize")

@@ -13,6 +13,8 @@ from lading_spec.errors import SpecError
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 KNOWN = "{run_time:<strftime format>} (UTC), {run_id}, {name}, {namespace}"
+# A placeholder lading fills, spelled where it is not filled (any URI but to.files).
+FILLED_ONLY_IN_TO_FILES = re.compile(r"\{(?:run_time(?::[^{}]*)?|run_id|name|namespace)\}")
 
 
 def resolve_destination(

@@ -5,12 +5,17 @@ from __future__ import annotations
 from urllib.parse import urlparse, urlsplit
 
 from lading_spec.errors import SpecError
+from lading_spec.templates import FILLED_ONLY_IN_TO_FILES
 
 SCHEMES = ("s3", "file")
 
 
-def check_uri(value: object, field: str, *, allow_glob: bool = False) -> str:
-    """Return ``value`` if it is an ``s3://`` or ``file://`` URI, else raise naming ``field``."""
+def check_uri(value: object, field: str, *, allow_glob: bool = False, template: bool = False) -> str:
+    """Return ``value`` if it is an ``s3://`` or ``file://`` URI, else raise naming ``field``.
+
+    Only a destination ``template`` (``to.files``) has its placeholders filled; anywhere
+    else ``{namespace}`` would be a literal directory every namespace shares (and the
+    user meant their own), so a placeholder there is refused."""
     if not isinstance(value, str) or not value:
         raise SpecError(field, f"expected an s3:// or file:// URI, got {value!r}")
     parsed = urlparse(value)
@@ -20,6 +25,9 @@ def check_uri(value: object, field: str, *, allow_glob: bool = False) -> str:
         raise SpecError(field, f"{value!r} has no valid bucket name (s3://bucket/prefix/)")
     if parsed.scheme == "file" and (parsed.netloc or not parsed.path.startswith("/")):
         raise SpecError(field, f"{value!r} must be an absolute file:///path (three slashes)")
+    if not template and (m := FILLED_ONLY_IN_TO_FILES.search(value)):
+        raise SpecError(field, f"{value!r} holds the placeholder {m.group(0)}, which lading fills only in "
+                               "to.files; write this URI out in full")
     if not allow_glob and any(c in value for c in "*?["):
         raise SpecError(field, f"{value!r} must not contain glob characters here")
     return value

@@ -149,10 +149,10 @@ def test_policy_is_mounted_and_reads_back_as_the_values_say(tmp_path: Path) -> N
     local = tmp_path / path.name
     local.write_text(cm["data"][path.relative_to(mount["mountPath"]).as_posix()])
     policy = pol.load_policy(str(local))
-    assert pol.check_uris(policy, "team-a", [("to.files", "s3://lake-a/x/")]) is None
-    assert pol.check_uris(policy, "team-a", [("to.files", "s3://exports/team-a/x/")]) is not None
-    assert pol.check_uris(policy, "team-b", [("to.files", "s3://exports/team-b/x/")]) is None
-    assert pol.check_uris(policy, "team-b", [("to.files", "s3://exports/team-a/x/")]) is not None
+    assert pol.check_uris(policy, "team-a", [("spec.to.files", "s3://lake-a/x/")]) is None
+    assert pol.check_uris(policy, "team-a", [("spec.to.files", "s3://exports/team-a/x/")]) is not None
+    assert pol.check_uris(policy, "team-b", [("spec.to.files", "s3://exports/team-b/x/")]) is None
+    assert pol.check_uris(policy, "team-b", [("spec.to.files", "s3://exports/team-a/x/")]) is not None
     # the checksum restarts the operator when the policy changes
     assert "checksum/policy" in dep["spec"]["template"]["metadata"]["annotations"]
     changed = helm.EVERYTHING | {"policy": {"enabled": True, "allowedPrefixes": {"default": ["s3://z/"]}}}

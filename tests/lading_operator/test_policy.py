@@ -27,7 +27,7 @@ def policy(tmp_path: Path) -> pol.Policy:
 def test_no_policy_file_allows_everything() -> None:
     p = pol.load_policy(None)
     assert not p.enabled
-    assert pol.check_uris(p, "any", [("to.files", "s3://anything/at/all/")]) is None
+    assert pol.check_uris(p, "any", [("spec.to.files", "s3://anything/at/all/")]) is None
     assert pol.load_policy("").enabled is False
 
 
@@ -73,7 +73,7 @@ def test_no_policy_file_allows_everything() -> None:
     ],
 )
 def test_check_uris(policy: pol.Policy, namespace: str, uri: str, allowed: bool) -> None:
-    error = pol.check_uris(policy, namespace, [("to.files", uri)])
+    error = pol.check_uris(policy, namespace, [("spec.to.files", uri)])
     assert (error is None) is allowed, error
 
 
@@ -81,10 +81,10 @@ def test_error_names_field_uri_and_prefixes(policy: pol.Policy) -> None:
     error = pol.check_uris(
         policy,
         "analytics",
-        [("from.files.uri", "s3://lake/in/"), ("to.files", "s3://elsewhere/out/")],
+        [("from.files.uri", "s3://lake/in/"), ("spec.to.files", "s3://elsewhere/out/")],
     )
     assert error is not None
-    assert error.startswith("to.files: ")
+    assert error.startswith("spec.to.files: ")
     assert "s3://elsewhere/out/" in error
     assert "s3://lake/" in error and "file:///data/analytics" in error
     assert "analytics" in error
@@ -104,8 +104,8 @@ def test_missing_default_denies_unlisted_namespaces(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text("allowedPrefixes:\n  namespaces:\n    a: ['s3://a/']\n")
     p = pol.load_policy(str(path))
-    assert pol.check_uris(p, "a", [("to.files", "s3://a/x")]) is None
-    assert pol.check_uris(p, "b", [("to.files", "s3://a/x")]) is not None
+    assert pol.check_uris(p, "a", [("spec.to.files", "s3://a/x")]) is None
+    assert pol.check_uris(p, "b", [("spec.to.files", "s3://a/x")]) is not None
 
 
 @pytest.mark.parametrize(
@@ -143,7 +143,7 @@ def test_empty_policy_file_is_enabled_and_denies(tmp_path: Path) -> None:
     path.write_text("")
     p = pol.load_policy(str(path))
     assert p.enabled
-    assert pol.check_uris(p, "x", [("to.files", "s3://a/")]) is not None
+    assert pol.check_uris(p, "x", [("spec.to.files", "s3://a/")]) is not None
 
 
 # --- images, ServiceAccounts and Spark properties (issue 14.3, issue 9.7) ---------------------
@@ -288,3 +288,16 @@ def test_the_installations_image_and_account_are_the_defaults_the_policy_allows(
     assert "registry.example.com/data/lading:0.1.0" in error  # the allowed list names the installation's
     error = controller.check_policy("pinned", [], {"serviceAccount": ACCOUNT})
     assert error is not None and "'lading-jobs'" in error
+
+
+@pytest.mark.parametrize("field_path", [
+    "spec.from.files", "spec.from.table", "spec.to.table", "spec.from.fileList[0]", "spec.from.inputs[0].files",
+    "spec.rejectedRows", "spec.table", "spec.source.files.uri", "spec.target.table", "spec.deadLetter",
+])
+def test_namespace_is_filled_only_where_the_job_fills_it(policy: pol.Policy, field_path: str) -> None:
+    # The job uses these URIs as written: a literal {namespace} directory is one place every
+    # tenant shares, outside each tenant's own prefix.
+    for namespace in ("team-a", "team-b"):
+        error = pol.check_uris(policy, namespace, [(field_path, "s3://shared/{namespace}/x/")])
+        assert error is not None and error.startswith(f"{field_path}: "), error
+    assert pol.check_uris(policy, "team-a", [("spec.to.files", "s3://shared/{namespace}/x/")]) is None
