@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -35,11 +36,26 @@ as kubectl reads it. Exit code 0: rendered; 1: FILE holds nothing to render;
 """
 
 
+# Strings that some YAML reader takes for a number: PyYAML follows YAML 1.1 and leaves
+# ``07460811`` (not octal there), ``1_000`` or ``0o17`` plain, but Go's YAML (kubectl, Flux,
+# Argo CD) reads them as numbers, and a label value that is a number is refused.
+_NUMBER_LIKE = re.compile(r"[-+]?(\.?[0-9]|\.(inf|Inf|INF|nan|NaN|NAN)\Z)")
+
+
 class _PlainDumper(yaml.SafeDumper):
-    """Writes every value out in full: no ``&id001`` anchors, which GitOps diffs would show."""
+    """Writes every value out in full: no ``&id001`` anchors, which GitOps diffs would show;
+    a string that any YAML reader could take for a number is quoted."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+
+def _string(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "'" if _NUMBER_LIKE.match(data) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_PlainDumper.add_representer(str, _string)
 
 
 def _run_time(text: str | None) -> dt.datetime:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
+from harness.admission import crd_check_binary
+from harness.fixtures import UPSTREAM_CRDS
 from lading_operator import render_cli
 
 MANIFEST = """\
@@ -133,3 +136,33 @@ def test_renders_the_compaction_example(capsys: pytest.CaptureFixture[str]) -> N
     assert app["metadata"]["name"] == f"{name}-compaction-20260101020000-1"  # the next nightly slot
     assert app["metadata"]["labels"]["lading.io/kind"] == "Compaction"
     assert '"kind":"Compaction"' in app["spec"]["arguments"][1] and '"schedule"' not in app["spec"]["arguments"][1]
+
+
+@pytest.mark.parametrize("text", ["07460811", "00499814", "1_000", "0o17", "0x1F", "+5", "-.5", ".inf", "1e3", "12"])
+def test_number_like_strings_are_quoted(text: str) -> None:
+    # PyYAML (YAML 1.1) leaves e.g. 07460811 plain; Go's YAML reads it as a number, and
+    # Kubernetes refuses a label value that is not a string.
+    out = yaml.dump({"v": text}, Dumper=render_cli._PlainDumper)
+    assert out == f"v: '{text}'\n"
+    assert yaml.safe_load(out) == {"v": text}
+
+
+def test_a_run_id_of_digits_stays_a_string_label(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "job.yaml"  # job232's one-shot run id is 00499814
+    path.write_text(MANIFEST.split("---\n")[1].replace("name: once", "name: job232"))
+    assert render_cli.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "lading.io/run-id: '00499814'" in out
+
+
+def test_the_printed_yaml_is_what_the_api_server_admits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Through the real API server's decoding (Go's YAML) and the upstream SparkApplication CRD.
+    path = tmp_path / "job.yaml"
+    path.write_text(MANIFEST.split("---\n")[1].replace("name: once", "name: job232"))
+    assert render_cli.main([str(path)]) == 0
+    app = tmp_path / "app.yaml"
+    app.write_text(capsys.readouterr().out.replace("uid: ''", "uid: 6f1c8c52-5b0e-4c4e-9a55-2f7d0d3c9e11"))
+    upstream = [p for p in UPSTREAM_CRDS if p.exists()][:1]
+    checked = subprocess.run([crd_check_binary(), "--crd", *map(str, upstream), str(app)],
+                             capture_output=True, text=True, timeout=120, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
