@@ -287,15 +287,32 @@ def _has_dot_segment(uri: str) -> bool:
     return any(seg in (".", "..") for text in (path, unquote(path)) for seg in text.split("/"))
 
 
+# What may follow a repository: a tag (and a digest), or a digest (the distribution spec's grammar).
+_TAG = re.compile(r"[\w][\w.-]{0,127}(@[a-z0-9]+(?:[+._-][a-z0-9]+)*:[A-Za-z0-9=_-]+)?\Z")
+_DIGEST = re.compile(r"[a-z0-9]+(?:[+._-][a-z0-9]+)*:[A-Za-z0-9=_-]+\Z")
+
+
 def image_allowed(image: str, entries: tuple[str, ...]) -> bool:
-    """An entry ending in ``/``, ``:`` or ``@`` is a prefix; one without a tag or digest allows that
-    repository with any tag or digest; otherwise the reference must match exactly."""
+    """An entry ending in ``/`` is a prefix; one ending in ``:`` or ``@``, or naming a repository
+    without a tag or digest, allows that repository with any tag or digest; otherwise the
+    reference must match exactly. What follows a repository must read as a tag or digest:
+    ``python`` (or ``python:``) does not allow ``python:5000/evil/miner``, an image of another
+    registry (host ``python``, port 5000)."""
     for entry in entries:
-        if entry.endswith(("/", ":", "@")):
+        if entry.endswith("/"):
             if image.startswith(entry):
                 return True
-        elif image == entry or (_bare_repository(entry) and image.startswith((entry + ":", entry + "@"))):
+        elif image == entry:
             return True
+        elif entry.endswith((":", "@")) or _bare_repository(entry):
+            repository, rest = entry.rstrip(":@"), image[len(entry.rstrip(":@")) + 1:]
+            separator = image[len(repository):len(repository) + 1]
+            if not image.startswith(repository) or separator not in (":", "@"):
+                continue
+            if (separator, entry[-1]) in ((":", "@"), ("@", ":")):  # an '@' entry takes no tag, ':' no digest
+                continue
+            if (_TAG if separator == ":" else _DIGEST).match(rest):
+                return True
     return False
 
 

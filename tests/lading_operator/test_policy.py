@@ -301,3 +301,25 @@ def test_namespace_is_filled_only_where_the_job_fills_it(policy: pol.Policy, fie
         error = pol.check_uris(policy, namespace, [(field_path, "s3://shared/{namespace}/x/")])
         assert error is not None and error.startswith(f"{field_path}: "), error
     assert pol.check_uris(policy, "team-a", [("spec.to.files", "s3://shared/{namespace}/x/")]) is None
+
+
+@pytest.mark.parametrize(("entry", "image", "allowed"), [
+    ("python", "python:3.12", True),
+    ("python", "python@sha256:0123abcd", True),
+    ("python", "python", True),
+    ("python", "python:5000/evil/miner:latest", False),  # host "python", port 5000: another registry
+    ("python", "python:3.12/evil", False),
+    ("registry.corp", "registry.corp:8443/other-team/app:1", False),
+    ("registry.corp/team/app", "registry.corp/team/app:1.2-rc_3", True),
+    ("registry.corp/team/app", "registry.corp/team/app:1@sha256:ffee", True),
+    ("registry.corp/team/app", "registry.corp/team/app:1/x", False),
+    ("registry.corp/team/app:", "registry.corp/team/app:7", True),
+    ("registry.corp/team/app:", "registry.corp/team/app:7/x:1", False),
+    ("registry.corp/team/app@", "registry.corp/team/app@sha256:00ff", True),
+    ("registry.corp/team/app@", "registry.corp/team/app@sha256:00ff/x", False),
+    ("registry.corp/team/", "registry.corp/team/any/depth:1", True),
+    ("registry.corp/team/app:1", "registry.corp/team/app:1", True),
+    ("registry.corp/team/app:1", "registry.corp/team/app:10", False),
+])
+def test_what_follows_a_repository_entry_must_be_a_tag_or_digest(entry: str, image: str, allowed: bool) -> None:
+    assert pol.image_allowed(image, (entry,)) is allowed
