@@ -14,11 +14,17 @@ restart (continuous). Its transitions, composed into every policy's table::
       │ └ wait (a condition says ┤        why: create refused, name taken, not started)
       └──────── cancel ──────────┴──▶ Cancelling
     Submitted, Running ── spec invalid ──▶ Failed
+
+A run moves the data its first attempt's spec says: a spec change while it is
+under way does not reach it (its SparkApplication carries the job document it
+started with), and a failed attempt is not retried with a spec the run did not
+start with (:func:`spec_changed_under_way`): the run fails, saying so.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -104,7 +110,34 @@ def submit(ctx: Ctx, plan: Plan, run_id: str, run_time: dt.datetime, attempt: in
     fields.update(extra or {})
     message = f"run {run_id} attempt {attempt}: submitted SparkApplication {app['metadata']['name']}"
     plan.requeue_after = FOLLOW_INTERVAL
-    return ctx.transition(plan, trigger, reason, message, **fields)
+    ctx.transition(plan, trigger, reason, message, **fields)
+    if attempt == 1:  # a new run runs the current spec: no change of it is ignored
+        plan.status["conditions"] = st.without(plan.status["conditions"], st.IGNORED)
+    return plan
+
+
+def started_job_spec(app: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The job spec a SparkApplication was rendered with (its ``--job`` document), if readable."""
+    arguments = ((app or {}).get("spec") or {}).get("arguments") or []
+    for flag, value in zip(arguments, arguments[1:], strict=False):
+        if flag == "--job" and isinstance(value, str):
+            try:
+                spec = json.loads(value).get("spec")
+            except (ValueError, AttributeError):
+                return None
+            return spec if isinstance(spec, dict) else None
+    return None
+
+
+def spec_changed_under_way(ctx: Ctx) -> bool:
+    """The job part of the spec (what data moves; not the operator's fields such as ``spark``
+    or ``backoffLimit``) differs from what the current run's SparkApplication started with;
+    without the application to look at, whether a change was recorded as ignored."""
+    started = started_job_spec(ctx.obs.app)
+    if started is None:
+        return any(c.get("type") == st.IGNORED and c.get("status") == "True"
+                   for c in ctx.status.get("conditions") or [] if isinstance(c, Mapping))
+    return started != json.loads(json.dumps(render.job_spec(ctx.spec, ctx.kind.operator_fields)))
 
 
 # --- ending ------------------------------------------------------------------------------
@@ -139,6 +172,12 @@ def failed_or_retry(ctx: Ctx, error: str, final_reason: str) -> Plan:
     plan = Plan()
     attempts = int(ctx.status.get("attempts") or 1)
     limit = ctx.int_field("backoffLimit", DEFAULT_BACKOFF_LIMIT) or 0
+    if attempts <= limit and ctx.policy.style != "continuous" and spec_changed_under_way(ctx):
+        message = (f"attempt {attempts} failed: {error}; not retried: the spec changed (generation "
+                   f"{ctx.generation}) while run {ctx.status.get('runId')} was under way, and a retry would "
+                   "run a spec the run did not start with")
+        trigger = Trigger.DRIVER_LOST if final_reason == "DriverLost" else Trigger.FAILED
+        return end_run(ctx, plan, RunEnd(trigger, Phase.FAILED, final_reason, message, None, error, "Warning"))
     if attempts <= limit:
         plan = submit(ctx, plan, str(ctx.status["runId"]), ctx.policy.run_time(ctx), attempts + 1, Trigger.RETRY,
                       "Retrying", extra={"response": {"error": error, "rows": None, "cancelled": None}})

@@ -13,6 +13,8 @@ from :mod:`lading_operator.lifecycle`. The dispatch::
 
     terminal ───────────────────▶ ttlSecondsAfterFinished; a later spec change is
                                   recorded and answered with SpecChangeIgnored
+    a spec change during a run ─▶ the run goes on with its own spec; one-shot:
+                                  SpecChangeIgnored, scheduled: SpecChangeDeferred
     invalid spec ───────────────▶ Failed (InvalidSpec | Forbidden); runs once fixed
     kind parked ────────────────▶ Pending (EngineNotAvailable)
     spec.cancel ────────────────▶ Cancelling ─▶ Cancelled
@@ -39,7 +41,8 @@ from lading_operator.triggers import scheduled
 from lading_spec.errors import SpecError
 
 NEVER_RAN = ("InvalidSpec", "Forbidden")   # Failed reasons of a spec that never ran: a fix runs it
-IGNORED = "SpecChangeIgnored"
+IGNORED = st.IGNORED
+DEFERRED = "SpecChangeDeferred"
 LIMITS = ("activeDeadlineSeconds", "backoffLimit", "ttlSecondsAfterFinished", "startingDeadlineSeconds",
           "successfulRunsHistoryLimit", "failedRunsHistoryLimit")
 
@@ -94,6 +97,7 @@ def plan(obs: Observed, check_policy: PolicyCheck | None = None, *, kind: Kind |
                                    and not (app.get("metadata") or {}).get("deletionTimestamp")
                                    and n not in out.delete_apps)
         out.requeue_after = min(out.requeue_after or FOLLOW_INTERVAL, FOLLOW_INTERVAL)
+    _change_under_way(ctx, out)
     _record_generation(ctx, out)
     return out
 
@@ -160,6 +164,38 @@ def _terminal(ctx: Ctx, say_ignored: bool) -> Plan:
                                                       ctx.generation, ctx.now)
         plan.events.append(("Warning", IGNORED, message))
     return plan
+
+
+def _change_under_way(ctx: Ctx, out: Plan) -> None:
+    """The first pass that reads a newer generation while a run is under way says what
+    becomes of it: the run goes on with the job spec its SparkApplication started with
+    (``lifecycle.spec_changed_under_way``). A one-shot resource never runs the new one
+    (``SpecChangeIgnored``, kept once the run ends); a scheduled one runs it next time."""
+    generation = ctx.generation
+    if ctx.status.get("observedGeneration") in (None, generation) or out.delete_resource \
+            or ctx.phase not in (Phase.SUBMITTED, Phase.RUNNING) or ctx.policy.style == "continuous" \
+            or lifecycle.started_job_spec(ctx.obs.app) is None:
+        return
+    changed = lifecycle.spec_changed_under_way(ctx)
+    run = ctx.status.get("runId")
+    if ctx.policy.style == "scheduled":
+        if changed:
+            out.events.append(("Normal", DEFERRED, f"generation {generation} changed the spec while run {run} "
+                               f"is under way: that run goes on with the spec it started with; the next "
+                               f"run uses generation {generation}"))
+        return
+    conditions = out.status.get("conditions") or ctx.status.get("conditions") or []
+    if changed:
+        message = (f"spec change ignored: generation {generation} changed the spec while run {run} was under way; "
+                   f"the run goes on with the spec it started with and generation {generation} does not run "
+                   f"(this {ctx.kind.name} runs once); delete and re-create to run it")
+        out.status["conditions"] = st.ignored_change(conditions, IGNORED, message, generation, ctx.now)
+        out.events.append(("Warning", IGNORED, message))
+    elif any(c.get("type") == IGNORED for c in conditions):  # changed back to the spec that runs
+        out.status["conditions"] = st.with_generation(st.without(conditions, IGNORED), generation)
+    else:
+        return
+    out.status["observedGeneration"] = generation
 
 
 def _record_generation(ctx: Ctx, out: Plan) -> None:

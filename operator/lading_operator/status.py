@@ -9,8 +9,9 @@ Kubernetes convention and what Flux's kstatus and Argo CD read:
 - ``Failed``      True when it ended in failure.
 - ``Reconciling`` True while the operator is still working towards the goal.
 - ``Stalled``     True when it cannot progress without a change to the spec.
-- ``SpecChangeIgnored`` True on a finished one-shot resource whose spec changed
-                  afterwards: the change is recorded, not run.
+- ``SpecChangeIgnored`` True on a one-shot resource whose spec changed while its
+                  run was under way or after it finished: the change is recorded, not
+                  run. It stays through the run's phase changes; a new run clears it.
 
 Every condition carries ``observedGeneration``; ``lastTransitionTime`` only moves
 when the condition's status changes.
@@ -25,6 +26,7 @@ from typing import Any
 from lading_operator.phases import Phase
 
 CONDITION_TYPES = ("Ready", "Succeeded", "Failed", "Reconciling", "Stalled")
+IGNORED = "SpecChangeIgnored"
 
 
 def timestamp(when: dt.datetime) -> str:
@@ -87,6 +89,7 @@ def conditions(
     """
     before = {c.get("type"): c for c in previous or () if isinstance(c, Mapping)}
     out = []
+    ignored = before.get(IGNORED)
     for type_, state in _condition_states(phase, reason, scheduled, continuous).items():
         old = before.get(type_) or {}
         changed = old.get("status") != state
@@ -99,7 +102,14 @@ def conditions(
             else old["lastTransitionTime"],
             "observedGeneration": generation,
         })
+    if ignored and ignored.get("status") == "True":  # still true: the change was not run
+        out.append({**ignored, "observedGeneration": generation})
     return out
+
+
+def without(previous: Sequence[Mapping[str, Any]] | None, type_: str) -> list[dict[str, Any]]:
+    """The conditions but ``type_``."""
+    return [dict(c) for c in previous or () if isinstance(c, Mapping) and c.get("type") != type_]
 
 
 def with_generation(previous: Sequence[Mapping[str, Any]], generation: int) -> list[dict[str, Any]]:

@@ -306,3 +306,104 @@ def test_history_never_drops_a_run_under_way() -> None:
     runs = [{"runId": "a", "phase": "Running", "sparkApplication": "x"}, {"runId": "b", "phase": "Failed"}]
     kept, dropped = st.trim_history(runs, successful_limit=0, failed_limit=0)
     assert [r["runId"] for r in kept] == ["a"] and [r["runId"] for r in dropped] == ["b"]
+
+
+# --- a spec change while a run is under way ------------------------------------------------
+
+V2 = {**SPEC, "to": {"files": "s3://out/v2/", "format": "csv"}}
+
+
+class Run:
+    """Drives one resource through passes: status merge patches applied, its app observed."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.resource = job(spec)
+        first = rc.plan(rc.Observed(self.resource, now=NOW))
+        self.apply(first)
+        assert first.create is not None
+        self.app: dict[str, Any] = {**first.create, "status": {"applicationState": {"state": "RUNNING"}}}
+        self.apply(rc.plan(rc.Observed(self.resource, self.app, pod(None), True, NOW)))
+        assert self.resource["status"]["phase"] == "Running"
+
+    def apply(self, plan: rc.Plan) -> rc.Plan:
+        merged = {**self.resource["status"], **plan.status}
+        self.resource["status"] = {k: v for k, v in merged.items() if v is not None}
+        return plan
+
+    def edit(self, spec: dict[str, Any]) -> rc.Plan:
+        self.resource["spec"] = dict(spec)
+        self.resource["metadata"]["generation"] += 1
+        return self.apply(rc.plan(rc.Observed(self.resource, self.app, pod(None), True, NOW)))
+
+    def ends(self, state: str, message: str) -> rc.Plan:
+        self.app["status"]["applicationState"]["state"] = state
+        return self.apply(rc.plan(rc.Observed(self.resource, self.app, pod(message), True, NOW)))
+
+    def condition(self, type_: str) -> dict[str, Any] | None:
+        return next((c for c in self.resource["status"]["conditions"] if c["type"] == type_), None)
+
+
+def test_a_one_shot_run_goes_on_with_its_spec_and_says_the_change_is_ignored() -> None:
+    run = Run(SPEC)
+    edited = run.edit(V2)
+    ignored = run.condition("SpecChangeIgnored")
+    assert ignored is not None and ignored["status"] == "True" and ignored["observedGeneration"] == 2
+    assert "generation 2" in ignored["message"] and "delete and re-create" in ignored["message"]
+    assert [e[:2] for e in edited.events] == [("Warning", "SpecChangeIgnored")]
+    assert edited.create is None and not edited.delete_apps
+    ended = run.ends("COMPLETED", '{"rows": 1, "destination": "s3://out/x/"}')
+    assert ended.phase == "Succeeded" and run.resource["status"]["output"]["destination"] == "s3://out/x/"
+    # The run's end keeps saying that generation 2 did not run.
+    ignored = run.condition("SpecChangeIgnored")
+    assert ignored is not None and ignored["status"] == "True" and ignored["observedGeneration"] == 2
+    later = run.apply(rc.plan(rc.Observed(run.resource, now=NOW)))
+    assert not later.status and not later.events
+
+
+def test_a_retry_never_runs_a_spec_the_run_did_not_start_with() -> None:
+    run = Run({**SPEC, "backoffLimit": 2})
+    run.edit({**V2, "backoffLimit": 2})
+    ended = run.ends("FAILED", '{"error": "boom"}')
+    assert ended.phase == "Failed" and ended.create is None
+    assert run.resource["status"]["response"]["error"] == "boom"  # the job's own error
+    assert "not retried" in next(c for c in run.resource["status"]["conditions"] if c["type"] == "Ready")["message"]
+    assert run.condition("SpecChangeIgnored") is not None
+
+
+def test_a_change_of_operator_fields_only_is_taken_and_retried() -> None:
+    run = Run({**SPEC, "backoffLimit": 1})
+    edited = run.edit({**SPEC, "backoffLimit": 2, "spark": {"driver": {"memory": "2g"}}})
+    assert run.condition("SpecChangeIgnored") is None and not edited.events
+    assert run.resource["status"]["observedGeneration"] == 2
+    retried = run.ends("FAILED", '{"error": "boom"}')
+    assert retried.phase == "Submitted" and retried.create is not None and retried.status["attempts"] == 2
+
+
+def test_changing_the_spec_back_clears_the_condition() -> None:
+    run = Run(SPEC)
+    run.edit(V2)
+    assert run.condition("SpecChangeIgnored") is not None
+    run.edit(SPEC)
+    assert run.condition("SpecChangeIgnored") is None and run.resource["status"]["observedGeneration"] == 3
+
+
+def test_a_scheduled_run_goes_on_and_the_next_run_takes_the_change() -> None:
+    at = dt.datetime(2026, 1, 1, 11, 30, 2, tzinfo=dt.UTC)
+    spec, edited = {**SPEC, "schedule": "*/30 * * * *"}, {**V2, "schedule": "*/30 * * * *"}
+    early = rc.plan(rc.Observed(job(spec), now=at - dt.timedelta(minutes=20)))
+    due = rc.plan(rc.Observed(job(spec, early.status), now=at))
+    assert due.create is not None
+    started = {**due.create, "status": {"applicationState": {"state": "RUNNING"}}}
+    status = {**early.status, **due.status, "phase": "Running"}
+    plan = rc.plan(rc.Observed(job(edited, status, generation=2), started, pod(None), True, at))
+    assert [e[:2] for e in plan.events] == [("Normal", "SpecChangeDeferred")]
+    assert all(c["type"] != "SpecChangeIgnored" for c in plan.status.get("conditions") or [])
+    # A failed attempt of that run is not retried with the new spec; the next run takes it.
+    failed = {**started, "status": {"applicationState": {"state": "FAILED"}}}
+    retry = rc.plan(rc.Observed(job({**edited, "backoffLimit": 1}, {**status, **plan.status}, generation=3),
+                                failed, pod('{"error": "boom"}'), True, at))
+    assert retry.create is None and retry.status["response"]["error"] == "boom"
+    assert any("not retried" in e[2] for e in retry.events), retry.events
+    nxt = rc.plan(rc.Observed(job(edited, {**status, **plan.status, **retry.status}, generation=3),
+                              now=at + dt.timedelta(minutes=30)))
+    assert nxt.create is not None and "s3://out/v2/" in nxt.create["spec"]["arguments"][1]

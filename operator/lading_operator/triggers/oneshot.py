@@ -13,6 +13,8 @@
 Succeeded, Failed and Cancelled are terminal: a later spec change is recorded
 (observedGeneration) and answered with ``SpecChangeIgnored``, except a spec that
 never ran (InvalidSpec, Forbidden), which runs once fixed (Failed ─resume─▶ Pending).
+A change while the run is under way is answered the same way (``reconcile``): the
+run goes on with the spec it started with.
 """
 
 from __future__ import annotations
