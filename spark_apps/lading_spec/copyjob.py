@@ -8,6 +8,7 @@ reads ``from.files``). Every error names its field.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -109,6 +110,10 @@ class Target:
     @property
     def kind(self) -> Literal["files", "table"]:
         return "files" if self.files is not None else "table"
+
+
+# connection.region (it becomes AWS_REGION): a region name, as the CRD's pattern.
+REGION = re.compile(r"^[a-z0-9-]{1,63}$")
 
 
 @dataclass(frozen=True)
@@ -323,7 +328,11 @@ def _connection(obj: dict[str, Any]) -> Connection:
     endpoint = obj.get("endpoint")
     if endpoint is not None:
         check_endpoint(endpoint, "connection.endpoint")
-    return Connection(secret_name=secret.get("name"), endpoint=endpoint, region=obj.get("region"))
+    region = obj.get("region")
+    if region is not None and (not isinstance(region, str) or not REGION.fullmatch(region)):
+        raise SpecError("connection.region", f"expected an S3 region name such as us-east-1 (lower-case letters, "
+                                             f"digits and '-', at most 63), got {region!r}")
+    return Connection(secret_name=secret.get("name"), endpoint=endpoint, region=region)
 
 
 def _load(obj: dict[str, Any], is_load: bool) -> LoadOptions:

@@ -40,9 +40,40 @@ DEFAULT_LATE_ARRIVAL = 3600.0
 _DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h))+$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-# Consumer properties that carry credentials: they belong in the Secret.
-SECRET_CONSUMER_PROPERTIES = ("sasl.jaas.config", "ssl.keystore.password", "ssl.key.password",
-                              "ssl.truststore.password", "sasl.password", "ssl.keystore.key")
+# source.kafka.consumer: librdkafka has about 150 properties, and some of them run a program
+# (sasl.kerberos.kinit.cmd), load a library (plugin.library.paths, ssl.engine.location, ssl.providers),
+# reach a URL nobody validated (sasl.oauthbearer.token.endpoint.url) or carry a credential. A list of
+# bad keys would miss the next one, so the spec may set only these: where and how to connect (the
+# protocol and SASL mechanism, TLS verification), and timeouts, fetch sizes and other tuning. The CRD
+# (crds/streamcopies.lading.io.yaml) holds the same list; docs/streamcopy.md lists it for users.
+CONSUMER_PROPERTIES = frozenset({
+    "client.id", "client.rack", "group.id", "security.protocol", "sasl.mechanism", "sasl.mechanisms",
+    "ssl.ca.location", "ssl.endpoint.identification.algorithm", "enable.ssl.certificate.verification",
+    "ssl.cipher.suites", "ssl.curves.list", "ssl.sigalgs.list",
+    "socket.timeout.ms", "socket.keepalive.enable", "socket.nagle.disable", "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes", "socket.connection.setup.timeout.ms", "connections.max.idle.ms",
+    "reconnect.backoff.ms", "reconnect.backoff.max.ms", "retry.backoff.ms", "retry.backoff.max.ms",
+    "broker.address.family", "broker.address.ttl", "client.dns.lookup", "metadata.max.age.ms",
+    "topic.metadata.refresh.interval.ms", "topic.metadata.refresh.fast.interval.ms", "topic.metadata.refresh.sparse",
+    "api.version.request.timeout.ms", "message.max.bytes", "receive.message.max.bytes",
+    "fetch.wait.max.ms", "fetch.min.bytes", "fetch.max.bytes", "fetch.message.max.bytes", "max.partition.fetch.bytes",
+    "fetch.error.backoff.ms", "fetch.queue.backoff.ms", "queued.min.messages", "queued.max.messages.kbytes",
+    "isolation.level", "check.crcs", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
+})
+# A property whose name says it carries a credential (a password, secret, key, certificate or
+# keystore, JAAS login, token): it belongs in the Secret named by source.kafka.secretRef.
+CREDENTIAL_PROPERTY = re.compile(r"password|secret|\.pem|key|jaas|token|credentials", re.I)
+CREDENTIAL_PROPERTIES = ("sasl.username", "sasl.password", "sasl.oauthbearer.config")
+# Properties that run a program, load code, reach an address or take an identity lading does not
+# validate, or replace lading's brokers: refused in the spec *and* in the credentials Secret (the
+# Spark app checks the Secret's keys, lading_jobs.stream.kafka.consumer_config).
+ESCAPE_PROPERTY = re.compile(r"url|cmd|command|plugin|interceptor|engine|provider|librar|kerberos|unsecure"
+                             r"|metadata\.authentication|assertion", re.I)
+BROKER_PROPERTIES = ("bootstrap.servers", "metadata.broker.list")
+# Set by lading on every consumer (offsets live in the table, never in the consumer group).
+LADING_CONSUMER_PROPERTIES = ("enable.auto.commit", "auto.commit.enable", "enable.auto.offset.store",
+                              "auto.offset.reset", "enable.partition.eof")
+SECRET_HINT = "put it in the Secret named by source.kafka.secretRef (one key per property)"
 # Where the Kafka credentials Secret (source.kafka.secretRef) is mounted in the driver and
 # executor pods, one file per consumer property (the operator renders the mount, the engine reads it).
 KAFKA_PROPERTIES_DIR = "/etc/lading/kafka"
@@ -134,6 +165,43 @@ def _starting_offsets(value: Any, path: str) -> str | dict[str, dict[str, int]]:
     raise SpecError(path, f"got {value!r}; accepted: earliest, latest, or a JSON object of offsets per topic and partition")
 
 
+def is_credential_property(key: str) -> bool:
+    """Whether the consumer property ``key`` carries a credential (it belongs in the Secret)."""
+    return key in CREDENTIAL_PROPERTIES or bool(CREDENTIAL_PROPERTY.search(key))
+
+
+def escape_property_error(key: str) -> str | None:
+    """Why the consumer property ``key`` may come from neither the spec nor the Secret, or ``None``.
+
+    These would let a tenant escape what lading validates: other brokers than
+    ``source.kafka.bootstrapServers``, a program or library to run, a URL or
+    identity to use. The Spark app applies this to the Secret's keys too.
+    """
+    if key.lower() in BROKER_PROPERTIES:
+        return "never allowed here: lading connects to source.kafka.bootstrapServers; list the brokers there"
+    if ESCAPE_PROPERTY.search(key):
+        return ("never allowed: this property runs a program, loads a library or reaches an address or identity "
+                "that lading does not validate (Kerberos kinit, plugins, OpenSSL engines and providers, "
+                "OAUTHBEARER token endpoints and metadata services, unsecured JWTs)")
+    return None
+
+
+def consumer_property_error(key: str) -> str | None:
+    """Why ``key`` may not be set in ``source.kafka.consumer`` (and what to do instead), or ``None``."""
+    why = escape_property_error(key)
+    if why:
+        return why
+    if is_credential_property(key):
+        return f"credentials do not belong in the spec: {SECRET_HINT}"
+    if key in LADING_CONSUMER_PROPERTIES:
+        return "lading sets this property itself (offsets are kept in the table, never in the consumer group)"
+    if key not in CONSUMER_PROPERTIES:
+        return ("not a consumer property lading accepts here: the spec may set the protocol and SASL mechanism, "
+                "TLS verification, timeouts and fetch sizes (the list: CONSUMER_PROPERTIES, docs/streamcopy.md); "
+                f"a credential? {SECRET_HINT}")
+    return None
+
+
 def _kafka(obj: dict[str, Any]) -> KafkaSource:
     path = "source.kafka"
     _only(obj, path, ("bootstrapServers", "topics", "startingOffsets", "valueFormat", "failOnDataLoss", "consumer",
@@ -155,9 +223,9 @@ def _kafka(obj: dict[str, Any]) -> KafkaSource:
         raise SpecError(f"{path}.valueFormat", f"got {value_format!r}; accepted: json, raw")
     consumer = _mapping(obj.get("consumer"), f"{path}.consumer")
     for key, val in consumer.items():
-        if key in SECRET_CONSUMER_PROPERTIES:
-            raise SpecError(f"{path}.consumer.{key}",
-                            "credentials do not belong in the spec: put them in the Secret named by source.kafka.secretRef")
+        why = consumer_property_error(str(key))
+        if why:
+            raise SpecError(f"{path}.consumer.{key}", why)
         if not isinstance(val, str):
             raise SpecError(f"{path}.consumer.{key}", f"values are strings; quote {val!r}")
     secret = _mapping(obj.get("secretRef"), f"{path}.secretRef")

@@ -46,6 +46,14 @@ def field_errors(kind: str, spec: dict[str, Any], field: str, tmp_path: Path) ->
     ("http://minio:9000/?x=1", True),
     ("http://minio:9000#x", True),
     ("minio:9000", True),
+    ("http://minio:99999", True),
+    ("http://minio:65536", True),
+    ("http://minio:65535", False),
+    ("http://minio:0080/base", False),
+    ("http://minio:123456789012345678901234567890", True),
+    ("http://minio:abc", True),
+    ("http://[::1]:9000", False),
+    ("http://[::1]:70000", True),
 ])
 def test_endpoint_admission(kind: str, endpoint: str, refused: bool, tmp_path: Path) -> None:
     spec = {**SPECS[kind], "connection": {"endpoint": endpoint}}
@@ -68,6 +76,16 @@ def test_endpoint_admission(kind: str, endpoint: str, refused: bool, tmp_path: P
     ("spark.executor.instances", True),
     ("spark.kubernetes.namespace=kube-system#", True),  # '=' would split into another key
     ("hive.metastore.uris", True),
+    ("spark.kubernetes.driverEnv.AWS_SECRET_ACCESS_KEY", True),
+    ("spark.executorEnv.LD_PRELOAD", True),
+    ("spark.executorEnv.ld_preload", True),
+    ("spark.kubernetes.driverEnv.JAVA_TOOL_OPTIONS", True),
+    ("spark.executorEnv.PATH", True),
+    ("spark.executorEnv.TZ", False),  # the policy decides, not admission
+    ("spark.Hadoop.fs.s3a.access.key", True),
+    ("spark.HADOOP.fs.s3a.secret.key", True),
+    ("spark.Kubernetes.Namespace", True),
+    ("spark.kubernetes.driver.PodTemplateFile", True),
 ])
 def test_spark_conf_admission(kind: str, key: str, refused: bool, tmp_path: Path) -> None:
     spec = {**SPECS[kind], "spark": {"sparkConf": {key: "x"}}}
@@ -83,7 +101,141 @@ def test_crd_rule_lists_what_lading_spec_never_allows() -> None:
         crd = yaml.safe_load((REPO / "crds" / f"{plural}.lading.io.yaml").read_text())
         spark = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["spark"]
         rules = " ".join(r["rule"] for r in spark["properties"]["sparkConf"]["x-kubernetes-validations"])
-        for pattern, _ in sparkconf.NEVER:
-            assert f"'{pattern}'" in rules, (plural, pattern)
+        for pattern, _ in sparkconf.NEVER:  # compared with k.lowerAscii(), as never_allowed lower-cases
+            assert f"'{pattern.lower()}'" in rules, (plural, pattern)
         for key in sparkconf.SPEC_FIELDS:
             assert f"'{key}'" in rules, (plural, key)
+        for name in sparkconf.DENIED_ENV:
+            assert f"|{name}|" in rules or f":{name}|" in rules or f"|{name})" in rules, (plural, name)
+
+
+def test_endpoint_admission_agrees_with_check_endpoint(tmp_path: Path) -> None:
+    """The CRD's endpoint checks and lading_spec.uris.check_endpoint accept the same ports."""
+    from lading_spec.errors import SpecError
+    from lading_spec.uris import check_endpoint
+
+    for endpoint in ("http://minio:9000", "http://minio:99999", "http://minio:65536", "http://minio:65535",
+                     "https://minio:443/base", "http://minio:abc", "http://[::1]:9000", "http://[::1]:70000"):
+        try:
+            check_endpoint(endpoint, "connection.endpoint")
+            parser_refuses = False
+        except SpecError:
+            parser_refuses = True
+        errors = field_errors("CopyJob", {**SPECS["CopyJob"], "connection": {"endpoint": endpoint}},
+                              "spec.connection.endpoint", tmp_path)
+        assert bool(errors) is parser_refuses, (endpoint, errors)
+
+
+@pytest.mark.parametrize("kind", sorted(PLURALS))
+@pytest.mark.parametrize(("region", "refused"), [
+    ("us-east-1", False),
+    ("eu-west-1", False),
+    ("auto", False),
+    ("not a region!", True),
+    ("US-EAST-1", True),
+    ("us_east_1", True),
+    ("x" * 64, True),
+    ("", True),
+    ("us-east-1\nAWS_SECRET_ACCESS_KEY=x", True),
+])
+def test_region_admission(kind: str, region: str, refused: bool, tmp_path: Path) -> None:
+    spec = {**SPECS[kind], "connection": {"region": region}}
+    errors = field_errors(kind, spec, "spec.connection.region", tmp_path)
+    assert bool(errors) is refused, errors
+
+
+@pytest.mark.parametrize("kind", sorted(PLURALS))
+@pytest.mark.parametrize(("capabilities", "field", "refused"), [
+    ({"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}, "add[0]", False),
+    ({"add": [""]}, "add[0]", True),
+    ({"drop": ["ALL", ""]}, "drop[1]", True),
+])
+def test_capabilities_admission(kind: str, capabilities: dict[str, Any], field: str, refused: bool,
+                                tmp_path: Path) -> None:
+    spec = {**SPECS[kind], "spark": {"securityContext": {"capabilities": capabilities}}}
+    errors = field_errors(kind, spec, f"spec.spark.securityContext.capabilities.{field}", tmp_path)
+    assert bool(errors) is refused, errors
+
+
+@pytest.mark.parametrize("key", [
+    "spark.kubernetes.driverEnv.AWS_SECRET_ACCESS_KEY", "spark.executorEnv.LD_PRELOAD", "spark.executorEnv.Path",
+    "spark.executorEnv.TZ", "spark.executorEnv.MY_AWS_THING", "spark.Hadoop.fs.s3a.access.key",
+    "spark.KERBEROS.principal", "spark.Master", "spark.kubernetes.namespace", "spark.sql.shuffle.partitions",
+    "spark.Executor.Memory", "spark.executor.memory", "spark.ExecutorEnv.LD_PRELOAD",
+])
+def test_spark_conf_admission_agrees_with_never_allowed(key: str, tmp_path: Path) -> None:
+    """Where the key alone decides, the CRD refuses exactly what lading_spec.sparkconf.never_allowed refuses."""
+    from lading_spec import sparkconf
+
+    errors = field_errors("CopyJob", {**SPECS["CopyJob"], "spark": {"sparkConf": {key: "x"}}},
+                          "spec.spark.sparkConf", tmp_path)
+    assert bool(errors) is (sparkconf.never_allowed(key, "x") is not None), errors
+
+
+KAFKA_SECRET = "S3CRET-oidc-client-secret"
+
+
+@pytest.mark.parametrize(("key", "message"), [
+    ("sasl.oauthbearer.client.secret", "put them in the Secret named by source.kafka.secretRef"),
+    ("ssl.key.pem", "put them in the Secret named by source.kafka.secretRef"),
+    ("ssl.certificate.pem", "put them in the Secret named by source.kafka.secretRef"),
+    ("ssl.keystore.password", "put them in the Secret named by source.kafka.secretRef"),
+    ("ssl.keystore.location", "put them in the Secret named by source.kafka.secretRef"),
+    ("ssl.key.password", "put them in the Secret named by source.kafka.secretRef"),
+    ("ssl.truststore.password", "put them in the Secret named by source.kafka.secretRef"),
+    ("sasl.jaas.config", "put them in the Secret named by source.kafka.secretRef"),
+    ("sasl.username", "put them in the Secret named by source.kafka.secretRef"),
+    ("sasl.password", "put them in the Secret named by source.kafka.secretRef"),
+    ("SASL.Password", "put them in the Secret named by source.kafka.secretRef"),
+    ("sasl.oauthbearer.config", "put them in the Secret named by source.kafka.secretRef"),
+    ("bootstrap.servers", "list the brokers there"),
+    ("metadata.broker.list", "list the brokers there"),
+    ("plugin.library.paths", "runs a program, loads a library"),
+    ("sasl.kerberos.kinit.cmd", "runs a program, loads a library"),
+    ("sasl.kerberos.principal", "runs a program, loads a library"),
+    ("ssl.engine.location", "runs a program, loads a library"),
+    ("ssl.engine.id", "runs a program, loads a library"),
+    ("ssl_engine_callback_data", "runs a program, loads a library"),
+    ("ssl.providers", "runs a program, loads a library"),
+    ("sasl.oauthbearer.token.endpoint.url", "runs a program, loads a library"),
+    ("sasl.oauthbearer.metadata.authentication.type", "runs a program, loads a library"),
+    ("enable.sasl.oauthbearer.unsecure.jwt", "runs a program, loads a library"),
+    ("enable.auto.commit", "lading sets the offset and commit properties itself"),
+    ("debug", "accepts the protocol and SASL mechanism"),
+])
+def test_kafka_consumer_admission(key: str, message: str, tmp_path: Path) -> None:
+    """Each refused consumer property is refused at admission too, with a message that says what to do,
+    and the parser refuses it as well."""
+    from lading_spec.errors import SpecError
+    from lading_spec.streamcopy import parse_streamcopy
+
+    spec = {"source": {"kafka": {"bootstrapServers": ["k:9092"], "topics": ["t"],
+                                 "consumer": {"security.protocol": "SASL_SSL", key: KAFKA_SECRET}}},
+            "target": {"table": "s3://bkt/t/"}}
+    errors = field_errors("StreamCopy", spec, "spec.source.kafka.consumer", tmp_path)
+    assert any(message in e for e in errors), errors
+    assert not any(KAFKA_SECRET in e for e in errors), errors
+    with pytest.raises(SpecError) as exc:
+        parse_streamcopy(spec)
+    assert exc.value.field == f"source.kafka.consumer.{key}"
+
+
+def test_kafka_consumer_admission_accepts_the_allow_list(tmp_path: Path) -> None:
+    """Every property of the parser's allow-list is admitted (one spec holding them all)."""
+    from lading_spec.streamcopy import CONSUMER_PROPERTIES
+
+    consumer = {key: "1" for key in sorted(CONSUMER_PROPERTIES)}
+    spec = {"source": {"kafka": {"bootstrapServers": ["k:9092"], "topics": ["t"], "consumer": consumer}},
+            "target": {"table": "s3://bkt/t/"}}
+    assert field_errors("StreamCopy", spec, "spec.source.kafka.consumer", tmp_path) == []
+
+
+def test_crd_consumer_allow_list_is_the_parsers() -> None:
+    from lading_spec.streamcopy import CONSUMER_PROPERTIES
+
+    crd = yaml.safe_load((REPO / "crds" / "streamcopies.lading.io.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    consumer = spec["properties"]["source"]["properties"]["kafka"]["properties"]["consumer"]
+    rule = next(r["rule"] for r in consumer["x-kubernetes-validations"] if r["rule"].startswith("self.all(k, k in ["))
+    listed = rule.removeprefix("self.all(k, k in [").split("]", 1)[0]
+    assert {k.strip().strip("'") for k in listed.split(",")} == set(CONSUMER_PROPERTIES)

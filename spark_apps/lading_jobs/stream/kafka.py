@@ -29,7 +29,11 @@ import numpy as np
 import pyarrow as pa
 
 from lading_jobs.stream.positions import Range, Watermarks
-from lading_spec.streamcopy import KAFKA_PROPERTIES_DIR, KAFKA_PROPERTIES_DIR_ENV
+from lading_spec.streamcopy import (
+    KAFKA_PROPERTIES_DIR,
+    KAFKA_PROPERTIES_DIR_ENV,
+    escape_property_error,
+)
 
 PROPERTIES_DIR_ENV = KAFKA_PROPERTIES_DIR_ENV
 DEFAULT_PROPERTIES_DIR = KAFKA_PROPERTIES_DIR
@@ -77,12 +81,27 @@ def translate(props: Mapping[str, str]) -> dict[str, str]:
 
 def consumer_config(bootstrap: tuple[str, ...], consumer: Mapping[str, str], group: str,
                     secret: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The properties every consumer of this stream uses (driver and tasks)."""
-    base = {"bootstrap.servers": ",".join(bootstrap), "group.id": group}
-    user = {**dict(consumer), **translate(secret if secret is not None else secret_properties())}
-    fixed = {"enable.auto.commit": "false", "enable.auto.offset.store": "false", "auto.offset.reset": "error",
-             "enable.partition.eof": "true"}
-    return {**base, **user, **fixed}
+    """The properties every consumer of this stream uses (driver and tasks).
+
+    The spec's ``consumer`` map and the Secret's properties come first, lading's own
+    last, so they always win: the brokers are ``source.kafka.bootstrapServers``, the
+    group is ``group`` and offsets are never committed or reset behind the table's
+    back. A property from either side that would run a program, load a library, reach
+    an address lading does not validate or replace the brokers
+    (:func:`lading_spec.streamcopy.escape_property_error`) is refused, naming the key
+    and where it came from, never its value.
+    """
+    from_secret = translate(secret if secret is not None else secret_properties())
+    for where, props in (("source.kafka.consumer", consumer),
+                         ("the credentials Secret (source.kafka.secretRef)", from_secret)):
+        for key in props:
+            why = escape_property_error(key)
+            if why:
+                raise KafkaError(f"{where}: property {key!r}: {why}")
+    lading = {"bootstrap.servers": ",".join(bootstrap), "group.id": group,
+              "enable.auto.commit": "false", "enable.auto.offset.store": "false", "auto.offset.reset": "error",
+              "enable.partition.eof": "true"}
+    return {**dict(consumer), **from_secret, **lading}
 
 
 def _redact(text: str, config: Mapping[str, str]) -> str:

@@ -38,3 +38,35 @@ def test_librdkafka_errors_about_the_properties_never_show_secret_values() -> No
     with pytest.raises(kf.KafkaError) as e:
         kf.open_consumer({**config, "security.protocol": "bogus hunter2-secret"})
     assert "hunter2-secret" not in str(e.value) and "source.kafka.consumer" in str(e.value)
+
+
+def test_lading_brokers_group_and_offsets_win_over_the_spec_and_the_secret() -> None:
+    config = kf.consumer_config(("b:9092",), {"group.id": "from-spec", "fetch.max.bytes": "1024"}, "lading.ns.s",
+                                {"sasl.password": "pw", "enable.auto.commit": "true", "auto.offset.reset": "latest"})
+    assert config["bootstrap.servers"] == "b:9092" and config["group.id"] == "lading.ns.s"
+    assert config["enable.auto.commit"] == "false" and config["auto.offset.reset"] == "error"
+    assert config["fetch.max.bytes"] == "1024" and config["sasl.password"] == "pw"
+
+
+@pytest.mark.parametrize("key", ["bootstrap.servers", "metadata.broker.list", "plugin.library.paths",
+                                 "sasl.kerberos.kinit.cmd", "sasl.kerberos.principal", "ssl.engine.location",
+                                 "ssl.providers", "sasl.oauthbearer.token.endpoint.url",
+                                 "sasl.oauthbearer.metadata.authentication.type",
+                                 "enable.sasl.oauthbearer.unsecure.jwt"])
+@pytest.mark.parametrize("side", ["spec", "secret"])
+def test_escapes_are_refused_from_the_spec_and_from_the_secret(key: str, side: str) -> None:
+    """The Secret is the tenant's and unvalidated: a key in it that runs a program, loads a library,
+    reaches an address or replaces the brokers stops the stream, naming the key, never the value."""
+    value = "evil.example:9092; id > /tmp/pwned"
+    consumer, secret = ({key: value}, {}) if side == "spec" else ({}, {key: value})
+    with pytest.raises(kf.KafkaError) as e:
+        kf.consumer_config(("b:9092",), consumer, "g", secret)
+    assert key in str(e.value) and value not in str(e.value)
+    assert ("secretRef" in str(e.value)) == (side == "secret")
+
+
+def test_escapes_in_the_mounted_secret_directory_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "sasl.password").write_text("pw")
+    (tmp_path / "sasl.kerberos.kinit.cmd").write_text("touch /tmp/pwned")
+    with pytest.raises(kf.KafkaError, match="sasl.kerberos.kinit.cmd"):
+        kf.consumer_config(("b:9092",), {}, "g", kf.secret_properties(str(tmp_path)))
