@@ -21,18 +21,19 @@ import fnmatch
 import os
 import re
 import shutil
+import socket
 import stat
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 import botocore.exceptions
 import pyarrow as pa
 
-from lading_spec.uris import check_endpoint
+from lading_spec.uris import check_endpoint, metadata_address
 
 STAGING_DIR = ".lading-staging"
 SINGLE_PUT = "single-put"
@@ -274,6 +275,21 @@ class _RangeReader:
         self.closed = True
 
 
+def _refuse_metadata_service(endpoint: str | None) -> None:
+    """Refuse an endpoint whose name resolves to a link-local address: the instance metadata
+    service (the spec check refuses such addresses written out; a name is only known here)."""
+    host = urlsplit(endpoint).hostname if endpoint else None
+    if not host:
+        return
+    try:
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+    except OSError:
+        return  # unresolvable: the S3 client's own error names the endpoint
+    if any(metadata_address(a) for a in addresses):
+        raise StorageError(f"the S3 endpoint {endpoint} resolves to a link-local address (the cloud's instance "
+                           "metadata service), never an S3 server: check connection.endpoint")
+
+
 class S3Storage(Storage):
     def __init__(self, settings: S3Settings | None = None) -> None:
         # boto3 is imported here, not with the module: it takes most of a Python worker's
@@ -282,6 +298,7 @@ class S3Storage(Storage):
         import botocore.config
 
         self.settings = settings or S3Settings.from_env()
+        _refuse_metadata_service(self.settings.endpoint)
         self.client = boto3.session.Session().client(
             "s3",
             endpoint_url=self.settings.endpoint,

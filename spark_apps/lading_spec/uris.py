@@ -2,12 +2,35 @@
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from urllib.parse import urlparse, urlsplit
 
 from lading_spec.errors import SpecError
 from lading_spec.templates import FILLED_ONLY_IN_TO_FILES
 
 SCHEMES = ("s3", "file")
+# The clouds' instance metadata services by name (the addresses are link-local, see
+# metadata_address): an S3 request there answers with the node's credentials.
+METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata.goog", "metadata", "instance-data",
+                            "instance-data.ec2.internal"})
+_AWS_IMDS_V6 = ipaddress.ip_address("fd00:ec2::254")
+
+
+def metadata_address(address: str) -> bool:
+    """Whether ``address`` (an IP literal in any form ``inet_aton`` reads, e.g. ``2852039166``)
+    is link-local (169.254.0.0/16, fe80::/10: where every cloud's instance metadata service
+    answers) or AWS's IPv6 metadata address; ``False`` for a name."""
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(address.strip("[]").split("%")[0])
+    except ValueError:
+        try:
+            ip = ipaddress.IPv4Address(socket.inet_aton(address))
+        except OSError:
+            return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_link_local or ip == _AWS_IMDS_V6
 
 
 def check_uri(value: object, field: str, *, allow_glob: bool = False, template: bool = False) -> str:
@@ -58,4 +81,7 @@ def check_endpoint(value: object, field: str) -> str:
         port = -1
     if not parsed.hostname or port == -1:
         raise SpecError(field, f"{value!r} has no valid host[:port]; expected e.g. http://minio:9000")
+    if parsed.hostname.rstrip(".") in METADATA_HOSTS or metadata_address(parsed.hostname):
+        raise SpecError(field, f"{value!r} is the cloud's instance metadata service (a link-local address), "
+                               "never an S3 endpoint: name the S3 server, e.g. http://minio:9000")
     return value

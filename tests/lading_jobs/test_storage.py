@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -15,7 +16,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lading_jobs.storage import LocalStorage, S3Settings, S3Storage, Storage, open_storage
+from lading_jobs.storage import (
+    LocalStorage,
+    S3Settings,
+    S3Storage,
+    Storage,
+    StorageError,
+    open_storage,
+)
 from lading_spec.errors import SpecError
 
 
@@ -147,6 +155,22 @@ def test_endpoint_with_credentials_is_refused(monkeypatch: pytest.MonkeyPatch) -
     assert S3Settings.from_env().endpoint == "http://127.0.0.1:9000"
     with pytest.raises(SpecError, match="must not carry credentials"):
         S3Settings(endpoint="http://key:secret@127.0.0.1:9000")
+
+
+def test_an_endpoint_name_that_resolves_to_the_metadata_service_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name the spec check cannot judge is resolved before the client exists. No resolver here
+    answers with a link-local address, so the DNS answer is stood in for (only that call)."""
+    real = socket.getaddrinfo
+
+    def answer(host: str, *args: Any, **kwargs: Any) -> Any:
+        if host == "s3.attacker.example":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("169.254.169.254", 0))]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", answer)
+    with pytest.raises(StorageError, match="link-local address .* check connection.endpoint"):
+        S3Storage(S3Settings(endpoint="http://s3.attacker.example:9000"))
+    S3Storage(S3Settings(endpoint="http://localhost:9000"))  # loopback (a sidecar, the tests' server) is fine
 
 
 def run_together(work: Callable[[int], None], count: int) -> None:

@@ -118,6 +118,20 @@ def test_endpoint_accepted(endpoint: str) -> None:
     assert parse_copyjob(spec).connection.endpoint == endpoint
 
 
+@pytest.mark.parametrize("endpoint", [
+    "http://169.254.169.254", "http://169.254.169.254:80/latest", "http://169.254.170.2", "http://[fd00:ec2::254]",
+    "http://[fe80::a9fe:a9fe]", "http://[::ffff:169.254.169.254]", "http://2852039166", "http://0xa9fea9fe",
+    "http://169.254.43518", "http://metadata.google.internal", "http://metadata.google.internal.",
+    "https://metadata",
+])
+def test_the_instance_metadata_service_is_never_an_endpoint(endpoint: str) -> None:
+    # An S3 GET there (path style: bucket "latest") answers with the node's credentials.
+    spec = {"from": {"query": "SELECT 1"}, "to": {"files": "s3://bkt/o/"}, "connection": {"endpoint": endpoint}}
+    with pytest.raises(SpecError) as info:
+        parse_copyjob(spec)
+    assert info.value.field == "connection.endpoint" and "instance metadata service" in info.value.message
+
+
 @pytest.mark.parametrize(("endpoint", "needle"), [
     ("http://user:secret@minio:9000", "must not carry credentials"),
     ("http://minio:9000/@x", "must not carry credentials"),
