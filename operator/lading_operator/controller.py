@@ -191,7 +191,18 @@ def observe(kind: Kind, resource: dict[str, Any], now: dt.datetime | None = None
             other_pod = _pod_of(namespace, other_app)
         others[other] = (other_app, other_pod)
     latest = progress.POLLER.latest((namespace, str(app_name))) if app is not None else None
-    return rc.Observed(resource, app, pod, checked, now, others, foreign, latest)
+    owned = None if continuous else _owned_apps(kind, namespace, str(meta.get("name") or ""), uid)
+    return rc.Observed(resource, app, pod, checked, now, others, foreign, latest, owned)
+
+
+def _owned_apps(kind: Kind, namespace: str, name: str, uid: str) -> tuple[dict[str, Any], ...]:
+    """Every SparkApplication the resource owns; none when the kind is not installed (404)."""
+    try:
+        return tuple(k8s.list_apps(namespace, kind.name, name, uid))
+    except ApiException as e:
+        if e.status == 404:
+            return ()
+        raise
 
 
 def _apply_status(kind: Kind, resource: dict[str, Any], plan: rc.Plan) -> bool:
@@ -251,6 +262,8 @@ def execute(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float | None =
         k8s.delete_app(namespace, app_name)
     for run_id in plan.delete_runs:
         k8s.delete_run(namespace, kind.name, name, str(meta.get("uid") or ""), run_id)
+    if plan.delete_resource:  # before its Event: a refused delete posts nothing, and the next pass tries again
+        k8s.delete_resource(kind.plural, namespace, name)
     _events(resource, plan)
     _record(kind, plan)
     if follow is not None:
@@ -268,7 +281,6 @@ def execute(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float | None =
     elif app_name:
         progress.POLLER.forget((namespace, app_name))
     if plan.delete_resource:
-        k8s.delete_resource(kind.plural, namespace, name)
         return None
     return requeue
 

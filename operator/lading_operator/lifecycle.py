@@ -147,7 +147,7 @@ def end_run(ctx: Ctx, plan: Plan, end: RunEnd) -> Plan:
     read = ctx.kind.read_result(end.result)
     response = dict(read.response)
     if end.error and "error" not in response:
-        response["error"] = end.error
+        response["error"] = st.clip(end.error)
     if end.phase == Phase.CANCELLED:
         response = {"cancelled": True, **{k: v for k, v in response.items() if k == "rows"}}
     fields: dict[str, Any] = {

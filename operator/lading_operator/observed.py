@@ -43,6 +43,9 @@ class Observed:
     # The latest progress polled from the current app's driver (lading_operator.progress): Spark's
     # task counters, or a StreamCopy driver's progress document.
     progress: Mapping[str, Any] | None = None
+    # Every SparkApplication the resource owns (listed by label and owner), when listed:
+    # what should be gone is deleted from it (lading_operator.strays).
+    owned: tuple[Mapping[str, Any], ...] | None = None
 
     def with_status(self, patch: Mapping[str, Any]) -> Observed:
         """The same observation with ``patch`` merged into the resource's status."""

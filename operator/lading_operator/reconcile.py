@@ -31,7 +31,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from lading_operator import kinds, lifecycle, render, schedule, triggers
+from lading_operator import kinds, lifecycle, render, schedule, strays, triggers
 from lading_operator import status as st
 from lading_operator.kinds import Kind
 from lading_operator.lifecycle import FOLLOW_INTERVAL
@@ -99,6 +99,11 @@ def plan(obs: Observed, check_policy: PolicyCheck | None = None, *, kind: Kind |
         out.requeue_after = min(out.requeue_after or FOLLOW_INTERVAL, FOLLOW_INTERVAL)
     _change_under_way(ctx, out)
     _record_generation(ctx, out)
+    if not out.delete_resource:
+        for name, why in strays.stray_apps(ctx):
+            if name not in out.delete_apps:
+                out.delete_apps.append(name)
+                out.events.append(("Warning", "StrayDeleted", f"deleting SparkApplication {name}: {why}"))
     return out
 
 

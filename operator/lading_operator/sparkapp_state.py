@@ -24,6 +24,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from lading_operator import status as st
+
 
 class Outcome(enum.Enum):
     WAITING = "Waiting"
@@ -56,7 +58,7 @@ def app_state(app: Mapping[str, Any] | None) -> str:
 def app_error(app: Mapping[str, Any] | None) -> str:
     if not app:
         return ""
-    return str(((app.get("status") or {}).get("applicationState") or {}).get("errorMessage") or "")
+    return st.clip(str(((app.get("status") or {}).get("applicationState") or {}).get("errorMessage") or ""))
 
 
 def needs_driver_pod(state: str) -> bool:

@@ -29,6 +29,19 @@ CONDITION_TYPES = ("Ready", "Succeeded", "Failed", "Reconciling", "Stalled")
 IGNORED = "SpecChangeIgnored"
 
 
+MESSAGE_LIMIT = 4096  # characters of one message or error in status (an object must stay small)
+
+
+def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text``, its middle cut when longer than ``limit``: the head says what failed, the
+    tail (of spark-submit's output, say) often why; status holds several copies of a message
+    (response, five conditions), and the API refuses an object over etcd's 1.5 MiB."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]} … [{len(text) - 2 * half} characters cut] … {text[-half:]}"
+
+
 def timestamp(when: dt.datetime) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -89,6 +102,7 @@ def conditions(
     """
     before = {c.get("type"): c for c in previous or () if isinstance(c, Mapping)}
     out = []
+    message = clip(message)
     ignored = before.get(IGNORED)
     for type_, state in _condition_states(phase, reason, scheduled, continuous).items():
         old = before.get(type_) or {}
@@ -136,7 +150,7 @@ def response_from_result(result: Mapping[str, Any] | None) -> dict[str, Any]:
     if result.get("rows") is not None:
         out["rows"] = int(result["rows"])
     if result.get("error"):
-        out["error"] = str(result["error"])
+        out["error"] = clip(str(result["error"]))
     if result.get("cancelled"):
         out["cancelled"] = True
     return out

@@ -263,3 +263,26 @@ def test_progress_is_never_fetched_on_the_reconcile_thread(api: Kube, kube_names
         progress.POLLER.forget((ns, name))
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.k8s
+def test_an_expired_resource_whose_delete_is_refused_posts_no_event_until_it_goes(
+        api: Kube, kube_namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    kube, ns = api, kube_namespace
+    _create_job(kube, ns, "ttl", {**SPEC, "ttlSecondsAfterFinished": 1})
+    kube.client.patch_status(API, "copyjobs", ns, "ttl", {"phase": "Succeeded",
+                                                           "completionTime": "2026-01-01T00:00:00Z"})
+    real_delete = k8s.delete_resource
+
+    def forbidden(*args: Any) -> None:
+        raise ApiException(status=403, reason="Forbidden")  # RBAC without delete
+
+    monkeypatch.setattr(k8s, "delete_resource", forbidden)
+    for _ in range(3):
+        with pytest.raises(ApiException):
+            controller.reconcile(COPYJOB, ns, "ttl")
+    assert "Expired" not in _reasons(kube, ns, "ttl")  # not one Event per refused pass
+    monkeypatch.setattr(k8s, "delete_resource", real_delete)
+    assert controller.reconcile(COPYJOB, ns, "ttl") is None
+    assert kube.client.get_or_none(API, "copyjobs", ns, "ttl") is None
+    assert _reasons(kube, ns, "ttl").count("Expired") == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import pytest
@@ -407,3 +408,15 @@ def test_a_scheduled_run_goes_on_and_the_next_run_takes_the_change() -> None:
     nxt = rc.plan(rc.Observed(job(edited, {**status, **plan.status, **retry.status}, generation=3),
                               now=at + dt.timedelta(minutes=30)))
     assert nxt.create is not None and "s3://out/v2/" in nxt.create["spec"]["arguments"][1]
+
+
+def test_a_huge_error_message_is_cut_in_status() -> None:
+    # spark-operator puts spark-submit's output in errorMessage; status holds the message six
+    # times (response and five conditions), and the API refuses objects over 1.5 MiB.
+    failed = app("SUBMISSION_FAILED")
+    failed["status"]["applicationState"]["errorMessage"] = "head " + "x" * 400_000 + " the cause"
+    plan = rc.plan(rc.Observed(job(status=running("Submitted")), failed, None, True, NOW))
+    assert plan.phase == "Failed"
+    error = plan.status["response"]["error"]
+    assert len(error) < 5000 and error.startswith("head ") and error.endswith(" the cause") and "characters cut" in error
+    assert len(json.dumps(plan.status)) < 40_000

@@ -1,0 +1,199 @@
+"""SparkApplications that should be gone are deleted on a later pass when their deletion was lost.
+
+The controller writes a pass's status before it deletes. A deletion lost after that write
+(the operator killed, the API failing) is found again from what exists: against the API
+emulator, a deletion made to fail once (as a crash there would) is carried out by the next
+pass, for a deadline, a replaced scheduled run and a run history trim."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.client import KubeClient
+from harness.fixtures import crd_files
+from harness.kube import KubeServer, load_crds
+from lading_operator import controller, k8s, strays
+from lading_operator import reconcile as rc
+from lading_operator.kinds import COPYJOB
+
+API, SPARK = "lading.io/v1alpha1", "sparkoperator.k8s.io/v1beta2"
+NS = "team"
+SPEC = {"from": {"query": "SELECT 1 AS x"}, "to": {"files": "s3://bucket/out/", "format": "csv"}}
+NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def owned(name: str, run: str, state: str, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"lading.io/run-id": run}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T11:59:00Z"
+    return {"metadata": meta, "status": {"applicationState": {"state": state}}}
+
+
+def strays_of(status: dict[str, Any], apps: list[dict[str, Any]], spec: dict[str, Any] | None = None) -> list[str]:
+    resource = {"apiVersion": API, "kind": "CopyJob", "spec": spec or SPEC, "status": status,
+                "metadata": {"name": "exp", "namespace": NS, "uid": "u", "generation": 1}}
+    return [name for name, _ in strays.stray_apps(rc.context(rc.Observed(resource, now=NOW, owned=tuple(apps))))]
+
+
+def test_which_applications_are_strays() -> None:
+    running = {"phase": "Running", "runId": "r2", "sparkApplication": "exp-r2-2"}
+    apps = [owned("exp-r2-1", "r2", "FAILED"),       # an earlier attempt of the run: kept (its logs)
+            owned("exp-r2-2", "r2", "RUNNING"),      # the run under way
+            owned("exp-r1-1", "r1", "COMPLETED"),    # a run the status no longer keeps
+            owned("exp-r0-1", "r0", "RUNNING", deleting=True)]  # already going
+    assert strays_of(running, apps) == ["exp-r1-1"]
+    # The run ended (a deadline): its application still running is a stray, a finished one is not.
+    failed = {"phase": "Failed", "runId": "r2", "sparkApplication": "exp-r2-2"}
+    assert strays_of(failed, apps) == ["exp-r2-2", "exp-r1-1"]
+    assert strays_of({**failed, "lastRuns": [{"runId": "r1"}]}, apps) == ["exp-r2-2"]
+    # An earlier run still under way (concurrencyPolicy Allow) is followed, not deleted.
+    allow = {**running, "lastRuns": [{"runId": "r1", "phase": "Running", "sparkApplication": "exp-r1-1"}]}
+    assert strays_of(allow, [owned("exp-r1-1", "r1", "RUNNING"), owned("exp-r2-2", "r2", "RUNNING")]) == []
+    # Not listed this pass: nothing is judged.
+    resource = {"apiVersion": API, "kind": "CopyJob", "spec": SPEC, "status": failed, "metadata": {"name": "exp"}}
+    assert strays.stray_apps(rc.context(rc.Observed(resource, now=NOW))) == []
+
+
+class Crash(BaseException):
+    """What a SIGKILL at that call leaves: nothing after it runs."""
+
+
+@pytest.fixture
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[KubeClient]:
+    server = KubeServer(load_crds(crd_files())).start()
+    try:
+        monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+        k8s.reset_client()
+        client = KubeClient(server.url)
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, "namespaces")
+        yield client
+    finally:
+        k8s.reset_client()
+        server.stop()
+
+
+def at(monkeypatch: pytest.MonkeyPatch, when: dt.datetime) -> None:
+    observe = controller.__dict__.get("_real_observe") or controller.observe
+    controller.__dict__["_real_observe"] = observe
+    monkeypatch.setattr(controller, "observe", lambda kind, resource, now=None, timeout=None:
+                        observe(kind, resource, when, timeout))
+
+
+def restarted_pass(name: str) -> Any:
+    """A pass of a freshly started operator (nothing remembered from the watches)."""
+    controller._written.clear()
+    controller._apps.clear()
+    return controller.reconcile(COPYJOB, NS, name)
+
+
+def running(api: KubeClient, app: str) -> None:
+    api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": app + "-driver", "namespace": NS},
+                "spec": {"containers": [{"name": "spark-kubernetes-driver", "image": "x"}]},
+                "status": {"phase": "Running"}}, "pods", NS)
+    api.patch_status(SPARK, "sparkapplications", NS, app,
+                     {"applicationState": {"state": "RUNNING"}, "driverInfo": {"podName": app + "-driver"}})
+
+
+def completed(api: KubeClient, app: str) -> None:
+    api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": app + "-driver", "namespace": NS},
+                "spec": {"containers": [{"name": "spark-kubernetes-driver", "image": "x"}]},
+                "status": {"phase": "Succeeded", "containerStatuses": [{"name": "spark-kubernetes-driver", "state": {
+                    "terminated": {"exitCode": 0, "message": '{"rows": 1}'}}}]}}, "pods", NS)
+    api.patch_status(SPARK, "sparkapplications", NS, app,
+                     {"applicationState": {"state": "COMPLETED"}, "driverInfo": {"podName": app + "-driver"}})
+
+
+def alive(api: KubeClient) -> list[str]:
+    return sorted(a["metadata"]["name"] for a in api.list(SPARK, "sparkapplications", NS)
+                  if not a["metadata"].get("deletionTimestamp"))
+
+
+def crash_in_delete(monkeypatch: pytest.MonkeyPatch, step: Callable[[], Any]) -> None:
+    def crash(*args: Any, **kwargs: Any) -> bool:
+        raise Crash()
+
+    with monkeypatch.context() as m:
+        m.setattr(k8s, "delete_app", crash)
+        with pytest.raises(Crash):
+            step()
+
+
+@pytest.mark.k8s
+def test_a_run_past_its_deadline_is_stopped_even_if_the_delete_was_lost(
+        api: KubeClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    api.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": "d", "namespace": NS},
+                "spec": {**SPEC, "activeDeadlineSeconds": 60}}, "copyjobs")
+    at(monkeypatch, NOW)
+    restarted_pass("d")
+    app = api.get(API, "copyjobs", NS, "d")["status"]["sparkApplication"]
+    running(api, app)
+    at(monkeypatch, NOW + dt.timedelta(seconds=5))
+    restarted_pass("d")
+    at(monkeypatch, NOW + dt.timedelta(seconds=120))
+    crash_in_delete(monkeypatch, lambda: restarted_pass("d"))
+    status = api.get(API, "copyjobs", NS, "d")["status"]
+    assert status["phase"] == "Failed" and alive(api) == [app]  # the window: Failed, still running
+    at(monkeypatch, NOW + dt.timedelta(seconds=130))
+    restarted_pass("d")
+    assert alive(api) == []
+    events = [e for e in api.list("v1", "events", NS) if e.get("reason") == "StrayDeleted"]
+    assert len(events) == 1 and app in events[0]["message"] and "still RUNNING" in events[0]["message"]
+    restarted_pass("d")  # nothing more to do
+    assert len([e for e in api.list("v1", "events", NS) if e.get("reason") == "StrayDeleted"]) == 1
+
+
+@pytest.mark.k8s
+def test_a_replaced_run_is_stopped_even_if_the_delete_was_lost(
+        api: KubeClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    api.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": "r", "namespace": NS},
+                "spec": {**SPEC, "schedule": "0 * * * *", "concurrencyPolicy": "Replace"}}, "copyjobs")
+    created = dt.datetime.fromisoformat(api.get(API, "copyjobs", NS, "r")["metadata"]["creationTimestamp"])
+    first = created.replace(minute=0, second=30, microsecond=0) + dt.timedelta(hours=1)
+    at(monkeypatch, first)
+    restarted_pass("r")
+    old = api.get(API, "copyjobs", NS, "r")["status"]["sparkApplication"]
+    running(api, old)
+    at(monkeypatch, first + dt.timedelta(hours=1))
+    crash_in_delete(monkeypatch, lambda: restarted_pass("r"))
+    status = api.get(API, "copyjobs", NS, "r")["status"]
+    assert [(r["sparkApplication"], r["phase"]) for r in status["lastRuns"]] == [(old, "Cancelled")]
+    assert old in alive(api)  # the window: the old run ended in status, still running
+    for seconds in (10, 20):
+        at(monkeypatch, first + dt.timedelta(hours=1, seconds=seconds))
+        restarted_pass("r")
+    new = api.get(API, "copyjobs", NS, "r")["status"]["sparkApplication"]
+    assert new != old and alive(api) == [new]
+
+
+@pytest.mark.k8s
+def test_a_trimmed_run_is_deleted_even_if_the_delete_was_lost(
+        api: KubeClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    api.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": "s", "namespace": NS},
+                "spec": {**SPEC, "schedule": "0 * * * *", "successfulRunsHistoryLimit": 1}}, "copyjobs")
+    created = dt.datetime.fromisoformat(api.get(API, "copyjobs", NS, "s")["metadata"]["creationTimestamp"])
+    first = created.replace(minute=0, second=30, microsecond=0) + dt.timedelta(hours=1)
+    apps = []
+    for hour in range(2):
+        at(monkeypatch, first + dt.timedelta(hours=hour))
+        restarted_pass("s")
+        apps.append(api.get(API, "copyjobs", NS, "s")["status"]["sparkApplication"])
+        completed(api, apps[-1])
+        at(monkeypatch, first + dt.timedelta(hours=hour, minutes=1))
+        if hour == 0:
+            restarted_pass("s")
+        else:  # the second run ends: the first is trimmed from the history, and that delete is lost
+            monkeypatch.setattr(k8s, "delete_run", lambda *a, **k: (_ for _ in ()).throw(Crash()))
+            with pytest.raises(Crash):
+                restarted_pass("s")
+            monkeypatch.undo()
+            at(monkeypatch, first + dt.timedelta(hours=hour, minutes=1))
+    assert [r["runId"] for r in api.get(API, "copyjobs", NS, "s")["status"]["lastRuns"]] != []
+    assert alive(api) == sorted(apps)
+    at(monkeypatch, first + dt.timedelta(hours=1, minutes=2))
+    restarted_pass("s")
+    assert alive(api) == [apps[1]]
