@@ -71,14 +71,20 @@ the Role in each watched namespace. docs/security.md lists them; tests/chart che
 Nothing on Secrets: credentials reach Spark pods by envFrom, resolved by the kubelet.
 */}}
 {{- define "lading.operatorRules" -}}
-# Our resources: watch them, patch them (kopf's lading.io/ annotations).
+# Our resources: read and watch them; kopf merge-patches them (it removes the
+# lading.io/finalizer an older release left). No `update`: nothing rewrites a spec.
 - apiGroups: ["lading.io"]
   resources: ["copyjobs", "streamcopies", "compactions"]
-  verbs: ["get", "list", "watch", "patch", "update"]
-# Their status subresource: phase, response, conditions.
+  verbs: ["get", "list", "watch", "patch"]
+# ttlSecondsAfterFinished: the operator deletes a finished CopyJob (k8s.delete_resource).
+# Only CopyJob has the field (crds/); tests/chart/test_chart_operator_api.py checks.
+- apiGroups: ["lading.io"]
+  resources: ["copyjobs"]
+  verbs: ["delete"]
+# Their status subresource: phase, response, conditions (merge-patch only, k8s.patch_status).
 - apiGroups: ["lading.io"]
   resources: ["copyjobs/status", "streamcopies/status", "compactions/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["patch"]
 # ownerReferences with blockOwnerDeletion on the SparkApplications we create.
 - apiGroups: ["lading.io"]
   resources: ["copyjobs/finalizers", "streamcopies/finalizers", "compactions/finalizers"]
@@ -91,13 +97,10 @@ Nothing on Secrets: credentials reach Spark pods by envFrom, resolved by the kub
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get"]
-# Events on our resources (kopf posts core events; the operator may use either API).
+# Events on our resources: kopf and the operator both POST core/v1 Events, never patch them.
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
-- apiGroups: ["events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 {{- end }}
 
 {{/*
@@ -139,4 +142,23 @@ Tenant rules (docs/security.md#tenant-access): read lading resources (aggregated
 - apiGroups: ["lading.io"]
   resources: ["copyjobs", "streamcopies", "compactions"]
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
+{{- end }}
+
+{{/*
+Checks values.schema.json cannot express (it compares no two values and sees no computed
+names); deployment.yaml includes it, so `helm template` and `helm install` refuse early.
+*/}}
+{{- define "lading.validate" -}}
+{{- if eq (int .Values.metrics.port) (int .Values.operator.healthPort) }}
+{{- fail (printf "metrics.port and operator.healthPort are both %v: /metrics and kopf's /healthz listen on separate ports in the same container (the operator would stop with \"address already in use\"); give them different ports" .Values.metrics.port) }}
+{{- end }}
+{{- if .Values.metrics.service.enabled }}
+{{- $service := printf "%s-metrics" (include "lading.fullname" .) }}
+{{- if gt (len $service) 63 }}
+{{- fail (printf "the metrics Service name %q is %d characters; Kubernetes allows 63: set fullnameOverride to at most 55 characters (or use a shorter release name), or set metrics.service.enabled=false" $service (len $service)) }}
+{{- end }}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $service) }}
+{{- fail (printf "the metrics Service name %q is not a DNS-1035 label (lowercase letters, digits and '-', starting with a letter): set fullnameOverride accordingly" $service) }}
+{{- end }}
+{{- end }}
 {{- end }}
