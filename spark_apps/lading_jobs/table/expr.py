@@ -13,6 +13,13 @@ Only columns whose stored values have a total order this module knows (integers,
 floats, booleans, strings, decimals, dates, timestamps) take comparisons;
 ``bind`` refuses any other comparison (nested types, intervals, binary, time,
 variant) with ``NotPushable``, so Spark evaluates it and no part is skipped on it.
+
+Two corners follow Spark rather than Arrow or Python. A NaN literal compares as
+Spark orders floats (NaN above every number, NaN = NaN), not as IEEE (every
+comparison false). Date and timestamp literals up to the 1582 calendar switch
+are not taken from Spark at all (``from_spark`` returns None): Spark hands them
+over through the hybrid Julian/Gregorian calendar, which moves 1582-10-05 …
+1582-10-14 to 1582-10-15, while parts store proleptic Gregorian values.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,12 +140,35 @@ def from_spark(f: Any) -> Expr | None:
                 return None
             if isinstance(value, list | dict):
                 return None
+            if not all(spark_literal_is_exact(v) for v in (value if op == "in" else (value,))):
+                return None
             return Pred(op, name, value)
     if isinstance(f, ds.IsNull):
         return Pred("isnull", name)
     if isinstance(f, ds.IsNotNull):
         return Pred("notnull", name)
     return None
+
+
+# Spark converts date and timestamp literals for Python through java.sql.Date/Timestamp, in
+# the hybrid Julian/Gregorian calendar: the days 1582-10-05 … 1582-10-14 do not exist there
+# and arrive as 1582-10-15 (a timestamp as 1582-10-15 in the session time zone, which in UTC
+# may be the 16th; the timestamp bound leaves a day for any zone). Parts hold proleptic
+# Gregorian values, so such a literal would compare with the wrong day: Spark keeps these
+# filters and compares them itself, and they skip nothing.
+FIRST_EXACT_SPARK_DATE = dt.date(1582, 10, 16)
+FIRST_EXACT_SPARK_TIMESTAMP = dt.datetime(1582, 10, 17, tzinfo=dt.UTC)
+
+
+def spark_literal_is_exact(value: Any) -> bool:
+    """False for a date before ``FIRST_EXACT_SPARK_DATE`` or a timestamp before
+    ``FIRST_EXACT_SPARK_TIMESTAMP`` (naive: as UTC), whose value Spark may have moved."""
+    if isinstance(value, dt.datetime):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+        return aware >= FIRST_EXACT_SPARK_TIMESTAMP
+    if isinstance(value, dt.date):
+        return value >= FIRST_EXACT_SPARK_DATE
+    return True
 
 
 class NotPushable(LookupError):
@@ -260,6 +291,8 @@ def _eval_pred(e: Pred, cs: ColumnStats, rows: int) -> bool:
         return not all_null
     if all_null:
         return False  # every comparison with NULL is NULL, never true
+    if _is_nan(e.value) and e.op in _COMPARISONS and storage_kind(e.type) == "float":
+        return e.op != "gt"  # nothing is above NaN (see _nan_comparison); bounds never speak for NaN
     lo, hi = _key(cs.min, e.type), _key(cs.max, e.type)
     if e.op in ("in", "notin"):
         values = [_literal(v, e.type) for v in e.value if v is not None]
@@ -350,10 +383,32 @@ def _to_arrow(e: Expr) -> pc.Expression:
     if isinstance(e, Or):
         return _to_arrow(e.left) | _to_arrow(e.right)
     assert isinstance(e, Pred)
-    out = _pred_to_arrow(e)
-    if storage_kind(e.type) == "float" and e.op not in ("isnull", "notnull"):
-        out = out | pc.field(e.name).is_nan()  # Spark orders NaN above every number: Spark decides
-    return out
+    if storage_kind(e.type) != "float" or e.op in ("isnull", "notnull"):
+        return _pred_to_arrow(e)
+    if _is_nan(e.value) and e.op in _COMPARISONS:
+        return _nan_comparison(e)
+    return _pred_to_arrow(e) | pc.field(e.name).is_nan()  # Spark orders NaN above every number: Spark decides
+
+
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _nan_comparison(e: Pred) -> pc.Expression:
+    """``column op NaN`` as Spark evaluates it: NaN is above every number and equal to itself
+    (IEEE comparisons, Arrow's, are false for every row). NULL rows are false, never true:
+    after ``push_not`` no ``NOT`` can turn that into true."""
+    f = pc.field(e.name)
+    if e.op in ("lt", "ne"):
+        return f.is_valid() & ~f.is_nan()
+    if e.op == "le":
+        return f.is_valid()
+    if e.op == "gt":
+        return pc.scalar(False)
+    return f.is_nan()  # eq, ge
 
 
 def _pred_to_arrow(e: Pred) -> pc.Expression:

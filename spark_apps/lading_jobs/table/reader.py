@@ -17,7 +17,8 @@ returned to Spark, the rest are.
 Upsert and diff tables need all rows of a key together: the plan splits the key
 space into ``n`` hash buckets, each task reads the planned parts and keeps its
 bucket (n = 1 for tables under ``BUCKET_BYTES``), so the answer is the same for
-any compaction state.
+any compaction state. A key's bucket depends only on its values in the table's
+column types (``table.bucket``), never on the part that holds the row.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.formats import types as format_types
+from lading_jobs.table import bucket as kb
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
@@ -159,20 +161,23 @@ def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex
     return out.append_column(cons.POS_COLUMN, positions)
 
 
-def _bucket_filter(table: pa.Table, keys: Sequence[str], bucket: int, buckets: int) -> pa.Table:
+def _bucket_filter(table: pa.Table, snapshot: Snapshot, keys: Sequence[str], bucket: int,
+                   buckets: int) -> pa.Table:
+    """The rows of ``table`` whose key is in ``bucket``: a function of the key's values in the
+    table's column types only, so every part sends a key to the same task (``table.bucket``)."""
     if buckets <= 1 or table.num_rows == 0:
         return table
-    import pandas as pd
-
-    hashes = pd.util.hash_pandas_object(table.select(list(keys)).to_pandas(), index=False).to_numpy()
-    return table.filter(pa.array(hashes % buckets == bucket))
+    types = [snapshot.schema.arrow_schema(internal=False).field(k).type for k in keys]
+    in_bucket = kb.bucket_of([table.column(k) for k in keys], types, buckets) == bucket
+    return table.filter(pa.array(in_bucket))
 
 
 def read_parts(storage: st.Storage, snapshot: Snapshot, parts: Sequence[Part], predicate: ex.Expr | None = None,
                *, bucket: int = 0, buckets: int = 1, row_filter: ex.Expr | None = None) -> pa.Table:
     """Read, consolidate and filter ``parts`` (one task's share): the table's user columns."""
     keys = _consolidation_keys(snapshot)
-    pieces = [_bucket_filter(read_part(storage, snapshot, p, predicate), keys, bucket, buckets) for p in parts]
+    pieces = [_bucket_filter(read_part(storage, snapshot, p, predicate), snapshot, keys, bucket, buckets)
+              for p in parts]
     if not pieces:
         return snapshot.schema.arrow_schema(internal=False).empty_table()
     table = pa.concat_tables(pieces)
