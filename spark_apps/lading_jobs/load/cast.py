@@ -9,7 +9,10 @@ data and grows with the number of bad values, not with the rows.
 
 Conversions follow Spark where Arrow differs: numbers, dates and booleans are
 trimmed first; booleans accept t/true/y/yes/1 and f/false/n/no/0 in any case;
-a timestamp without an offset is UTC; a float cast to an integer truncates (but
+a timestamp without an offset is UTC; a number cast to a timestamp is seconds since
+1970-01-01 00:00:00 UTC, its fraction truncated to the microsecond, as Spark's
+``CAST(1700000000 AS TIMESTAMP)`` (2023-11-14 22:13:20; Arrow took it as
+microseconds), and outside years 1 to 9999 or NaN an error; a float cast to an integer truncates (but
 overflow is an error); an integer cast to a float may round; a float cast to a
 decimal rounds its shortest text half away from zero (2.675 is 2.68). JSON numbers bound
 for integer and decimal columns arrive as exact decimals (``decode``): they cast
@@ -106,6 +109,46 @@ def _float_to_decimal(arr: pa.Array, typ: pa.Decimal128Type | pa.Decimal256Type)
     return pc.round(exact, ndigits=typ.scale, round_mode="half_towards_infinity").cast(typ)
 
 
+_UNITS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+_FIRST_SECOND, _LAST_SECOND = -62_135_596_800, 253_402_300_799  # 0001-01-01 00:00:00, 9999-12-31 23:59:59
+
+
+def _seconds_to_timestamp(arr: pa.Array, typ: pa.TimestampType) -> pa.Array:
+    """Numbers as seconds since the epoch, as Spark's ``CAST(n AS TIMESTAMP)`` takes them: a
+    fraction is truncated toward zero to the unit (a float multiplied as a double, as Spark
+    does; a decimal exactly). Outside years 1 to 9999 (Spark's timestamp range), NaN and
+    infinities raise, so the value is a failure, never a wrapped or clamped time."""
+    per = _UNITS_PER_SECOND[typ.unit]
+    out_of_range = pa.ArrowInvalid("seconds since 1970 out of the timestamp range (years 1 to 9999)")
+
+    def outside(values: pa.Array, low: int | float, high: int | float) -> bool:
+        return bool(pc.any(pc.fill_null(pc.or_(pc.less(values, low), pc.greater(values, high)), False)).as_py())
+
+    if pa.types.is_floating(arr.type):
+        seconds = pc.cast(arr, pa.float64())
+        if pc.any(pc.fill_null(pc.invert(pc.is_finite(seconds)), False)).as_py():
+            raise pa.ArrowInvalid("NaN and infinities are no time")
+        if outside(seconds, _FIRST_SECOND, _LAST_SECOND + 1):
+            raise out_of_range
+        units = pc.cast(pc.trunc(pc.multiply(seconds, float(per))), pa.int64())
+    elif pa.types.is_decimal(arr.type):
+        if arr.type.precision > 60:  # beyond any time anyway; keeps the product within decimal256
+            raise out_of_range
+        scaled = pc.multiply(pc.cast(arr, pa.decimal256(arr.type.precision, arr.type.scale)),
+                             pa.scalar(decimal.Decimal(per), pa.decimal256(10, 0)))
+        units = pc.cast(pc.round(scaled, ndigits=0, round_mode="towards_zero"), pa.int64())
+    elif pa.types.is_integer(arr.type):
+        seconds = pc.cast(arr, pa.int64())  # a uint64 past int64 raises
+        if outside(seconds, _FIRST_SECOND, _LAST_SECOND):
+            raise out_of_range
+        units = pc.multiply_checked(seconds, per)
+    else:
+        raise pa.ArrowInvalid(f"{arr.type} is no number of seconds")
+    if outside(units, _FIRST_SECOND * per, (_LAST_SECOND + 1) * per - 1):
+        raise out_of_range
+    return pc.cast(units, pa.timestamp(typ.unit)).cast(typ)
+
+
 def convert(arr: pa.Array, typ: pa.DataType) -> pa.Array:
     """Convert every value of ``arr`` to ``typ`` or raise (the all-or-nothing step)."""
     if arr.type == typ:
@@ -124,6 +167,9 @@ def convert(arr: pa.Array, typ: pa.DataType) -> pa.Array:
         if pa.types.is_floating(typ):
             return _text_to_float(arr, typ)
         return pc.cast(pc.utf8_trim_whitespace(arr), typ)
+    if pa.types.is_timestamp(typ) and (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type)
+                                       or pa.types.is_decimal(arr.type)):
+        return _seconds_to_timestamp(arr, typ)
     if pa.types.is_floating(arr.type) and pa.types.is_integer(typ):
         return pc.cast(pc.trunc(arr), typ)  # truncates like Spark; overflow and NaN still fail
     if pa.types.is_integer(arr.type) and pa.types.is_floating(typ):

@@ -1,7 +1,11 @@
 """Fitting decoded pieces to the table's schema: match columns, cast, check NOT NULL.
 
 Columns are matched by name (exactly, else ignoring case) or, for headerless CSV,
-by position. File columns the table lacks are ignored (with ``discover``, they are
+by position. The rule holds per row: where a piece has several spellings of one
+column (JSON lines or Kafka messages with ``id`` in some rows and ``ID`` in others:
+the decoder makes both columns), each row takes the value under the exact name, else
+the first non-NULL value under another spelling, so what loads never depends on
+which rows were decoded together. File columns the table lacks are ignored (with ``discover``, they are
 reported as ``found`` for schema evolution, ``lading_jobs.table.evolve``); table columns the file
 lacks get their default (or NULL), and a NOT NULL column without a default that
 the file lacks makes the whole file an error. Each value is cast to its column's
@@ -36,22 +40,23 @@ class Conformed:
     rejects: list[Reject] = field(default_factory=list)
 
 
-def match_columns(file_columns: list[str], schema: TableSchema, by_position: bool) -> dict[str, str | None]:
-    """Table column name → file column name (``None`` when the file lacks it)."""
+def match_columns(file_columns: list[str], schema: TableSchema, by_position: bool) -> dict[str, list[str]]:
+    """Table column name → the file columns that supply it, in order of precedence: the exact
+    name first, then other spellings in file order (empty when the file lacks it)."""
     if by_position:
-        return {c.name: (file_columns[i] if i < len(file_columns) else None) for i, c in enumerate(schema.columns)}
-    exact = set(file_columns)
-    folded: dict[str, str] = {}
+        return {c.name: file_columns[i:i + 1] for i, c in enumerate(schema.columns)}
+    folded: dict[str, list[str]] = {}
     for name in file_columns:
-        folded.setdefault(name.lower(), name)
-    out: dict[str, str | None] = {}
+        folded.setdefault(name.lower(), []).append(name)
+    out: dict[str, list[str]] = {}
     for c in schema.columns:
-        out[c.name] = c.name if c.name in exact else folded.get(c.name.lower())
+        same = folded.get(c.name.lower(), [])
+        out[c.name] = sorted(same, key=lambda n: n != c.name)  # stable: the exact name first
     if file_columns and not any(out.values()):
         raise FileError(f"none of its columns ({', '.join(file_columns[:10])}) matches a table column "
                         f"({', '.join(schema.names)}); check the header or set header: false to match by position")
     for c in schema.columns:
-        if out[c.name] is None and not c.nullable and c.default is None:
+        if not out[c.name] and not c.nullable and c.default is None:
             raise FileError(f"it has no column {c.name!r}, which the table declares NOT NULL without a default")
     return out
 
@@ -90,18 +95,17 @@ class Conformer:
         n = piece.table.num_rows
         mapping = match_columns(piece.table.column_names, self.schema, self.decoded.by_position)
         if self.discover is not None:
-            self._discover(piece.table.schema, mapping.values())
+            self._discover(piece.table.schema, [n for names in mapping.values() for n in names])
         bad_reason: dict[int, tuple[str, str]] = {}
         arrays = []
         for c in self.schema.columns:
             typ = arrow_type(c.type)
-            source = mapping[c.name]
-            if source is None:
+            sources = mapping[c.name]
+            if not sources:
                 value = default_scalar(c.default, c.type) if c.default is not None else pa.scalar(None, typ)
                 arrays.append(pa.repeat(value, n) if value.is_valid else pa.nulls(n, typ))
                 continue
-            arr, failures = cast_column(_as_bytes_if_text(piece.table.column(source).combine_chunks()), typ, c.type,
-                                        self.decoded.binary_text)
+            arr, failures = self._column(piece.table, sources, typ, c.type)
             for index, reason in failures:
                 bad_reason.setdefault(index, (c.name, reason))
             if not c.nullable and arr.null_count:
@@ -120,6 +124,23 @@ class Conformer:
                                        record=self.decoded.record(piece.table, index, position)))
         return table.filter(pa.array(keep))
 
+
+    def _column(self, table: pa.Table, sources: list[str], typ: pa.DataType,
+                type_name: str) -> tuple[pa.Array, list[tuple[int, str]]]:
+        """One table column from its file columns (``match_columns``), cast: each row's value from
+        the first source that holds one, and only that source's cast failures."""
+        raws = [_as_bytes_if_text(table.column(s).combine_chunks()) for s in sources]
+        cast = [cast_column(raw, typ, type_name, self.decoded.binary_text) for raw in raws]
+        if len(cast) == 1:
+            return cast[0]
+        failures: list[tuple[int, str]] = []
+        taken = pa.repeat(pa.scalar(False), len(raws[0]))  # rows an earlier source supplies
+        for raw, (_, fails) in zip(raws, cast, strict=True):
+            if fails:
+                mine = pc.and_(pc.is_valid(raw), pc.invert(taken)).to_numpy(zero_copy_only=False)
+                failures += [f for f in fails if mine[f[0]]]
+            taken = pc.or_(taken, pc.is_valid(raw))
+        return pc.coalesce(*(arr for arr, _ in cast)), sorted(failures)
 
     def _discover(self, schema: pa.Schema, matched: Iterable[str | None]) -> None:
         """Report the columns of ``schema`` that no table column took (a later piece may type a

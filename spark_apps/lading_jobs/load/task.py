@@ -155,6 +155,25 @@ def read_task(plan: LoadPlan, task: FileTask) -> bytes | pa.NativeFile:
     return storage.read(task.uri, etag=task.etag or None)
 
 
+UNREADABLE = "cannot be read: "
+"""How a file error that is a failed read (not the file's content) begins, unless it is ``ObjectChanged``'s."""
+
+
+def unreadable(e: BaseException) -> str:
+    """The file error of a file that could not be read: it changed since it was listed
+    (``ObjectChanged``), or storage failed (``StorageError``, ``OSError``). Not the file's
+    fault: reading it again (a stream's next listing) may well succeed."""
+    return str(e) if isinstance(e, st.ObjectChanged) else f"{UNREADABLE}{e}"
+
+
+def is_unreadable(file_error: str | None) -> bool:
+    """Whether ``file_error`` says the file could not be read (:func:`unreadable`; the load's
+    transform stage spells its read errors the same way) rather than what its bytes hold."""
+    if not file_error:
+        return False
+    return file_error.startswith(UNREADABLE) or " changed after it was listed (listed ETag " in file_error
+
+
 def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
     """Load one file as far as pending uploads; the outcome says what happened.
 
@@ -169,11 +188,8 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
                                   plan.schema.names, task.uri, row_groups=task.row_groups,
                                   first_row=task.first_row, exact_numbers=exact_number_columns(plan.schema),
                                   verbatim=verbatim_columns(plan.schema))
-    except st.ObjectChanged as e:
-        out.file_error = str(e)
-        return out
     except (st.StorageError, OSError) as e:
-        out.file_error = f"cannot be read: {e}"
+        out.file_error = unreadable(e)
         return out
     out.unit = decoded.unit
     if decoded.error:
@@ -206,7 +222,7 @@ def finish_file(plan: LoadPlan, task: FileTask, out: FileOutcome, tables: Iterat
                 for _ in rows:
                     pass
         except (FileError, st.ObjectChanged) as e:  # write_parts aborted what it began
-            out.file_error = str(e)
+            out.file_error = unreadable(e) if isinstance(e, st.ObjectChanged) else str(e)
             out.rows_read = result()[1]
             return out
         begun += [st.PendingUpload.from_dict(w.upload) for w in written]

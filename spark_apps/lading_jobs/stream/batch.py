@@ -35,7 +35,7 @@ from lading_jobs import workerheap
 from lading_jobs.load import transform as tf
 from lading_jobs.load.policy import FileOutcome
 from lading_jobs.load.stores import storage_for
-from lading_jobs.load.task import FileTask, LoadPlan, run_file, sort_rows
+from lading_jobs.load.task import FileTask, LoadPlan, is_unreadable, run_file, sort_rows
 from lading_jobs.stream import kafka as kf
 from lading_jobs.stream import positions as pos
 from lading_jobs.stream.records import decode_messages, source_batches
@@ -57,6 +57,10 @@ class TooManyErrors(RuntimeError):
 
 class DataLossError(RuntimeError):
     """Offsets to be read are gone from the broker and ``failOnDataLoss`` is true."""
+
+
+class UnreadableFile(RuntimeError):
+    """A file failed to be read in ``MAX_READ_ATTEMPTS`` batches in a row; nothing of the last one committed."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,7 @@ class Outcome:
     dead_letters: list[dict[str, Any]] = field(default_factory=list)  # pending uploads
     file_error: str | None = None
     new_columns: list[list[str]] = field(default_factory=list)  # schemaEvolution: evolve.Found.to_list()
+    unread: str | None = None  # the file could not be read (changed since listed, storage failed): why
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -126,6 +131,8 @@ class Plan:
     skipped: list[str] = field(default_factory=list)  # data loss skipped (failOnDataLoss: false)
     end: dict[str, Any] = field(default_factory=dict)  # the position after the batch, for progress
     schema: TableSchema | None = None  # the evolved schema the batch commits (schemaEvolution), if any
+    listed_at: int = 0  # files: when the listing ran (ms), the time of the position's new mark
+    unread: dict[str, str] = field(default_factory=dict)  # files it could not read (URI → why): not loaded
 
     @property
     def empty(self) -> bool:
@@ -256,6 +263,9 @@ def run_file_task(target: Target, source: tuple[str, FormatOptions], task: FileT
 
 
 def _file_outcome(task: FileTask, o: FileOutcome) -> Outcome:
+    if is_unreadable(o.file_error):  # no reject: the file is listed and read again (``drop_unread``)
+        return Outcome(task.index, task.uri, bytes=o.size, parts=o.parts, dead_letters=o.rejects_uploads,
+                       first_errors=[{"file": o.uri, "reason": o.file_error}], unread=o.file_error)
     firsts = [{"file": e.get("file"), "line" if o.unit == "line" else "row": e.get(o.unit),
                "column": e.get("column"), "reason": e.get("reason"), "record": e.get("record")}
               for e in o.errors[:FIRST_ERRORS]]
@@ -360,7 +370,7 @@ def run_evolving(spark: Any, target: Target, source: Any, items: list[Any], kind
         return outcomes, None
 
     def found(o: Outcome) -> list[evolve.Found]:
-        return [] if o.file_error else [evolve.Found.from_list(f) for f in o.new_columns]
+        return [] if o.file_error or o.unread else [evolve.Found.from_list(f) for f in o.new_columns]
 
     def redo(schema: TableSchema, stale: list[Outcome], round_: int) -> list[Outcome]:
         again = dataclasses.replace(target, schema_json=schema.to_json())
@@ -375,6 +385,20 @@ def run_evolving(spark: Any, target: Target, source: Any, items: list[Any], kind
         discard_write(target)
         raise
     return outcomes, (schema if schema.last_column_id != target.schema.last_column_id else None)
+
+
+def drop_unread(outcomes: list[Outcome], target: Target) -> tuple[list[Outcome], dict[str, str]]:
+    """The outcomes of the files that were read, and the files that could not be (URI → why).
+
+    A file that changed after it was listed, or that storage failed to return, is no
+    reject and must not enter the ledger: the next listing finds it again (with its new
+    ETag) and a later batch loads its rows, once. Whatever its tasks wrote (a big Parquet
+    file's other row groups) is aborted here, so none of it commits with this batch."""
+    unread = {o.where: o.unread for o in outcomes if o.unread}
+    if not unread:
+        return outcomes, {}
+    abort([o for o in outcomes if o.where in unread], target, dead_letters_too=True)
+    return [o for o in outcomes if o.where not in unread], unread
 
 
 def sweep(table_uri: str, write_prefix: str, dead_letter: str | None, settings: st.S3Settings) -> None:

@@ -11,8 +11,10 @@ Every interval commits, even with no new data: the commit moves the table's
 ``upper`` frontier, so readers and compactions know that time has passed. The
 stream stops with an error result when a batch has more rejects than
 ``maxErrorNumber`` (``TooManyErrors``, nothing of the batch committed), when
-offsets are lost and ``failOnDataLoss`` is true (``DataLoss``), or when another
-driver moved the same source (``SourceConflict``: the conditional commit lost).
+offsets are lost and ``failOnDataLoss`` is true (``DataLoss``), when another
+driver moved the same source (``SourceConflict``: the conditional commit lost), or
+when a file failed to be read in several batches in a row (``FileUnreadable``; a
+file that fails once is simply listed and read again by a later batch).
 ``once`` processes what is there and returns ``{"rows": ...}``.
 """
 
@@ -279,9 +281,13 @@ class Stream:
             lastBatch={"time": iso(), "rows": r.rows, "read": r.read, "bytes": r.bytes, "rejected": r.rejected,
                        **({"filtered": r.filtered} if self.spec.transform is not None else {}),
                        "durationSeconds": round(r.seconds, 3), "range": plan.describe, "end": plan.end},
-            lag=lag, offsets=offsets, rewrittenFiles=rewritten, dataLossSkipped=skipped[-20:])
+            lag=lag, offsets=offsets, rewrittenFiles=rewritten, dataLossSkipped=skipped[-20:],
+            unreadFiles=[{"file": uri, "reason": why} for uri, why in sorted(plan.unread.items())][:20])
         for uri in plan.rewritten:
             print(f"lading: {uri} changed (new ETag) after it was loaded; it is not loaded again",
+                  file=sys.stderr)
+        for uri, why in sorted(plan.unread.items()):
+            print(f"lading: {uri} could not be read ({why}); it was not loaded and the next batch tries it again",
                   file=sys.stderr)
 
 
@@ -345,7 +351,7 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
             if on_batch is not None:
                 on_batch(result, progress.snapshot())
             next_cut = time.monotonic() if plan.full else cut + spec.batching.max_batch_interval
-            if once and plan.empty:
+            if once and plan.empty and not plan.unread:
                 break
         doc_now = progress.snapshot()
         summary = {**base, "rowsTotal": doc_now["rowsTotal"], "batches": doc_now["batches"],
@@ -361,6 +367,10 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
     except Stopped as e:
         progress.update(state="failed", error=str(e), reason=e.reason)
         return {**base, "error": str(e), "reason": e.reason, "batch": e.batch,
+                "rowsTotal": progress.get("rowsTotal"), "batches": progress.get("batches")}
+    except bt.UnreadableFile as e:
+        progress.update(state="failed", error=str(e), reason="FileUnreadable")
+        return {**base, "error": f"source.files: {e}", "reason": "FileUnreadable",
                 "rowsTotal": progress.get("rowsTotal"), "batches": progress.get("batches")}
     except bt.DataLossError as e:
         progress.update(state="failed", error=str(e), reason="DataLoss")

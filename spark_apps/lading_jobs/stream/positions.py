@@ -7,13 +7,20 @@ none (added to the topic later) starts at the earliest offset; a topic never
 committed starts at ``startingOffsets`` (``earliest``, ``latest``, or JSON where
 ``-2`` is earliest, ``-1`` latest and a partition it does not name is earliest).
 An offset below the broker's earliest is *data loss*: the batch fails naming it,
-or (``failOnDataLoss: false``) skips to the earliest and reports the gap. The end
+or (``failOnDataLoss: false``) skips to the earliest and reports the gap. An offset
+past the broker's end offset means the partition's offsets were *reset* (the topic
+was deleted and recreated, or moved to another cluster): as in Spark's Kafka source
+it is data loss too (what the new topic holds below the old offset would be skipped
+silently otherwise): the batch fails naming it, or (``failOnDataLoss: false``) the
+partition restarts at its earliest offset and the reset is reported. The end
 of each partition's range is the broker's end offset, cut by ``maxBatchRows``
 shared fairly between partitions (water-filling). Ranges longer than a task's
 share are split, so one huge partition still spreads over the executors.
 
 Files. Key ``files:<prefix>``: the highest key loaded (``highWater``), the count
-of files this stream loaded, and a few *marks* ``[time ms, highWater, count]``.
+of files this stream loaded, and a few *marks* ``[time ms, highWater, count]``. A
+file the batch could not read (changed since listed, storage failed) is not loaded:
+it stays out of the ledger and the count, and the high-water mark stays below it.
 A listing starts after the high-water mark of ``lateArrival`` ago, or of
 ``MAX_LATE_KEYS`` files ago, whichever is later (so its work is bounded by what
 arrived recently, never by the whole history); files it finds that the ledger
@@ -87,6 +94,27 @@ class DataLoss:
                 f"are no longer on the broker (its earliest offset is {self.earliest})")
 
 
+@dataclass(frozen=True)
+class OffsetsReset:
+    """The offset to be read next, ``expected``, is past the broker's end offset ``end``: the
+    partition's offsets were reset (topic deleted and recreated); it restarts at ``earliest``."""
+
+    topic: str
+    partition: int
+    expected: int
+    earliest: int
+    end: int
+
+    def __str__(self) -> str:
+        return (f"topic {self.topic} partition {self.partition}: the offset to read next, {self.expected}, is past "
+                f"the broker's end offset {self.end} (the topic was deleted and recreated, or its offsets "
+                f"reset); its offsets {self.earliest}..{self.end - 1} may be new messages")
+
+
+Loss = DataLoss | OffsetsReset
+"""Why a partition cannot resume where it was: offsets gone below the earliest, or reset."""
+
+
 def committed_offsets(progress: Mapping[str, Any], topics: tuple[str, ...]) -> Offsets:
     """The committed next offsets of ``topics`` (topics never committed are absent)."""
     out: Offsets = {}
@@ -98,14 +126,15 @@ def committed_offsets(progress: Mapping[str, Any], topics: tuple[str, ...]) -> O
 
 
 def resolve_starts(topics: tuple[str, ...], marks: Mapping[str, Mapping[int, Watermarks]], committed: Offsets,
-                   starting: str | Mapping[str, Mapping[str, int]]) -> tuple[Offsets, list[DataLoss]]:
-    """Where each partition's next batch starts, and the data lost below the broker's earliest offsets.
+                   starting: str | Mapping[str, Mapping[str, int]]) -> tuple[Offsets, list[Loss]]:
+    """Where each partition's next batch starts, and the data lost: starts below the broker's
+    earliest offset (``DataLoss``) or past its end offset (``OffsetsReset``).
 
-    Starts below the earliest offset are returned as they are: the caller fails
-    or moves them up (:func:`skip_lost`).
+    Such starts are returned as they are: the caller fails or moves them to the
+    earliest offset (:func:`skip_lost`).
     """
     starts: Offsets = {}
-    losses: list[DataLoss] = []
+    losses: list[Loss] = []
     for topic in topics:
         known = committed.get(topic)
         starts[topic] = {}
@@ -122,12 +151,14 @@ def resolve_starts(topics: tuple[str, ...], marks: Mapping[str, Mapping[int, Wat
                 start = wm.low if given == EARLIEST else wm.high if given == LATEST else given
             if start < wm.low:
                 losses.append(DataLoss(topic, p, start, wm.low))
+            elif start > wm.high:
+                losses.append(OffsetsReset(topic, p, start, wm.low, wm.high))
             starts[topic][p] = start
     return starts, losses
 
 
-def skip_lost(starts: Offsets, losses: list[DataLoss]) -> Offsets:
-    """``starts`` moved up to the earliest offsets the broker still has."""
+def skip_lost(starts: Offsets, losses: list[Loss]) -> Offsets:
+    """``starts`` moved to the earliest offsets the broker has (up past data lost, back after a reset)."""
     out = {t: dict(ps) for t, ps in starts.items()}
     for loss in losses:
         out[loss.topic][loss.partition] = loss.earliest
@@ -242,10 +273,12 @@ def listing_start(progress: FilesProgress, now_ms: int, window_ms: int, max_late
 
 
 def advance(progress: FilesProgress, loaded: list[str], now_ms: int, window_ms: int,
-            max_late: int = MAX_LATE_KEYS) -> FilesProgress:
+            max_late: int = MAX_LATE_KEYS, hold: str | None = None) -> FilesProgress:
     """The position after loading the files ``loaded``; marks are kept sparse (about ``MARKS`` in
-    the window) and only as old as :func:`listing_start` still needs."""
-    high = max([progress.high_water, *loaded])
+    the window) and only as old as :func:`listing_start` still needs. ``hold``: the lowest key of
+    a file the batch could not read; the high-water mark stays below it, so a later listing
+    starts before it and finds it again (the ledger keeps the loaded files above it out)."""
+    high = max([progress.high_water, *(k for k in loaded if hold is None or k < hold)])
     files = progress.files + len(loaded)
     marks = list(progress.marks)
     last = marks[-1] if marks else None

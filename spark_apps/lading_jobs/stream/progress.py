@@ -2,7 +2,9 @@
 
 The loop updates it after every batch; a daemon thread serves ``GET /progress``
 (and ``/``) from a copy taken under a lock, so a poller never waits for a batch and
-never touches the table or the source. The Spark app calls no Kubernetes API:
+never touches the table or the source. ``unreadFiles`` lists the files the last
+batch could not read (``{"file", "reason"}``; a later batch reads them again). The
+Spark app calls no Kubernetes API:
 the operator polls this endpoint, as it polls Spark's own REST API.
 """
 
@@ -31,7 +33,8 @@ class Progress:
         self._doc: dict[str, Any] = {"kind": "StreamProgress", "runId": run_id, "state": "starting",
                                      "source": source, "rowsTotal": 0, "batches": 0, "tableVersion": None,
                                      "upper": None, "lastBatch": None, "lag": {"total": 0}, "offsets": {},
-                                     "rewrittenFiles": 0, "dataLossSkipped": [], "updatedAt": iso()}
+                                     "rewrittenFiles": 0, "dataLossSkipped": [], "unreadFiles": [],
+                                     "updatedAt": iso()}
 
     def update(self, **fields: Any) -> None:
         with self._lock:

@@ -119,15 +119,19 @@ def _has_column(table: pa.Table, name: str) -> bool:
 
 
 def _key_from_message(table: pa.Table, name: str, from_key: pa.ChunkedArray) -> pa.Table:
-    """``table`` with key column ``name`` taken from the message key where the value lacks it."""
-    found = [c for c in table.column_names if c.lower() == name.lower()]
+    """``table`` with key column ``name`` taken from the message key where the value lacks it
+    (under every spelling: the Conformer takes ``ID`` where ``id`` is NULL)."""
+    found = sorted((c for c in table.column_names if c.lower() == name.lower()), key=lambda c: c != name)
     if not found:
         return table.append_column(name, from_key)
     col = table.column(found[0])
-    if not col.null_count:
+    lacking = pc.is_null(col)
+    for other in found[1:]:
+        lacking = pc.and_(lacking, pc.is_null(table.column(other)))
+    if not pc.any(lacking).as_py():
         return table
     try:
-        merged = pc.coalesce(col.cast(pa.string()), from_key.cast(pa.string()))
+        merged = pc.if_else(lacking, from_key.cast(pa.string()), col.cast(pa.string()))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return table  # a key that is not text: the value's own (NULL) stands, and is checked
     return table.set_column(table.column_names.index(found[0]), found[0], merged)

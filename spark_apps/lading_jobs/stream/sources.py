@@ -3,7 +3,10 @@
 ``KafkaSource`` asks the broker for each partition's watermarks and turns the
 committed offsets into ranges (``positions``); ``FilesSource`` lists the prefix
 from the late-arrival start key and picks the files the ledger does not hold.
-Both return a ``batch.Plan`` carrying the exact ``sourceProgress`` to commit.
+Both return a ``batch.Plan`` carrying the exact ``sourceProgress`` to commit. A file
+that could not be read (changed after it was listed, storage failed) leaves the
+batch: it is not ledgered, and the next listing finds it again; one that fails
+``MAX_READ_ATTEMPTS`` batches in a row stops the stream (``UnreadableFile``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from lading_jobs.stream.batch import (
     Outcome,
     Plan,
     Target,
+    UnreadableFile,
+    abort,
+    drop_unread,
     run_evolving,
     run_tasks,
 )
@@ -36,6 +42,8 @@ from lading_spec.streamcopy import KafkaSource as KafkaSpec
 MAX_FILES_PER_BATCH = 1000
 PENDING_COUNT_LIMIT = 10_000
 """A listing counts waiting files up to this many, then reports "at least"."""
+MAX_READ_ATTEMPTS = 5
+"""Batches in a row a file may fail to be read (changed since listed, storage failed) before the stream stops."""
 DEFAULT_MESSAGE_BYTES = 1024
 """The message size assumed for ``maxBatchBytes`` until a batch has measured it."""
 
@@ -63,11 +71,10 @@ class KafkaSource:
         skipped = []
         if losses:
             if self.spec.fail_on_data_loss:
-                raise DataLossError("; ".join(str(x) for x in losses) + ". Nothing was loaded past them. Set "
-                                    "source.kafka.failOnDataLoss: false to skip to the earliest offsets "
-                                    "the broker still has")
+                raise DataLossError(data_loss_message(losses))
             starts = pos.skip_lost(starts, losses)
-            skipped = [str(x) for x in losses]
+            skipped = [str(x) if isinstance(x, pos.DataLoss) else f"{x}: restarted at offset {x.earliest}"
+                       for x in losses]
         limit = max_rows
         if max_bytes is not None:
             by_bytes = max(1, int(max_bytes // (self.bytes_per_message or DEFAULT_MESSAGE_BYTES)))
@@ -96,6 +103,22 @@ class KafkaSource:
                                                            if k.startswith(pos.KAFKA_PREFIX))})
 
 
+def data_loss_message(losses: list[pos.Loss]) -> str:
+    """The ``DataLossError`` of a batch that cannot resume where the table says (``failOnDataLoss``)."""
+    gone = [x for x in losses if isinstance(x, pos.DataLoss)]
+    reset = [x for x in losses if isinstance(x, pos.OffsetsReset)]
+    out = []
+    if gone:
+        out.append("; ".join(str(x) for x in gone) + ". Nothing was loaded past them. Set "
+                   "source.kafka.failOnDataLoss: false to skip to the earliest offsets the broker still has")
+    if reset:
+        out.append("; ".join(str(x) for x in reset) + ". Nothing was loaded from them. If the topic was "
+                   "recreated, set source.kafka.failOnDataLoss: false to restart these partitions at their "
+                   "earliest offsets (their messages are then loaded once, from the beginning); if the brokers "
+                   "are the wrong cluster, fix source.kafka.bootstrapServers")
+    return ". ".join(out)
+
+
 def _visible(o: st.ObjectInfo, pattern: str | None) -> bool:
     name = o.uri.rsplit("/", 1)[-1]
     if name.startswith(("_", ".")) or st.STAGING_DIR in o.uri:
@@ -113,6 +136,7 @@ class FilesSource:
         self.storage = storage_for(self.prefix, settings)
         self.reported: set[tuple[str, str]] = set()
         self.rewritten_total = 0
+        self.attempts: dict[str, int] = {}  # files the last batch could not read → batches in a row
 
     def close(self) -> None:
         pass
@@ -134,17 +158,24 @@ class FilesSource:
         return choice
 
     def plan_files(self, snapshot: Snapshot, choice: pos.FileChoice, now_ms: int, time_: int) -> Plan:
-        progress = self.progress_of(snapshot)
-        window = int(self.spec.late_arrival * 1000)
-        after = pos.advance(progress, [o.uri for o in choice.batch], now_ms, window) if choice.batch else progress
-        entries = {self.key: after.to_dict()} if choice.batch or self.key not in snapshot.source_progress else {}
         first, last = (choice.batch[0].uri, choice.batch[-1].uri) if choice.batch else ("", "")
         describe = (f"{len(choice.batch)} files {first} .. {last}" if len(choice.batch) > 1 else first) \
             or "(no new files)"
-        return Plan(snapshot, time_, entries, describe, files=list(choice.batch),
+        plan = Plan(snapshot, time_, {}, describe, files=list(choice.batch),
                     full=choice.pending > 0, pending_files=choice.pending,
-                    rewritten=[o.uri for o in choice.rewritten],
-                    lag={"files": choice.pending}, end={"files": after.files, "highWater": after.high_water})
+                    rewritten=[o.uri for o in choice.rewritten], lag={"files": choice.pending}, listed_at=now_ms)
+        self._advance(plan)
+        return plan
+
+    def _advance(self, plan: Plan, hold: str | None = None) -> None:
+        """The plan's position to commit (and ``end``) after loading ``plan.files``."""
+        progress = self.progress_of(plan.snapshot)
+        window = int(self.spec.late_arrival * 1000)
+        loaded = [o.uri for o in plan.files]
+        after = pos.advance(progress, loaded, plan.listed_at, window, hold=hold) if loaded else progress
+        if loaded or hold is not None or self.key not in plan.snapshot.source_progress:
+            plan.progress[self.key] = after.to_dict()
+        plan.end = {"files": after.files, "highWater": after.high_water}
 
     @property
     def options(self) -> FormatOptions:
@@ -155,6 +186,20 @@ class FilesSource:
         options = self.spec.options if tplan is None else self.options
         outcomes, plan.schema = run_evolving(spark, target, (self.spec.format, options), tasks, "files", run_tasks,
                                              tplan)
+        outcomes, unread = drop_unread(outcomes, target)
+        self.attempts = {uri: self.attempts.get(uri, 0) + 1 for uri in unread}
+        given_up = sorted(uri for uri, n in self.attempts.items() if n >= MAX_READ_ATTEMPTS)
+        if given_up:
+            abort(outcomes, target, dead_letters_too=True)
+            raise UnreadableFile(
+                f"{given_up[0]} could not be read in {MAX_READ_ATTEMPTS} batches in a row (last: "
+                f"{unread[given_up[0]]}); nothing of batch {plan.describe} was committed and the stream stopped. "
+                "Check the storage (permissions, health), or stop rewriting the file in place (each rewrite "
+                "changes its ETag): write it under a new name. A restart tries it again")
+        if unread:
+            plan.unread = unread
+            plan.files = [o for o in plan.files if o.uri not in unread]
+            self._advance(plan, hold=min(unread))
         return outcomes
 
     def after_commit(self, plan: Plan) -> None:

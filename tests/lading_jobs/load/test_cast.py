@@ -1,4 +1,5 @@
-"""Casting with per-value failures (pure, no Spark): ANSI semantics, never a silent NULL."""
+"""Casting with per-value failures (pure, no Spark but for one comparison with Spark's own
+CAST): ANSI semantics, never a silent NULL."""
 
 from __future__ import annotations
 
@@ -141,3 +142,59 @@ def test_json_values_of_any_type_one_after_another_check_in_one_go(monkeypatch: 
     out, failures = cast_column(values, pa.string(), "json")
     assert failures == [] and out.equals(values)
     assert reads == [4000, 4000]
+
+
+SECONDS = [1_700_000_000, -1, 0, 253_402_300_799, -62_135_596_800]
+FRACTIONS = [1.5, -1.5, 1_700_000_000.0000019, 0.0000019]
+DECIMALS = [decimal.Decimal("1700000000.1234567"), decimal.Decimal("-0.0000019")]
+OUT_OF_RANGE = [253_402_300_800, -62_135_596_801, 9_223_372_036_854, 9_223_372_036_854_775_807]
+
+
+def _micros(arr: pa.Array, typ: pa.DataType, type_name: str) -> tuple[list[int | None], list[int]]:
+    out, failures = cast_column(arr, typ, type_name)
+    return pc_micros(out), [i for i, _ in failures]
+
+
+def pc_micros(out: pa.Array) -> list[int | None]:
+    return out.cast(pa.timestamp("us")).cast(pa.int64()).to_pylist()
+
+
+@pytest.mark.parametrize("typ, type_name", [(pa.timestamp("us", tz="UTC"), "timestamp"),
+                                            (pa.timestamp("us"), "timestamp_ntz")])
+def test_numbers_cast_to_timestamps_are_seconds_since_the_epoch(typ: pa.DataType, type_name: str) -> None:
+    # 1700000000 was 1970-01-01 00:28:20 (Arrow's cast: microseconds); Spark's CAST says 2023-11-14 22:13:20
+    micros, failed = _micros(pa.array(SECONDS + [None]), typ, type_name)
+    assert micros == [s * 1_000_000 for s in SECONDS] + [None] and failed == []
+    out, _ = cast_column(pa.array([1_700_000_000]), typ, type_name)
+    assert out.cast(pa.timestamp("us")).to_pylist() == [dt.datetime(2023, 11, 14, 22, 13, 20)]
+    # fractions truncated toward zero to the microsecond (a float as a double, a decimal exactly)
+    assert _micros(pa.array(FRACTIONS), typ, type_name) == (
+        [1_500_000, -1_500_000, 1_700_000_000_000_002, 1], [])
+    assert _micros(pa.array(DECIMALS, pa.decimal128(20, 7)), typ, type_name) == ([1_700_000_000_123_456, -1], [])
+
+
+def test_numbers_outside_the_timestamp_range_are_rejected_naming_why_not_wrapped() -> None:
+    values = [1, *OUT_OF_RANGE, 2]
+    out, failures = cast_column(pa.array(values), pa.timestamp("us", tz="UTC"), "timestamp")
+    assert [i for i, _ in failures] == [1, 2, 3, 4] and pc_micros(out) == [1_000_000, None, None, None, None,
+                                                                            2_000_000]
+    assert failures[0][1] == ("253402300800 is not a valid timestamp: seconds since 1970 out of the timestamp "
+                              "range (years 1 to 9999)")
+    out, failures = cast_column(pa.array([float("nan"), float("inf"), 1e300, 2.0**64], pa.float64()),
+                                pa.timestamp("us", tz="UTC"), "timestamp")
+    assert [i for i, _ in failures] == [0, 1, 2, 3] and out.null_count == 4
+    assert "NaN and infinities are no time" in failures[0][1]
+    _, failures = cast_column(pa.array([2**63 + 5], pa.uint64()), pa.timestamp("us", tz="UTC"), "timestamp")
+    assert [i for i, _ in failures] == [0]
+
+
+@pytest.mark.spark
+def test_numbers_cast_to_timestamps_as_spark_sql_casts_them(spark: object) -> None:
+    literals = [f"{s}L" for s in SECONDS] + [f"{f!r}D" for f in FRACTIONS] + [f"{d}BD" for d in DECIMALS]
+    row = spark.sql("SELECT " + ", ".join(f"unix_micros(CAST({x} AS TIMESTAMP))"  # type: ignore[attr-defined]
+                                          for x in literals)).collect()[0]
+    expected = list(row)
+    ours = (_micros(pa.array(SECONDS), pa.timestamp("us", tz="UTC"), "timestamp")[0]
+            + _micros(pa.array(FRACTIONS), pa.timestamp("us", tz="UTC"), "timestamp")[0]
+            + _micros(pa.array(DECIMALS, pa.decimal128(20, 7)), pa.timestamp("us", tz="UTC"), "timestamp")[0])
+    assert ours == expected

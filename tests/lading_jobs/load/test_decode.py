@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import io
 from decimal import Decimal
@@ -160,6 +161,54 @@ def test_exact_numbers_follow_keys_matched_ignoring_case() -> None:
     result = conform(decoded, EXACT)
     assert result.table.select(["id", "amount"]).to_pylist() == [{"id": 9007199254740993, "amount": Decimal("0.10")}]
     assert [(r.position, r.column) for r in result.rejects] == [(2, "id")]
+
+
+def test_json_keys_of_any_case_load_the_same_whichever_lines_share_a_file() -> None:
+    """Keys match columns exactly, else ignoring case, row by row: lines spelling ``id``/``ID``
+    in one file load as they load one per file (one spelling only used to win: (2, NULL) loaded)."""
+    lines = [b'{"id": 1, "name": "a", "amount": 1.5}', b'{"ID": 2, "Name": "b", "AMOUNT": 2.25}',
+             b'{"Id": 3, "id": 4, "NAME": "c"}', b'{"ID": "x", "name": "d"}', b'{"Name": null, "name": "e", "id": 5}']
+
+    def load(data: bytes) -> tuple[list[dict[str, Any]], list[tuple[str | None, str]]]:
+        decoded = decode(data, "json", JsonOptions(), SCHEMA.names, "s3://b/n.jsonl", exact_numbers=["id", "amount"])
+        result = conform(decoded, SCHEMA)
+        return result.table.to_pylist(), [(r.column, r.reason[:30]) for r in result.rejects]
+
+    together = load(b"\n".join(lines) + b"\n")
+    apart = [load(line + b"\n") for line in lines]
+    assert together == ([r for rows, _ in apart for r in rows], [e for _, errors in apart for e in errors])
+    assert together == ([{"id": 1, "name": "a", "amount": Decimal("1.50")},
+                         {"id": 2, "name": "b", "amount": Decimal("2.25")},
+                         {"id": 4, "name": "c", "amount": None},  # the exact spelling wins
+                         {"id": 5, "name": "e", "amount": None}],
+                        [("id", "'x' is not a valid bigint: Fai")])
+
+
+def test_json_numbers_in_timestamp_columns_are_seconds_since_the_epoch_in_files_and_messages() -> None:
+    """A file load and a Kafka message read ``{"ts": 1700000000}`` alike: 2023-11-14 22:13:20 UTC,
+    as Spark's CAST and JSON reader take it (it was 1970-01-01 00:28:20: microseconds)."""
+    from lading_jobs.stream.kafka import Messages
+    from lading_jobs.stream.positions import Range
+    from lading_jobs.stream.records import decode_messages
+
+    schema = TableSchema.of([("id", "bigint"), ("ts", "timestamp")])
+    lines = [b'{"id": 1, "ts": 1700000000}', b'{"id": 2, "ts": 1.5}', b'{"id": 3, "ts": 1e15}',
+             b'{"id": 4, "ts": "2024-01-01T00:00:00+02:00"}']
+    utc = dt.UTC
+    expected = [{"id": 1, "ts": dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=utc)},
+                {"id": 2, "ts": dt.datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=utc)},
+                {"id": 4, "ts": dt.datetime(2023, 12, 31, 22, 0, tzinfo=utc)}]
+    decoded = decode(b"\n".join(lines) + b"\n", "json", JsonOptions(), schema.names, "s3://b/t.jsonl",
+                     exact_numbers=["id"])
+    result = conform(decoded, schema)
+    assert [{"id": r["id"], "ts": r["ts"]} for r in result.table.to_pylist()] == expected
+    assert [(r.position, r.column) for r in result.rejects] == [(3, "ts")]
+    assert "out of the timestamp range" in result.rejects[0].reason
+    n = len(lines)
+    msgs = Messages(Range("t", 0, 0, n), [None] * n, lines, list(range(n)), [0] * n, [None] * n)
+    rows = decode_messages(msgs, schema, "json", "append", ())
+    assert [{"id": r["id"], "ts": r["ts"]} for r in rows.table.to_pylist()] == expected
+    assert [(r["offset"], r["column"]) for r in rows.rejects] == [(2, "ts")]
 
 
 def test_a_header_name_with_a_line_break_is_a_clear_file_error() -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from lading_jobs.storage import ObjectInfo
 from lading_jobs.stream import positions as pos
-from lading_jobs.stream.positions import DataLoss, FilesProgress, Range, Watermarks
+from lading_jobs.stream.positions import DataLoss, FilesProgress, OffsetsReset, Range, Watermarks
 from lading_jobs.table.log import LedgerEntry
 
 MARKS = {"a": {0: Watermarks(0, 100), 1: Watermarks(10, 50)}, "b": {0: Watermarks(5, 7)}}
@@ -37,6 +37,23 @@ def test_offsets_below_the_log_start_are_data_loss_naming_them():
     assert str(losses[0]) == ("topic a partition 1: offsets 3..9 are no longer on the broker "
                               "(its earliest offset is 10)")
     assert pos.skip_lost(starts, losses) == {"a": {0: 0, 1: 10}}
+
+
+def test_a_committed_offset_past_the_end_offset_is_a_reset_naming_it_and_restarts_at_the_earliest():
+    """A topic deleted and recreated: the table's offset 60 of a/1 is past the new end 50. Taken as
+    it is, the range would be empty and offsets 10..49 (and more up to 59) silently skipped."""
+    committed = {"a": {0: 100, 1: 60}, "b": {0: 7}}  # a/0 and b/0 exactly at their ends: no loss
+    starts, losses = pos.resolve_starts(("a", "b"), MARKS, committed, "earliest")
+    assert losses == [OffsetsReset("a", 1, 60, 10, 50)]
+    assert str(losses[0]) == ("topic a partition 1: the offset to read next, 60, is past the broker's end "
+                              "offset 50 (the topic was deleted and recreated, or its offsets reset); its "
+                              "offsets 10..49 may be new messages")
+    moved = pos.skip_lost(starts, losses)
+    assert moved == {"a": {0: 100, 1: 10}, "b": {0: 7}}
+    assert pos.plan_ranges(moved, MARKS, None) == [Range("a", 1, 10, 50)]
+    # a recreated partition still empty: restarts at its (only) offset, nothing to read yet
+    starts, losses = pos.resolve_starts(("c",), {"c": {0: Watermarks(0, 0)}}, {"c": {0: 5}}, "earliest")
+    assert losses == [OffsetsReset("c", 0, 5, 0, 0)] and pos.skip_lost(starts, losses) == {"c": {0: 0}}
 
 
 @pytest.mark.parametrize("available, limit, expected", [

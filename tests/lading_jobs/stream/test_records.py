@@ -108,3 +108,21 @@ def test_json_numbers_and_nested_values_in_text_and_json_columns_keep_their_text
     assert [(r["id"], r["s"], r["doc"]) for r in rows.table.to_pylist()] == [
         (1, "1.10", "[1, 2.50]"), (2, "123456789012345678901234567890", "-0"), (3, "text", '{"a": 1e5}')]
     assert not rows.rejects
+
+
+def test_json_field_names_of_any_case_load_the_same_whichever_messages_share_a_batch() -> None:
+    # {"id":1,"name":"a"} and {"ID":2,"Name":"b"} in one range loaded (1,a),(NULL,NULL) without a reject;
+    # one message per range loaded both. An upsert key spelled otherwise is no longer filled from the key.
+    from lading_jobs.stream.records import decode_messages
+
+    schema = TableSchema.of([("id", "bigint"), ("name", "string")])
+    values = [b'{"id": 1, "name": "a"}', b'{"ID": 2, "Name": "b"}', b'{"Id": 3, "NAME": "c"}']
+    together = decode_messages(messages(values), schema, "json", "append", ()).table.to_pylist()
+    apart = [r for i, v in enumerate(values)
+             for r in decode_messages(messages([v], 40 + i), schema, "json", "append", ()).table.to_pylist()]
+    assert together == apart == [{"id": 1, "name": "a", "_lading_diff": 1}, {"id": 2, "name": "b", "_lading_diff": 1},
+                                 {"id": 3, "name": "c", "_lading_diff": 1}]
+    keyed = Messages(Range("ev", 2, 0, 3), [b"9", b"9", b"7"], [b'{"id": 1, "name": "a"}', b'{"ID": 2, "name": "b"}',
+                                                                 b'{"name": "c"}'], [0, 1, 2], [0, 0, 0], [None] * 3)
+    rows = decode_messages(keyed, schema, "json", "upsert", ("id",)).table.to_pylist()
+    assert sorted((r["id"], r["name"]) for r in rows) == [(1, "a"), (2, "b"), (7, "c")]

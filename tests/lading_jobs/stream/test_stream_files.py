@@ -7,16 +7,22 @@ import datetime as dt
 import gzip
 import json
 import os
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lading import cli
-from lading_jobs.stream.job import run_stream
+from lading_jobs.stream import batch as bt
+from lading_jobs.stream import sources
+from lading_jobs.stream.job import Stream, run_stream
+from lading_jobs.stream.progress import Progress
 from lading_jobs.table.log import TableLog
 from lading_jobs.table.reader import read_table
 from lading_spec.job import JobDocument
+from lading_spec.streamcopy import parse_streamcopy
 
 pytestmark = [pytest.mark.spark]
 
@@ -104,3 +110,80 @@ spec:
     assert [ln.split(":")[0] for ln in lines] == ["batch 1", "batch 2", "batch 3"], captured.err
     assert "1 rows in" in lines[0] and "lag 2" in lines[0] and "lag 0" in lines[2]
     assert captured.out.splitlines()[0] == "STREAM 3"
+
+
+def test_a_file_changed_between_listing_and_reading_is_not_ledgered_and_a_later_batch_loads_it_once(
+        spark: Any, tmp_path: Path, file_uri: Any) -> None:
+    """The producer touches a.csv after the listing (same bytes, new ETag): its read fails. It is
+    no reject and not loaded: not in the ledger, not counted, and the high-water mark stays below
+    it (lateArrival 1ms: the next listing starts at the mark), so the next listing finds it again;
+    b.csv, read in the same batch, commits and is never loaded again."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    put(landing, "a.csv", "id,name\n1,a\n2,a\n")
+    put(landing, "b.csv", "id,name\n3,b\n")
+    table = file_uri("t/")
+    spec = {"source": {"files": {"uri": file_uri("landing/"), "format": "csv", "options": {"header": True},
+                                 "lateArrival": "1ms"}},
+            "target": {"table": table, "schema": [{"name": "id", "type": "bigint"},
+                                                  {"name": "name", "type": "string"}]},
+            "maxErrorNumber": 1, "deadLetter": file_uri("dead/")}
+    progress = Progress("r", "files")
+    stream = Stream(spark, job(spec), parse_streamcopy(spec), progress)
+    try:
+        plan = stream.plan()
+        assert plan is not None and [f.uri.rsplit("/", 1)[-1] for f in plan.files] == ["a.csv", "b.csv"]
+        stat = os.stat(landing / "a.csv")
+        os.utime(landing / "a.csv", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        result = stream.run_batch(plan, threading.Event())
+    finally:
+        stream.close()
+    assert (result.rows, result.rejected) == (1, 0)
+    snap = TableLog.open_existing(table).snapshot()
+    assert [u.rsplit("/", 1)[-1] for u in snap.ledger] == ["b.csv"]
+    position = snap.source_progress[f"files:{file_uri('landing/')}"]
+    assert position["files"] == 1 and position["highWater"] == "", position  # held below a.csv
+    doc = progress.snapshot()
+    assert doc["offsets"] == {"files": 1} and doc["lastBatch"]["rows"] == 1
+    assert [u["file"].rsplit("/", 1)[-1] for u in doc["unreadFiles"]] == ["a.csv"]
+    assert "changed after it was listed" in doc["unreadFiles"][0]["reason"]
+    assert not (tmp_path / "dead").exists()  # no reject
+    time.sleep(0.01)  # past lateArrival: the listing starts at the newest mark
+    again = run_stream(spark, job(spec, 2), once=True, progress_port=None)
+    assert again["rows"] == 2 and again["offsets"] == {"files": 2}, again
+    assert run_stream(spark, job(spec, 2), once=True, progress_port=None)["rows"] == 0  # a rerun: nothing
+    rows = sorted((r["id"], r["name"]) for r in read_table(spark, table).collect())
+    assert rows == [(1, "a"), (2, "a"), (3, "b")]  # each row exactly once
+    ledger = TableLog.open_existing(table).snapshot().ledger
+    assert {u.rsplit("/", 1)[-1]: e.rows for u, e in ledger.items()} == {"a.csv": 2, "b.csv": 1}
+
+
+def test_a_file_that_cannot_be_read_batch_after_batch_stops_the_stream_naming_it(
+        tmp_path: Path, file_uri: Any, monkeypatch: Any) -> None:
+    """Driver-side only (the tasks replaced): a.csv fails to be read every time, b.csv loads. The
+    first failures only leave a.csv for the next batch; after MAX_READ_ATTEMPTS batches in a row
+    the stream stops (FileUnreadable) with that last batch uncommitted, and a.csv never ledgered."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    put(landing, "a.csv", "id\n1\n")
+    put(landing, "b.csv", "id\n2\n")
+    table = file_uri("t/")
+    spec = {"source": {"files": {"uri": file_uri("landing/"), "format": "csv", "options": {"header": True}}},
+            "target": {"table": table, "schema": [{"name": "id", "type": "bigint"}]}}
+    runs: list[list[str]] = []
+
+    def fake_run(spark: Any, target: Any, source: Any, items: list[Any], kind: str, run: Any = None,
+                 tplan: Any = None) -> tuple[list[bt.Outcome], None]:
+        runs.append([t.uri.rsplit("/", 1)[-1] for t in items])
+        return [bt.Outcome(t.index, t.uri, unread=f"cannot be read: reading {t.uri} failed: Access Denied")
+                if t.uri.endswith("a.csv") else bt.Outcome(t.index, t.uri, read=1, good=1) for t in items], None
+
+    monkeypatch.setattr(sources, "run_evolving", fake_run)
+    out = run_stream(None, job(spec), once=True, progress_port=None)
+    assert out["reason"] == "FileUnreadable", out
+    assert out["error"].startswith(f"source.files: {file_uri('landing/a.csv')} could not be read in "
+                                   f"{sources.MAX_READ_ATTEMPTS} batches in a row (last: cannot be read: "), out
+    assert runs == [["a.csv", "b.csv"]] + [["a.csv"]] * (sources.MAX_READ_ATTEMPTS - 1)
+    snap = TableLog.open_existing(table).snapshot()
+    assert [u.rsplit("/", 1)[-1] for u in snap.ledger] == ["b.csv"]
+    assert snap.source_progress[f"files:{file_uri('landing/')}"]["files"] == 1

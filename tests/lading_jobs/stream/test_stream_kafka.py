@@ -241,3 +241,44 @@ def test_two_drivers_on_one_table_the_second_commit_loses_and_stops(spark: Any, 
     assert sorted(r["id"] for r in read_table(spark, table).collect()) == list(range(20))
     assert len(stream_commits(table)) == 1
     assert not st.open_storage(table).list_pending_uploads(table) and not unreferenced(table)
+
+
+def test_a_recreated_topic_fails_the_batch_or_restarts_at_the_earliest_loading_each_message_once(
+        spark: Any, kafka: str, make_topic: Any, file_uri: Any) -> None:
+    """The table holds offset 5 of a topic deleted and recreated with 3 messages (end offset 3):
+    nothing of the new topic may be skipped silently. failOnDataLoss: the batch fails naming the
+    partition and offsets; false: the partition restarts at its earliest offset, reported."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = make_topic(partitions=1)
+    table = file_uri("t/")
+    produce(kafka, topic, [(0, None, json.dumps({"id": i, "customer": "old"}).encode()) for i in range(5)])
+    spec = kafka_spec(kafka, [topic], table, target={"schema": ORDERS})
+    assert run_stream(spark, job(spec), once=True, progress_port=None)["rows"] == 5
+    admin = AdminClient({"bootstrap.servers": kafka})
+    for f in admin.delete_topics([topic]).values():
+        f.result(30)
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(30)
+    produce(kafka, topic, [(0, None, json.dumps({"id": 100 + i, "customer": "new"}).encode()) for i in range(3)])
+    commits = len(stream_commits(table))
+
+    failed = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert failed["reason"] == "DataLoss", failed
+    assert (f"topic {topic} partition 0: the offset to read next, 5, is past the broker's end offset 3"
+            in failed["error"]), failed
+    assert "failOnDataLoss: false to restart these partitions at their earliest offsets" in failed["error"]
+    assert len(stream_commits(table)) == commits  # nothing committed: the position stays at 5
+
+    spec["source"]["kafka"]["failOnDataLoss"] = False
+    progress = Progress("r", "kafka")
+    out = run_stream(spark, job(spec, generation=2), once=True, progress_port=None, progress=progress)
+    assert out["rows"] == 3 and out["offsets"] == {f"{topic}:0": 3}, out
+    assert any("past the broker's end offset 3" in s and "restarted at offset 0" in s
+               for s in progress.get("dataLossSkipped")), progress.get("dataLossSkipped")
+    produce(kafka, topic, [(0, None, json.dumps({"id": 100 + i, "customer": "new"}).encode()) for i in range(3, 7)])
+    assert run_stream(spark, job(spec, generation=2), once=True, progress_port=None)["rows"] == 4
+    again = run_stream(spark, job(spec, generation=2), once=True, progress_port=None)  # a rerun loads nothing
+    assert again["rows"] == 0 and again["offsets"] == {f"{topic}:0": 7}, again
+    ids = sorted(r["id"] for r in read_table(spark, table).collect())
+    assert ids == [*range(5), *range(100, 107)]  # each message exactly once
