@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import struct
 from typing import Any
 
 from lading_jobs.table import expr as ex
 from lading_jobs.table.schema import TableSchema
+from lading_jobs.unload import sqlshape
 from lading_spec.errors import SpecError
 
 _COMPARE = {"EqualTo": "eq", "LessThan": "lt", "LessThanOrEqual": "le", "GreaterThan": "gt",
             "GreaterThanOrEqual": "ge"}
 _FLIP = {"eq": "eq", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
-_ORDER_PRESERVING = {"ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType"}
 
 
 def _children(node: Any) -> list[Any]:
@@ -43,7 +44,9 @@ def _python_value(value: Any, data_type: Any) -> Any:
     kind = _type_name(data_type)
     if kind in ("ByteType", "ShortType", "IntegerType", "LongType"):
         return int(value)
-    if kind in ("FloatType", "DoubleType"):
+    if kind == "FloatType":  # py4j passes a Java float through its shortest text (0.1F as 0.1)
+        return struct.unpack("<f", struct.pack("<f", float(value)))[0]
+    if kind == "DoubleType":
         return float(value)
     if kind == "BooleanType":
         return bool(value)
@@ -71,14 +74,16 @@ def _constant(node: Any) -> Any:
 
 
 def _column(node: Any) -> str:
-    """The column a side of a comparison reads, unwrapping order-preserving numeric casts."""
+    """The column a side of a comparison reads, unwrapping casts that keep every value
+    (``sqlshape.exact_cast``: widening ones). A cast that truncates, rounds or wraps
+    (double → int, bigint → double, double → float) compares other values than the
+    column's statistics hold: such a comparison is no filter (it might match)."""
     name = str(node.nodeName())
     if name == "AttributeReference":
         return str(node.name())
     if name == "Cast":
         child = node.child()
-        if _type_name(child.dataType()) in _ORDER_PRESERVING and _type_name(node.dataType()) in _ORDER_PRESERVING \
-                and _type_name(child.dataType()) != "DecimalType":
+        if sqlshape.exact_cast(str(child.dataType().simpleString()), str(node.dataType().simpleString())):
             return _column(child)
     raise _Untranslatable(name)
 
