@@ -27,7 +27,7 @@ from typing import Any
 
 from lading_spec import compaction_result, manifests
 from lading_spec.errors import SpecError
-from lading_spec.job import KINDS, JobDocument
+from lading_spec.job import API_VERSION, KINDS, JobDocument
 from lading_spec.sizes import human_size
 
 
@@ -43,6 +43,9 @@ def load_manifest(path: str) -> dict[str, Any]:
         raise SpecError("FILE", f"{path}: {e.message}") from e
     for d in docs:
         if isinstance(d, dict) and d.get("kind") in KINDS:
+            if d.get("apiVersion") != API_VERSION:  # as kubectl and `lading render` would refuse it
+                raise SpecError("apiVersion", f"{path}: {d.get('kind')} has apiVersion {d.get('apiVersion')!r}; "
+                                              f"this release reads {API_VERSION}")
             return d
     raise SpecError("kind", f"{path} holds no {', '.join(KINDS)} resource")
 
@@ -55,8 +58,11 @@ def job_document(manifest: dict[str, Any], run_id: str | None = None,
     if not isinstance(spec, dict):
         raise SpecError("spec", "missing or not a mapping")
     run_time = run_time or dt.datetime.now(dt.UTC)
+    generation = meta.get("generation") or 1
+    if isinstance(generation, bool) or not isinstance(generation, int) or generation < 1:
+        raise SpecError("metadata.generation", f"expected a positive integer, got {generation!r}")
     return JobDocument(kind=manifest["kind"], namespace=str(meta.get("namespace") or "default"), name=name,
-                       uid="", generation=int(meta.get("generation") or 1),
+                       uid="", generation=generation,
                        run_id=run_id or f"{name}-local-{run_time:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}",
                        run_time=run_time, spec=spec)
 
@@ -127,7 +133,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     def spark_factory() -> Any:
         from lading_jobs.session import build_session
 
-        return build_session(master=args.master, app_name=f"lading-run-{doc.name}", kind=doc.kind)
+        spark = build_session(master=args.master, app_name=f"lading-run-{doc.name}", kind=doc.kind)
+        # PySpark's SparkContext takes SIGINT for its own handler (cancel every job over py4j, then
+        # KeyboardInterrupt wherever the main thread is): Ctrl-C must cancel as SIGTERM does.
+        cancellation.install((signal.SIGINT,))
+        return spark
 
     def progress_factory(spark: Any) -> Any:
         if not show_progress:

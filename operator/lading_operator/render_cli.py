@@ -27,7 +27,7 @@ from lading_spec.job import API_VERSION
 
 DESCRIPTION = """\
 Prints the SparkApplication the operator would create for each resource in
-FILE whose kind has an engine in this release (a CopyJob): a dry run to diff in
+FILE (CopyJob, StreamCopy, Compaction): a dry run to diff in
 GitOps. Each resource is validated as the operator validates it (with --policy,
 against that policy file too) and rendered by the same code; a scheduled one
 renders the run of its next slot (--run-time picks another). The file is read

@@ -96,17 +96,27 @@ def wait_for_tasks(sc: Any, group: str, deadline_seconds: float = 120.0,
     worker keeps encoding the batches it already received and can begin an upload after
     the driver's sweep listed the pending ones (seen as a left-over upload of a failed
     unload under two test workers). Callers sweep after this returns; only failure paths
-    call it, so the grace costs nothing on success."""
-    tracker = sc.statusTracker()
+    call it, so the grace costs nothing on success. A JVM that cannot be asked (killed with
+    the driver's process group) counts as running nothing: this never raises, so the
+    caller's abort still runs."""
     deadline = time.monotonic() + deadline_seconds
     while time.monotonic() < deadline:
-        active = 0
-        for job_id in tracker.getJobIdsForGroup(group):
-            job = tracker.getJobInfo(job_id)
-            for stage_id in job.stageIds if job is not None else ():
-                stage = tracker.getStageInfo(stage_id)
-                active += stage.numActiveTasks if stage is not None else 0
+        try:
+            active = _active_tasks(sc, group)
+        except Exception:  # noqa: BLE001 - the JVM is gone (a signal to the whole process group):
+            active = 0     # it runs no task any more; the caller's clean-up needs only Python
         if active == 0:
             time.sleep(grace_seconds)
             return
         time.sleep(0.2)
+
+
+def _active_tasks(sc: Any, group: str) -> int:
+    tracker = sc.statusTracker()
+    active = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job is not None else ():
+            stage = tracker.getStageInfo(stage_id)
+            active += stage.numActiveTasks if stage is not None else 0
+    return active

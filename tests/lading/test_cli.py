@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +17,8 @@ import yaml
 
 from lading import cli
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
 UNLOADS = ["quickstart.yaml", "unload-csv-gzip.yaml", "unload-csv-partitioned.yaml", "unload-parquet.yaml",
            "unload-parquet-partitioned.yaml", "unload-json.yaml", "unload-json-partitioned.yaml"]
 
@@ -71,6 +77,20 @@ def test_run_reports_a_bad_manifest_with_the_field(tmp_path: Path, capsys: pytes
                                             "to": {"files": "s3://bkt/x/", "format": "xml"}}}))
     assert cli.main(["run", str(bad), "--master", "local[2]"]) == 1
     assert "to.format" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("metadata", "api", "needle"), [
+    ({"name": "b"}, "lading.io/v9", "apiVersion"),  # kubectl and `lading render` refuse it too
+    ({"name": "b", "generation": "abc"}, "lading.io/v1alpha1", "metadata.generation"),
+])
+def test_run_refuses_what_the_api_server_would(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               metadata: dict[str, Any], api: str, needle: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"apiVersion": api, "kind": "CopyJob", "metadata": metadata,
+                                   "spec": {"from": {"query": "SELECT 1"}, "to": {"files": "s3://bkt/x/"}}}))
+    assert cli.main(["run", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
 
 
 def test_run_needs_a_lading_resource(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -176,3 +196,39 @@ def test_help_is_plain_text(command: list[str], capsys: pytest.CaptureFixture[st
     if command[0] == "sample-data":
         assert "--rows ROWS    how many orders" in text and "--files FILES  how many Parquet files" in text
         assert "--seed" in text
+
+
+@pytest.mark.spark
+@pytest.mark.s3
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_whole_process_group_cancels_and_leaves_nothing(
+        sig: int, s3_endpoint: str, s3_client: Any, bucket: str, tmp_path: Path) -> None:
+    # A terminal's Ctrl-C (SIGINT), or `kill %1`/`timeout` (SIGTERM), reaches the JVM and Spark's
+    # workers too. PySpark took SIGINT for its own handler (KeyboardInterrupt anywhere, 120 s,
+    # staging files left), and a JVM killed with the group made the driver's abort raise before it
+    # ran (pending multipart uploads left).
+    manifest = tmp_path / "big.yaml"
+    manifest.write_text(yaml.safe_dump({
+        "apiVersion": "lading.io/v1alpha1", "kind": "CopyJob", "metadata": {"name": "big"},
+        "spec": {"from": {"query": "SELECT id, repeat(CAST(id AS STRING), 60) AS pad FROM range(0, 20000000, 1, 2)"},
+                 "to": {"files": f"s3://{bucket}/big/", "format": "csv", "bufferSize": "5MB"}}}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(REPO / p) for p in (".", "spark_apps", "operator")))
+    proc = subprocess.Popen([sys.executable, "-m", "lading", "run", str(manifest), "--master", "local[2]",
+                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=tmp_path, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if s3_client.list_multipart_uploads(Bucket=bucket, Prefix="big/").get("Uploads"):
+            break
+        time.sleep(0.2)  # polling the S3 server for a condition, not synchronising on time
+    assert proc.poll() is None, proc.communicate(timeout=30)
+    os.killpg(proc.pid, sig)
+    signalled = time.monotonic()
+    out, err = proc.communicate(timeout=120)
+    assert time.monotonic() - signalled < 30, err[-3000:]
+    assert proc.returncode == 143, (out, err[-3000:])
+    assert "KeyboardInterrupt" not in err, err[-3000:]  # PySpark's SIGINT handler did not take over
+    assert "cancelled" in err
+    assert s3_client.list_objects_v2(Bucket=bucket, Prefix="big/").get("KeyCount", 0) == 0
+    assert not s3_client.list_multipart_uploads(Bucket=bucket, Prefix="big/").get("Uploads")
