@@ -251,8 +251,27 @@ def write_sample_orders(prefix: str, rows: int, files: int = 4, seed: int = 42) 
     return out
 
 
+def _at_least(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
 def cmd_sample_data(args: argparse.Namespace) -> int:
-    written = write_sample_orders(args.prefix, args.rows, args.files, args.seed)
+    from lading_jobs.storage import StorageError
+
+    try:
+        written = write_sample_orders(args.prefix, args.rows, args.files, args.seed)
+    except (SpecError, StorageError, OSError, ValueError) as e:
+        print(f"lading: ERROR: {args.prefix}: {e}", file=sys.stderr)
+        return 1
     print(f"wrote {args.rows} sample orders in {len(written)} Parquet files under {args.prefix}")
     return 0
 
@@ -365,8 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sample = sub.add_parser("sample-data", help="write the sample orders dataset (Parquet) the examples read",
                             description=SAMPLE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     sample.add_argument("prefix", help="where, e.g. s3://lading-demo/raw/orders/ or file:///tmp/orders/")
-    sample.add_argument("--rows", type=int, default=200_000, help="how many orders (default 200000)")
-    sample.add_argument("--files", type=int, default=4,
+    sample.add_argument("--rows", type=_at_least(0), default=200_000, help="how many orders (default 200000)")
+    sample.add_argument("--files", type=_at_least(1), default=4,
                         help="how many Parquet files to spread them over (default 4)")
     sample.add_argument("--seed", type=int, default=42, help="random seed; the same seed writes the same data "
                                                               "(default 42)")

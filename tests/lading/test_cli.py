@@ -232,3 +232,18 @@ def test_a_signal_to_the_whole_process_group_cancels_and_leaves_nothing(
     assert "cancelled" in err
     assert s3_client.list_objects_v2(Bucket=bucket, Prefix="big/").get("KeyCount", 0) == 0
     assert not s3_client.list_multipart_uploads(Bucket=bucket, Prefix="big/").get("Uploads")
+
+
+@pytest.mark.parametrize(("args", "code", "needle"), [
+    (["--files", "0"], 2, "--files: must be at least 1"),
+    (["--rows", "-5"], 2, "--rows: must be at least 0"),
+    ([], 1, "use s3://bucket/prefix/ or file:///absolute/path/"),
+])
+def test_sample_data_refuses_bad_arguments_without_a_traceback(args: list[str], code: int, needle: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        assert cli.main(["sample-data", "/tmp/not-a-uri/", *args]) == code
+    except SystemExit as e:  # argparse's usage errors
+        assert e.code == code
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
