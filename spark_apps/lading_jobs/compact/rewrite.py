@@ -16,8 +16,10 @@ schema, ``_lading_time``, ``_lading_diff``, ``_lading_seq`` = part order,
 - ``append``: the same for identical rows (diffs are positive counts). Tables
   with columns Arrow cannot group (nested types, intervals) keep their rows.
 
-Grouping compares floats by their bits (finer than any reader's grouping, so it
-never merges rows a reader would tell apart). ``sort_by`` orders the output;
+Grouping tells rows apart exactly as the reader does (``consolidate.grouping_view``):
+upsert keys by SQL's equality (-0.0 with 0.0, every NaN as one), so a delete marker
+dropped here drops the rows the reader would have let it delete, and no more;
+identical rows of diff and append tables bit for bit. ``sort_by`` orders the output;
 otherwise rows keep their rank order.
 """
 
@@ -45,32 +47,13 @@ class Consolidated:
     rows_out: int
 
 
-def _grouping_view(column: pa.ChunkedArray | pa.Array) -> pa.Array | None:
-    """A column Arrow can group by with exact (bitwise for floats) equality; None if it cannot."""
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    t = arr.type
-    if pa.types.is_dictionary(t):
-        arr = arr.dictionary_decode()
-        t = arr.type
-    if pa.types.is_floating(t):
-        width = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[t.bit_width]
-        return arr.view(width)
-    if (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
-            or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
-            or pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t) or pa.types.is_date(t)
-            or pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t)
-            or pa.types.is_null(t)):
-        return arr
-    return None
-
-
 def _view_or_raw(column: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    view = _grouping_view(column)
+    view = cons.grouping_view(column)
     return column if view is None else view
 
 
 def groupable(schema: pa.Schema, names: Sequence[str]) -> bool:
-    return all(_grouping_view(pa.array([], schema.field(n).type)) is not None for n in names)
+    return all(cons.grouping_view(pa.array([], schema.field(n).type), sql=False) is not None for n in names)
 
 
 def _ranked(table: pa.Table) -> pa.Table:
@@ -106,7 +89,7 @@ def _sum_identical(table: pa.Table, names: Sequence[str], since: int) -> pa.Tabl
     if old.num_rows == 0:
         return table
     old = old.append_column(_RANK, pa.array(np.arange(old.num_rows, dtype=np.int64)))
-    views = {f"c{i}": _grouping_view(old.column(n)) for i, n in enumerate(names)}
+    views = {f"c{i}": cons.grouping_view(old.column(n), sql=False) for i, n in enumerate(names)}
     keyed = pa.table({**views, fmt.DIFF_COLUMN: old.column(fmt.DIFF_COLUMN),
                       fmt.TIME_COLUMN: old.column(fmt.TIME_COLUMN), _RANK: old.column(_RANK)})
     agg = keyed.group_by(list(views), use_threads=False).aggregate(

@@ -27,7 +27,7 @@ from lading_jobs.load.decode import Decoded, Reject, decode
 from lading_jobs.load.policy import FileOutcome, should_write
 from lading_jobs.load.stores import storage_for
 from lading_jobs.sink import PartSink
-from lading_jobs.table import writer
+from lading_jobs.table import consolidate, writer
 from lading_jobs.table.schema import TableSchema, arrow_type
 from lading_spec.copyjob import LoadOptions
 from lading_spec.formats import FormatOptions
@@ -123,8 +123,9 @@ def sort_rows(table: pa.Table, sort_by: tuple[str, ...], envelope: str = "append
     key_names = [names[c.lower()] for c in key_columns if c.lower() in names] if envelope == "upsert" else []
     if key_names:
         index = "__lading_row"
-        last = (table.select(key_names).append_column(index, pa.array(np.arange(table.num_rows, dtype=np.int64)))
-                .group_by(key_names, use_threads=False).aggregate([(index, "max")]))
+        keyed = pa.table({**consolidate.key_columns(table, key_names, "k"),  # SQL's equality, as reads
+                          index: pa.array(np.arange(table.num_rows, dtype=np.int64))})
+        last = keyed.group_by([f"k{i}" for i in range(len(key_names))], use_threads=False).aggregate([(index, "max")])
         table = table.take(pa.array(np.sort(last.column(f"{index}_max").to_numpy())))
     return table.sort_by(keys)
 

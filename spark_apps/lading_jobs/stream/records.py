@@ -40,6 +40,7 @@ from lading_jobs.load.conform import Conformer, FileError
 from lading_jobs.load.decode import MAX_RAW, Decoded, Piece, decode_json
 from lading_jobs.load.task import exact_number_columns, verbatim_columns
 from lading_jobs.stream.kafka import HEADERS_TYPE, Messages
+from lading_jobs.table import consolidate
 from lading_jobs.table import format as fmt
 from lading_jobs.table.evolve import Found
 from lading_jobs.table.schema import Column, TableSchema, arrow_type
@@ -250,7 +251,8 @@ def last_per_key(table: pa.Table, key_columns: tuple[str, ...]) -> pa.Table:
     """Only each key's row with the highest ``POS`` (the latest message)."""
     if table.num_rows < 2:
         return table
-    latest = table.group_by(list(key_columns), use_threads=False).aggregate([(POS, "max")])
+    keyed = pa.table({**consolidate.key_columns(table, key_columns, "k"), POS: table.column(POS)})
+    latest = keyed.group_by([f"k{i}" for i in range(len(key_columns))], use_threads=False).aggregate([(POS, "max")])
     return table.filter(pc.is_in(table.column(POS), value_set=latest.column(f"{POS}_max")))
 
 

@@ -13,6 +13,13 @@ the table as of logical time ``as_of`` (None: everything):
 
 The answer depends only on the rows, never on how they are split into parts,
 so compaction changes cost, not answers.
+
+Upsert keys are equal as SQL finds them (Spark's GROUP BY and ``=``): a float's
+-0.0 is the key 0.0, and every NaN is one key (``grouping_view``). Arrow's own
+grouping compares floats bit by bit, so an upsert of key -0.0 over key 0.0 would
+otherwise leave both rows. The winning row keeps the value it was written with.
+Rows of a diff or append table are identical only when every value is, bit for
+bit (a row read back is the row written; -0.0 is not shown as 0.0).
 """
 
 from __future__ import annotations
@@ -28,6 +35,47 @@ from lading_jobs.table import format as fmt
 SEQ_COLUMN = "_lading_seq"
 POS_COLUMN = "_lading_pos"
 _INTERNAL = (fmt.TIME_COLUMN, fmt.DIFF_COLUMN, SEQ_COLUMN, POS_COLUMN)
+
+
+_CANONICAL_NAN = {16: np.float16("nan"), 32: np.float32("nan"), 64: np.float64("nan")}
+
+
+def grouping_view(column: pa.ChunkedArray | pa.Array, *, sql: bool = True) -> pa.Array | None:
+    """A column Arrow can group by; None if Arrow cannot group its type.
+
+    Floats become their bits: with ``sql`` (keys) after -0.0 → 0.0 and every NaN →
+    one NaN, SQL's equality; without, as they are (identical rows). Dictionaries are
+    decoded; other groupable types are returned as they are."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    if pa.types.is_floating(t):
+        width = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[t.bit_width]
+        if not sql:
+            return arr.view(width)
+        zero, nan = pa.scalar(0, t), pa.scalar(_CANONICAL_NAN[t.bit_width], t)
+        normal = pc.if_else(pc.equal(arr, zero), zero, arr)  # -0.0 == 0.0
+        normal = pc.if_else(pc.is_nan(normal), nan, normal)
+        return normal.view(width)
+    if (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t) or pa.types.is_date(t)
+            or pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t)
+            or pa.types.is_null(t)):
+        return arr
+    return None
+
+
+def key_columns(table: pa.Table, names: Sequence[str], prefix: str) -> dict[str, pa.Array | pa.ChunkedArray]:
+    """``{prefix + i: view}`` of the key columns ``names`` (``grouping_view``, SQL's
+    equality; the column itself where it has none)."""
+    out: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for i, name in enumerate(names):
+        view = grouping_view(table.column(name))
+        out[f"{prefix}{i}"] = table.column(name) if view is None else view
+    return out
 
 
 def user_columns(table: pa.Table) -> list[str]:
@@ -69,8 +117,10 @@ def _latest_per_key(table: pa.Table, keys: list[str], names: list[str]) -> pa.Ta
             table = table.append_column(needed, pa.array(np.zeros(table.num_rows, dtype=np.int64)))
     order = [(fmt.TIME_COLUMN, "descending"), (SEQ_COLUMN, "descending"), (POS_COLUMN, "descending")]
     ranked = table.sort_by(order)
-    ranked = ranked.append_column("_lading_rank", pa.array(np.arange(ranked.num_rows, dtype=np.int64)))
-    firsts = ranked.group_by(keys, use_threads=False).aggregate([("_lading_rank", "min")])
+    rank = pa.array(np.arange(ranked.num_rows, dtype=np.int64))
+    keyed = pa.table({**key_columns(ranked, keys, "k"), "_lading_rank": rank})
+    firsts = keyed.group_by([f"k{i}" for i in range(len(keys))], use_threads=False).aggregate(
+        [("_lading_rank", "min")])
     winners = ranked.take(firsts.column("_lading_rank_min"))
     winners = winners.filter(pc.greater(winners.column(fmt.DIFF_COLUMN), 0))
     return winners.select(names)
