@@ -47,11 +47,6 @@ class Consolidated:
     rows_out: int
 
 
-def _view_or_raw(column: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    view = cons.grouping_view(column)
-    return column if view is None else view
-
-
 def groupable(schema: pa.Schema, names: Sequence[str]) -> bool:
     return all(cons.grouping_view(pa.array([], schema.field(n).type), sql=False) is not None for n in names)
 
@@ -68,10 +63,7 @@ def _upsert(table: pa.Table, keys: Sequence[str], since: int, drop_deletes: bool
     ranked = _ranked(table)
     times = ranked.column(fmt.TIME_COLUMN)
     bucket = pc.if_else(pc.less(times, since), pa.scalar(_MIN_TIME, pa.int64()), times)
-    keyed = pa.table({**{f"k{i}": _view_or_raw(ranked.column(k)) for i, k in enumerate(keys)},
-                      _BUCKET: bucket, _RANK: ranked.column(_RANK)})
-    winners = keyed.group_by([*(f"k{i}" for i in range(len(keys))), _BUCKET], use_threads=False) \
-        .aggregate([(_RANK, "max")]).column(f"{_RANK}_max")
+    winners = cons.rank_per_key(ranked, keys, ranked.column(_RANK), "max", also={_BUCKET: bucket})
     out = ranked.take(pc.take(winners, pc.sort_indices(winners)))
     if drop_deletes:
         deleted_old = pc.and_(pc.less(out.column(fmt.DIFF_COLUMN), 0), pc.less(out.column(fmt.TIME_COLUMN), since))

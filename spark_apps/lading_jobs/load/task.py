@@ -122,11 +122,8 @@ def sort_rows(table: pa.Table, sort_by: tuple[str, ...], envelope: str = "append
         return table
     key_names = [names[c.lower()] for c in key_columns if c.lower() in names] if envelope == "upsert" else []
     if key_names:
-        index = "__lading_row"
-        keyed = pa.table({**consolidate.key_columns(table, key_names, "k"),  # SQL's equality, as reads
-                          index: pa.array(np.arange(table.num_rows, dtype=np.int64))})
-        last = keyed.group_by([f"k{i}" for i in range(len(key_names))], use_threads=False).aggregate([(index, "max")])
-        table = table.take(pa.array(np.sort(last.column(f"{index}_max").to_numpy())))
+        last = consolidate.rank_per_key(table, key_names, pa.array(np.arange(table.num_rows, dtype=np.int64)), "max")
+        table = table.take(pa.array(np.sort(last.to_numpy())))
     return table.sort_by(keys)
 
 

@@ -251,9 +251,8 @@ def last_per_key(table: pa.Table, key_columns: tuple[str, ...]) -> pa.Table:
     """Only each key's row with the highest ``POS`` (the latest message)."""
     if table.num_rows < 2:
         return table
-    keyed = pa.table({**consolidate.key_columns(table, key_columns, "k"), POS: table.column(POS)})
-    latest = keyed.group_by([f"k{i}" for i in range(len(key_columns))], use_threads=False).aggregate([(POS, "max")])
-    return table.filter(pc.is_in(table.column(POS), value_set=latest.column(f"{POS}_max")))
+    latest = consolidate.rank_per_key(table, key_columns, table.column(POS), "max")
+    return table.filter(pc.is_in(table.column(POS), value_set=latest))
 
 
 def decode_messages(msgs: Messages, schema: TableSchema, value_format: str, envelope: str,

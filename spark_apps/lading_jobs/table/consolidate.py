@@ -68,14 +68,18 @@ def grouping_view(column: pa.ChunkedArray | pa.Array, *, sql: bool = True) -> pa
     return None
 
 
-def key_columns(table: pa.Table, names: Sequence[str], prefix: str) -> dict[str, pa.Array | pa.ChunkedArray]:
-    """``{prefix + i: view}`` of the key columns ``names`` (``grouping_view``, SQL's
-    equality; the column itself where it has none)."""
-    out: dict[str, pa.Array | pa.ChunkedArray] = {}
-    for i, name in enumerate(names):
+def rank_per_key(table: pa.Table, keys: Sequence[str], ranks: pa.Array | pa.ChunkedArray, how: str,
+                 also: dict[str, pa.Array | pa.ChunkedArray] | None = None) -> pa.ChunkedArray:
+    """Per distinct key of ``table`` (SQL's equality, ``grouping_view``; and per value of the
+    ``also`` columns), the ``how`` ("min" or "max") of ``ranks`` over its rows."""
+    views: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for i, name in enumerate(keys):
         view = grouping_view(table.column(name))
-        out[f"{prefix}{i}"] = table.column(name) if view is None else view
-    return out
+        views[f"k{i}"] = table.column(name) if view is None else view
+    views.update(also or {})
+    keyed = pa.table({**views, "_lading_rank": ranks})
+    return keyed.group_by(list(views), use_threads=False).aggregate([("_lading_rank", how)]).column(
+        f"_lading_rank_{how}")
 
 
 def user_columns(table: pa.Table) -> list[str]:
@@ -117,11 +121,8 @@ def _latest_per_key(table: pa.Table, keys: list[str], names: list[str]) -> pa.Ta
             table = table.append_column(needed, pa.array(np.zeros(table.num_rows, dtype=np.int64)))
     order = [(fmt.TIME_COLUMN, "descending"), (SEQ_COLUMN, "descending"), (POS_COLUMN, "descending")]
     ranked = table.sort_by(order)
-    rank = pa.array(np.arange(ranked.num_rows, dtype=np.int64))
-    keyed = pa.table({**key_columns(ranked, keys, "k"), "_lading_rank": rank})
-    firsts = keyed.group_by([f"k{i}" for i in range(len(keys))], use_threads=False).aggregate(
-        [("_lading_rank", "min")])
-    winners = ranked.take(firsts.column("_lading_rank_min"))
+    firsts = rank_per_key(ranked, keys, pa.array(np.arange(ranked.num_rows, dtype=np.int64)), "min")
+    winners = ranked.take(firsts)
     winners = winners.filter(pc.greater(winners.column(fmt.DIFF_COLUMN), 0))
     return winners.select(names)
 
