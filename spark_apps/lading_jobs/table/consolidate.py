@@ -43,9 +43,9 @@ _CANONICAL_NAN = {16: np.float16("nan"), 32: np.float32("nan"), 64: np.float64("
 def grouping_view(column: pa.ChunkedArray | pa.Array, *, sql: bool = True) -> pa.Array | None:
     """A column Arrow can group by; None if Arrow cannot group its type.
 
-    Floats become their bits: with ``sql`` (keys) after -0.0 → 0.0 and every NaN →
-    one NaN, SQL's equality; without, as they are (identical rows). Dictionaries are
-    decoded; other groupable types are returned as they are."""
+    Floats are numbered by their bits: with ``sql`` (keys) after -0.0 → 0.0 and every
+    NaN → one NaN, SQL's equality; without, as they are (identical rows). Dictionaries
+    are decoded; other groupable types are returned as they are."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     t = arr.type
     if pa.types.is_dictionary(t):
@@ -53,12 +53,14 @@ def grouping_view(column: pa.ChunkedArray | pa.Array, *, sql: bool = True) -> pa
         t = arr.type
     if pa.types.is_floating(t):
         width = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[t.bit_width]
-        if not sql:
-            return arr.view(width)
-        zero, nan = pa.scalar(0, t), pa.scalar(_CANONICAL_NAN[t.bit_width], t)
-        normal = pc.if_else(pc.equal(arr, zero), zero, arr)  # -0.0 == 0.0
-        normal = pc.if_else(pc.is_nan(normal), nan, normal)
-        return normal.view(width)
+        if sql:
+            zero, nan = pa.scalar(0, t), pa.scalar(_CANONICAL_NAN[t.bit_width], t)
+            arr = pc.if_else(pc.equal(arr, zero), zero, arr)  # -0.0 == 0.0
+            arr = pc.if_else(pc.is_nan(arr), nan, arr)
+        # Numbered by dictionary_encode (equal bits, equal number): Arrow's group-by hashes some
+        # floats' bits badly (2 M doubles k/7: 16 CPU-s, against 0.4 for as many integers),
+        # dictionary_encode's hash does not (0.2 s).
+        return pc.dictionary_encode(arr.view(width)).indices
     if (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
             or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
             or pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t) or pa.types.is_date(t)
