@@ -88,14 +88,17 @@ def test_a_streamcopy_spec_is_checked_before_spark_starts() -> None:
 @pytest.mark.spark
 @pytest.mark.s3
 @pytest.mark.slow
-@pytest.mark.parametrize("path", ["spark", "arrow"])
+@pytest.mark.parametrize("path", ["spark", "arrow", "copy"])
 def test_sigterm_mid_run_cancels_and_leaves_nothing(spark: Any, s3_endpoint: str, bucket: str,
                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     path: str) -> None:
     s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     dest = f"s3://{bucket}/cancel/"
     source: dict[str, Any] = {"query": "SELECT id, repeat(CAST(id AS STRING), 60) AS pad FROM range(0, 20000000, 1, 2)"}
-    if path == "arrow":  # a format conversion of 80 links to one ~8 MB Parquet file: ~700 MB of CSV
+    target: dict[str, Any] = {"format": "csv"}
+    if path == "copy":  # Parquet to Parquet, column chunks copied: ~640 MB of Parquet
+        target = {"format": "parquet", "options": {"rowGroupSize": 30_000}}
+    if path in ("arrow", "copy"):  # a format conversion of 80 links to one ~8 MB Parquet file: ~700 MB of CSV
         (tmp_path / "in").mkdir()
         pq.write_table(pa.table({"id": pa.array(range(30_000), pa.int64()),
                                  "h": pa.array([os.urandom(128).hex() for _ in range(30_000)])}),
@@ -103,8 +106,9 @@ def test_sigterm_mid_run_cancels_and_leaves_nothing(spark: Any, s3_endpoint: str
         for i in range(1, 80):
             os.link(tmp_path / "in" / "000.parquet", tmp_path / "in" / f"{i:03d}.parquet")
         source = {"files": f"file://{tmp_path}/in/", "format": "parquet"}
-    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--conf spark.lading.unload.path={path} pyspark-shell")  # forced
-    doc = job_doc({"from": source, "to": {"files": dest, "format": "csv", "bufferSize": "5MB"}})
+    forced = "arrow" if path == "copy" else path
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--conf spark.lading.unload.path={forced} pyspark-shell")
+    doc = job_doc({"from": source, "to": {"files": dest, **target, "bufferSize": "5MB"}})
     proc = _run(["--master", "local[2]", "--job", doc.to_json()], tmp_path)
     deadline = time.monotonic() + 240
     started = False

@@ -238,7 +238,7 @@ def infer_schema(fs: FileSet, files: list[ObjectInfo]) -> T.StructType:
                                 + (f" with pattern {fs.pattern!r}" if fs.pattern else ""))
     first = files[0]
     if fs.format == "parquet":
-        with _naming(first.uri), open_storage(first.uri).open_input(first.uri, first.size,
+        with named_errors(first.uri), open_storage(first.uri).open_input(first.uri, first.size,
                                                                      etag=first.etag or None) as f:
             return parquet_schema(open_parquet(f))
     # the first text file with columns: an empty (or, for JSON, blank) file has none to give
@@ -262,7 +262,7 @@ def read_split(split: splits.Split, fs: FileSet, schema: T.StructType) -> Iterat
 
 
 @contextlib.contextmanager
-def _naming(uri: str) -> Iterator[None]:
+def named_errors(uri: str) -> Iterator[None]:
     """Errors reading a Parquet file name it (Arrow's, like "Parquet magic bytes not found",
     do not); schema drift and storage errors already do."""
     try:
@@ -274,7 +274,7 @@ def _naming(uri: str) -> Iterator[None]:
 
 
 def _parquet_piece(piece: splits.Piece, schema: T.StructType, lading: pa.Schema) -> Iterator[pa.RecordBatch]:
-    with _naming(piece.uri), open_storage(piece.uri).open_input(piece.uri, piece.size,
+    with named_errors(piece.uri), open_storage(piece.uri).open_input(piece.uri, piece.size,
                                                                  etag=piece.etag or None) as f:
         pf = open_parquet(f)
         check_parquet_schema(piece.uri, parquet_schema(pf), schema)

@@ -19,7 +19,10 @@ split with pyarrow, filters and projects it, regroups the rows into batches of
 ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows as Spark's Arrow transfer
 does, and feeds them to the same task writer (``task.write_partition``), which
 returns the same pending uploads to the same commit. Same rows, same batches,
-same writer: the same files, byte for byte.
+same writer: the same files, byte for byte. The exception is a Parquet-to-Parquet
+copy of every column as it is (``Job.copy_chunks``): its tasks copy the column
+chunks already stored as lading writes them (``chunkcopy``), so its files hold
+the same rows and schema in other bytes.
 
 A top-level ``ORDER BY`` (over one Parquet input, without ``partitionBy``) takes
 this path only when the rows already are in its order: proven from the footers
@@ -103,6 +106,7 @@ class Job:
     sort_by: tuple[int, ...]  # output positions to sort each split by (partitionBy)
     batch_rows: int
     order: tuple[tuple[int, bool], ...] = ()  # ORDER BY the rows are proven in: (input position, descending)
+    copy_chunks: bool = False  # Parquet to Parquet, every column as it is: chunks copied (``chunkcopy``)
 
 
 @dataclass(frozen=True)
@@ -237,9 +241,14 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
     missing = [c for c in columns if c not in input_names]
     if missing:
         return Choice(SPARK, f"column {missing[0]!r} is not one of the input's columns")
+    copy = (item.files is not None and item.files.format == "parquet" and spec.target.format == "parquet"
+            and condition is None and not positions and not order and list(columns) == list(input_names)
+            and list(schema.names) == list(input_names))
+    if copy:
+        why += "; Parquet column chunks copied where they qualify"
     return Choice(ARROW, why, Job(read, units, tuple(input_names.index(c) for c in columns), tuple(schema.names),
                                   condition, positions, batch_rows,
-                                  tuple((input_names.index(c), desc) for c, desc in order)))
+                                  tuple((input_names.index(c), desc) for c, desc in order), copy))
 
 
 def _footer_order(listed: list[Any], order: tuple[tuple[str, bool], ...]) -> str | None:
@@ -386,6 +395,20 @@ def task_rows(job: Job, unit: Any, check: sortedness.Check | None = None) -> Ite
     return (b for b in rebatch(batches, job.batch_rows) if b.num_rows)
 
 
+def _copy_split(job: Job, plan: TaskPlan, unit: Any, index: int) -> Iterator[pa.RecordBatch]:
+    """A task of a Parquet-to-Parquet copy: ``chunkcopy`` over the split's pieces."""
+    from lading_jobs.formats import types
+    from lading_jobs.sources import files as sources_files
+    from lading_jobs.unload import chunkcopy
+
+    assert isinstance(job.input, FilesInput)
+    schema = T.StructType.fromJson(json.loads(job.input.schema_json))
+    pieces = [(p.uri, p.size, p.etag or None, p.row_groups) for p in unit.pieces]
+    return chunkcopy.write_split(plan, pieces, types.arrow_schema(schema),
+                                 lambda uri, pf: sources_files.check_parquet_schema(
+                                     uri, sources_files.parquet_schema(pf), schema), index)
+
+
 def run(spark: SparkSession, job: Job, plan: TaskPlan, counters: tuple[Any, Any, Any] | None) -> list[dict[str, Any]]:
     """Run every task; return the finished files (pending uploads) in task-then-sequence order.
 
@@ -397,7 +420,8 @@ def run(spark: SparkSession, job: Job, plan: TaskPlan, counters: tuple[Any, Any,
         for unit in units:
             check = sortedness.Check(positions, descending) if job.order else None
             try:
-                for out in write_partition(plan, task_rows(job, unit, check), index):
+                for out in (_copy_split(job, plan, unit, index) if job.copy_chunks
+                            else write_partition(plan, task_rows(job, unit, check), index)):
                     files = out.column(0).to_pylist()
                     if counters is not None:
                         parsed = [json.loads(s) for s in files]

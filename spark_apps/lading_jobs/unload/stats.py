@@ -134,6 +134,13 @@ class ColumnStats:
         """Some rows' values are unknown: no bounds at all (conservative)."""
         self.lost = True
 
+    def absorb(self, other: ColumnStats) -> None:
+        """Add the statistics of other rows of this column."""
+        self.nulls += other.nulls
+        self.lost = self.lost or other.lost
+        self.nan = self.nan or other.nan
+        self.merge(other.min, other.max)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"nullCount": self.nulls}
         if self.lost or self.nan:
@@ -191,6 +198,12 @@ class FileStats:
                     stats.merge(footer_bound(s.min_raw, t), footer_bound(s.max_raw, t))
                 elif s is None or not s.has_null_count or s.null_count != group.num_rows:
                     stats.lose()
+
+    def absorb(self, other: FileStats) -> None:
+        """Add the statistics of other rows of the same schema (a row group counted apart)."""
+        self.rows += other.rows
+        for mine, theirs in zip(self.columns, other.columns, strict=True):
+            mine.absorb(theirs)
 
     def to_dict(self) -> dict[str, Any]:
         return {c.name: c.to_dict() for c in self.columns}

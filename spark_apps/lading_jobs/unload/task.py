@@ -199,6 +199,10 @@ class TaskWriter:
             key = tuple(k[start].as_py() for k in keys)
             self._write_rows(key, contents.slice(start, end - start))
 
+    def close_file(self) -> None:
+        """Finish the open file, if any (another writer is about to take the next file name)."""
+        self._close()
+
     def finish(self) -> list[dict[str, Any]]:
         self._close()
         return self.done

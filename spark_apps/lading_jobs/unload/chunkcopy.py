@@ -1,0 +1,429 @@
+"""Parquet to Parquet without re-encoding what is already right: column chunks copied as stored.
+
+A ``from.files`` Parquet → ``to.files`` Parquet conversion on the Arrow-only path
+re-encodes every value: decompress, decode, encode, compress, the work DuckDB
+does too. A column chunk whose stored form is already what lading would write
+(the same physical and logical type, repetition and codec) need not be: its
+bytes (dictionary and data pages) are copied into the output as they are,
+as parquet-mr's ``ParquetFileWriter.appendRowGroups`` does. The other columns of
+the row group (INT96 timestamps, decimals stored as INT64, floats, another codec)
+are encoded by pyarrow with the path's writer options into a row group in
+memory, whose chunks are then copied the same way. One source row group becomes
+one output row group; the footer is lading's own (``thrift``): the schema, key-value
+metadata and column orders pyarrow writes for the output schema (so readers see
+the same types as the Spark path's files), each chunk's metadata from where it
+came, offsets moved, page and bloom-filter index references dropped.
+
+What is copied is trusted, so only where it is provably the same:
+
+* a column chunk is copied when its Parquet schema element equals the one pyarrow
+  writes for the output column, its type is a boolean, integer, string or binary
+  (``COPYABLE``: values read as they are stored; dates and timestamps may need a
+  calendar rebase, floats' statistics are not trusted) and its codec is the one asked for;
+* a file's chunks are copied only if it was written by parquet-mr ≥ 1.10 or
+  parquet-cpp-arrow (writers whose statistics use the type's order, as its
+  ``column_orders`` must declare) and is neither encrypted nor nested;
+* a row group is copied only if it holds between an eighth of ``rowGroupSize`` and
+  ``rowGroupSize`` rows (no larger row groups than asked, no runts), its decoded
+  size is bounded (``MAX_GROUP_BYTES``: it is decoded whole, see below) and its
+  stored size is at most half of ``maxFileSize``.
+
+Anything else goes to the task writer (``task.TaskWriter``), exactly as on the
+rest of the Arrow-only path. The manifest's statistics are not taken from the
+source's footer: every row group is decoded once (what the copy saves is the
+encoding and compression, about two thirds of the work) and its statistics
+computed as the task writer computes them, so a file's manifest entry is the same
+whichever way its rows were written. The output's footer is measured exactly
+before a row group is added, so ``maxFileSize`` stays a ceiling.
+
+The files hold the same rows as the Spark path's, in the same order, with the same
+schema, but not the same bytes (the source's pages and row groups); the manifest's
+path marker says chunks are copied where they qualify.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lading_jobs import workerheap
+from lading_jobs.sink import PartSink
+from lading_jobs.sources import files as sources_files
+from lading_jobs.storage import Storage, join, open_storage
+from lading_jobs.unload import formatting, naming, thrift
+from lading_jobs.unload.parquetfile import dictionary_columns, writer_options
+from lading_jobs.unload.stats import FileStats
+from lading_jobs.unload.task import TaskPlan, TaskWriter
+from lading_spec.formats import ParquetOptions
+from lading_spec.version import VERSION
+
+MAGIC = b"PAR1"
+CODECS = {"none": 0, "snappy": 1, "gzip": 2, "zstd": 6}
+MAX_GROUP_BYTES = 256 * 1024 * 1024  # a row group's decoded size (total_byte_size) held at once
+CREATED_BY = f"lading version {VERSION}".encode()
+
+# parquet.thrift field ids
+FMD_VERSION, FMD_SCHEMA, FMD_ROWS, FMD_GROUPS, FMD_KV, FMD_CREATED_BY, FMD_ORDERS = 1, 2, 3, 4, 5, 6, 7
+FMD_ENCRYPTION, FMD_SIGNING_KEY = 8, 9
+SE_TYPE_FIELDS = (1, 2, 3, 6, 7, 8, 10)  # type, type_length, repetition, converted type, scale, precision, logical
+SE_NAME, SE_CHILDREN = 4, 5
+RG_COLUMNS, RG_BYTES, RG_ROWS, RG_SORTING, RG_OFFSET, RG_STORED, RG_ORDINAL = 1, 2, 3, 4, 5, 6, 7
+CC_PATH, CC_OFFSET, CC_META = 1, 2, 3
+CC_INDEXES = (4, 5, 6, 7)  # offset and column index offsets and lengths
+CC_CRYPTO = (8, 9)
+CM_PATH, CM_CODEC, CM_BYTES, CM_STORED = 3, 4, 6, 7
+CM_DATA_PAGE, CM_INDEX_PAGE, CM_DICTIONARY_PAGE, CM_BLOOM = 9, 10, 11, (14, 15)
+
+
+def _copyable_type(t: pa.DataType) -> bool:
+    return (pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_string(t)
+            or pa.types.is_binary(t))
+
+
+_WRITERS = (re.compile(rb"parquet-mr version (\d+)\.(\d+)"), re.compile(rb"parquet-cpp-arrow version (\d+)"))
+
+
+def trusted_writer(created_by: bytes | None) -> bool:
+    """parquet-mr 1.10 and later, parquet-cpp-arrow: statistics in the type's order."""
+    if not created_by:
+        return False
+    mr = _WRITERS[0].match(created_by)
+    if mr is not None:
+        return (int(mr.group(1)), int(mr.group(2))) >= (1, 10)
+    return _WRITERS[1].match(created_by) is not None
+
+
+# -- the output's footer, from what pyarrow would write -------------------------------------
+@dataclass
+class Reference:
+    """What pyarrow writes for the output schema and options: its footer's schema elements
+    (one per top-level column, after the root), key-value metadata and column orders."""
+
+    footer: thrift.Struct
+    leaves: list[thrift.Struct]
+    codec: int
+
+    @classmethod
+    def of(cls, schema: pa.Schema, options: dict[str, Any], compression: str) -> Reference:
+        buf = pa.BufferOutputStream()
+        pq.ParquetWriter(buf, schema, **options).close()
+        footer = thrift.decode(_footer_bytes(buf.getvalue().to_pybytes()))
+        elements = footer.get(FMD_SCHEMA).values
+        return cls(footer, elements[1:], CODECS[compression])
+
+    def flat(self) -> bool:
+        return all(e.get(SE_CHILDREN) is None for e in self.leaves)
+
+
+def _footer_bytes(data: bytes) -> bytes:
+    if len(data) < 12 or data[:4] != MAGIC or data[-4:] != MAGIC:
+        raise ValueError("not a Parquet file")
+    n = int.from_bytes(data[-8:-4], "little")
+    return data[-8 - n:-8]
+
+
+def read_footer(f: Any, size: int) -> thrift.Struct | None:
+    """The footer of an open Parquet file, or None when it is not plain Parquet (encrypted)."""
+    f.seek(size - 8)
+    tail = f.read(8)
+    if tail[4:] != MAGIC:
+        return None
+    n = int.from_bytes(tail[:4], "little")
+    f.seek(size - 8 - n)
+    return thrift.decode(f.read(n))
+
+
+def _same_element(a: thrift.Struct, b: thrift.Struct) -> bool:
+    return a.get(SE_NAME) == b.get(SE_NAME) and all(a.fields.get(k) == b.fields.get(k) for k in SE_TYPE_FIELDS)
+
+
+# -- one output file -------------------------------------------------------------------------
+@dataclass
+class Chunk:
+    data: bytes | pa.Buffer
+    meta: thrift.Struct  # a ColumnChunk, offsets relative to the chunk's first byte
+
+
+def _chunk_start(meta: thrift.Struct) -> int:
+    md = meta.get(CC_META)
+    dictionary = md.get(CM_DICTIONARY_PAGE)
+    data = md.get(CM_DATA_PAGE)
+    return dictionary if dictionary is not None and 0 < dictionary < data else data
+
+
+def _relative(cc: thrift.Struct, name: bytes) -> thrift.Struct:
+    """``cc`` (a ColumnChunk) with offsets relative to its first page and nothing that points elsewhere."""
+    start = _chunk_start(cc)
+    out = cc.copy()
+    out.drop(CC_PATH, *CC_INDEXES)
+    md = out.get(CC_META)
+    md.drop(CM_INDEX_PAGE, *CM_BLOOM)
+    md.set(CM_PATH, thrift.LIST, thrift.List(thrift.BINARY, [name]))
+    if start == md.get(CM_DATA_PAGE):  # no dictionary page before the data pages (0 is "none")
+        md.drop(CM_DICTIONARY_PAGE)
+    else:
+        md.set(CM_DICTIONARY_PAGE, thrift.I64, 0)
+    md.set(CM_DATA_PAGE, thrift.I64, md.get(CM_DATA_PAGE) - start)
+    return out
+
+
+def _placed(chunk: Chunk, at: int) -> thrift.Struct:
+    cc = chunk.meta.copy()
+    cc.set(CC_OFFSET, thrift.I64, at)
+    md = cc.get(CC_META)
+    for fid in (CM_DATA_PAGE, CM_DICTIONARY_PAGE):
+        if md.get(fid) is not None:
+            md.set(fid, thrift.I64, md.get(fid) + at)
+    return cc
+
+
+def _footer(reference: Reference, groups: list[thrift.Struct]) -> bytes:
+    """The encoded footer of a file of ``groups``: pyarrow's schema, key-value metadata and
+    column orders for the output, lading as the writer."""
+    out = thrift.Struct()
+    for fid in (FMD_VERSION, FMD_SCHEMA, FMD_KV, FMD_ORDERS):
+        if fid in reference.footer.fields:
+            out.fields[fid] = reference.footer.fields[fid]
+    out.set(FMD_ROWS, thrift.I64, sum(g.get(RG_ROWS) for g in groups))
+    out.set(FMD_GROUPS, thrift.LIST, thrift.List(thrift.STRUCT, groups))
+    out.set(FMD_CREATED_BY, thrift.BINARY, CREATED_BY)
+    return thrift.encode(out)
+
+
+def _group(chunks: list[Chunk], rows: int, at: int, ordinal: int) -> thrift.Struct:
+    """The RowGroup of ``chunks`` written one after another from offset ``at``."""
+    placed = []
+    pos = at
+    for c in chunks:
+        placed.append(_placed(c, pos))
+        pos += len(c.data)
+    g = thrift.Struct()
+    g.set(RG_COLUMNS, thrift.LIST, thrift.List(thrift.STRUCT, placed))
+    g.set(RG_BYTES, thrift.I64, sum(cc.get(CC_META).get(CM_BYTES) for cc in placed))
+    g.set(RG_ROWS, thrift.I64, rows)
+    g.set(RG_OFFSET, thrift.I64, at)
+    g.set(RG_STORED, thrift.I64, pos - at)
+    g.set(RG_ORDINAL, thrift.I16, ordinal)
+    return g
+
+
+def size_with(reference: Reference, groups: list[thrift.Struct], at: int, chunks: list[Chunk], rows: int) -> int:
+    """The size of a file of ``groups`` (its data ending at ``at``) once ``chunks`` are added and it is closed."""
+    group = _group(chunks, rows, at, len(groups))
+    return at + sum(len(c.data) for c in chunks) + len(_footer(reference, [*groups, group])) + 8
+
+
+class CopiedFile:
+    """One output file of whole row groups of chunks, footer written by ``close``."""
+
+    def __init__(self, sink: PartSink, reference: Reference, schema: pa.Schema, max_size: int) -> None:
+        self.sink, self.reference, self.max_size = sink, reference, max_size
+        self.groups: list[thrift.Struct] = []
+        self.rows = 0
+        self.stats = FileStats(schema)
+        sink.write(MAGIC)
+
+    def fits(self, chunks: list[Chunk], rows: int) -> bool:
+        """Whether the row group and the footer that would then close the file stay within the ceiling."""
+        return size_with(self.reference, self.groups, self.sink.size, chunks, rows) <= self.max_size
+
+    def add(self, chunks: list[Chunk], rows: int, stats: FileStats) -> None:
+        self.groups.append(_group(chunks, rows, self.sink.size, len(self.groups)))
+        for c in chunks:
+            self.sink.write(c.data)
+        self.rows += rows
+        self.stats.absorb(stats)
+
+    def close(self) -> None:
+        footer = _footer(self.reference, self.groups)
+        self.sink.write(footer)
+        self.sink.write(len(footer).to_bytes(4, "little") + MAGIC)
+        if self.sink.size > self.max_size:
+            raise RuntimeError(f"internal: Parquet file of {self.sink.size} bytes exceeds maxFileSize "
+                               f"{self.max_size}; please report this")
+
+
+# -- one task --------------------------------------------------------------------------------
+class CopyWriter:
+    """A task's files: copied row groups where they qualify, the task writer for the rest."""
+
+    def __init__(self, plan: TaskPlan, task: int, storage: Storage) -> None:
+        assert isinstance(plan.options, ParquetOptions)
+        self.plan, self.task, self.storage = plan, task, storage
+        self.schema, self.conform = formatting.arrow_target(plan.spark_schema_json)
+        self.options: ParquetOptions = plan.options
+        self.writer = TaskWriter(plan, task, storage, self.conform, self.schema,
+                                 formatting.encoder_factory(plan.format, plan.options))
+        self.ext = naming.extension(plan.format, plan.options)
+        self.reference: Reference | None = None
+        self.pq_options: dict[str, Any] = {}
+        self.current: tuple[PartSink, CopiedFile, int, str] | None = None
+        self.done: list[dict[str, Any]] = []
+        self.begun: list[PartSink] = []
+
+    # the task writer's files and ours share one sequence of file names
+    def _to_writer(self, batches: list[pa.RecordBatch]) -> None:
+        self._close()
+        for b in batches:
+            self.writer.write(b)
+
+    def _setup(self, sample: pa.RecordBatch) -> Reference:
+        if self.reference is None:
+            self.pq_options = writer_options(self.options.compression, dictionary_columns(sample))
+            self.reference = Reference.of(self.schema, self.pq_options, self.options.compression)
+        return self.reference
+
+    def _open(self) -> tuple[PartSink, CopiedFile, int, str]:
+        self.writer.close_file()
+        seq = self.writer.seq
+        self.writer.seq += 1
+        relative = naming.file_name(self.task, seq, self.ext, self.plan.token)
+        sink = PartSink(self.storage, join(self.plan.destination, relative), self.plan.buffer_size)
+        self.begun.append(sink)
+        assert self.reference is not None
+        return sink, CopiedFile(sink, self.reference, self.schema, self.plan.max_file_size), seq, relative
+
+    def _close(self) -> None:
+        if self.current is None:
+            return
+        sink, f, seq, relative = self.current
+        self.current = None
+        f.close()
+        upload = sink.finish()
+        self.done.append({"task": self.task, "seq": seq, "path": relative, "upload": upload.to_dict(),
+                          "rows": f.rows, "bytes": sink.size, "crc32": sink.crc32, "partition": {},
+                          "columns": f.stats.to_dict()})
+
+    def copy_file(self, uri: str, size: int, etag: str | None, row_groups: tuple[int, int] | None,
+                  lading: pa.Schema, check: Any) -> None:
+        from lading_jobs.formats import types
+
+        with sources_files.named_errors(uri):
+            f = open_storage(uri).open_input(uri, size, etag=etag)
+        with f:
+            with sources_files.named_errors(uri):  # errors reading name the file; the output's do not
+                pf = sources_files.open_parquet(f)
+                check(uri, pf)
+                footer = read_footer(f, size)
+            groups = range(*row_groups) if row_groups is not None else range(pf.metadata.num_row_groups)
+            for g in groups:
+                with sources_files.named_errors(uri):
+                    read = [types.conform_batch(b.select(lading.names), lading)
+                            for b in pf.iter_batches(row_groups=[g], columns=lading.names, use_threads=False)]
+                read = [b for b in read if b.num_rows]
+                if not read:
+                    continue
+                batches = [self.conform(b) for b in read]
+                reference = self._setup(batches[0])
+                plan = self._plan(footer, g, reference) if footer is not None else None
+                if footer is None or plan is None:
+                    self._to_writer(read)
+                    continue
+                self._copy_group(f, uri, footer, g, plan, read, batches)
+
+    def _plan(self, footer: thrift.Struct, g: int, reference: Reference) -> list[bool] | None:
+        """Which columns of row group ``g`` are copied (True) or encoded, or None: the task writer."""
+        if (not trusted_writer(footer.get(FMD_CREATED_BY)) or footer.get(FMD_ORDERS) is None
+                or footer.get(FMD_ENCRYPTION) is not None or not reference.flat()):
+            return None
+        elements = footer.get(FMD_SCHEMA).values[1:]
+        if len(elements) != len(reference.leaves) or any(e.get(SE_CHILDREN) is not None for e in elements):
+            return None
+        group = footer.get(FMD_GROUPS).values[g]
+        rows, decoded = group.get(RG_ROWS), group.get(RG_BYTES)
+        columns = group.get(RG_COLUMNS).values
+        stored = sum(cc.get(CC_META).get(CM_STORED) for cc in columns)
+        row_group_rows = self.options.row_group_rows
+        if (not row_group_rows <= 8 * rows <= 8 * row_group_rows or decoded > MAX_GROUP_BYTES
+                or 2 * stored > self.plan.max_file_size):
+            return None
+        out = []
+        for element, leaf, cc, field in zip(elements, reference.leaves, columns, self.schema, strict=True):
+            md = cc.get(CC_META)
+            out.append(_copyable_type(field.type) and _same_element(element, leaf) and md is not None
+                       and md.get(CM_CODEC) == reference.codec and cc.get(CC_PATH) is None
+                       and all(cc.get(k) is None for k in CC_CRYPTO) and len(md.get(CM_PATH).values) == 1)
+        return out
+
+    def _copy_group(self, f: Any, uri: str, footer: thrift.Struct, g: int, copy: list[bool], read: list[pa.RecordBatch],
+                    batches: list[pa.RecordBatch]) -> None:
+        """Row group ``g`` (``read`` from the file, ``batches`` in the output's types) as copied and
+        encoded chunks, in the open file if it fits, else in a new one, else to the task writer."""
+        table = pa.Table.from_batches(batches, self.schema)
+        stats = FileStats(self.schema)
+        stats.update(table)
+        group = footer.get(FMD_GROUPS).values[g]
+        sources = group.get(RG_COLUMNS).values
+        encoded = self._encode(table, [i for i, c in enumerate(copy) if not c])
+        chunks = []
+        for i, (copied, name) in enumerate(zip(copy, self.schema.names, strict=True)):
+            if copied:
+                cc = sources[i]
+                with sources_files.named_errors(uri):
+                    f.seek(_chunk_start(cc))
+                    data = f.read(cc.get(CC_META).get(CM_STORED))
+                chunks.append(Chunk(data, _relative(cc, name.encode())))
+            else:
+                chunks.append(encoded[i])
+        assert self.reference is not None
+        if size_with(self.reference, [], len(MAGIC), chunks, table.num_rows) > self.plan.max_file_size:
+            self._to_writer(read)  # not even alone: the task writer splits the rows
+            return
+        if self.current is not None and not self.current[1].fits(chunks, table.num_rows):
+            self._close()
+        if self.current is None:
+            self.current = self._open()
+        self.current[1].add(chunks, table.num_rows, stats)
+
+    def _encode(self, table: pa.Table, columns: list[int]) -> dict[int, Chunk]:
+        """The chunks pyarrow writes for ``columns`` of ``table`` (one row group, in memory)."""
+        if not columns:
+            return {}
+        part = table.select(columns)
+        buf = pa.BufferOutputStream()
+        with pq.ParquetWriter(buf, part.schema, **self.pq_options) as w:
+            w.write_table(part, row_group_size=max(1, part.num_rows))
+        data = buf.getvalue()
+        footer = thrift.decode(_footer_bytes(data.to_pybytes()))
+        ccs = footer.get(FMD_GROUPS).values[0].get(RG_COLUMNS).values
+        out = {}
+        for i, cc in zip(columns, ccs, strict=True):
+            start = _chunk_start(cc)
+            out[i] = Chunk(data.slice(start, cc.get(CC_META).get(CM_STORED)),
+                           _relative(cc, self.schema.names[i].encode()))
+        return out
+
+    def finish(self) -> list[dict[str, Any]]:
+        self._close()
+        files = self.writer.finish()
+        return sorted(self.done + files, key=lambda f: f["seq"])
+
+    def abort(self) -> None:
+        self.writer.abort()
+        for sink in self.begun:
+            with contextlib.suppress(Exception):  # best effort; the driver sweeps what is left
+                sink.abort()
+
+
+def write_split(plan: TaskPlan, pieces: Sequence[tuple[str, int, str | None, tuple[int, int] | None]],
+                lading: pa.Schema, check: Any, task: int) -> Iterator[pa.RecordBatch]:
+    """The task body for a split of Parquet pieces: one JSON row per finished file, as
+    ``task.write_partition`` yields."""
+    workerheap.settle()
+    writer = CopyWriter(plan, task, open_storage(plan.destination, plan.settings))
+    try:
+        for uri, size, etag, row_groups in pieces:
+            writer.copy_file(uri, size, etag, row_groups, lading, check)
+        files = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    yield pa.RecordBatch.from_pydict({"file": [json.dumps(f, separators=(",", ":")) for f in files]},
+                                     schema=pa.schema([("file", pa.string())]))

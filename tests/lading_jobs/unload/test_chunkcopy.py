@@ -1,0 +1,307 @@
+"""Parquet to Parquet by copied column chunks, without Spark (file:// storage; the path in a run:
+test_chunkcopy_run.py).
+
+What must hold: the output reads back as exactly the rows the task writer would have
+written (same schema, same values bit for bit, same order, same manifest statistics);
+chunks are copied only where that is provable, and everything else goes through
+the task writer; ``maxFileSize`` stays a ceiling; a failure at any storage call
+leaves nothing behind and a rerun succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import types as T
+
+from lading_jobs.formats import types
+from lading_jobs.sources import files as sources_files
+from lading_jobs.storage import LocalStorage, PendingUpload
+from lading_jobs.unload import arrowpath, chunkcopy, thrift
+from lading_jobs.unload.task import TaskPlan
+from lading_spec.formats import ParquetOptions
+
+MB = 1024 * 1024
+
+
+def rows(first: int, n: int, seed: int = 3) -> pa.Table:
+    rng = np.random.default_rng(seed + first)
+    ids = np.arange(first, first + n, dtype=np.int64)
+    return pa.table({
+        "id": pa.array(ids),
+        "qty": pa.array((ids % 1000).astype(np.int32), mask=ids % 11 == 0),
+        "amount": pa.array(rng.normal(size=n)).to_numpy() * np.where(ids % 5 == 0, np.nan, 1.0),
+        "flag": pa.array(ids % 3 == 0),
+        "note": pa.array([None if i % 7 == 0 else f"n{i}-" + rng.bytes(12).hex() for i in ids], pa.string()),
+        "customer": pa.array([f"customer-{i % 500}" for i in ids], pa.string()),
+    })
+
+
+SPARK_SCHEMA = T.StructType([T.StructField("id", T.LongType()), T.StructField("qty", T.IntegerType()),
+                             T.StructField("amount", T.DoubleType()), T.StructField("flag", T.BooleanType()),
+                             T.StructField("note", T.StringType()), T.StructField("customer", T.StringType())])
+
+
+def _plan(dest: Path, max_size: int = 1 << 40, **options: Any) -> TaskPlan:
+    return TaskPlan(destination=f"file://{dest}/", format="parquet", options=ParquetOptions(**options),
+                    max_file_size=max_size, buffer_size=5 * MB, partition_by=(), keep_partition_columns=False,
+                    token=None, spark_schema_json=SPARK_SCHEMA.json())
+
+
+def _check(uri: str, pf: pq.ParquetFile) -> None:
+    sources_files.check_parquet_schema(uri, sources_files.parquet_schema(pf), SPARK_SCHEMA)
+
+
+def copy(sources: list[Path], dest: Path, plan: TaskPlan | None = None) -> list[dict[str, Any]]:
+    """Copy ``sources`` (whole files) in one task; complete its uploads; the manifest's file entries."""
+    plan = plan or _plan(dest)
+    pieces = [(f"file://{p}", p.stat().st_size, None, None) for p in sources]
+    out = list(chunkcopy.write_split(plan, pieces, types.arrow_schema(SPARK_SCHEMA), _check, 0))
+    files = [json.loads(s) for s in out[0].column(0).to_pylist()]
+    storage = LocalStorage()
+    for f in files:
+        storage.complete_upload(PendingUpload.from_dict(f["upload"]))
+    return files
+
+
+def task_writer(sources: list[Path], dest: Path, plan: TaskPlan | None = None) -> list[dict[str, Any]]:
+    """The same copy as the rest of the Arrow-only path writes it (decoded, re-encoded)."""
+    from lading_jobs import splits
+    from lading_jobs.unload.task import write_partition
+
+    plan = plan or _plan(dest)
+    unit = splits.Split(0, tuple(splits.Piece(f"file://{p}", p.stat().st_size, "", i) for i, p in enumerate(sources)))
+    fs = sources_files.FileSet(uri=f"file://{sources[0].parent}/", pattern=None, file_list=(), format="parquet",
+                               options=ParquetOptions())
+    job = arrowpath.Job(arrowpath.FilesInput(fs, SPARK_SCHEMA.json()), (unit,), tuple(range(6)),
+                        tuple(SPARK_SCHEMA.names), None, (), 10_000)
+    out = list(write_partition(plan, arrowpath.task_rows(job, unit), 0))
+    files = [json.loads(s) for s in out[0].column(0).to_pylist()]
+    storage = LocalStorage()
+    for f in files:
+        storage.complete_upload(PendingUpload.from_dict(f["upload"]))
+    return files
+
+
+def bits(table: pa.Table) -> pa.Table:
+    """``table`` with floats as their bit patterns: equal means equal bit for bit (NaN, -0.0)."""
+    cols = [c.combine_chunks().view(pa.int64()) if pa.types.is_float64(c.type) else c.combine_chunks()
+            for c in table.columns]
+    return pa.table(cols, names=table.column_names)
+
+
+def read(dest: Path, files: list[dict[str, Any]]) -> pa.Table:
+    return pa.concat_tables([pq.read_table(dest / f["path"]) for f in files])
+
+
+def entries(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a manifest entry says about the rows (not the bytes that hold them)."""
+    return [{k: v for k, v in f.items() if k not in ("upload", "bytes", "crc32")} for f in files]
+
+
+@pytest.mark.parametrize(("created_by", "trusted"), [
+    (b"parquet-mr version 1.17.0 (build fac0c746)", True), (b"parquet-mr version 1.10.1", True),
+    (b"parquet-mr version 1.9.0 (build 38262e2c)", False), (b"parquet-mr version 1.8.1", False),
+    (b"parquet-cpp-arrow version 26.0.1", True), (b"parquet-cpp version 1.5.1-SNAPSHOT", False),
+    (b"DuckDB version v1.1.3", False), (b"", False), (None, False),
+])
+def test_only_writers_with_ordered_statistics_are_copied_from(created_by: bytes | None, trusted: bool) -> None:
+    assert chunkcopy.trusted_writer(created_by) is trusted
+
+
+# -- what is copied ----------------------------------------------------------------------------
+def test_copied_files_hold_the_task_writers_rows_and_statistics(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    for k in range(3):
+        pq.write_table(rows(k * 20_000, 20_000), src / f"{k}.parquet", row_group_size=10_000)
+    sources = sorted(src.iterdir())
+    copied = copy(sources, tmp_path / "copy", _plan(tmp_path / "copy", row_group_rows=20_000))
+    written = task_writer(sources, tmp_path / "tw", _plan(tmp_path / "tw", row_group_rows=20_000))
+    assert entries(copied) == entries(written)
+    out, expected = read(tmp_path / "copy", copied), read(tmp_path / "tw", written)
+    assert out.schema.equals(expected.schema, check_metadata=True)
+    assert bits(out).equals(bits(expected))
+
+    md = pq.read_metadata(tmp_path / "copy" / copied[0]["path"])
+    assert md.created_by == chunkcopy.CREATED_BY.decode() and md.num_row_groups == 6
+    first = pq.read_metadata(sources[0]).row_group(0)
+    group = md.row_group(0)
+    raw_in, raw_out = sources[0].read_bytes(), (tmp_path / "copy" / copied[0]["path"]).read_bytes()
+    kinds = {}
+    for i, name in enumerate(out.column_names):
+        a, b = first.column(i), group.column(i)
+        start_a = a.dictionary_page_offset or a.data_page_offset
+        start_b = b.dictionary_page_offset or b.data_page_offset
+        same = raw_in[start_a:start_a + a.total_compressed_size] == raw_out[start_b:start_b + b.total_compressed_size]
+        kinds[name] = same
+    assert all(kinds.values()), kinds  # copied, or (the double) encoded again by the same pyarrow: same bytes
+    # pyarrow writes the source nullable (OPTIONAL), as lading does: every non-float column is copied;
+    # the double is encoded again (float statistics are not taken from another writer)
+    writer = chunkcopy.CopyWriter(_plan(tmp_path / "x", row_group_rows=20_000), 0, LocalStorage())
+    reference = writer._setup(out.to_batches()[0])
+    footer = thrift.decode(chunkcopy._footer_bytes(sources[0].read_bytes()))
+    assert writer._plan(footer, 0, reference) == [True, True, False, True, True, True]
+
+
+def test_files_from_writers_whose_statistics_are_not_trusted_are_written_by_the_task_writer(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    pq.write_table(rows(0, 8000), src / "0.parquet")
+    data = (src / "0.parquet").read_bytes()
+    footer = thrift.decode(chunkcopy._footer_bytes(data))
+    footer.set(chunkcopy.FMD_CREATED_BY, thrift.BINARY, b"parquet-mr version 1.8.1 (build 4aba4dae)")
+    new = thrift.encode(footer)
+    n = int.from_bytes(data[-8:-4], "little")
+    (src / "0.parquet").write_bytes(data[:-8 - n] + new + len(new).to_bytes(4, "little") + b"PAR1")
+    assert pq.read_metadata(src / "0.parquet").created_by.startswith("parquet-mr version 1.8.1")
+
+    files = copy([src / "0.parquet"], tmp_path / "out", _plan(tmp_path / "out", row_group_rows=8000))
+    assert pq.read_metadata(tmp_path / "out" / files[0]["path"]).created_by.startswith("parquet-cpp-arrow")
+    assert bits(read(tmp_path / "out", files)).equals(bits(rows(0, 8000).cast(read(tmp_path / "out", files).schema)))
+
+
+@pytest.mark.parametrize(("source_rows", "row_group_rows", "compression"), [
+    (8000, 8000, "snappy"),
+    (8000, 64_000, "snappy"),  # an eighth of rowGroupSize: kept
+    (8000, 64_001, "snappy"),  # smaller: a runt, merged by the task writer
+    (8000, 7999, "snappy"),  # larger than asked: the task writer splits it
+    (8000, 8000, "zstd"),  # another codec: the row group is kept, its chunks encoded again
+])
+def test_row_groups_are_copied_only_within_the_asked_size_and_codec(tmp_path: Path, source_rows: int,
+                                                                   row_group_rows: int, compression: str) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    pq.write_table(rows(0, source_rows), src / "0.parquet", compression="snappy")
+    plan = _plan(tmp_path / "out", row_group_rows=row_group_rows, compression=compression)
+    files = copy([src / "0.parquet"], tmp_path / "out", plan)
+    written = task_writer([src / "0.parquet"], tmp_path / "tw", _plan(tmp_path / "tw", row_group_rows=row_group_rows,
+                                                                      compression=compression))
+    assert entries(files) == entries(written)
+    assert bits(read(tmp_path / "out", files)).equals(bits(read(tmp_path / "tw", written)))
+    md = pq.read_metadata(tmp_path / "out" / files[0]["path"])
+    in_ceiling = source_rows <= row_group_rows <= 8 * source_rows
+    assert (md.created_by == chunkcopy.CREATED_BY.decode()) is in_ceiling
+    assert md.num_row_groups == (1 if in_ceiling or row_group_rows > source_rows else 2)
+    assert all(md.row_group(0).column(i).compression == compression.upper() for i in range(6))
+
+
+def test_max_file_size_is_a_ceiling_for_copied_row_groups(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    pq.write_table(rows(0, 60_000), src / "0.parquet", row_group_size=10_000)  # row groups of ~0.5 MB
+    pq.write_table(rows(60_000, 60_000), src / "1.parquet", row_group_size=60_000)  # one of ~3 MB: over half the limit
+    limit = int(1.6 * MB)
+    sources = sorted(src.iterdir())
+    plan = _plan(tmp_path / "out", max_size=limit, row_group_rows=60_000)
+    files = copy(sources, tmp_path / "out", plan)
+    sizes = [(tmp_path / "out" / f["path"]).stat().st_size for f in files]
+    assert all(size == f["bytes"] <= limit for size, f in zip(sizes, files, strict=True)), sizes
+    assert len(files) >= 4
+    makers = [pq.read_metadata(tmp_path / "out" / f["path"]).created_by for f in files]
+    assert makers[0] == chunkcopy.CREATED_BY.decode() and makers[-1].startswith("parquet-cpp-arrow"), makers
+    assert sizes[0] >= 0.6 * limit  # several row groups share a file
+    assert [f["seq"] for f in files] == list(range(len(files)))
+    out = read(tmp_path / "out", files)
+    expected = pa.concat_tables([rows(0, 60_000), rows(60_000, 60_000)]).cast(out.schema)
+    assert bits(out).equals(bits(expected))
+
+
+class Failing(LocalStorage):
+    """File storage whose ``calls``-th upload call (begin, part, put) raises."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__()
+        self.fail_at, self.calls = fail_at, 0
+
+    def _tick(self) -> None:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise OSError(f"injected failure at upload call {self.calls}")
+
+    def begin_upload(self, uri: str) -> Any:
+        self._tick()
+        return super().begin_upload(uri)
+
+    def upload_part(self, upload: Any, data: bytes) -> None:
+        self._tick()
+        super().upload_part(upload, data)
+
+
+def test_a_failure_at_any_upload_call_leaves_nothing_and_a_rerun_succeeds(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    pq.write_table(rows(0, 60_000), src / "0.parquet", row_group_size=10_000)
+    pq.write_table(rows(60_000, 60_000), src / "1.parquet", row_group_size=60_000)
+    sources = sorted(src.iterdir())
+    dest = tmp_path / "out"
+    plan = _plan(dest, max_size=int(1.6 * MB), row_group_rows=60_000)
+    counting = Failing(0)
+    monkeypatch.setattr(chunkcopy, "open_storage", lambda uri, settings=None: counting)
+    copy(sources, dest, plan)
+    total = counting.calls
+    assert total >= 8
+    for fail_at in range(1, total + 1):
+        for p in list(dest.rglob("*")):
+            if p.is_file():
+                p.unlink()
+        failing = Failing(fail_at)
+        monkeypatch.setattr(chunkcopy, "open_storage", lambda uri, settings=None, s=failing: s)
+        with pytest.raises(OSError, match="injected failure"):
+            copy(sources, dest, plan)
+        assert [p for p in dest.rglob("*") if p.is_file()] == [], fail_at
+    monkeypatch.setattr(chunkcopy, "open_storage", lambda uri, settings=None: LocalStorage())
+    files = copy(sources, dest, plan)
+    assert sum(f["rows"] for f in files) == 120_000
+    assert bits(read(dest, files)).equals(bits(pa.concat_tables([rows(0, 60_000), rows(60_000, 60_000)])
+                                               .cast(read(dest, files).schema)))
+
+
+def test_a_file_that_is_not_parquet_is_named(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "0.parquet").write_bytes(b"PAR1" + b"\x00" * 100)
+    with pytest.raises(ValueError, match=r"reading file://.*0\.parquet"):
+        copy([src / "0.parquet"], tmp_path / "out")
+    assert not (tmp_path / "out").exists() or not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+
+
+
+def test_the_ceiling_is_exact_footer_included(tmp_path: Path) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    pq.write_table(rows(0, 40_000), src / "0.parquet", row_group_size=10_000)
+    whole = copy([src / "0.parquet"], tmp_path / "whole", _plan(tmp_path / "whole", row_group_rows=10_000))
+    assert len(whole) == 1
+    size = whole[0]["bytes"]
+    exact = copy([src / "0.parquet"], tmp_path / "exact", _plan(tmp_path / "exact", max_size=size,
+                                                                 row_group_rows=10_000))
+    assert [f["bytes"] for f in exact] == [size]  # exactly at the ceiling still fits
+    under = copy([src / "0.parquet"], tmp_path / "under", _plan(tmp_path / "under", max_size=size - 1,
+                                                                 row_group_rows=10_000))
+    assert len(under) == 2 and all(f["bytes"] <= size - 1 for f in under)
+    assert [pq.read_metadata(tmp_path / "under" / f["path"]).num_row_groups for f in under] == [3, 1]
+    assert bits(read(tmp_path / "under", under)).equals(bits(read(tmp_path / "whole", whole)))
+
+
+def test_a_column_stored_otherwise_than_lading_writes_it_is_encoded_again(tmp_path: Path) -> None:
+    # a REQUIRED id (no definition levels) cannot stand for lading's OPTIONAL one: encoded again
+    src = tmp_path / "in"
+    src.mkdir()
+    table = rows(0, 8000)
+    schema = table.schema.set(0, pa.field("id", pa.int64(), nullable=False))
+    pq.write_table(table.cast(schema), src / "0.parquet")
+    files = copy([src / "0.parquet"], tmp_path / "out", _plan(tmp_path / "out", row_group_rows=8000))
+    written = task_writer([src / "0.parquet"], tmp_path / "tw", _plan(tmp_path / "tw", row_group_rows=8000))
+    assert entries(files) == entries(written)
+    assert bits(read(tmp_path / "out", files)).equals(bits(read(tmp_path / "tw", written)))
+    out = pq.read_metadata(tmp_path / "out" / files[0]["path"])
+    assert out.created_by == chunkcopy.CREATED_BY.decode()
+    assert out.schema.column(0).max_definition_level == 1
