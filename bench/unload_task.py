@@ -8,7 +8,8 @@ tasks do (``arrowpath.task_rows``: read, conform, regroup), and writes them with
 ``task.write_partition`` (encoders, statistics, CRC, file:// pending uploads), in
 this process, one split after another. Beside it, in the same run: the read alone,
 and DuckDB ``COPY TO`` of the same files with one thread (the same work on one
-core). CPU seconds of this process (``time.process_time``), the best of
+core); for Parquet also the copy of column chunks the path makes of a Parquet-to-Parquet
+copy (``chunkcopy.write_split``), the rest being the same body with every value re-encoded. CPU seconds of this process (``time.process_time``), the best of
 ``--repeat``; then a profile of one pass by CPU time. What a Spark run adds to this
 (a job, a task per split, the JVM) is bench/unload.py's difference. A script, not
 a test: numbers depend on the machine.
@@ -25,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT)]
@@ -74,6 +76,22 @@ def main() -> None:
         shutil.rmtree(out, ignore_errors=True)  # pending uploads are files under .lading-staging
         assert rows > 0
 
+    def chunk_copy() -> None:
+        from lading_jobs.formats import types
+        from lading_jobs.unload import chunkcopy
+
+        lading = types.arrow_schema(schema)
+        pieces = [(o.uri, o.size, None, None) for o in listed]
+
+        def check(uri: str, pf: Any) -> None:
+            sources_files.check_parquet_schema(uri, sources_files.parquet_schema(pf), schema)
+
+        rows = 0
+        for batch in chunkcopy.write_split(plan, pieces, lading, check, 0):
+            rows += sum(json.loads(f)["rows"] for f in batch.column(0).to_pylist())
+        shutil.rmtree(out, ignore_errors=True)
+        assert rows > 0
+
     def duck() -> None:
         con = duckdb.connect()
         con.execute("SET threads TO 1")
@@ -89,6 +107,8 @@ def main() -> None:
     runs: list[tuple[str, Callable[[], None]]] = [("read (task_rows)", read_only),
                                                   ("read + write (write_partition)", read_write),
                                                   ("DuckDB COPY TO, 1 thread", duck)]
+    if args.format == "parquet":
+        runs.insert(2, ("read + copy chunks (chunkcopy.write_split)", chunk_copy))
     best = {name: float("inf") for name, _ in runs}
     for _ in range(args.repeat):
         for name, fn in runs:
@@ -97,7 +117,9 @@ def main() -> None:
             best[name] = min(best[name], time.process_time() - cpu)
     for name, _ in runs:
         print(f"  {name}: {best[name]:.2f} s")
-    print(f"  × DuckDB (CPU): {best['DuckDB COPY TO, 1 thread'] / best['read + write (write_partition)']:.2f}")
+    for name in ("read + write (write_partition)", "read + copy chunks (chunkcopy.write_split)"):
+        if name in best:
+            print(f"  {name} × DuckDB (CPU): {best['DuckDB COPY TO, 1 thread'] / best[name]:.2f}")
     profile = cProfile.Profile(time.process_time)
     profile.runcall(read_write)
     pstats.Stats(profile).sort_stats("tottime").print_stats(12)
