@@ -158,6 +158,34 @@ def _chunk_start(meta: thrift.Struct) -> int:
     return dictionary if dictionary is not None and 0 < dictionary < data else data
 
 
+def _renamed(chunk: Chunk, name: str) -> Chunk:
+    """``chunk`` under the output's column name (``path_in_schema``)."""
+    meta = chunk.meta.copy()
+    meta.get(CC_META).set(CM_PATH, thrift.LIST, thrift.List(thrift.BINARY, [name.encode()]))
+    return Chunk(chunk.data, meta)
+
+
+def _one_group_file(footer: thrift.Struct, g: int, chunks: list[Chunk]) -> bytes:
+    """A Parquet file of row group ``g`` alone (``chunks``: its column chunks as stored), with the
+    source's schema and metadata: what decodes the group from bytes already read."""
+    single = footer.copy()
+    rows = footer.get(FMD_GROUPS).values[g].get(RG_ROWS)
+    single.set(FMD_ROWS, thrift.I64, rows)
+    single.set(FMD_GROUPS, thrift.LIST, thrift.List(thrift.STRUCT, [_group(chunks, rows, len(MAGIC), 0)]))
+    encoded = thrift.encode(single)
+    return b"".join([MAGIC, *(c.data for c in chunks), encoded, len(encoded).to_bytes(4, "little"), MAGIC])
+
+
+def _decode(uri: str, pf: pq.ParquetFile, g: int, lading: pa.Schema) -> list[pa.RecordBatch]:
+    """Row group ``g``'s rows in lading's Arrow types of the input (as ``sources.files`` reads them)."""
+    from lading_jobs.formats import types
+
+    with sources_files.named_errors(uri):
+        read = [types.conform_batch(b.select(lading.names), lading)
+                for b in pf.iter_batches(row_groups=[g], columns=lading.names, use_threads=False)]
+    return [b for b in read if b.num_rows]
+
+
 def _relative(cc: thrift.Struct, name: bytes) -> thrift.Struct:
     """``cc`` (a ColumnChunk) with offsets relative to its first page and nothing that points elsewhere."""
     start = _chunk_start(cc)
@@ -262,7 +290,8 @@ class CopyWriter:
         self.writer = TaskWriter(plan, task, storage, self.conform, self.schema,
                                  formatting.encoder_factory(plan.format, plan.options))
         self.ext = naming.extension(plan.format, plan.options)
-        self.reference: Reference | None = None
+        # the output's footer: what pyarrow writes for this schema (dictionary choices do not show in it)
+        self.reference = Reference.of(self.schema, writer_options(self.options.compression), self.options.compression)
         self.pq_options: dict[str, Any] = {}
         self.current: tuple[PartSink, CopiedFile, int, str] | None = None
         self.done: list[dict[str, Any]] = []
@@ -274,12 +303,6 @@ class CopyWriter:
         for b in batches:
             self.writer.write(b)
 
-    def _setup(self, sample: pa.RecordBatch) -> Reference:
-        if self.reference is None:
-            self.pq_options = writer_options(self.options.compression, dictionary_columns(sample))
-            self.reference = Reference.of(self.schema, self.pq_options, self.options.compression)
-        return self.reference
-
     def _open(self) -> tuple[PartSink, CopiedFile, int, str]:
         self.writer.close_file()
         seq = self.writer.seq
@@ -287,7 +310,6 @@ class CopyWriter:
         relative = naming.file_name(self.task, seq, self.ext, self.plan.token)
         sink = PartSink(self.storage, join(self.plan.destination, relative), self.plan.buffer_size)
         self.begun.append(sink)
-        assert self.reference is not None
         return sink, CopiedFile(sink, self.reference, self.schema, self.plan.max_file_size), seq, relative
 
     def _close(self) -> None:
@@ -303,8 +325,8 @@ class CopyWriter:
 
     def copy_file(self, uri: str, size: int, etag: str | None, row_groups: tuple[int, int] | None,
                   lading: pa.Schema, check: Any) -> None:
-        from lading_jobs.formats import types
-
+        """Row groups ``row_groups`` (all: None) of the file at ``uri``: each copied where it
+        qualifies (``_plan``), else written by the task writer."""
         with sources_files.named_errors(uri):
             f = open_storage(uri).open_input(uri, size, etag=etag)
         with f:
@@ -314,22 +336,36 @@ class CopyWriter:
                 footer = read_footer(f, size)
             groups = range(*row_groups) if row_groups is not None else range(pf.metadata.num_row_groups)
             for g in groups:
-                with sources_files.named_errors(uri):
-                    read = [types.conform_batch(b.select(lading.names), lading)
-                            for b in pf.iter_batches(row_groups=[g], columns=lading.names, use_threads=False)]
-                read = [b for b in read if b.num_rows]
-                if not read:
-                    continue
-                batches = [self.conform(b) for b in read]
-                reference = self._setup(batches[0])
-                plan = self._plan(footer, g, reference) if footer is not None else None
+                plan = self._plan(footer, g) if footer is not None else None
                 if footer is None or plan is None:
-                    self._to_writer(read)
+                    read = _decode(uri, pf, g, lading)
+                    if read:
+                        self._to_writer(read)
                     continue
-                self._copy_group(f, uri, footer, g, plan, read, batches)
+                sources = self._read_group(f, uri, footer, g)
+                with sources_files.named_errors(uri):  # the row group decoded from the bytes just read
+                    mini = sources_files.open_parquet(pa.BufferReader(_one_group_file(footer, g, sources)))
+                read = _decode(uri, mini, 0, lading)
+                if read:
+                    self._copy_group(footer, g, plan, sources, read)
 
-    def _plan(self, footer: thrift.Struct, g: int, reference: Reference) -> list[bool] | None:
+    def _read_group(self, f: Any, uri: str, footer: thrift.Struct, g: int) -> list[Chunk]:
+        """Every column chunk of row group ``g`` as stored, from one read of the group's bytes."""
+        columns = footer.get(FMD_GROUPS).values[g].get(RG_COLUMNS).values
+        starts = [_chunk_start(cc) for cc in columns]
+        ends = [s + cc.get(CC_META).get(CM_STORED) for s, cc in zip(starts, columns, strict=True)]
+        first = min(starts)
+        with sources_files.named_errors(uri):
+            f.seek(first)
+            span = pa.py_buffer(f.read(max(ends) - first))
+            if len(span) != max(ends) - first:
+                raise ValueError(f"row group {g} ends past the end of the file")
+        return [Chunk(span.slice(s - first, e - s), _relative(cc, cc.get(CC_META).get(CM_PATH).values[0]))
+                for s, e, cc in zip(starts, ends, columns, strict=True)]
+
+    def _plan(self, footer: thrift.Struct, g: int) -> list[bool] | None:
         """Which columns of row group ``g`` are copied (True) or encoded, or None: the task writer."""
+        reference = self.reference
         if (not trusted_writer(footer.get(FMD_CREATED_BY)) or footer.get(FMD_ORDERS) is None
                 or footer.get(FMD_ENCRYPTION) is not None or not reference.flat()):
             return None
@@ -339,42 +375,36 @@ class CopyWriter:
         group = footer.get(FMD_GROUPS).values[g]
         rows, decoded = group.get(RG_ROWS), group.get(RG_BYTES)
         columns = group.get(RG_COLUMNS).values
+        if len(columns) != len(elements) or any(cc.get(CC_META) is None for cc in columns):
+            return None
         stored = sum(cc.get(CC_META).get(CM_STORED) for cc in columns)
         row_group_rows = self.options.row_group_rows
         if (not row_group_rows <= 8 * rows <= 8 * row_group_rows or decoded > MAX_GROUP_BYTES
                 or 2 * stored > self.plan.max_file_size):
             return None
-        out = []
-        for element, leaf, cc, field in zip(elements, reference.leaves, columns, self.schema, strict=True):
-            md = cc.get(CC_META)
-            out.append(_copyable_type(field.type) and _same_element(element, leaf) and md is not None
-                       and md.get(CM_CODEC) == reference.codec and cc.get(CC_PATH) is None
-                       and all(cc.get(k) is None for k in CC_CRYPTO) and len(md.get(CM_PATH).values) == 1)
-        return out
+        if any(cc.get(CC_PATH) is not None or any(cc.get(k) is not None for k in CC_CRYPTO)
+               or len(cc.get(CC_META).get(CM_PATH).values) != 1 for cc in columns):
+            return None
+        return [_copyable_type(field.type) and _same_element(element, leaf)
+                and cc.get(CC_META).get(CM_CODEC) == reference.codec
+                for element, leaf, cc, field in zip(elements, reference.leaves, columns, self.schema, strict=True)]
 
-    def _copy_group(self, f: Any, uri: str, footer: thrift.Struct, g: int, copy: list[bool], read: list[pa.RecordBatch],
-                    batches: list[pa.RecordBatch]) -> None:
-        """Row group ``g`` (``read`` from the file, ``batches`` in the output's types) as copied and
-        encoded chunks, in the open file if it fits, else in a new one, else to the task writer."""
+    def _copy_group(self, footer: thrift.Struct, g: int, copy: list[bool], sources: list[Chunk],
+                    read: list[pa.RecordBatch]) -> None:
+        """Row group ``g`` (its chunks as stored, ``sources``; its rows ``read`` in the input's
+        types) as copied and encoded chunks: in the open file if it fits, else in a new one, else
+        (not even alone) to the task writer, which splits the rows."""
+        batches = [self.conform(b) for b in read]
+        if not self.pq_options:  # which columns get a dictionary: from the task's first rows, as the task writer
+            self.pq_options = writer_options(self.options.compression, dictionary_columns(batches[0]))
         table = pa.Table.from_batches(batches, self.schema)
         stats = FileStats(self.schema)
         stats.update(table)
-        group = footer.get(FMD_GROUPS).values[g]
-        sources = group.get(RG_COLUMNS).values
         encoded = self._encode(table, [i for i, c in enumerate(copy) if not c])
-        chunks = []
-        for i, (copied, name) in enumerate(zip(copy, self.schema.names, strict=True)):
-            if copied:
-                cc = sources[i]
-                with sources_files.named_errors(uri):
-                    f.seek(_chunk_start(cc))
-                    data = f.read(cc.get(CC_META).get(CM_STORED))
-                chunks.append(Chunk(data, _relative(cc, name.encode())))
-            else:
-                chunks.append(encoded[i])
-        assert self.reference is not None
+        chunks = [_renamed(sources[i], name) if copied else encoded[i]
+                  for i, (copied, name) in enumerate(zip(copy, self.schema.names, strict=True))]
         if size_with(self.reference, [], len(MAGIC), chunks, table.num_rows) > self.plan.max_file_size:
-            self._to_writer(read)  # not even alone: the task writer splits the rows
+            self._to_writer(read)
             return
         if self.current is not None and not self.current[1].fits(chunks, table.num_rows):
             self._close()

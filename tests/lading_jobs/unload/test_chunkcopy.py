@@ -10,6 +10,7 @@ leaves nothing behind and a rerun succeeds.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -145,9 +146,8 @@ def test_copied_files_hold_the_task_writers_rows_and_statistics(tmp_path: Path) 
     # pyarrow writes the source nullable (OPTIONAL), as lading does: every non-float column is copied;
     # the double is encoded again (float statistics are not taken from another writer)
     writer = chunkcopy.CopyWriter(_plan(tmp_path / "x", row_group_rows=20_000), 0, LocalStorage())
-    reference = writer._setup(out.to_batches()[0])
     footer = thrift.decode(chunkcopy._footer_bytes(sources[0].read_bytes()))
-    assert writer._plan(footer, 0, reference) == [True, True, False, True, True, True]
+    assert writer._plan(footer, 0) == [True, True, False, True, True, True]
 
 
 def test_files_from_writers_whose_statistics_are_not_trusted_are_written_by_the_task_writer(tmp_path: Path) -> None:
@@ -305,3 +305,53 @@ def test_a_column_stored_otherwise_than_lading_writes_it_is_encoded_again(tmp_pa
     out = pq.read_metadata(tmp_path / "out" / files[0]["path"])
     assert out.created_by == chunkcopy.CREATED_BY.decode()
     assert out.schema.column(0).max_definition_level == 1
+
+
+class CountingReads(LocalStorage):
+    """File storage counting the bytes read through ``open_input`` (as S3 GETs would be)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes_read = 0
+
+    def open_input(self, uri: str, size: int | None = None, etag: str | None = None) -> pa.NativeFile:
+        storage = self
+
+        class Reader(io.RawIOBase):
+            def __init__(self) -> None:
+                self.f = open(uri.removeprefix("file://"), "rb")  # noqa: SIM115 - closed by close()
+
+            def readable(self) -> bool:
+                return True
+
+            def seekable(self) -> bool:
+                return True
+
+            def seek(self, pos: int, whence: int = 0) -> int:
+                return self.f.seek(pos, whence)
+
+            def tell(self) -> int:
+                return self.f.tell()
+
+            def read(self, n: int = -1) -> bytes:
+                data = self.f.read(n)
+                storage.bytes_read += len(data)
+                return data
+
+            def close(self) -> None:
+                self.f.close()
+                super().close()
+
+        return pa.PythonFile(Reader(), mode="r")
+
+
+def test_a_copied_row_group_is_read_from_storage_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    pq.write_table(rows(0, 40_000), src / "0.parquet", row_group_size=10_000)
+    counting = CountingReads()
+    monkeypatch.setattr(chunkcopy, "open_storage", lambda uri, settings=None: counting)
+    files = copy([src / "0.parquet"], tmp_path / "out", _plan(tmp_path / "out", row_group_rows=10_000))
+    assert pq.read_metadata(tmp_path / "out" / files[0]["path"]).created_by == chunkcopy.CREATED_BY.decode()
+    size = (src / "0.parquet").stat().st_size
+    assert size <= counting.bytes_read < 1.1 * size, (counting.bytes_read, size)
