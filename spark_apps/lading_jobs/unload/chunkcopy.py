@@ -66,7 +66,9 @@ from lading_spec.version import VERSION
 
 MAGIC = b"PAR1"
 CODECS = {"none": 0, "snappy": 1, "gzip": 2, "zstd": 6}
-MAX_GROUP_BYTES = 256 * 1024 * 1024  # a row group's decoded size (total_byte_size) held at once
+MAX_GROUP_BYTES = 128 * 1024 * 1024
+"""Most decoded bytes (``total_byte_size``) of a row group copied: it is held decoded at once, as the
+task writer holds at most ``parquetfile.MAX_PENDING_BYTES`` of Arrow data."""
 CREATED_BY = f"lading version {VERSION}".encode()
 
 # parquet.thrift field ids
