@@ -67,7 +67,9 @@ def value_text(arr: pa.Array, field: pa.Field) -> pa.Array:
         return text.render_bool(arr)
     if pa.types.is_floating(t):
         return text.render_float(arr, "NaN", "Infinity", "-Infinity")
-    if pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_date(t):
+    if pa.types.is_decimal(t):
+        return text.render_decimal(arr)
+    if pa.types.is_integer(t) or pa.types.is_date(t):
         return arr.cast(pa.string())
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return arr.cast(pa.string())

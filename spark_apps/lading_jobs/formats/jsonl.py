@@ -54,7 +54,9 @@ def value_json(arr: pa.Array, field: pa.Field) -> tuple[pa.Array, bool]:
         return arr.cast(pa.string()), False
     if pa.types.is_floating(t):
         return text.render_float(arr, '"NaN"', '"Infinity"', '"-Infinity"'), False
-    if pa.types.is_decimal(t) or pa.types.is_date(t):
+    if pa.types.is_decimal(t):
+        return _quoted(text.render_decimal(arr)), True
+    if pa.types.is_date(t):
         return _quoted(arr.cast(pa.string())), True
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return text.json_quote(arr), True

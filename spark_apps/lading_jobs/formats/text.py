@@ -292,6 +292,34 @@ def _timestamp_cast(arr: pa.Array, sep: str, prefix: str, suffix: str) -> pa.Arr
     return concat(prefix, text, suffix) if prefix or suffix else text
 
 
+def render_decimal(arr: pa.Array) -> pa.Array:
+    """The text of Arrow's decimal-to-string cast (``-12.340000``: every fraction digit of the
+    scale) at about half its cost, for the decimals whose unscaled value fits in 64 bits
+    (precision ≤ 18) and whose text Arrow never writes with an exponent (scale ≤ 6; it
+    writes ``1E-7`` for a scale of 7 and more): the unscaled magnitude's integer text,
+    padded to one digit more than the scale, a point inserted ``scale`` digits from its
+    end, a ``-`` before the negative ones. Other decimals take Arrow's cast."""
+    t = arr.type
+    n = len(arr)
+    if not pa.types.is_decimal128(t) or t.precision > 18 or not 0 <= t.scale <= 6 or n == arr.null_count:
+        return _decimal_cast(arr)
+    # a decimal128 is 16 bytes of little-endian two's complement; under 10**18 the low word holds it
+    unscaled = np.frombuffer(arr.buffers()[1], np.int64)[2 * arr.offset: 2 * (arr.offset + n): 2]
+    negative = unscaled < 0
+    digits = pa.array(np.abs(unscaled)).cast(pa.string())
+    if t.scale:
+        digits = pc.binary_replace_slice(pc.ascii_lpad(digits, t.scale + 1, "0"), -t.scale, -t.scale, ".")
+    if negative.any():
+        digits = concat(pc.if_else(pa.array(negative), "-", ""), digits)
+    if arr.null_count:
+        digits = pc.if_else(arr.is_valid(), digits, pa.scalar(None, digits.type))
+    return digits
+
+
+def _decimal_cast(arr: pa.Array) -> pa.Array:
+    return arr.cast(pa.string())
+
+
 def render_float(arr: pa.Array, nan: str, inf: str, neg_inf: str) -> pa.Array:
     """Floats → shortest round-trip text; NaN and ±infinity as the given words."""
     text = arr.cast(pa.string())

@@ -51,3 +51,50 @@ def test_timestamps_within_the_arrays_days_take_the_tables_not_arrows_cast(monke
     got = text.render_timestamp(arr, suffix="+00")
     assert got[0].as_py() == "2024-01-01 00:00:00.123456+00" and got[-1].as_py() is None
     assert got.null_count == 1 and set(pc.utf8_length(got).drop_null().to_pylist()) == {29}
+
+
+@settings(max_examples=400, deadline=None)
+@given(precision=s.integers(1, 38), data=s.data(), seed=s.integers(0, 2**32 - 1), size=s.integers(1, 2000),
+       nulls=s.booleans(), start=s.integers(0, 50))
+def test_decimal_text_is_arrows_cast(precision: int, data: Any, seed: int, size: int, nulls: bool,
+                                     start: int) -> None:
+    # Every precision and scale, small and extreme magnitudes, both signs, nulls and slices: the text
+    # must be Arrow's cast, which the CSV and JSON lines encoders wrote before (exponents included
+    # where Arrow writes them: 1E-7 for scale 7).
+    scale = data.draw(s.integers(0, precision))
+    rng = np.random.default_rng(seed)
+    limit = min(10**precision - 1, 2**63 - 1)  # beyond 64 bits Arrow's cast renders anyway
+    small = rng.integers(-min(limit, 1000), min(limit, 1000) + 1, size + start)
+    big = rng.integers(-limit, limit, size + start, endpoint=True)
+    unscaled = np.where(np.arange(size + start) % 3 == 0, big, small)
+    unscaled[:4] = [limit, -limit, 0, -1][: len(unscaled)]
+    mask = rng.random(len(unscaled)) < 0.2 if nulls else None
+    arr = pa.array(unscaled, pa.int64(), mask=mask).cast(pa.decimal128(19, 0)).cast(pa.decimal128(precision, 0))
+    arr = arr.view(pa.decimal128(precision, scale))
+    arr = arr.slice(start)
+    assert text.render_decimal(arr).equals(arr.cast(pa.string()))
+
+
+def test_decimals_of_up_to_18_digits_and_scale_6_take_the_fast_rendering(monkeypatch: pytest.MonkeyPatch) -> None:
+    arr = pa.array([-1, 0, 5, None, 10**16 - 1, -(10**16 - 1)], pa.int64()).cast(pa.decimal128(19, 0)) \
+        .cast(pa.decimal128(16, 0)).view(pa.decimal128(16, 6))
+    expected = arr.cast(pa.string())
+    assert expected.to_pylist() == ["-0.000001", "0.000000", "0.000005", None, "9999999999.999999",
+                                    "-9999999999.999999"]
+
+    def refused(*args: Any) -> Any:
+        raise AssertionError("took Arrow's cast")
+
+    monkeypatch.setattr(text, "_decimal_cast", refused)
+    assert text.render_decimal(arr).equals(expected)
+
+
+@pytest.mark.parametrize(("precision", "scale"), [(p, sc) for p in [*range(1, 20), 38] for sc in range(min(p, 9) + 1)])
+def test_every_small_scale_renders_as_arrows_cast(precision: int, scale: int) -> None:
+    # around where Arrow switches to exponents (scale 7 and more, few digits: 0E-7, 1E-7)
+    limit = min(10**precision - 1, 2**63 - 1)
+    values = sorted({v for v in (0, 1, -1, 9, -9, 10, -10, 99, 123_456, -1_234_567, limit, -limit, limit // 7)
+                     if abs(v) <= limit})
+    arr = pa.array([*values, None], pa.int64()).cast(pa.decimal128(19, 0)).cast(pa.decimal128(precision, 0))
+    arr = arr.view(pa.decimal128(precision, scale))
+    assert text.render_decimal(arr).equals(arr.cast(pa.string()))
