@@ -27,7 +27,7 @@ from typing import Any
 
 from lading_spec import compaction_result, manifests
 from lading_spec.errors import SpecError
-from lading_spec.job import API_VERSION, KINDS, JobDocument
+from lading_spec.job import API_VERSION, KINDS, JobDocument, check_run_id
 from lading_spec.sizes import human_size
 
 
@@ -61,10 +61,12 @@ def job_document(manifest: dict[str, Any], run_id: str | None = None,
     generation = meta.get("generation") or 1
     if isinstance(generation, bool) or not isinstance(generation, int) or generation < 1:
         raise SpecError("metadata.generation", f"expected a positive integer, got {generation!r}")
+    if run_id is not None:
+        check_run_id(run_id, "--run-id")
+    else:  # derived from the name, which must then be able to name a run too
+        run_id = check_run_id(f"{name}-local-{run_time:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}", "metadata.name")
     return JobDocument(kind=manifest["kind"], namespace=str(meta.get("namespace") or "default"), name=name,
-                       uid="", generation=generation,
-                       run_id=run_id or f"{name}-local-{run_time:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}",
-                       run_time=run_time, spec=spec)
+                       uid="", generation=generation, run_id=run_id, run_time=run_time, spec=spec)
 
 
 class ProgressBar:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,22 @@ KINDS = ("CopyJob", "StreamCopy", "Compaction")
 RESULT_MARKER = "LADING_RESULT "
 TERMINATION_LOG = "/dev/termination-log"
 TERMINATION_LOG_LIMIT = 4096
+
+
+RUN_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,253}[A-Za-z0-9])?")
+
+
+def check_run_id(run_id: object, field: str = "runId") -> str:
+    """``run_id`` if it may name a run: it goes into object keys and file names (a destination's
+    ``{run_id}``, a run's token), manifests, intents and SparkApplication names. 1 to 255 letters,
+    digits, ``.``, ``_`` and ``-``, starting and ending with a letter or digit, without ``..``
+    (no path separator, no relative path, nothing a shell or a URL would read otherwise)."""
+    if not isinstance(run_id, str) or not run_id:
+        raise SpecError(field, "missing")
+    if RUN_ID.fullmatch(run_id) is None or ".." in run_id:
+        raise SpecError(field, f"{run_id[:80]!r} cannot name a run: use 1 to 255 letters, digits, '.', '_' or '-', "
+                               "starting and ending with a letter or digit (no '/', no '..')")
+    return run_id
 
 
 @dataclass(frozen=True)
@@ -78,8 +95,7 @@ def parse_job_document(text: str) -> JobDocument:
         run_time = run_time.replace(tzinfo=dt.UTC)
     if not isinstance(doc.get("spec"), dict):
         raise SpecError("spec", "missing or not a mapping")
-    if not isinstance(doc.get("runId"), str) or not doc["runId"]:
-        raise SpecError("runId", "missing")
+    check_run_id(doc.get("runId"))
     return JobDocument(
         kind=doc["kind"],
         namespace=str(meta.get("namespace", "")),

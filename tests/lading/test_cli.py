@@ -247,3 +247,17 @@ def test_sample_data_refuses_bad_arguments_without_a_traceback(args: list[str], 
         assert e.code == code
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("args", "name", "needle"), [
+    (["--run-id", "../x"], "b", "--run-id"),
+    ([], "b/../../c", "metadata.name"),
+])
+def test_run_refuses_a_run_id_that_could_reach_another_path(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             args: list[str], name: str, needle: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"apiVersion": "lading.io/v1alpha1", "kind": "CopyJob", "metadata": {"name": name},
+                                   "spec": {"from": {"query": "SELECT 1"}, "to": {"files": "s3://bkt/{run_id}/"}}}))
+    assert cli.main(["run", str(bad), *args]) == 1
+    err = capsys.readouterr().err
+    assert needle in err and "cannot name a run" in err and "Traceback" not in err

@@ -75,3 +75,21 @@ def test_parse_result_reads_the_last_marked_line_of_a_log() -> None:
     log = "spark noise\n{\"not\": \"a result\"}\n" + RESULT_MARKER + json.dumps({"rows": 42}) + "\n"
     assert parse_result(log) == {"rows": 42}
     assert parse_result("nothing here") is None
+
+
+@pytest.mark.parametrize("run_id", ["r1", "20260101020000", "3f9a0c1b2d4e", "export-local-20260102030405-1a2b3c",
+                                    "a.b_c-d", "x" * 255])
+def test_run_ids_the_operator_and_the_cli_make_are_accepted(run_id: str) -> None:
+    doc = JobDocument(kind="CopyJob", namespace="ns", name="export", uid="u", generation=1, run_id=run_id,
+                      run_time=dt.datetime(2026, 1, 2, tzinfo=dt.UTC), spec={})
+    assert parse_job_document(doc.to_json()).run_id == run_id
+
+
+@pytest.mark.parametrize("run_id", ["", "../other", "a/b", "..", "a..b", "-r", "r-", "r 1", "r\n1", "x" * 256,
+                                    "é", "r?x=1", None, 5])
+def test_a_run_id_that_could_reach_another_path_is_refused(run_id: object) -> None:
+    text = json.dumps({"apiVersion": "lading.io/v1alpha1", "kind": "CopyJob", "runId": run_id,
+                       "runTime": "2026-01-02T00:00:00Z", "spec": {}})
+    with pytest.raises(SpecError) as info:
+        parse_job_document(text)
+    assert info.value.field == "runId"
