@@ -279,10 +279,15 @@ def _parquet_piece(piece: splits.Piece, schema: T.StructType, lading: pa.Schema)
         pf = open_parquet(f)
         check_parquet_schema(piece.uri, parquet_schema(pf), schema)
         row_groups = list(range(*piece.row_groups)) if piece.row_groups is not None else None
-        # one thread: Spark's tasks already fill the cores; Arrow's column-parallel decoding
-        # on top cost about a fifth more CPU for the same rows (bench/unload_task.py)
-        for batch in pf.iter_batches(row_groups=row_groups, columns=lading.names, use_threads=False):
-            yield types.conform_batch(batch.select(lading.names), lading)
+        yield from parquet_batches(pf, row_groups, lading)
+
+
+def parquet_batches(pf: pq.ParquetFile, row_groups: list[int] | None, lading: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The rows of ``row_groups`` (None: all) of an open Parquet file, in lading's Arrow types
+    ``lading``. One thread: Spark's tasks already fill the cores; Arrow's column-parallel
+    decoding on top cost about a fifth more CPU for the same rows (bench/unload_task.py)."""
+    for batch in pf.iter_batches(row_groups=row_groups, columns=lading.names, use_threads=False):
+        yield types.conform_batch(batch.select(lading.names), lading)
 
 
 class _Split(InputPartition):

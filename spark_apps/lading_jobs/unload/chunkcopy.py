@@ -43,7 +43,6 @@ path marker says chunks are copied where they qualify.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -56,8 +55,8 @@ import pyarrow.parquet as pq
 from lading_jobs import workerheap
 from lading_jobs.sink import PartSink
 from lading_jobs.sources import files as sources_files
-from lading_jobs.storage import Storage, join, open_storage
-from lading_jobs.unload import formatting, naming, thrift
+from lading_jobs.storage import Storage, open_storage
+from lading_jobs.unload import formatting, thrift
 from lading_jobs.unload.parquetfile import dictionary_columns, writer_options
 from lading_jobs.unload.stats import FileStats
 from lading_jobs.unload.task import TaskPlan, TaskWriter
@@ -116,7 +115,7 @@ class Reference:
     def of(cls, schema: pa.Schema, options: dict[str, Any], compression: str) -> Reference:
         buf = pa.BufferOutputStream()
         pq.ParquetWriter(buf, schema, **options).close()
-        footer = thrift.decode(_footer_bytes(buf.getvalue().to_pybytes()))
+        footer = thrift.decode(_footer_bytes(buf.getvalue()))
         elements = footer.get(FMD_SCHEMA).values
         return cls(footer, elements[1:], CODECS[compression])
 
@@ -124,11 +123,13 @@ class Reference:
         return all(e.get(SE_CHILDREN) is None for e in self.leaves)
 
 
-def _footer_bytes(data: bytes) -> bytes:
-    if len(data) < 12 or data[:4] != MAGIC or data[-4:] != MAGIC:
+def _footer_bytes(data: bytes | pa.Buffer) -> bytes:
+    """The encoded footer of a whole Parquet file in memory (only the footer is copied out)."""
+    view = memoryview(data)
+    if len(view) < 12 or view[:4] != MAGIC or view[-4:] != MAGIC:
         raise ValueError("not a Parquet file")
-    n = int.from_bytes(data[-8:-4], "little")
-    return data[-8 - n:-8]
+    n = int.from_bytes(view[-8:-4], "little")
+    return bytes(view[-8 - n:-8])
 
 
 def read_footer(f: Any, size: int) -> thrift.Struct | None:
@@ -179,13 +180,9 @@ def _one_group_file(footer: thrift.Struct, g: int, chunks: list[Chunk]) -> bytes
 
 
 def _decode(uri: str, pf: pq.ParquetFile, g: int, lading: pa.Schema) -> list[pa.RecordBatch]:
-    """Row group ``g``'s rows in lading's Arrow types of the input (as ``sources.files`` reads them)."""
-    from lading_jobs.formats import types
-
+    """Row group ``g``'s rows in lading's Arrow types of the input, as ``sources.files`` reads them."""
     with sources_files.named_errors(uri):
-        read = [types.conform_batch(b.select(lading.names), lading)
-                for b in pf.iter_batches(row_groups=[g], columns=lading.names, use_threads=False)]
-    return [b for b in read if b.num_rows]
+        return [b for b in sources_files.parquet_batches(pf, [g], lading) if b.num_rows]
 
 
 def _relative(cc: thrift.Struct, name: bytes) -> thrift.Struct:
@@ -256,7 +253,6 @@ class CopiedFile:
     def __init__(self, sink: PartSink, reference: Reference, schema: pa.Schema, max_size: int) -> None:
         self.sink, self.reference, self.max_size = sink, reference, max_size
         self.groups: list[thrift.Struct] = []
-        self.rows = 0
         self.stats = FileStats(schema)
         sink.write(MAGIC)
 
@@ -268,7 +264,6 @@ class CopiedFile:
         self.groups.append(_group(chunks, rows, self.sink.size, len(self.groups)))
         for c in chunks:
             self.sink.write(c.data)
-        self.rows += rows
         self.stats.absorb(stats)
 
     def close(self) -> None:
@@ -291,13 +286,10 @@ class CopyWriter:
         self.options: ParquetOptions = plan.options
         self.writer = TaskWriter(plan, task, storage, self.conform, self.schema,
                                  formatting.encoder_factory(plan.format, plan.options))
-        self.ext = naming.extension(plan.format, plan.options)
         # the output's footer: what pyarrow writes for this schema (dictionary choices do not show in it)
         self.reference = Reference.of(self.schema, writer_options(self.options.compression), self.options.compression)
         self.pq_options: dict[str, Any] = {}
-        self.current: tuple[PartSink, CopiedFile, int, str] | None = None
-        self.done: list[dict[str, Any]] = []
-        self.begun: list[PartSink] = []
+        self.current: tuple[int, str, CopiedFile] | None = None  # seq, relative path, file
 
     # the task writer's files and ours share one sequence of file names
     def _to_writer(self, batches: list[pa.RecordBatch]) -> None:
@@ -305,25 +297,17 @@ class CopyWriter:
         for b in batches:
             self.writer.write(b)
 
-    def _open(self) -> tuple[PartSink, CopiedFile, int, str]:
-        self.writer.close_file()
-        seq = self.writer.seq
-        self.writer.seq += 1
-        relative = naming.file_name(self.task, seq, self.ext, self.plan.token)
-        sink = PartSink(self.storage, join(self.plan.destination, relative), self.plan.buffer_size)
-        self.begun.append(sink)
-        return sink, CopiedFile(sink, self.reference, self.schema, self.plan.max_file_size), seq, relative
+    def _open(self) -> tuple[int, str, CopiedFile]:
+        seq, relative, sink = self.writer.next_file()
+        return seq, relative, CopiedFile(sink, self.reference, self.schema, self.plan.max_file_size)
 
     def _close(self) -> None:
         if self.current is None:
             return
-        sink, f, seq, relative = self.current
+        seq, relative, f = self.current
         self.current = None
         f.close()
-        upload = sink.finish()
-        self.done.append({"task": self.task, "seq": seq, "path": relative, "upload": upload.to_dict(),
-                          "rows": f.rows, "bytes": sink.size, "crc32": sink.crc32, "partition": {},
-                          "columns": f.stats.to_dict()})
+        self.writer.record(seq, relative, f.sink, f.stats)
 
     def copy_file(self, uri: str, size: int, etag: str | None, row_groups: tuple[int, int] | None,
                   lading: pa.Schema, check: Any) -> None:
@@ -408,11 +392,11 @@ class CopyWriter:
         if size_with(self.reference, [], len(MAGIC), chunks, table.num_rows) > self.plan.max_file_size:
             self._to_writer(read)
             return
-        if self.current is not None and not self.current[1].fits(chunks, table.num_rows):
+        if self.current is not None and not self.current[2].fits(chunks, table.num_rows):
             self._close()
         if self.current is None:
             self.current = self._open()
-        self.current[1].add(chunks, table.num_rows, stats)
+        self.current[2].add(chunks, table.num_rows, stats)
 
     def _encode(self, table: pa.Table, columns: list[int]) -> dict[int, Chunk]:
         """The chunks pyarrow writes for ``columns`` of ``table`` (one row group, in memory)."""
@@ -423,7 +407,7 @@ class CopyWriter:
         with pq.ParquetWriter(buf, part.schema, **self.pq_options) as w:
             w.write_table(part, row_group_size=max(1, part.num_rows))
         data = buf.getvalue()
-        footer = thrift.decode(_footer_bytes(data.to_pybytes()))
+        footer = thrift.decode(_footer_bytes(data))
         ccs = footer.get(FMD_GROUPS).values[0].get(RG_COLUMNS).values
         out = {}
         for i, cc in zip(columns, ccs, strict=True):
@@ -433,15 +417,14 @@ class CopyWriter:
         return out
 
     def finish(self) -> list[dict[str, Any]]:
+        """The task's finished files, in sequence order (each writer closes its file before the
+        other opens one)."""
         self._close()
-        files = self.writer.finish()
-        return sorted(self.done + files, key=lambda f: f["seq"])
+        return self.writer.finish()
 
     def abort(self) -> None:
+        """Abort every upload the task began, copied files' included (``TaskWriter.next_file``)."""
         self.writer.abort()
-        for sink in self.begun:
-            with contextlib.suppress(Exception):  # best effort; the driver sweeps what is left
-                sink.abort()
 
 
 def write_split(plan: TaskPlan, pieces: Sequence[tuple[str, int, str | None, tuple[int, int] | None]],

@@ -128,21 +128,28 @@ class TaskWriter:
         self.pq_options = writer_options(self.plan.options.compression, dictionary_columns(sample))
         self.footer = FooterModel(self.file_schema, self.pq_options)
 
-    def _open(self, key: tuple[str | None, ...]) -> _Open:
+    def next_file(self, key: tuple[str | None, ...] = ()) -> tuple[int, str, PartSink]:
+        """The next file's sequence number, relative path and begun upload (aborted with the
+        task's); the open file, if any, is finished first. Another writer of the task's files
+        (``chunkcopy``) takes its names here too, so the task's files share one sequence."""
+        self.close_file()
+        seq = self.seq
+        self.seq += 1
         rel_dir = naming.partition_dir(self.plan.partition_by, key) if self.plan.partition_by else ""
-        name = naming.file_name(self.task, self.seq, self.ext, self.plan.token)
-        relative = rel_dir + name
+        relative = rel_dir + naming.file_name(self.task, seq, self.ext, self.plan.token)
         sink = PartSink(self.storage, join(self.plan.destination, relative), self.plan.buffer_size)
         self.begun.append(sink)
+        return seq, relative, sink
+
+    def _open(self, key: tuple[str | None, ...]) -> _Open:
+        seq, relative, sink = self.next_file(key)
         if self.plan.format == "parquet":
             assert self.footer is not None and isinstance(self.plan.options, ParquetOptions)
             f: Any = ParquetFile(sink, self.file_schema, self.pq_options, self.footer, self.plan.max_file_size,
                                  self.plan.options.row_group_rows, self.ratio)
         else:
             f = TextFile(sink, self.encoder, self.header, self.compress, self.plan.max_file_size, self.file_schema)
-        opened = _Open(key, sink, f, self.seq, relative)
-        self.seq += 1
-        return opened
+        return _Open(key, sink, f, seq, relative)
 
     def _close(self) -> None:
         cur = self.current
@@ -160,12 +167,17 @@ class TaskWriter:
         self._finish(cur)
 
     def _finish(self, cur: _Open) -> None:
-        upload = cur.sink.finish()
+        self.record(cur.seq, cur.relative, cur.sink, cur.file.stats, cur.key)
+
+    def record(self, seq: int, relative: str, sink: PartSink, stats: Any, key: tuple[str | None, ...] = ()) -> None:
+        """Send the written file's last part (it stays a pending upload) and list it among the
+        task's finished files with its rows and ``stats`` (a ``stats.FileStats``)."""
+        upload = sink.finish()
         self.done.append({
-            "task": self.task, "seq": cur.seq, "path": cur.relative, "upload": upload.to_dict(),
-            "rows": cur.file.stats.rows, "bytes": cur.sink.size, "crc32": cur.sink.crc32,
-            "partition": dict(zip(self.plan.partition_by, cur.key, strict=True)),
-            "columns": cur.file.stats.to_dict(),
+            "task": self.task, "seq": seq, "path": relative, "upload": upload.to_dict(),
+            "rows": stats.rows, "bytes": sink.size, "crc32": sink.crc32,
+            "partition": dict(zip(self.plan.partition_by, key, strict=True)),
+            "columns": stats.to_dict(),
         })
 
     def _write_rows(self, key: tuple[str | None, ...], batch: pa.RecordBatch) -> None:
@@ -200,8 +212,9 @@ class TaskWriter:
             self._write_rows(key, contents.slice(start, end - start))
 
     def close_file(self) -> None:
-        """Finish the open file, if any (another writer is about to take the next file name)."""
-        self._close()
+        """Finish the open file and any its leftover rows went on to: nothing is left open."""
+        while self.current is not None:
+            self._close()
 
     def finish(self) -> list[dict[str, Any]]:
         self._close()
