@@ -222,6 +222,25 @@ def test_a_stop_from_a_driver_that_exits_non_zero_deletes_the_app_so_nothing_rer
         cond(s.status, "Ready")["message"]
 
 
+def test_a_stopped_stream_whose_delete_was_lost_is_deleted_by_a_later_pass() -> None:
+    """The pass that wrote Failed asked for the delete; if that delete was lost (the operator
+    killed, the API answering 500), spark-operator reruns the driver. A later pass deletes it
+    again; an application that ended and reruns nothing (COMPLETED) is kept for its logs."""
+    s = running_stream()
+    name = s.app_name
+    result = {"error": "source.kafka: orders/0: offsets 0..99 are gone", "reason": "DataLoss"}
+    assert s.plan(app(name, "FAILING"), pod(name, result=result, exit_code=1, phase="Failed")).delete_apps == [name]
+    for state in ("PENDING_RERUN", "SUBMITTED", "RUNNING", "FAILING"):
+        again = s.plan(app(name, state), None if state != "FAILING" else
+                       pod(name, result=result, exit_code=1, phase="Failed"), seconds=60)
+        assert again.delete_apps == [name] and again.create is None and s.status["phase"] == "Failed", state
+    gone = s.plan(app(name, "RUNNING", deleting=True), pod(name), seconds=60)  # being deleted: not again
+    assert not gone.delete_apps and gone.create is None
+    for state in ("COMPLETED", "FAILED"):
+        kept = s.plan(app(name, state), pod(name, result=result, exit_code=1, phase="Failed"), seconds=60)
+        assert not kept.delete_apps and kept.create is None and kept.phase is None, state
+
+
 def test_source_conflict_says_what_to_do() -> None:
     s = running_stream()
     result = {"error": "another writer moved this stream's source position", "reason": "SourceConflict"}

@@ -294,7 +294,12 @@ class Continuous:
                                "spec.suspend to false to resume from the committed position")
             return plan
         if phase == Phase.FAILED and ctx.status.get("runId") == run_id(ctx):
-            return plan  # stopped on purpose: the spec must change first
+            # Stopped on purpose: the spec must change first. An application that would still run
+            # a driver (the delete asked for when it stopped was lost, and spark-operator reruns it)
+            # is deleted again; one that ended is kept for its logs.
+            if _stopped(ctx) is not True:
+                _stop(ctx, plan)
+            return plan
         if not _stop(ctx, plan):
             plan.requeue_after = STOP_POLL  # the last application's driver is still going away
             return plan
