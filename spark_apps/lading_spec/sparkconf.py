@@ -67,7 +67,7 @@ SAFE_KEYS = frozenset({
     "spark.shuffle.compress", "spark.shuffle.spill.compress", "spark.shuffle.file.buffer",
     "spark.reducer.maxSizeInFlight", "spark.kryoserializer.buffer", "spark.kryoserializer.buffer.max",
     "spark.rpc.message.maxSize", "spark.driver.maxResultSize",
-    UNLOAD_PATH,  # which unload path runs; both write the same files
+    UNLOAD_PATH,  # which unload path runs; both write the same rows
 })
 
 
