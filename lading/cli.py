@@ -127,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except SpecError as e:
         print(f"lading: {e}", file=sys.stderr)
         return 1
-    cancellation = results.Cancellation()
+    cancellation = results.Cancellation(report=lambda out: _report_cut_short(out, args.json))
     cancellation.install((signal.SIGTERM, signal.SIGINT))
     show_progress = not args.no_progress and sys.stderr.isatty()
     bars: list[ProgressBar] = []
@@ -177,6 +177,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         return results.EXIT_CANCELLED
     print(f"lading: ERROR: {out.get('error')}", file=sys.stderr)
     return 1
+
+
+def _report_cut_short(out: dict[str, Any], as_json: bool) -> None:
+    """What ``lading run`` prints when a cancellation's clean-up outlives the grace period (the
+    watchdog then exits 143): the run's other outcomes' words, not the operator's result line."""
+    if as_json:
+        print(json.dumps(out, sort_keys=True), flush=True)
+    print(f"lading: {out.get('error') or 'cancelled'} (on S3 the bucket's AbortIncompleteMultipartUpload "
+          "lifecycle rule removes them: docs/copyjob.md); no object of the run is visible",
+          file=sys.stderr, flush=True)
 
 
 def compaction_summary(out: dict[str, Any]) -> str:

@@ -102,10 +102,15 @@ def describe_error(error: BaseException) -> str:
 class Cancellation:
     """SIGTERM → cancel: an event, hooks that stop the work, a watchdog that guarantees an exit."""
 
-    def __init__(self, grace_seconds: float = GRACE_SECONDS, report_seconds: float | None = None) -> None:
+    def __init__(self, grace_seconds: float = GRACE_SECONDS, report_seconds: float | None = None,
+                 report: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """``report``: how the watchdog's own result reaches the user (default :func:`emit`, the
+        ``LADING_RESULT`` line and termination log the operator reads; ``lading run`` prints it
+        as its other outcomes)."""
         self.event = threading.Event()
         self.grace_seconds = grace_seconds
         self.report_seconds = grace_seconds if report_seconds is None else report_seconds
+        self.report = report
         self.hooks: list[Callable[[], None]] = []
         self.extra: dict[str, Any] = {}
 
@@ -139,7 +144,16 @@ class Cancellation:
             critical.wait_for_commits()
             if _emitted_event.wait(self.report_seconds):
                 return
-        emit({"cancelled": True, **self.extra,
-              "error": "cancelled; clean-up did not finish in time, pending uploads may remain"})
+        result = {"cancelled": True, **self.extra,
+                  "error": "cancelled; clean-up did not finish in time, pending uploads may remain"}
+        if self.report is None:
+            emit(result)
+        else:
+            try:
+                self.report(scrub.result(result))
+            except Exception as e:  # noqa: BLE001 - the exit below must happen whatever the report does
+                print(f"lading: reporting the cancellation: {e}", file=sys.stderr)
+            sys.stdout.flush()
+            sys.stderr.flush()
         scrub.flush_output()
         os._exit(EXIT_CANCELLED)

@@ -261,3 +261,40 @@ def test_run_refuses_a_run_id_that_could_reach_another_path(tmp_path: Path, caps
     assert cli.main(["run", str(bad), *args]) == 1
     err = capsys.readouterr().err
     assert needle in err and "cannot name a run" in err and "Traceback" not in err
+
+
+CUT_SHORT = """
+import os, signal, sys, time
+from lading import cli
+from lading_jobs import result
+mode = sys.argv[1]
+report = None if mode == "operator" else (lambda out: cli._report_cut_short(out, mode == "json"))
+cancellation = result.Cancellation(grace_seconds=0.2, report=report)
+cancellation.add_hook(lambda: time.sleep(60))  # a clean-up that outlives the grace period
+cancellation.install()
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(60)
+print("not reached")
+"""
+
+
+@pytest.mark.parametrize("mode", ["text", "json", "operator"])
+def test_a_clean_up_cut_short_by_the_grace_period_is_reported_in_the_cli_words(mode: str) -> None:
+    # The watchdog exits 143 when clean-up outlives the grace period. In a pod it writes the
+    # operator's LADING_RESULT line; `lading run` says it as its other outcomes instead.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(REPO / p) for p in (".", "spark_apps", "operator")))
+    proc = subprocess.run([sys.executable, "-c", CUT_SHORT, mode], capture_output=True, text=True, env=env,
+                          timeout=50)
+    assert proc.returncode == 143, proc.stderr[-2000:]
+    assert "not reached" not in proc.stdout
+    if mode == "operator":
+        assert proc.stdout.startswith("LADING_RESULT ") and '"cancelled":true' in proc.stdout.replace(" ", "")
+        return
+    assert "LADING_RESULT" not in proc.stdout + proc.stderr
+    assert "clean-up did not finish in time, pending uploads may remain" in proc.stderr
+    assert "AbortIncompleteMultipartUpload" in proc.stderr
+    if mode == "json":
+        out = json.loads(proc.stdout)
+        assert out["cancelled"] is True and "did not finish" in out["error"]
+    else:
+        assert proc.stdout == ""
