@@ -68,6 +68,9 @@ CODECS = {"none": 0, "snappy": 1, "gzip": 2, "zstd": 6}
 MAX_GROUP_BYTES = 128 * 1024 * 1024
 """Most decoded bytes (``total_byte_size``) of a row group copied: it is held decoded at once, as the
 task writer holds at most ``parquetfile.MAX_PENDING_BYTES`` of Arrow data."""
+MAX_GROUP_ROWS = 64 * 1024 * 1024
+"""Most rows of a row group copied: pyarrow's writer never makes larger ones (it would split the
+columns encoded again into two row groups), so neither does the task writer."""
 CREATED_BY = f"lading version {VERSION}".encode()
 
 # parquet.thrift field ids
@@ -76,6 +79,7 @@ FMD_ENCRYPTION, FMD_SIGNING_KEY = 8, 9
 SE_TYPE_FIELDS = (1, 2, 3, 6, 7, 8, 10)  # type, type_length, repetition, converted type, scale, precision, logical
 SE_NAME, SE_CHILDREN = 4, 5
 RG_COLUMNS, RG_BYTES, RG_ROWS, RG_SORTING, RG_OFFSET, RG_STORED, RG_ORDINAL = 1, 2, 3, 4, 5, 6, 7
+CM_VALUES = 5
 CC_PATH, CC_OFFSET, CC_META = 1, 2, 3
 CC_INDEXES = (4, 5, 6, 7)  # offset and column index offsets and lengths
 CC_CRYPTO = (8, 9)
@@ -170,11 +174,13 @@ def _renamed(chunk: Chunk, name: str) -> Chunk:
 
 def _one_group_file(footer: thrift.Struct, g: int, chunks: list[Chunk]) -> bytes:
     """A Parquet file of row group ``g`` alone (``chunks``: its column chunks as stored), with the
-    source's schema and metadata: what decodes the group from bytes already read."""
-    single = footer.copy()
+    source's schema and metadata: what decodes the group from bytes already read. Only the top
+    level is copied (``set`` replaces fields, nothing nested is edited): a copy of every group's
+    metadata for each group would make a file of G groups G² work."""
+    single = thrift.Struct(dict(footer.fields))
     rows = footer.get(FMD_GROUPS).values[g].get(RG_ROWS)
     single.set(FMD_ROWS, thrift.I64, rows)
-    single.set(FMD_GROUPS, thrift.LIST, thrift.List(thrift.STRUCT, [_group(chunks, rows, len(MAGIC), 0)]))
+    single.set(FMD_GROUPS, thrift.LIST, thrift.List(thrift.STRUCT, [_group(chunks, rows, len(MAGIC))]))
     encoded = thrift.encode(single)
     return b"".join([MAGIC, *(c.data for c in chunks), encoded, len(encoded).to_bytes(4, "little"), MAGIC])
 
@@ -211,21 +217,37 @@ def _placed(chunk: Chunk, at: int) -> thrift.Struct:
     return cc
 
 
-def _footer(reference: Reference, groups: list[thrift.Struct]) -> bytes:
-    """The encoded footer of a file of ``groups``: pyarrow's schema, key-value metadata and
-    column orders for the output, lading as the writer."""
+def _footer(reference: Reference, groups: Sequence[thrift.Struct | thrift.Encoded], rows: int) -> bytes:
+    """The encoded footer of a file of ``groups`` holding ``rows`` rows: pyarrow's schema,
+    key-value metadata and column orders for the output, lading as the writer."""
     out = thrift.Struct()
     for fid in (FMD_VERSION, FMD_SCHEMA, FMD_KV, FMD_ORDERS):
         if fid in reference.footer.fields:
             out.fields[fid] = reference.footer.fields[fid]
-    out.set(FMD_ROWS, thrift.I64, sum(g.get(RG_ROWS) for g in groups))
-    out.set(FMD_GROUPS, thrift.LIST, thrift.List(thrift.STRUCT, groups))
+    out.set(FMD_ROWS, thrift.I64, rows)
+    out.set(FMD_GROUPS, thrift.LIST, thrift.List(thrift.STRUCT, list(groups)))
     out.set(FMD_CREATED_BY, thrift.BINARY, CREATED_BY)
     return thrift.encode(out)
 
 
-def _group(chunks: list[Chunk], rows: int, at: int, ordinal: int) -> thrift.Struct:
-    """The RowGroup of ``chunks`` written one after another from offset ``at``."""
+class FooterSize:
+    """The size of ``_footer`` from its parts' sizes, without encoding it: what it holds beside
+    the row count and the row groups is the same in every file of a task, and each row group
+    is encoded on its own (a compact-protocol struct in a list does not depend on its
+    neighbours). Checking the ceiling before each row group then costs that row group's
+    encoding, not the whole footer's again."""
+
+    def __init__(self, reference: Reference) -> None:
+        empty = len(_footer(reference, [], 0))
+        self.base = empty - thrift.size_i64(0) - thrift.size_list_header(0)
+
+    def of(self, rows: int, groups: int, group_bytes: int) -> int:
+        return self.base + thrift.size_i64(rows) + thrift.size_list_header(groups) + group_bytes
+
+
+def _group(chunks: list[Chunk], rows: int, at: int) -> thrift.Struct:
+    """The RowGroup of ``chunks`` written one after another from offset ``at`` (no ``ordinal``: a
+    Thrift i16 only encrypted files use; pyarrow writes none either)."""
     placed = []
     pos = at
     for c in chunks:
@@ -237,37 +259,50 @@ def _group(chunks: list[Chunk], rows: int, at: int, ordinal: int) -> thrift.Stru
     g.set(RG_ROWS, thrift.I64, rows)
     g.set(RG_OFFSET, thrift.I64, at)
     g.set(RG_STORED, thrift.I64, pos - at)
-    g.set(RG_ORDINAL, thrift.I16, ordinal)
     return g
 
 
 def size_with(reference: Reference, groups: list[thrift.Struct], at: int, chunks: list[Chunk], rows: int) -> int:
-    """The size of a file of ``groups`` (its data ending at ``at``) once ``chunks`` are added and it is closed."""
-    group = _group(chunks, rows, at, len(groups))
-    return at + sum(len(c.data) for c in chunks) + len(_footer(reference, [*groups, group])) + 8
+    """The size of a file of ``groups`` (its data ending at ``at``) once ``chunks`` are added and it is
+    closed, by encoding its footer (what ``FooterSize`` computes without encoding it)."""
+    group = _group(chunks, rows, at)
+    total = sum(g.get(RG_ROWS) for g in groups) + rows
+    return at + sum(len(c.data) for c in chunks) + len(_footer(reference, [*groups, group], total)) + 8
 
 
 class CopiedFile:
     """One output file of whole row groups of chunks, footer written by ``close``."""
 
-    def __init__(self, sink: PartSink, reference: Reference, schema: pa.Schema, max_size: int) -> None:
-        self.sink, self.reference, self.max_size = sink, reference, max_size
-        self.groups: list[thrift.Struct] = []
+    def __init__(self, sink: PartSink, reference: Reference, footer_size: FooterSize, schema: pa.Schema,
+                 max_size: int) -> None:
+        self.sink, self.reference, self.footer_size, self.max_size = sink, reference, footer_size, max_size
+        self.groups: list[thrift.Encoded] = []  # each row group encoded once, when added
+        self.group_bytes = 0
+        self.rows = 0
         self.stats = FileStats(schema)
         sink.write(MAGIC)
 
+    def _next(self, chunks: list[Chunk], rows: int) -> tuple[thrift.Encoded, int]:
+        """The row group of ``chunks`` as the next one, and the file's size once it is added and closed."""
+        group = thrift.Encoded(thrift.encode(_group(chunks, rows, self.sink.size)))
+        footer = self.footer_size.of(self.rows + rows, len(self.groups) + 1, self.group_bytes + len(group.data))
+        return group, self.sink.size + sum(len(c.data) for c in chunks) + footer + 8
+
     def fits(self, chunks: list[Chunk], rows: int) -> bool:
         """Whether the row group and the footer that would then close the file stay within the ceiling."""
-        return size_with(self.reference, self.groups, self.sink.size, chunks, rows) <= self.max_size
+        return self._next(chunks, rows)[1] <= self.max_size
 
     def add(self, chunks: list[Chunk], rows: int, stats: FileStats) -> None:
-        self.groups.append(_group(chunks, rows, self.sink.size, len(self.groups)))
+        group, _ = self._next(chunks, rows)
+        self.groups.append(group)
+        self.group_bytes += len(group.data)
+        self.rows += rows
         for c in chunks:
             self.sink.write(c.data)
         self.stats.absorb(stats)
 
     def close(self) -> None:
-        footer = _footer(self.reference, self.groups)
+        footer = _footer(self.reference, self.groups, self.rows)
         self.sink.write(footer)
         self.sink.write(len(footer).to_bytes(4, "little") + MAGIC)
         if self.sink.size > self.max_size:
@@ -288,6 +323,7 @@ class CopyWriter:
                                  formatting.encoder_factory(plan.format, plan.options))
         # the output's footer: what pyarrow writes for this schema (dictionary choices do not show in it)
         self.reference = Reference.of(self.schema, writer_options(self.options.compression), self.options.compression)
+        self.footer_size = FooterSize(self.reference)
         self.pq_options: dict[str, Any] = {}
         self.current: tuple[int, str, CopiedFile] | None = None  # seq, relative path, file
 
@@ -299,7 +335,7 @@ class CopyWriter:
 
     def _open(self) -> tuple[int, str, CopiedFile]:
         seq, relative, sink = self.writer.next_file()
-        return seq, relative, CopiedFile(sink, self.reference, self.schema, self.plan.max_file_size)
+        return seq, relative, CopiedFile(sink, self.reference, self.footer_size, self.schema, self.plan.max_file_size)
 
     def _close(self) -> None:
         if self.current is None:
@@ -365,8 +401,8 @@ class CopyWriter:
             return None
         stored = sum(cc.get(CC_META).get(CM_STORED) for cc in columns)
         row_group_rows = self.options.row_group_rows
-        if (not row_group_rows <= 8 * rows <= 8 * row_group_rows or decoded > MAX_GROUP_BYTES
-                or 2 * stored > self.plan.max_file_size):
+        if (not row_group_rows <= 8 * rows <= 8 * row_group_rows or rows > MAX_GROUP_ROWS
+                or decoded > MAX_GROUP_BYTES or 2 * stored > self.plan.max_file_size):
             return None
         if any(cc.get(CC_PATH) is not None or any(cc.get(k) is not None for k in CC_CRYPTO)
                or len(cc.get(CC_META).get(CM_PATH).values) != 1 for cc in columns):
@@ -387,6 +423,9 @@ class CopyWriter:
         stats = FileStats(self.schema)
         stats.update(table)
         encoded = self._encode(table, [i for i, c in enumerate(copy) if not c])
+        if encoded is None:
+            self._to_writer(read)
+            return
         chunks = [_renamed(sources[i], name) if copied else encoded[i]
                   for i, (copied, name) in enumerate(zip(copy, self.schema.names, strict=True))]
         if size_with(self.reference, [], len(MAGIC), chunks, table.num_rows) > self.plan.max_file_size:
@@ -398,8 +437,10 @@ class CopyWriter:
             self.current = self._open()
         self.current[2].add(chunks, table.num_rows, stats)
 
-    def _encode(self, table: pa.Table, columns: list[int]) -> dict[int, Chunk]:
-        """The chunks pyarrow writes for ``columns`` of ``table`` (one row group, in memory)."""
+    def _encode(self, table: pa.Table, columns: list[int]) -> dict[int, Chunk] | None:
+        """The chunks pyarrow writes for ``columns`` of ``table`` (one row group, in memory); None
+        if pyarrow did not write them as one row group of every row (then the task writer
+        writes the rows: a chunk of part of them must never be placed in this row group)."""
         if not columns:
             return {}
         part = table.select(columns)
@@ -408,7 +449,12 @@ class CopyWriter:
             w.write_table(part, row_group_size=max(1, part.num_rows))
         data = buf.getvalue()
         footer = thrift.decode(_footer_bytes(data))
-        ccs = footer.get(FMD_GROUPS).values[0].get(RG_COLUMNS).values
+        groups = footer.get(FMD_GROUPS).values
+        if len(groups) != 1 or groups[0].get(RG_ROWS) != table.num_rows:
+            return None
+        ccs = groups[0].get(RG_COLUMNS).values
+        if any(cc.get(CC_META).get(CM_VALUES) != table.num_rows for cc in ccs):  # flat columns: a value a row
+            return None
         out = {}
         for i, cc in zip(columns, ccs, strict=True):
             start = _chunk_start(cc)

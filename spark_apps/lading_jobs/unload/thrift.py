@@ -52,6 +52,13 @@ class Struct:
         return Struct({k: (t, _copy(v)) for k, (t, v) in self.fields.items()})
 
 
+@dataclass(frozen=True)
+class Encoded:
+    """A struct already encoded (``encode``'s bytes), written as it is where a ``Struct`` may be."""
+
+    data: bytes
+
+
 def _copy(value: Any) -> Any:
     if isinstance(value, Struct):
         return value.copy()
@@ -181,7 +188,10 @@ def _value(out: bytearray, ttype: int, value: Any) -> None:
         for v in value.values:
             _value(out, value.elem, v)
     elif ttype == STRUCT:
-        _struct(out, value)
+        if isinstance(value, Encoded):
+            out += value.data
+        else:
+            _struct(out, value)
     else:
         raise ThriftError(f"cannot write type {ttype}")
 
@@ -200,6 +210,24 @@ def _struct(out: bytearray, value: Struct) -> None:
             _value(out, ttype, v)
         last = fid
     out.append(STOP)
+
+
+def _varint_size(n: int) -> int:
+    size = 1
+    while n > 0x7F:
+        n >>= 7
+        size += 1
+    return size
+
+
+def size_i64(n: int) -> int:
+    """The bytes an I16/I32/I64 value ``n`` takes (its field header apart)."""
+    return _varint_size((n << 1) ^ (n >> 63) if n < 0 else n << 1)
+
+
+def size_list_header(size: int) -> int:
+    """The bytes the header of a list of ``size`` elements takes."""
+    return 1 if size < 15 else 1 + _varint_size(size)
 
 
 def encode(value: Struct) -> bytes:

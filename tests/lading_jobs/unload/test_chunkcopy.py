@@ -355,3 +355,147 @@ def test_a_copied_row_group_is_read_from_storage_once(tmp_path: Path, monkeypatc
     assert pq.read_metadata(tmp_path / "out" / files[0]["path"]).created_by == chunkcopy.CREATED_BY.decode()
     size = (src / "0.parquet").stat().st_size
     assert size <= counting.bytes_read < 1.1 * size, (counting.bytes_read, size)
+
+
+def test_the_work_per_row_group_does_not_grow_with_the_row_groups_before_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Copying a file of G row groups once copied the whole source footer (every group's
+    # metadata) and encoded the whole output footer again for every group: G² work, minutes for
+    # a few thousand groups. Counted, not timed: the footer bytes encoded and the Thrift structs
+    # copied per row group must stay the same whatever G is.
+    src = tmp_path / "in"
+    src.mkdir()
+    per_group: dict[int, tuple[float, float]] = {}
+    real_encode, real_copy = thrift.encode, thrift.Struct.copy
+    for groups in (100, 400):
+        path = src / f"{groups}.parquet"
+        pq.write_table(rows(0, groups * 8), path, row_group_size=8)
+        assert pq.read_metadata(path).num_row_groups == groups
+        counts = {"encoded": 0, "copies": 0}
+
+        def counting_encode(value: thrift.Struct, counts: dict[str, int] = counts) -> bytes:
+            out = real_encode(value)
+            counts["encoded"] += len(out)
+            return out
+
+        def counting_copy(self: thrift.Struct, counts: dict[str, int] = counts) -> thrift.Struct:
+            counts["copies"] += 1
+            return real_copy(self)
+
+        monkeypatch.setattr(thrift, "encode", counting_encode)
+        monkeypatch.setattr(thrift.Struct, "copy", counting_copy)
+        files = copy([path], tmp_path / f"out{groups}", _plan(tmp_path / f"out{groups}", row_group_rows=8))
+        monkeypatch.undo()
+        assert sum(f["rows"] for f in files) == groups * 8
+        assert pq.read_metadata(tmp_path / f"out{groups}" / files[0]["path"]).num_row_groups == groups
+        per_group[groups] = (counts["encoded"] / groups, counts["copies"] / groups)
+    (bytes_100, copies_100), (bytes_400, copies_400) = per_group[100], per_group[400]
+    assert bytes_400 < 1.5 * bytes_100 and copies_400 < 1.5 * copies_100, per_group
+
+
+def test_copied_row_groups_carry_no_ordinal_as_pyarrow_writes_none(tmp_path: Path) -> None:
+    # RowGroup.ordinal is a Thrift i16 used only by encrypted files; pyarrow writes none, and a
+    # file of more than 32,767 row groups would overflow it.
+    src = tmp_path / "in"
+    src.mkdir()
+    pq.write_table(rows(0, 40), src / "a.parquet", row_group_size=8)
+    files = copy([src / "a.parquet"], tmp_path / "out", _plan(tmp_path / "out", row_group_rows=8))
+    data = (tmp_path / "out" / files[0]["path"]).read_bytes()
+    groups = thrift.decode(chunkcopy._footer_bytes(data)).get(chunkcopy.FMD_GROUPS).values
+    assert len(groups) == 5 and all(g.get(chunkcopy.RG_ORDINAL) is None for g in groups)
+
+
+def test_the_footer_size_is_computed_as_encoding_the_footer_gives_it(tmp_path: Path) -> None:
+    # The ceiling check adds sizes instead of encoding the footer before every row group; it must
+    # give the encoded footer's size exactly, across the list header's and the row count's widths.
+    pq.write_table(rows(0, 64), tmp_path / "a.parquet", row_group_size=8)
+    footer = thrift.decode(chunkcopy._footer_bytes((tmp_path / "a.parquet").read_bytes()))
+    group = footer.get(chunkcopy.FMD_GROUPS).values[0]
+    schema = types.arrow_schema(SPARK_SCHEMA)
+    for compression in ("snappy", "zstd", "none"):
+        from lading_jobs.unload.parquetfile import writer_options
+
+        reference = chunkcopy.Reference.of(schema, writer_options(compression), compression)
+        size = chunkcopy.FooterSize(reference)
+        for n in (0, 1, 14, 15, 16, 200):
+            for total in (0, 8 * n, 2**31 + 5, 2**62):
+                groups = [group] * n
+                expected = len(chunkcopy._footer(reference, groups, total))
+                assert size.of(total, n, sum(len(thrift.encode(g)) for g in groups)) == expected, (n, total)
+
+
+def _one_row_group(source: Path, target: Path) -> None:
+    """``source``'s row groups made one (each column's chunks joined, pages as they are): a row
+    group of more rows than pyarrow writes in one, as parquet-mr writes low-entropy columns."""
+    data = source.read_bytes()
+    footer = thrift.decode(chunkcopy._footer_bytes(data))
+    groups = footer.get(chunkcopy.FMD_GROUPS).values
+    body, columns = bytearray(chunkcopy.MAGIC), []
+    for i, first in enumerate(groups[0].get(chunkcopy.RG_COLUMNS).values):
+        parts = [g.get(chunkcopy.RG_COLUMNS).values[i].get(chunkcopy.CC_META) for g in groups]
+        assert all(m.get(chunkcopy.CM_DICTIONARY_PAGE) is None for m in parts)  # booleans: data pages only
+        at = len(body)
+        for m in parts:
+            start = m.get(chunkcopy.CM_DATA_PAGE)
+            body += data[start:start + m.get(chunkcopy.CM_STORED)]
+        cc = first.copy()
+        md = cc.get(chunkcopy.CC_META)
+        md.drop(12, 13)  # statistics, encoding statistics: of the first group only
+        for fid in (chunkcopy.CM_VALUES, chunkcopy.CM_BYTES, chunkcopy.CM_STORED):
+            md.set(fid, thrift.I64, sum(m.get(fid) for m in parts))
+        md.set(chunkcopy.CM_DATA_PAGE, thrift.I64, at)
+        cc.set(chunkcopy.CC_OFFSET, thrift.I64, at)
+        columns.append(cc)
+    group = thrift.Struct()
+    group.set(chunkcopy.RG_COLUMNS, thrift.LIST, thrift.List(thrift.STRUCT, columns))
+    group.set(chunkcopy.RG_BYTES, thrift.I64, sum(g.get(chunkcopy.RG_BYTES) for g in groups))
+    group.set(chunkcopy.RG_ROWS, thrift.I64, sum(g.get(chunkcopy.RG_ROWS) for g in groups))
+    group.set(chunkcopy.RG_OFFSET, thrift.I64, len(chunkcopy.MAGIC))
+    group.set(chunkcopy.RG_STORED, thrift.I64, len(body) - len(chunkcopy.MAGIC))
+    footer.set(chunkcopy.FMD_GROUPS, thrift.LIST, thrift.List(thrift.STRUCT, [group]))
+    encoded = thrift.encode(footer)
+    target.write_bytes(bytes(body) + encoded + len(encoded).to_bytes(4, "little") + chunkcopy.MAGIC)
+
+
+def test_a_row_group_of_more_rows_than_pyarrow_writes_in_one_keeps_every_row(tmp_path: Path) -> None:
+    # parquet-mr puts 67.2 M booleans (a few MB) in one row group; pyarrow never writes more than
+    # 64 Mi rows in one. The copy encoded the REQUIRED column again in memory, got two row groups
+    # and kept the first one's chunk: a row group saying 67.2 M rows over a chunk of 64 Mi values
+    # (DuckDB: "metadata is corrupt"; pyarrow: rows missing, or an error).
+    n = 67_200_000
+    ids = np.arange(n, dtype=np.int64)
+    table = pa.table({"b": pa.array(ids % 3 == 0), "f": pa.array(ids % 2 == 0, mask=ids % 1000 == 0)},
+                     schema=pa.schema([pa.field("b", pa.bool_(), nullable=False), pa.field("f", pa.bool_())]))
+    del ids
+    (tmp_path / "in").mkdir()
+    pq.write_table(table, tmp_path / "two.parquet", row_group_size=n)
+    assert pq.read_metadata(tmp_path / "two.parquet").num_row_groups == 2  # pyarrow's limit
+    _one_row_group(tmp_path / "two.parquet", tmp_path / "in" / "one.parquet")
+    assert pq.read_metadata(tmp_path / "in" / "one.parquet").num_row_groups == 1
+    schema = T.StructType([T.StructField("b", T.BooleanType()), T.StructField("f", T.BooleanType())])
+    plan = TaskPlan(destination=f"file://{tmp_path / 'out'}/", format="parquet",
+                    options=ParquetOptions(row_group_rows=100_000_000), max_file_size=1 << 40, buffer_size=5 * MB,
+                    partition_by=(), keep_partition_columns=False, token=None, spark_schema_json=schema.json())
+    source = tmp_path / "in" / "one.parquet"
+
+    def check(uri: str, pf: pq.ParquetFile) -> None:
+        sources_files.check_parquet_schema(uri, sources_files.parquet_schema(pf), schema)
+
+    out = list(chunkcopy.write_split(plan, [(f"file://{source}", source.stat().st_size, None, None)],
+                                     types.arrow_schema(schema), check, 0))
+    files = [json.loads(s) for s in out[0].column(0).to_pylist()]
+    for f in files:
+        LocalStorage().complete_upload(PendingUpload.from_dict(f["upload"]))
+    paths = [tmp_path / "out" / f["path"] for f in files]
+    assert sum(f["rows"] for f in files) == n
+    assert all(pq.read_metadata(p).row_group(g).num_rows <= chunkcopy.MAX_GROUP_ROWS
+               for p in paths for g in range(pq.read_metadata(p).num_row_groups))
+    import duckdb
+
+    counts = duckdb.sql(f"SELECT count(*), count_if(b), count(f), count_if(f) FROM read_parquet({[str(p) for p in paths]})"
+                        ).fetchall()
+    evens, thousands = (n + 1) // 2, (n + 999) // 1000
+    assert counts == [(n, (n + 2) // 3, n - thousands, evens - thousands)]
+    copied = pa.concat_tables([pq.read_table(p) for p in paths])
+    assert copied.num_rows == n and copied.column("b").equals(table.column("b"))
+    assert copied.column("f").equals(table.column("f"))

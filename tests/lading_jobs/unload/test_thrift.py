@@ -55,3 +55,25 @@ def test_an_edited_footer_is_read_by_pyarrow(tmp_path: Path) -> None:
     (tmp_path / "g.parquet").write_bytes(data[:-8 - n] + new + len(new).to_bytes(4, "little") + b"PAR1")
     assert pq.read_metadata(tmp_path / "g.parquet").created_by == "x" * 300
     assert pq.read_table(tmp_path / "g.parquet").equals(rows(100))
+
+
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 127, 128, 2**14, 2**31 - 1, 2**40, 2**63 - 1, -1, -64, -65, -(2**63)])
+def test_sizes_are_those_of_the_encoding(n: int) -> None:
+    s = thrift.Struct()
+    s.set(1, thrift.I64, n)
+    assert thrift.size_i64(n) == len(thrift.encode(s)) - 2  # field header and stop
+    for size in (0, 1, 14, 15, 127, 128, 20000):
+        lst = thrift.Struct()
+        lst.set(1, thrift.LIST, thrift.List(thrift.I32, [0] * size))
+        assert thrift.size_list_header(size) == len(thrift.encode(lst)) - 2 - size
+
+
+def test_an_encoded_struct_is_written_as_the_struct_it_holds(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"a": list(range(50)), "s": [str(i) for i in range(50)]}), tmp_path / "f.parquet",
+                   row_group_size=10)
+    footer = thrift.decode(chunkcopy._footer_bytes((tmp_path / "f.parquet").read_bytes()))
+    groups = footer.get(chunkcopy.FMD_GROUPS).values
+    spliced = footer.copy()
+    spliced.set(chunkcopy.FMD_GROUPS, thrift.LIST,
+                thrift.List(thrift.STRUCT, [thrift.Encoded(thrift.encode(g)) for g in groups]))
+    assert thrift.encode(spliced) == thrift.encode(footer)
