@@ -244,6 +244,15 @@ class FooterSize:
     def of(self, rows: int, groups: int, group_bytes: int) -> int:
         return self.base + thrift.size_i64(rows) + thrift.size_list_header(groups) + group_bytes
 
+    def closing(self, at: int, chunks: list[Chunk], rows: int, rows_before: int = 0, groups_before: int = 0,
+                bytes_before: int = 0) -> tuple[thrift.Encoded, int]:
+        """The row group of ``chunks`` placed at ``at``, encoded, and the size of the file it ends
+        once closed (after ``groups_before`` row groups of ``bytes_before`` encoded bytes holding
+        ``rows_before`` rows)."""
+        group = thrift.Encoded(thrift.encode(_group(chunks, rows, at)))
+        footer = self.of(rows_before + rows, groups_before + 1, bytes_before + len(group.data))
+        return group, at + sum(len(c.data) for c in chunks) + footer + 8
+
 
 def _group(chunks: list[Chunk], rows: int, at: int) -> thrift.Struct:
     """The RowGroup of ``chunks`` written one after another from offset ``at`` (no ``ordinal``: a
@@ -262,14 +271,6 @@ def _group(chunks: list[Chunk], rows: int, at: int) -> thrift.Struct:
     return g
 
 
-def size_with(reference: Reference, groups: list[thrift.Struct], at: int, chunks: list[Chunk], rows: int) -> int:
-    """The size of a file of ``groups`` (its data ending at ``at``) once ``chunks`` are added and it is
-    closed, by encoding its footer (what ``FooterSize`` computes without encoding it)."""
-    group = _group(chunks, rows, at)
-    total = sum(g.get(RG_ROWS) for g in groups) + rows
-    return at + sum(len(c.data) for c in chunks) + len(_footer(reference, [*groups, group], total)) + 8
-
-
 class CopiedFile:
     """One output file of whole row groups of chunks, footer written by ``close``."""
 
@@ -284,9 +285,7 @@ class CopiedFile:
 
     def _next(self, chunks: list[Chunk], rows: int) -> tuple[thrift.Encoded, int]:
         """The row group of ``chunks`` as the next one, and the file's size once it is added and closed."""
-        group = thrift.Encoded(thrift.encode(_group(chunks, rows, self.sink.size)))
-        footer = self.footer_size.of(self.rows + rows, len(self.groups) + 1, self.group_bytes + len(group.data))
-        return group, self.sink.size + sum(len(c.data) for c in chunks) + footer + 8
+        return self.footer_size.closing(self.sink.size, chunks, rows, self.rows, len(self.groups), self.group_bytes)
 
     def fits(self, chunks: list[Chunk], rows: int) -> bool:
         """Whether the row group and the footer that would then close the file stay within the ceiling."""
@@ -428,7 +427,7 @@ class CopyWriter:
             return
         chunks = [_renamed(sources[i], name) if copied else encoded[i]
                   for i, (copied, name) in enumerate(zip(copy, self.schema.names, strict=True))]
-        if size_with(self.reference, [], len(MAGIC), chunks, table.num_rows) > self.plan.max_file_size:
+        if self.footer_size.closing(len(MAGIC), chunks, table.num_rows)[1] > self.plan.max_file_size:
             self._to_writer(read)
             return
         if self.current is not None and not self.current[2].fits(chunks, table.num_rows):
