@@ -32,6 +32,7 @@ from lading_jobs.unload.parquetfile import (
     dictionary_columns,
     writer_options,
 )
+from lading_jobs.unload.stats import FileStats
 from lading_jobs.unload.textfile import TextFile
 from lading_spec.formats import CsvOptions, FormatOptions, JsonOptions, ParquetOptions
 
@@ -169,9 +170,10 @@ class TaskWriter:
     def _finish(self, cur: _Open) -> None:
         self.record(cur.seq, cur.relative, cur.sink, cur.file.stats, cur.key)
 
-    def record(self, seq: int, relative: str, sink: PartSink, stats: Any, key: tuple[str | None, ...] = ()) -> None:
+    def record(self, seq: int, relative: str, sink: PartSink, stats: FileStats,
+               key: tuple[str | None, ...] = ()) -> None:
         """Send the written file's last part (it stays a pending upload) and list it among the
-        task's finished files with its rows and ``stats`` (a ``stats.FileStats``)."""
+        task's finished files with its rows and ``stats``."""
         upload = sink.finish()
         self.done.append({
             "task": self.task, "seq": seq, "path": relative, "upload": upload.to_dict(),
