@@ -17,13 +17,12 @@ under the table begun before the period are aborted. ``dryRun`` only lists.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lading_jobs import storage as st
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log import TableLog, read_commit
 
 LISTED = 20
 """Paths a result lists by name (the termination log holds < 4 KiB)."""
@@ -55,7 +54,7 @@ def live_paths(log: TableLog, now_ms: int, grace_ms: int) -> tuple[set[str], set
     ever_added: set[str] = set(referenced)
     v = latest.version
     while v > 0:
-        entry = json.loads(log.storage.read(fmt.commit_uri(log.uri, v)))
+        entry = read_commit(log.uri, log.storage, v)
         added = [a["path"] for a in entry.get("add", ())]
         referenced.update(added)
         ever_added.update(added)

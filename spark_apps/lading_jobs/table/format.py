@@ -95,6 +95,46 @@ def part_path(write_id: str, task: int, n: int) -> str:
     return f"{DATA_DIR}/{write_id}/part-{task:05d}-{n:05d}.parquet"
 
 
+_PATH_SEGMENT = re.compile(r"[A-Za-z0-9._=+-]+")
+PATH_CHARACTERS = "letters, digits and . _ - = +"
+"""What a segment of a path inside a table may hold (an allow-list: lading writes ``w-<hex>``,
+``c-<hex>`` and ``part-<task>-<n>.parquet``)."""
+
+
+def path_problem(path: object) -> str | None:
+    """Why ``path``, read from a log or checkpoint as a part's path, is not a path inside the
+    table's ``data/``; None when it is one.
+
+    A part path is relative to the table root, starts with ``data/`` and is segments of
+    :data:`PATH_CHARACTERS` joined by single slashes, none of them ``.`` or ``..``. So no
+    absolute path, scheme, backslash, empty segment or percent-encoding (``%2e%2e`` is ``..``
+    to a store that decodes it) can name an object outside the table. Pure.
+    """
+    if not isinstance(path, str):
+        return f"is a {type(path).__name__}, not a string"
+    if not path:
+        return "is empty"
+    if "://" in path or ":" in path.split("/", 1)[0]:
+        return "is a URI, not a path relative to the table"
+    if path.startswith("/"):
+        return "is absolute"
+    if "\\" in path:
+        return "holds a backslash"
+    if "%" in path:
+        return "holds percent-encoding (%2e%2e is .. to a store that decodes it)"
+    segments = path.split("/")
+    if "" in segments:
+        return "has an empty segment (//, or a trailing /)"
+    if any(s in (".", "..") for s in segments):
+        return "has a . or .. segment"
+    if segments[0] != DATA_DIR or len(segments) < 2:
+        return f"is not under {DATA_DIR}/"
+    bad = next((s for s in segments if not _PATH_SEGMENT.fullmatch(s)), None)
+    if bad is not None:
+        return f"has the segment {bad!r}, which holds a character other than {PATH_CHARACTERS}"
+    return None
+
+
 def part_uri(uri: str, path: str) -> str:
     """A part's full URI from its path relative to the table root."""
     return table_root(uri) + path

@@ -262,7 +262,30 @@ def _read_json(storage: st.Storage, uri: str) -> dict[str, Any] | None:
         if storage.head(uri) is None:
             return None
         data = storage.read(uri)  # created between the two calls (log objects are immutable)
-    return json.loads(data)  # type: ignore[no-any-return]
+    return _paths_inside(uri, json.loads(data))
+
+
+def _paths_inside(uri: str, obj: Any) -> Any:
+    """``obj``, read from the log object ``uri``, once every part path it carries (a commit's
+    ``add`` and ``remove``, a checkpoint's ``parts``) is a path inside the table's ``data/``
+    (``fmt.path_problem``); else a TableError naming the object and the path. Every log object
+    is read through ``_read_json``, so no reader or writer sees a path that points elsewhere."""
+    if not isinstance(obj, dict):
+        return obj
+    found: list[tuple[str, object]] = []
+    for key in ("add", "parts"):
+        found += [(f"{key}[{i}].path", p.get("path") if isinstance(p, dict) else p)
+                  for i, p in enumerate(obj.get(key) or ())]
+    found += [(f"remove[{i}]", p) for i, p in enumerate(obj.get("remove") or ())]
+    for where, path in found:
+        problem = fmt.path_problem(path)
+        if problem is not None:
+            raise TableError(f"{uri}: {where} {path!r} {problem}. A part path is relative to the table, "
+                             f"under {fmt.DATA_DIR}/, made of {fmt.PATH_CHARACTERS} (no . or .. segment, no "
+                             "percent-encoding): lading never writes another, so this log object was written "
+                             "or changed by something else. No part it names is read or deleted; restore "
+                             "the object from a copy or recreate the table")
+    return obj
 
 
 def _now_ms() -> int:
@@ -466,6 +489,15 @@ def find_commit(uri: str, storage: st.Storage, nonce: str, after: int = -1) -> S
     found: list[Snapshot] = []
     _replay_forward(uri, storage, start, nonce=nonce, found=found)
     return found[0] if found else None
+
+
+def read_commit(uri: str, storage: st.Storage, version: int) -> dict[str, Any]:
+    """Commit ``version`` of the table at ``uri`` as written (its part paths checked, as every
+    log object's are); a TableError when it does not exist."""
+    entry = _read_json(storage, fmt.commit_uri(uri, version))
+    if entry is None:
+        raise TableError(f"commit {version} of {fmt.table_root(uri)} does not exist")
+    return entry
 
 
 def new_nonce() -> str:
