@@ -11,7 +11,9 @@ Credentials come from the process environment (``AWS_ACCESS_KEY_ID``, ...) or th
 pod's identity, never from a spec; ``S3Settings`` carries only the endpoint and
 region, so it can be shipped to Spark executors. The endpoint is given to the S3
 client alone (``endpoint_url``), never to STS, and one carrying credentials
-(``http://user:pass@host``) is refused.
+(``http://user:pass@host``) is refused. The endpoint's name is resolved once and
+checked (no link-local address), and the client dials only those checked addresses
+(``lading_jobs.pinning``), so a later DNS answer cannot send it to the metadata service.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import fnmatch
 import os
 import re
 import shutil
-import socket
 import stat
 import uuid
 from collections.abc import Iterable, Iterator
@@ -33,7 +34,8 @@ from urllib.parse import urlparse, urlsplit
 import botocore.exceptions
 import pyarrow as pa
 
-from lading_spec.uris import check_endpoint, metadata_address
+from lading_jobs import pinning
+from lading_spec.uris import check_endpoint
 
 STAGING_DIR = ".lading-staging"
 SINGLE_PUT = "single-put"
@@ -275,19 +277,21 @@ class _RangeReader:
         self.closed = True
 
 
-def _refuse_metadata_service(endpoint: str | None) -> None:
+def _refuse_metadata_service(endpoint: str | None, pins: pinning.Pins) -> None:
     """Refuse an endpoint whose name resolves to a link-local address: the instance metadata
-    service (the spec check refuses such addresses written out; a name is only known here)."""
+    service (the spec check refuses such addresses written out; a name is only known here).
+    The checked answer is pinned in ``pins``: the client dials those addresses, never a later
+    answer (``lading_jobs.pinning``)."""
     host = urlsplit(endpoint).hostname if endpoint else None
     if not host:
         return
     try:
-        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
-    except OSError:
-        return  # unresolvable: the S3 client's own error names the endpoint
-    if any(metadata_address(a) for a in addresses):
+        pins.addresses(host)
+    except pinning.LinkLocalAddress as e:
         raise StorageError(f"the S3 endpoint {endpoint} resolves to a link-local address (the cloud's instance "
-                           "metadata service), never an S3 server: check connection.endpoint")
+                           "metadata service), never an S3 server: check connection.endpoint") from e
+    except OSError:
+        return  # unresolvable now: the first connection resolves and checks it (or fails naming the endpoint)
 
 
 class S3Storage(Storage):
@@ -298,7 +302,8 @@ class S3Storage(Storage):
         import botocore.config
 
         self.settings = settings or S3Settings.from_env()
-        _refuse_metadata_service(self.settings.endpoint)
+        pins = pinning.Pins()
+        _refuse_metadata_service(self.settings.endpoint, pins)
         self.client = boto3.session.Session().client(
             "s3",
             endpoint_url=self.settings.endpoint,
@@ -309,6 +314,8 @@ class S3Storage(Storage):
                 max_pool_connections=32,
             ),
         )
+        if self.settings.endpoint:  # a name the tenant chose: dial only its checked addresses
+            pinning.pin_connections(self.client, pins)
 
     def describe(self, uri: str) -> str:
         bucket, _ = split_s3(uri)
