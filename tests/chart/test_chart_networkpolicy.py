@@ -4,6 +4,7 @@ pods the operator renders) and open exactly what docs/security.md#network lists.
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 from typing import Any
 
 from chart import helm
@@ -87,3 +88,55 @@ def test_spark_policy_selects_the_rendered_spark_pods_and_lets_the_operator_read
         assert selects(ui["from"][0]["namespaceSelector"], {"kubernetes.io/metadata.name": helm.NAMESPACE})
         egress_ports = [ports(r) for r in policy["egress"]]
         assert egress_ports == [set(), {53}, {443, 6443}, {443, 9093}]  # each other, DNS, API server, S3/Kafka
+
+
+# Where the clouds' instance metadata services answer (AWS IMDS and ECS, AWS IPv6, any link-local).
+METADATA = ("169.254.169.254", "169.254.170.2", "fd00:ec2::254", "fe80::a9fe:a9fe")
+
+
+def allows(rule: dict[str, Any], address: str, port: int) -> bool:
+    """Whether one egress rule lets a pod reach ``address:port`` (an address outside the cluster's pods)."""
+    if rule.get("ports") and port not in ports(rule):
+        return False
+    if not rule.get("to"):
+        return True
+    ip = ipaddress.ip_address(address)
+    for peer in rule["to"]:
+        block = peer.get("ipBlock")
+        if block and ip in ipaddress.ip_network(block["cidr"]) and \
+                not any(ip in ipaddress.ip_network(e) for e in block.get("except") or ()):
+            return True
+    return False
+
+
+def spark_egress(values: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    found = helm.by_kind(helm.render(values), "NetworkPolicy")
+    return [p["spec"]["egress"] for p in found if p["metadata"]["name"] == SPARK]
+
+
+NO_API_CIDRS = {**helm.EVERYTHING, "networkPolicy": {**helm.EVERYTHING["networkPolicy"], "apiServer": {"cidrs": []}}}
+EXPLICIT_ANYWHERE = {**helm.EVERYTHING, "networkPolicy": {**helm.EVERYTHING["networkPolicy"], "sparkEgress": [
+    {"ports": [{"port": 80, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]},
+    {"to": [{"podSelector": {"matchLabels": {"app": "minio"}}}]},
+]}}
+
+
+def test_spark_pods_reach_no_metadata_service_but_dns_storage_and_the_api_server_stay_open() -> None:
+    """Every egress rule that would allow any address (no ``to``, an empty ``apiServer.cidrs``, an
+    ipBlock of 0.0.0.0/0 or ::/0) leaves out 169.254.0.0/16, fe80::/10 and fd00:ec2::254, on
+    every port but DNS's (NodeLocal DNSCache answers at 169.254.20.10:53)."""
+    for values in (helm.EVERYTHING, NO_API_CIDRS, EXPLICIT_ANYWHERE):
+        for egress in spark_egress(values):
+            for rule in egress:
+                for block in (peer["ipBlock"] for peer in rule.get("to") or () if "ipBlock" in peer):
+                    cidr = ipaddress.ip_network(block["cidr"])  # what the API server checks: except ⊂ cidr
+                    assert all(ipaddress.ip_network(e).subnet_of(cidr) for e in block.get("except") or ())  # type: ignore[arg-type]
+            for address in METADATA:
+                for port in (80, 443, 6443, 8080, 9093):
+                    assert not any(allows(r, address, port) for r in egress), (values is helm.EVERYTHING, address, port)
+            assert any(allows(r, "169.254.20.10", 53) for r in egress)
+            assert any(allows(r, "10.96.0.1", 443) for r in egress)
+            if values is not EXPLICIT_ANYWHERE:
+                assert any(allows(r, "52.216.8.1", 443) for r in egress) and any(allows(r, "2600:1f18::1", 443) for r in egress)
+    explicit = spark_egress(EXPLICIT_ANYWHERE)[0]
+    assert any(allows(r, "52.216.8.1", 80) for r in explicit) and any(allows(r, "2600:1f18::1", 80) for r in explicit)
