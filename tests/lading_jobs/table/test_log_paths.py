@@ -10,6 +10,7 @@ tenant A's log names B's part in one hand-written commit (or checkpoint).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import time
@@ -32,6 +33,7 @@ from lading_jobs.table import writer
 from lading_jobs.table.log import Part, TableError, TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_spec.compaction import parse_compaction
+from lading_spec.job import JobDocument
 
 SCHEMA = TableSchema.of([("id", "bigint"), ("secret", "string")])
 
@@ -174,3 +176,24 @@ def test_compaction_and_retention_refuse_such_a_log_and_delete_nothing(
             compact(None, parse_compaction(spec), RunContext(), storage=storage, now_ms=later,
                     runner=compact_task.in_process(storage))
     assert listing(root) == before
+
+
+@pytest.mark.spark
+def test_a_load_and_a_stream_into_such_a_table_fail_and_write_no_part(
+        spark: Any, file_uri: Callable[[str], str]) -> None:
+    """Writers open the log before they write: a load (CopyJob ``to.table``) and a StreamCopy
+    into tenant A's table fail naming the commit, and no part appears in either table."""
+    root = file_uri("")
+    b_uri, b_part = tenant_b(root)
+    a_uri = tenant_a(root, b_part, "data/w/../../../../tenant-b/tbl/{part}")
+    st.open_storage(root).put(f"{root}in/x.csv", b"id,secret\n7,a-7\n")
+    before = listing(f"{a_uri}data/"), listing(b_uri)
+    files = {"uri": f"{root}in/", "pattern": "*.csv", "format": "csv", "options": {"header": True}}
+    load = {"from": {"files": files["uri"], "format": "csv", "options": {"header": True}}, "to": {"table": a_uri}}
+    stream = {"source": {"files": files}, "target": {"table": a_uri}}
+    for kind, spec in (("CopyJob", load), ("StreamCopy", stream)):
+        doc = JobDocument(kind, "ns", "w", "uid", 1, f"{kind}-1", dt.datetime.now(dt.UTC), spec)
+        result = execute(doc, lambda: spark, Cancellation())
+        assert "rows" not in result, (kind, result)
+        assert f"{fmt.commit_uri(a_uri, 1)}: add[0].path 'data/w/../../../../tenant-b/" in result["error"], (kind, result)
+    assert (listing(f"{a_uri}data/"), listing(b_uri)) == before
