@@ -11,9 +11,11 @@ The S3 server is the tests' real one (moto on 127.0.0.1).
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -56,6 +58,13 @@ class Listener:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join()
+
+
+@pytest.fixture
+def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys for a client that talks only to a listener (SigV4 needs some)."""
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        monkeypatch.setenv(name, value)
 
 
 @pytest.fixture
@@ -103,6 +112,7 @@ def test_a_name_that_rebinds_after_the_check_is_never_asked_again(
     assert resolver.lookups == 1
 
 
+@pytest.mark.usefixtures("credentials")
 def test_requests_to_a_pinned_address_keep_the_endpoints_name(
         monkeypatch: pytest.MonkeyPatch, metadata_stand_in: Listener) -> None:
     """The Host header (which SigV4 signs, and virtual hosts route by) is the endpoint's name,
@@ -111,6 +121,52 @@ def test_requests_to_a_pinned_address_keep_the_endpoints_name(
     storage = S3Storage(S3Settings(endpoint=f"http://{NAME}:{metadata_stand_in.port}"))
     assert storage.head("s3://bkt/some/key") is None
     assert metadata_stand_in.requests[0] == ("HEAD", "/bkt/some/key", f"{NAME}:{metadata_stand_in.port}")
+
+
+def self_signed(directory: Path, name: str) -> tuple[Path, Path]:
+    """A certificate for ``name`` only (no IP address in it) and its key, as PEM files."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+@pytest.mark.usefixtures("credentials")
+def test_tls_to_a_pinned_address_verifies_the_certificate_against_the_endpoints_name(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Over https the client sends the name as the TLS server name and checks the certificate
+    against it (the certificate names no address), while it dials the pinned 127.0.0.1."""
+    cert, key = self_signed(tmp_path, NAME)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server_names: list[str | None] = []
+    context.sni_callback = lambda sock, server_name, ctx: server_names.append(server_name)  # type: ignore[assignment,func-returns-value]
+    with Listener() as listener:
+        listener.server.socket = context.wrap_socket(listener.server.socket, server_side=True)
+        monkeypatch.setenv("AWS_CA_BUNDLE", str(cert))
+        resolver = Resolver(monkeypatch, ("127.0.0.1", None))
+        storage = S3Storage(S3Settings(endpoint=f"https://{NAME}:{listener.port}"))
+        assert storage.head("s3://bkt/key") is None
+        assert listener.requests[0] == ("HEAD", "/bkt/key", f"{NAME}:{listener.port}")
+    assert server_names and set(server_names) == {NAME}
+    assert resolver.lookups == 1
 
 
 def test_an_endpoint_that_moved_is_resolved_again_and_checked(
