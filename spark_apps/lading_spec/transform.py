@@ -173,13 +173,18 @@ def _items(text: str, tokens: list[tuple[int, int, str]], base: int) -> list[str
     return items
 
 
+def _distinct_from(words: list[tuple[int, int, str]], k: int) -> bool:
+    """Whether the FROM at ``words[k]`` is the operator ``IS [NOT] DISTINCT FROM``, not a clause."""
+    return k >= 2 and words[k - 1][2] == "distinct" and words[k - 2][2] in ("is", "not")
+
+
 def parse_select(sql: str) -> tuple[list[str], str | None]:
     """``SELECT <items> FROM source [WHERE <condition>]`` → (items, condition)."""
     tokens = _scan(sql)
     words = [(s, e, sql[s:e].lower()) for s, e, kind in tokens if kind == "word"]
     if not words or words[0][2] != "select" or sql[:words[0][0]].strip():
         raise SpecError("transform.select", "expected SELECT <expressions> FROM source [WHERE <condition>]")
-    froms = [w for w in words if w[2] == "from"]
+    froms = [w for k, w in enumerate(words) if w[2] == "from" and not _distinct_from(words, k)]
     if len(froms) != 1:
         raise SpecError("transform.select", "expected one FROM source (subqueries go in brackets)")
     f_start, f_end, _ = froms[0]

@@ -29,12 +29,12 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from lading_jobs import critical, sandbox, uploadset
+from lading_jobs import critical, uploadset
 from lading_jobs import storage as st
 from lading_jobs.engine import Cancelled
 from lading_jobs.load import manifest as mf
 from lading_jobs.load.stores import storage_for
-from lading_jobs.sources.files import register_inputs
+from lading_jobs.sources.files import query_frame
 from lading_jobs.table import writer
 from lading_jobs.table.log import CommitStateUnknown, TableLog, find_commit, new_nonce
 from lading_spec.copyjob import CopyJobSpec
@@ -95,8 +95,7 @@ def run_insert(spark: SparkSession, job: JobDocument, spec: CopyJobSpec,
     done = recover(publishing, table_uri, table_storage, record_uri)
     if done is not None:  # an earlier attempt of this run committed: report it, commit nothing twice
         return {**_result(done), "durationSeconds": round(time.monotonic() - started, 3)}
-    register_inputs(spark, spec.source.inputs)
-    df = sandbox.query_frame(spark, query, [i.name for i in spec.source.inputs])
+    df = query_frame(spark, query, spec.source.inputs)
     log = TableLog.open(table_uri, table_storage)
     if log is not None and spec.target.if_exists == "error":
         return {**base, "error": f"to.table: a table exists at {table_uri}; set to.ifExists to append or replace",

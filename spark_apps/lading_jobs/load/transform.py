@@ -23,6 +23,7 @@ rejected-rows files, same error policy, ledger and one commit in ``job``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Callable, Iterator, Sequence
@@ -33,12 +34,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lading_jobs import sandbox, workerheap
 from lading_jobs.formats.compressed import decompress
 from lading_jobs.load import decode as dec
-from lading_jobs.load.cast import bisected
+from lading_jobs.load.cast import bisected, cast_column
 from lading_jobs.load.decode import Reject
 from lading_jobs.load.infer import _read_sample
 from lading_jobs.load.policy import FileOutcome, merge_outcomes
@@ -180,7 +182,15 @@ def transformed(spark: SparkSession, raw: DataFrame, tplan: TransformPlan, schem
         cols = [_try_struct(spark, f"CAST(({item}) AS {spark_type(types[target])})").alias(_item_column(i))
                 for i, (item, target) in enumerate(zip(tplan.items, tplan.targets, strict=True))]
         if tplan.where is not None:
-            cols.append(_try_struct(spark, f"CAST(({tplan.where}) AS boolean)").alias(WHERE))
+            where = _try_struct(spark, f"({tplan.where})")  # the sandbox's check first
+            where_type = raw.selectExpr(f"({tplan.where}) AS w").schema["w"].dataType
+            if isinstance(where_type, T.NullType):  # WHERE NULL: a boolean NULL, as Spark takes it
+                where = _try_struct(spark, f"CAST(({tplan.where}) AS boolean)")
+            elif not isinstance(where_type, T.BooleanType):  # Spark's FILTER_NOT_BOOLEAN, not a cast
+                raise SpecError("transform.select", f"the WHERE condition ({tplan.where}) is "
+                                f"{where_type.simpleString()}, not boolean (Spark: FILTER_NOT_BOOLEAN); "
+                                "write a comparison, e.g. WHERE $2 = 'yes'")
+            cols.append(where.alias(WHERE))
         step = raw.select(raw[POS], raw[KIND], raw[INFO], *cols, *[raw[_quote(n)] for n in tplan.source.names])
         return step.selectExpr(POS, KIND, INFO, *computed,
                                f"CASE WHEN {KIND} = {DATA} AND ({failed}) THEN to_json(struct({source})) END AS {REC}")
@@ -351,8 +361,13 @@ class Rows:
         for c in self.schema.columns:
             typ = arrow_type(c.type)
             if c.name in values:
-                arr = values[c.name]
-                arr = arr if arr.type == typ else arr.cast(typ)
+                # the column rules of a plain load (``cast.cast_column``: varchar/char lengths, the
+                # uuid form, one JSON text per json value), on the value Spark's CAST gave
+                arr, failures = cast_column(values[c.name], typ, c.type)
+                for r, why in failures:
+                    if keep[r] and not bad[r]:
+                        reason.setdefault(r, (c.name, f"the expression for column {c.name!r} gave {why}"))
+                        bad[r] = True
                 if not c.nullable and arr.null_count:
                     nulls = pc.is_null(arr).to_numpy(zero_copy_only=False) & keep & ~bad
                     for r in np.flatnonzero(nulls).tolist():
@@ -417,7 +432,28 @@ def run_stage(spark: SparkSession, tplan: TransformPlan, schema: TableSchema, co
         yield pa.RecordBatch.from_pydict({"outcome": [finish(context.partitionId(), batches)]})
 
     spark.sparkContext.setJobDescription(description)
-    return [r.outcome for r in out.mapInArrow(write, "outcome string").collect()]
+    with _no_subexpression_elimination(spark):
+        return [r.outcome for r in out.mapInArrow(write, "outcome string").collect()]
+
+
+SUBEXPRESSIONS = "spark.sql.subexpressionElimination.enabled"
+
+
+@contextlib.contextmanager
+def _no_subexpression_elimination(spark: SparkSession) -> Iterator[None]:
+    """Spark's subexpression elimination would evaluate an expression two items (or an item
+    and the WHERE) share once, *before* any ``TryEval``: a record failing it (``$1::int`` over
+    ``abc``) would fail the task instead of being rejected. Off while the stage is planned
+    and runs (the setting is read then), as it was."""
+    old = spark.conf.get(SUBEXPRESSIONS, None)
+    spark.conf.set(SUBEXPRESSIONS, "false")
+    try:
+        yield
+    finally:
+        if old is None:
+            spark.conf.unset(SUBEXPRESSIONS)
+        else:
+            spark.conf.set(SUBEXPRESSIONS, old)
 
 
 def run_tasks(spark: SparkSession, plan: LoadPlan, tplan: TransformPlan, tasks: list[FileTask]) -> list[FileOutcome]:

@@ -356,8 +356,9 @@ def read_fileset(session: SparkSession, fs: FileSet, schema: T.StructType | None
 
 
 def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Input], *,
-                    sort: bool = False) -> None:
-    """Register every input as a temporary view named after it (for ``from.query``)."""
+                    sort: bool = False, shared: frozenset[str] | set[str] = frozenset()) -> None:
+    """Register every input as a temporary view named after it (for ``from.query``); table
+    inputs named in ``shared`` (lower case) take no pushed filter (``reader.shared_scans``)."""
     for i, item in enumerate(inputs):
         if item.files is not None:
             read_fileset(session, item.files, sort=sort, field=f"from.inputs[{i}]").createOrReplaceTempView(item.name)
@@ -368,4 +369,26 @@ def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Inpu
             raise RuntimeError(f"input {item.name!r}: table inputs need lading_jobs.table.reader, "
                                "which this build lacks") from e
         assert item.table is not None
-        reader.register_table_view(session, item.name, item.table, item.as_of)
+        reader.register_table_view(session, item.name, item.table, item.as_of, pushdown=item.name.lower() not in shared)
+
+
+def query_frame(session: SparkSession, query: str, inputs: tuple[Input, ...] | list[Input], *,
+                sort: bool = False) -> DataFrame:
+    """``from.query`` over its inputs, checked by the sandbox. A table input that several scans
+    of the query read (a self-join, a UNION of two filters, a subquery, a CTE used twice) is
+    registered again without filter pushdown, so each scan gets its own rows
+    (``reader.shared_scans``); a table read once keeps its part skipping."""
+    from lading_jobs import sandbox
+
+    names = [i.name for i in inputs]
+    register_inputs(session, inputs, sort=sort)
+    df = sandbox.query_frame(session, query, names)
+    if not any(i.table is not None for i in inputs):
+        return df
+    from lading_jobs.table import reader
+
+    shared = reader.shared_scans(df)
+    if not shared:
+        return df
+    register_inputs(session, [i for i in inputs if i.name.lower() in shared], sort=sort, shared=shared)
+    return sandbox.query_frame(session, query, names)

@@ -20,6 +20,13 @@ comparison false). Date and timestamp literals up to the 1582 calendar switch
 are not taken from Spark at all (``from_spark`` returns None): Spark hands them
 over through the hybrid Julian/Gregorian calendar, which moves 1582-10-05 …
 1582-10-14 to 1582-10-15, while parts store proleptic Gregorian values.
+
+Nor are literals pyspark cannot hand over exactly: a decimal of 28 significant
+digits or more (pyspark builds pushed decimals in Python's default context, which
+rounds to 28 digits, so ``9999999999999999999999999999.9999999999`` arrives as
+``1.000000000000000000000000000E+28``), and a date or timestamp outside Python's
+years 1 … 9999 (``OUT_OF_RANGE``, see ``reader.guard_pushed_literals``). Spark
+evaluates those filters itself; they skip nothing.
 """
 
 from __future__ import annotations
@@ -135,6 +142,8 @@ def from_spark(f: Any) -> Expr | None:
     name = attribute[0]
     for cls, op in simple.items():
         if isinstance(f, cls):
+            if f.value is OUT_OF_RANGE:
+                return None
             value = tuple(f.value) if op == "in" else f.value
             if op == "in" and any(isinstance(v, list | dict) for v in value):
                 return None
@@ -160,9 +169,30 @@ FIRST_EXACT_SPARK_DATE = dt.date(1582, 10, 16)
 FIRST_EXACT_SPARK_TIMESTAMP = dt.datetime(1582, 10, 17, tzinfo=dt.UTC)
 
 
+# pyspark turns a pushed decimal into Python in the default decimal context (28 digits): one
+# of 28 significant digits or more may have been rounded (and its scale changed with it).
+SPARK_DECIMAL_DIGITS = 28
+
+
+class _OutOfRange:
+    """A pushed literal pyspark could not turn into Python (a date or timestamp outside
+    years 1 … 9999): the filter stays with Spark."""
+
+    def __repr__(self) -> str:
+        return "OUT_OF_RANGE"
+
+
+OUT_OF_RANGE = _OutOfRange()
+
+
 def spark_literal_is_exact(value: Any) -> bool:
     """False for a date before ``FIRST_EXACT_SPARK_DATE`` or a timestamp before
-    ``FIRST_EXACT_SPARK_TIMESTAMP`` (naive: as UTC), whose value Spark may have moved."""
+    ``FIRST_EXACT_SPARK_TIMESTAMP`` (naive: as UTC), whose value Spark may have moved; for a
+    decimal pyspark may have rounded (``SPARK_DECIMAL_DIGITS``); for ``OUT_OF_RANGE``."""
+    if value is OUT_OF_RANGE:
+        return False
+    if isinstance(value, decimal.Decimal):
+        return value.is_finite() and len(value.as_tuple().digits) < SPARK_DECIMAL_DIGITS
     if isinstance(value, dt.datetime):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
         return aware >= FIRST_EXACT_SPARK_TIMESTAMP

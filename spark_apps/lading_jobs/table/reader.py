@@ -24,6 +24,7 @@ column types (``table.bucket``), never on the part that holds the row.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -280,7 +281,40 @@ class LadingDataSource(DataSource):
         return spark_formats.transfer_schema(snapshot.schema.spark_schema())
 
     def reader(self, schema: Any) -> DataSourceReader:
+        guard_pushed_literals()
         return LadingReader(dict(self.options))
+
+
+def guard_pushed_literals() -> None:
+    """In pyspark's filter-pushdown worker (which calls ``reader`` before it reads the
+    filters): a pushed literal that Python cannot hold (a timestamp or date before year 1 or
+    after 9999) becomes ``expr.OUT_OF_RANGE`` instead of an ``OverflowError`` that fails the
+    query; ``from_spark`` then leaves that filter to Spark. Other processes are untouched."""
+    name = "pyspark.sql.worker.data_source_pushdown_filters"
+    worker = sys.modules.get(name)
+    main = sys.modules.get("__main__")
+    if worker is None and getattr(getattr(main, "__spec__", None), "name", None) == name:
+        worker = main  # started as ``python -m``
+    original = getattr(worker, "deserializeVariant", None)
+    if worker is None or original is None or getattr(original, "lading_guarded", False):
+        return
+
+    def deserialize(variant: dict[str, Any]) -> Any:
+        return _GuardedVariant(original(variant))
+
+    deserialize.lading_guarded = True  # type: ignore[attr-defined]
+    worker.deserializeVariant = deserialize  # type: ignore[attr-defined]
+
+
+class _GuardedVariant:
+    def __init__(self, variant: Any) -> None:
+        self.variant = variant
+
+    def toPython(self) -> Any:  # noqa: N802 - pyspark's name
+        try:
+            return self.variant.toPython()
+        except (OverflowError, ValueError):  # datetime's range: years 1 … 9999
+            return ex.OUT_OF_RANGE
 
 
 class LadingReader(DataSourceReader):
@@ -290,6 +324,9 @@ class LadingReader(DataSourceReader):
         self.predicates: list[ex.Expr] = []
 
     def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
+        if self.options.get("pushdown") == "false":  # a relation several scans share: see ``shared_scans``
+            yield from filters
+            return
         for f in filters:
             e = ex.from_spark(f)
             if e is None:
@@ -334,11 +371,15 @@ def register(spark: Any) -> None:
 
 
 def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int | None = None,
-               endpoint: str | None = None) -> Any:
+               endpoint: str | None = None, view: str | None = None, pushdown: bool = True) -> Any:
     """The table as a DataFrame, consolidated as of logical time ``as_of``, in the table's own types.
 
     The table is opened once: the DataFrame reads that commit's state (``version``)
     however late it is evaluated, and its schema and data always agree.
+
+    ``view`` names the temporary view the DataFrame backs (``shared_scans`` reports it);
+    ``pushdown=False`` makes the source take no filter, so Spark evaluates them all and
+    every part is read (for a relation several scans share, see ``shared_scans``).
 
     (``format("lading")`` alone shows year-month intervals as int months: a Python
     data source cannot return them; this restores them in Spark SQL.)"""
@@ -350,14 +391,53 @@ def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int |
         options["version"] = str(version)
     if endpoint:
         options["endpoint"] = endpoint
+    if view is not None:
+        options["view"] = view
+    if not pushdown:
+        options["pushdown"] = "false"
     snapshot, _ = _open_snapshot(options)
     options["version"] = str(snapshot.version)  # one snapshot: Spark's schema and scan open this version
     df = spark.read.format("lading").options(**options).load()
     return spark_formats.from_transfer(df, snapshot.schema.spark_schema())
 
 
-def register_table_view(spark: Any, name: str, uri: str, as_of: int | None = None) -> Any:
+def register_table_view(spark: Any, name: str, uri: str, as_of: int | None = None, *,
+                        pushdown: bool = True) -> Any:
     """A temporary view ``name`` over the table, for SQL (``from.query`` inputs)."""
-    df = read_table(spark, uri, as_of)
+    df = read_table(spark, uri, as_of, view=name, pushdown=pushdown)
     df.createOrReplaceTempView(name)
     return df
+
+
+# -- several scans of one relation ------------------------------------------------------------
+# This Spark keeps one planned read (partitions and read function, with the reader's pushed
+# filters inside) per Python data source *relation*, and a view's every reference, a CTE's every
+# use and a self-join share that relation: every scan would read with the filters the last scan
+# pushed, and Spark, told they were applied, would not check them again. So a relation
+# several scans share must take no filter (``pushdown=False``): each scan then reads every row
+# and Spark applies each scan's own filters. A relation scanned once keeps its skipping.
+def shared_scans(df: Any) -> set[str]:
+    """The views (``read_table(view=...)``) whose relation more than one scan of ``df``'s
+    optimised plan reads, subqueries and CTEs included (lower case)."""
+    jvm = df.sparkSession._jvm
+    plan = df._jdf.queryExecution().optimizedPlan()
+    scans: dict[int, tuple[str, int]] = {}
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        stack.extend(_seq(node.children()))
+        stack.extend(_seq(node.innerChildren()))
+        if node.getClass().getSimpleName() not in ("DataSourceV2ScanRelation", "DataSourceV2Relation"):
+            continue
+        relation = node.relation() if node.getClass().getSimpleName() == "DataSourceV2ScanRelation" else node
+        view = relation.options().get("view")
+        if view is None:
+            continue
+        key = jvm.java.lang.System.identityHashCode(relation.table())
+        name, count = scans.get(key, (str(view).lower(), 0))
+        scans[key] = (name, count + 1)
+    return {name for name, count in scans.values() if count > 1}
+
+
+def _seq(value: Any) -> list[Any]:
+    return [value.apply(i) for i in range(value.size())]

@@ -45,13 +45,9 @@ def source_frame(spark: SparkSession, spec: CopyJobSpec) -> DataFrame:
     """The DataFrame to unload: the query over its inputs, the table as of a time, or the files."""
     sort = bool(spec.target.partition_by)  # tasks sort their rows: smaller splits
     if spec.source.query is not None:
-        if spec.source.inputs:
-            from lading_jobs.sources import files as sources_files
+        from lading_jobs.sources import files as sources_files
 
-            sources_files.register_inputs(spark, spec.source.inputs, sort=sort)
-        from lading_jobs import sandbox
-
-        return sandbox.query_frame(spark, spec.source.query, [i.name for i in spec.source.inputs])
+        return sources_files.query_frame(spark, spec.source.query, spec.source.inputs, sort=sort)
     if spec.source.table is not None:
         from lading_jobs.table import reader
 

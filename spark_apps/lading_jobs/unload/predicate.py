@@ -105,7 +105,8 @@ def _in(x: Any, items: list[pa.Scalar], floating: bool) -> Any:
     elif floating:
         found = functools.reduce(pc.or_, [_compare("EqualTo", x, s, True) for s in values])
     else:
-        found = pc.is_in(x, value_set=pa.array([s.as_py() for s in values], x.type))
+        items_array = pa.array(values)  # from the scalars: no Python value (a timestamp before year 1 has none)
+        found = pc.is_in(x, value_set=items_array if items_array.type == x.type else items_array.cast(x.type))
     found = _null_where(pc.is_null(x), found)
     if has_null:
         found = _null_where(pc.invert(pc.fill_null(found, True)), found)

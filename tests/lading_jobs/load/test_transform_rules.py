@@ -1,0 +1,121 @@
+"""A transform keeps its per-row error trap and the column rules of a plain load.
+
+* An expression two items share (or an item and the WHERE) failing on a record rejects
+  that record: Spark's subexpression elimination would evaluate it once, outside the trap,
+  and fail the whole load.
+* Values a transform gives go through ``cast.cast_column`` like a plain load's: the same
+  file loaded with and without ``SELECT $1,$2,$3,$4 FROM source`` loads the same rows and
+  rejects the same lines and columns (varchar lengths, json validity, the uuid form).
+* The statement is type-checked by Spark's analyser before any task: a non-boolean WHERE
+  is refused naming it; ``IS DISTINCT FROM`` parses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lading_jobs import storage as st
+from lading_jobs.load.job import run_load
+from lading_jobs.load.stores import storage_for
+from lading_jobs.table.log import TableLog
+from lading_spec.errors import SpecError
+from lading_spec.job import JobDocument
+
+pytestmark = [pytest.mark.spark]
+
+
+def store(uri: str) -> st.Storage:
+    return storage_for(uri, st.S3Settings.from_env())
+
+
+def job(spec: dict[str, Any], run_id: str = "run-1") -> JobDocument:
+    return JobDocument("CopyJob", "ns", "load", "uid", 1, run_id, dt.datetime(2025, 1, 1, tzinfo=dt.UTC), spec)
+
+
+def table_rows(table: str) -> list[dict[str, Any]]:
+    log = TableLog.open(table, store(table))
+    assert log is not None
+    snap = log.snapshot()
+    parts = [pq.read_table(pa.BufferReader(store(table).read(snap.part_uri(p)))) for p in snap.parts]
+    rows = pa.concat_tables(parts).to_pylist() if parts else []
+    return sorted(({k: v for k, v in r.items() if not k.startswith("_lading_")} for r in rows),
+                  key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+
+def rejects(prefix: str) -> list[tuple[int, str | None]]:
+    return sorted((e["line"], e["column"]) for o in store(prefix).list_objects(prefix) if o.uri.endswith(".jsonl")
+                  for e in map(json.loads, store(o.uri).read(o.uri).decode().splitlines()))
+
+
+@pytest.fixture
+def root(file_uri: Callable[[str], str]) -> str:
+    return file_uri("root/")
+
+
+@pytest.mark.parametrize(("select", "columns", "loaded"), [
+    ("SELECT $1::int, $1::int + 1 FROM source", ["a", "b"], [{"a": 5, "b": 6}]),
+    ("SELECT $1::int FROM source WHERE $1::int > 0", ["a"], [{"a": 5, "b": None}]),
+    ("SELECT $1::int * 2, $1::int * 2 + 1 FROM source WHERE $1::int * 2 > 0", ["a", "b"], [{"a": 10, "b": 11}]),
+])
+def test_a_shared_failing_expression_rejects_the_record(spark: Any, root: str, select: str, columns: list[str],
+                                                        loaded: list[dict[str, Any]]) -> None:
+    src, table, rejected = root + "in/", root + "t/", root + "rejected/"
+    store(src).put(src + "1.csv", b"abc\n5\n")
+    spec = {"from": {"files": src, "format": "csv"}, "onError": "continue", "rejectedRows": rejected,
+            "to": {"table": table, "schema": [{"name": "a", "type": "int"}, {"name": "b", "type": "int"}]},
+            "transform": {"select": select, "columns": columns}}
+    result = run_load(spark, job(spec))
+    assert result["rows"] == 1 and result["rowsRejected"] == 1, result
+    assert table_rows(table) == loaded
+    assert [line for line, _ in rejects(rejected)] == [1]
+
+
+UUID = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+RULES_CSV = (f"abc,{{}},{UUID},1.25\n"  # good
+             f"abcdef,{{}},{UUID},1\n"  # longer than varchar(3)
+             f"ab   ,[1],{UUID},2\n"  # excess spaces are cut
+             f"abc,not json,{UUID},3\n"
+             "abc,1,not-a-uuid,4\n"
+             f"abc,\"{{\"\"k\"\": 1}}\",{UUID.upper()},5\n"  # upper case: stored in PostgreSQL's form
+             f"xyz,{{}},{{{UUID}}},1.5\n")
+RULES_SCHEMA = [{"name": "v", "type": "varchar(3)"}, {"name": "j", "type": "json"}, {"name": "u", "type": "uuid"},
+                {"name": "m", "type": "decimal(12,2)"}]
+
+
+def test_a_transform_enforces_the_column_rules_of_a_plain_load(spark: Any, root: str) -> None:
+    src = root + "in/"
+    store(src).put(src + "1.csv", RULES_CSV.encode())
+    outcomes = {}
+    for name, transform in (("plain", None), ("transform", {"select": "SELECT $1, $2, $3, $4 FROM source"})):
+        table, rejected = root + f"{name}/", root + f"rejected-{name}/"
+        spec: dict[str, Any] = {"from": {"files": src, "format": "csv"}, "onError": "continue",
+                                "rejectedRows": rejected, "to": {"table": table, "schema": RULES_SCHEMA}}
+        if transform:
+            spec["transform"] = transform
+        result = run_load(spark, job(spec))
+        outcomes[name] = (result["rows"], table_rows(table), rejects(rejected))
+    assert outcomes["transform"] == outcomes["plain"]
+    rows, loaded, rejected_lines = outcomes["plain"]
+    assert rows == 4 and rejected_lines == [(2, "v"), (4, "j"), (5, "u")]
+    assert {r["v"] for r in loaded} == {"abc", "ab ", "xyz"} and {r["u"] for r in loaded} == {UUID}
+
+
+def test_transform_statements_are_type_checked_and_parsed_as_spark_sql(spark: Any, root: str) -> None:
+    src, table = root + "in/", root + "t/"
+    store(src).put(src + "1.csv", b"1,2\n2,2\n3,\n")
+    spec: dict[str, Any] = {"from": {"files": src, "format": "csv"},
+                            "to": {"table": table, "schema": [{"name": "a", "type": "int"}]},
+                            "transform": {"select": "SELECT $1::int FROM source WHERE $2"}}
+    with pytest.raises(SpecError, match=r"transform.select: the WHERE condition \(.*\) is string, not boolean"):
+        run_load(spark, job(spec))
+    assert TableLog.open(table, store(table)) is None
+    spec["transform"] = {"select": "SELECT $1::int FROM source WHERE $1::int IS DISTINCT FROM $2::int"}
+    result = run_load(spark, job(spec))
+    assert result["rows"] == 2 and sorted(r["a"] for r in table_rows(table)) == [1, 3]
