@@ -187,3 +187,61 @@ def test_a_file_that_cannot_be_read_batch_after_batch_stops_the_stream_naming_it
     snap = TableLog.open_existing(table).snapshot()
     assert [u.rsplit("/", 1)[-1] for u in snap.ledger] == ["b.csv"]
     assert snap.source_progress[f"files:{file_uri('landing/')}"]["files"] == 1
+
+
+@pytest.mark.parametrize(("key", "loads"), [
+    ("part-0.parquet", True),
+    ("2026-01-02/part-1.parquet", True),
+    ("2026-01-02/", False),  # a folder marker (S3 console "Create folder")
+    ("_temporary/0/_temporary/attempt_1/part-0.parquet", False),  # a Hadoop/Spark committer's work
+    (".staging/part-0.parquet", False),  # a producer's half-written file before its rename
+    ("2026-01-02/.part-1.parquet.crc", False),
+    ("2026-01-02/_SUCCESS", False),
+    ("a/b_c/.d/e.parquet", False),  # hidden at any depth
+    ("a/b_c/d.e/f.parquet", True),  # `_`/`.` inside a segment is not hidden
+    ("notes.txt", False),  # outside the pattern
+])
+def test_hidden_segments_at_every_level_and_folder_markers_never_load(key: str, loads: bool) -> None:
+    prefix = "s3://b/in/"
+    assert sources.visible(prefix + key, prefix, "*.parquet") is loads
+    # the prefix itself may hold hidden-looking segments: only what is below it counts
+    assert sources.visible("s3://b/_landing/.x/" + key, "s3://b/_landing/.x/", "*.parquet") is loads
+
+
+def test_staged_committer_files_and_a_folder_marker_in_a_parquet_stream_on_s3(
+        spark: Any, bucket: str, s3_client: Any, tmp_path: Path) -> None:
+    """On S3 (moto): a committer's ``_temporary/…`` part, a producer's ``.staging/`` file and a
+    zero-byte ``2026-01-02/`` folder marker sit under the prefix. None is read (the marker is no
+    corrupt Parquet file: no TooManyErrors); once the committer and the producer move their files
+    in, each row loads exactly once."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def parquet(ids: list[int]) -> bytes:
+        path = tmp_path / "x.parquet"
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), path)
+        return path.read_bytes()
+
+    def put_s3(key: str, body: bytes) -> None:
+        s3_client.put_object(Bucket=bucket, Key=f"in/{key}", Body=body)
+
+    put_s3("2026-01-01/part-0.parquet", parquet([1, 2]))
+    put_s3("2026-01-02/", b"")
+    put_s3("2026-01-02/_temporary/0/_temporary/attempt_0/part-0.parquet", parquet([3, 4]))
+    put_s3(".staging/late.parquet", parquet([5]))
+    table = f"s3://{bucket}/t/"
+    spec = {"source": {"files": {"uri": f"s3://{bucket}/in/", "format": "parquet"}},
+            "target": {"table": table, "schema": [{"name": "id", "type": "bigint"}]}}
+    first = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert first.get("reason") is None and first["rows"] == 2 and first["offsets"] == {"files": 1}, first
+    # the committer commits (copy into place, then delete its work), the producer renames in
+    put_s3("2026-01-02/part-0.parquet", parquet([3, 4]))
+    s3_client.delete_object(Bucket=bucket, Key="in/2026-01-02/_temporary/0/_temporary/attempt_0/part-0.parquet")
+    put_s3("2026-01-02/late.parquet", parquet([5]))
+    s3_client.delete_object(Bucket=bucket, Key="in/.staging/late.parquet")
+    second = run_stream(spark, job(spec, 2), once=True, progress_port=None)
+    assert second.get("reason") is None and second["rows"] == 3 and second["offsets"] == {"files": 3}, second
+    assert sorted(r["id"] for r in read_table(spark, table).collect()) == [1, 2, 3, 4, 5]
+    ledger = TableLog.open_existing(table).snapshot().ledger
+    assert sorted(u.split("/in/", 1)[1] for u in ledger) == [
+        "2026-01-01/part-0.parquet", "2026-01-02/late.parquet", "2026-01-02/part-0.parquet"]
