@@ -40,8 +40,10 @@ PROGRESS_PORT = 8090
 PROGRESS_PORT_ENV = "LADING_PROGRESS_PORT"
 PROGRESS_PATH = "/progress"
 STATES = ("starting", "running", "stopping", "stopped", "failed")
-REASONS = ("TooManyErrors", "DataLoss", "SourceConflict", "InvalidTransform")
-"""Why a stream stopped on purpose (its result's ``reason``): it must not restart until its spec changes."""
+REASONS = ("TooManyErrors", "DataLoss", "SourceConflict", "InvalidTransform", "InvalidSpec")
+"""Why a stream stopped on purpose (its result's ``reason``): it must not restart until its spec changes.
+``InvalidSpec``: the spec cannot run against this table or source (e.g. no ``target.schema`` for a
+new table), an error no rerun fixes."""
 MAX_ENTRIES = 1000        # partitions kept per map in status (offsets, lagPartitions, lastBatch.end)
 MAX_KEY = 300             # a "topic:partition" key: topic names are at most 249 characters
 MAX_TEXT = 1000           # lastBatch.range

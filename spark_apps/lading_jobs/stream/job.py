@@ -14,7 +14,9 @@ stream stops with an error result when a batch has more rejects than
 offsets are lost and ``failOnDataLoss`` is true (``DataLoss``), when another
 driver moved the same source (``SourceConflict``: the conditional commit lost), or
 when a file failed to be read in several batches in a row (``FileUnreadable``; a
-file that fails once is simply listed and read again by a later batch).
+file that fails once is simply listed and read again by a later batch), or when the
+spec cannot run here (``InvalidSpec``: e.g. no ``target.schema`` for a new table; a rerun
+would fail the same way, so it is a deliberate stop).
 ``once`` processes what is there and returns ``{"rows": ...}``.
 """
 
@@ -318,7 +320,10 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
     with ``reason``)."""
     from lading_spec.streamprogress import PROGRESS_PORT
 
-    spec = spec or parse_streamcopy(doc.spec)
+    try:
+        spec = spec or parse_streamcopy(doc.spec)
+    except SpecError as e:
+        return {"runId": doc.run_id, "error": str(e), "reason": "InvalidSpec"}
     cancel = cancel or threading.Event()
     progress = progress or Progress(doc.run_id, "kafka" if isinstance(spec.source, KafkaSpec) else "files")
     if progress_port == -1:
@@ -367,6 +372,10 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
     except Stopped as e:
         progress.update(state="failed", error=str(e), reason=e.reason)
         return {**base, "error": str(e), "reason": e.reason, "batch": e.batch,
+                "rowsTotal": progress.get("rowsTotal"), "batches": progress.get("batches")}
+    except SpecError as e:  # what only the table or the source shows (no target.schema for a new table)
+        progress.update(state="failed", error=str(e), reason="InvalidSpec")
+        return {**base, "error": f"{e}; nothing was committed and the stream stopped", "reason": "InvalidSpec",
                 "rowsTotal": progress.get("rowsTotal"), "batches": progress.get("batches")}
     except bt.UnreadableFile as e:
         progress.update(state="failed", error=str(e), reason="FileUnreadable")

@@ -282,3 +282,19 @@ def test_a_recreated_topic_fails_the_batch_or_restarts_at_the_earliest_loading_e
     assert again["rows"] == 0 and again["offsets"] == {f"{topic}:0": 7}, again
     ids = sorted(r["id"] for r in read_table(spark, table).collect())
     assert ids == [*range(5), *range(100, 107)]  # each message exactly once
+
+
+def test_a_new_json_table_without_target_schema_stops_as_invalid_spec_and_exits_zero(
+        kafka: str, make_topic: Any, file_uri: Any) -> None:
+    """No Spark needed: the driver finds no table before it reads anything. A rerun cannot fix
+    this, so the result is a deliberate stop (InvalidSpec, exit 0: spark-operator does not rerun
+    it), and nothing is created at the table's URI."""
+    from lading_jobs.result import exit_code
+
+    topic = make_topic(partitions=1)
+    table = file_uri("orders/")
+    out = run_stream(None, job(kafka_spec(kafka, [topic], table)), once=True, progress_port=None)
+    assert out["reason"] == "InvalidSpec" and out["error"].startswith(
+        f"target.schema: there is no table at {table}; give target.schema"), out
+    assert exit_code(out) == 0
+    assert TableLog.open(table, st.open_storage(table)) is None
