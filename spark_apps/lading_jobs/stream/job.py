@@ -127,8 +127,12 @@ class Stream:
 
     def sweep(self) -> None:
         """Abort uploads a killed predecessor left pending (never completed parts: those may be
-        another live driver's, about to commit; unreferenced parts are a vacuum's to remove)."""
-        bt.sweep(self.table_uri, self.write_prefix(), self.spec.dead_letter, self.settings)
+        another live driver's, about to commit; unreferenced parts are a vacuum's to remove). Under
+        ``deadLetter``, only this stream's own batch directories (another StreamCopy or a CopyJob
+        may share the prefix)."""
+        root = self.spec.dead_letter
+        bt.sweep(self.table_uri, self.write_prefix(), root, self.settings,
+                 own=None if root is None else lambda uri: bt.own_dead_letter(uri, root, self.tag))
 
     def close(self) -> None:
         self.source.close()
@@ -221,7 +225,7 @@ class Stream:
         snap: Snapshot = plan.snapshot
         tplan = self.transform_plan(plan)
         counters = dict(snap.source_progress.get(self.key) or {})
-        batch_id = bt.new_batch_id(snap.version)
+        batch_id = bt.new_batch_id(snap.version, self.tag)
         target = bt.Target(
             table_uri=self.table_uri, schema_json=snap.schema.to_json(), table_id=snap.table_id,
             envelope=snap.envelope, key_columns=tuple(snap.key_columns), sort_by=tuple(snap.sort_by),

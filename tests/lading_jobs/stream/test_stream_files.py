@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from lading import cli
+from lading_jobs import storage as st
 from lading_jobs.stream import batch as bt
 from lading_jobs.stream import sources
 from lading_jobs.stream.job import Stream, run_stream
@@ -245,3 +246,40 @@ def test_staged_committer_files_and_a_folder_marker_in_a_parquet_stream_on_s3(
     ledger = TableLog.open_existing(table).snapshot().ledger
     assert sorted(u.split("/in/", 1)[1] for u in ledger) == [
         "2026-01-01/part-0.parquet", "2026-01-02/late.parquet", "2026-01-02/part-0.parquet"]
+
+
+def test_a_starting_driver_aborts_only_its_own_pending_dead_letters_under_a_shared_prefix(
+        bucket: str, s3_client: Any) -> None:
+    """Two StreamCopies (and a CopyJob's rejectedRows) share one deadLetter prefix on S3 (moto).
+    A driver of stream A starts while B's batch has its dead letter pending (a multipart upload
+    B completes just before its commit): A's start-up sweep aborts A's own leftover only, and B
+    can still complete its upload. No Spark: the sweep runs before any batch."""
+    dead = f"s3://{bucket}/dead/"
+    spec = {"source": {"files": {"uri": f"s3://{bucket}/in/", "format": "json"}},
+            "target": {"table": f"s3://{bucket}/t/", "schema": [{"name": "id", "type": "bigint"}]},
+            "maxErrorNumber": 5, "deadLetter": dead}
+    spec_b = {**spec, "target": {**spec["target"], "table": f"s3://{bucket}/t2/"}}
+
+    def stream(name: str, s: dict[str, Any]) -> Stream:
+        doc = JobDocument("StreamCopy", "ns", name, "uid", 1, f"{name}-1", dt.datetime.now(dt.UTC), s)
+        return Stream(None, doc, parse_streamcopy(s), Progress(f"{name}-1", "files"))
+
+    a, b = stream("a", spec), stream("b", spec_b)
+    storage = st.open_storage(dead)
+    leftovers = {}
+    for who, tag in (("a", a.tag), ("b", b.tag)):
+        prefix = bt.dead_letter_prefix(dead, bt.new_batch_id(7, tag))
+        assert prefix is not None
+        leftovers[who] = st.PendingUpload.from_dict(bt.write_dead_letter(storage, prefix, 0, [{"line": 1}]))
+    copyjob = storage.begin_upload(f"{dead}rejects/run-1/part-0.jsonl")  # a CopyJob's rejectedRows
+    storage.upload_part(copyjob, b'{"line": 2}\n')
+    a.sweep()
+    pending = {u.uri for u in storage.list_pending_uploads(dead)}
+    assert leftovers["a"].uri not in pending
+    assert pending == {leftovers["b"].uri, copyjob.uri}
+    storage.complete_upload(leftovers["b"])  # B's batch goes on: its dead letter is written
+    assert s3_client.get_object(Bucket=bucket, Key=leftovers["b"].uri.split("/", 3)[3])["Body"].read() \
+        == b'{"line": 1}\n'
+    assert bt.own_dead_letter(leftovers["b"].uri, dead.rstrip("/"), b.tag)
+    assert not bt.own_dead_letter(leftovers["b"].uri, dead, a.tag)
+    assert not bt.own_dead_letter(f"{dead}x/{leftovers['b'].uri[len(dead):]}", dead, b.tag)  # not nested
