@@ -53,7 +53,7 @@ def test_exit_codes_and_error_descriptions() -> None:
         == "boom"
 
 
-@pytest.mark.parametrize("reason", ["TooManyErrors", "DataLoss", "SourceConflict"])
+@pytest.mark.parametrize("reason", ["TooManyErrors", "DataLoss", "SourceConflict", "InvalidSpec", "Superseded"])
 def test_a_stream_stopped_on_purpose_exits_0_so_restart_on_failure_leaves_it_stopped(reason: str) -> None:
     # restartPolicy OnFailure (the StreamCopy's SparkApplication) restarts a driver that exits non-zero;
     # a stream that stopped on too many bad rows must stay stopped until its spec changes.

@@ -229,6 +229,20 @@ def test_a_spec_the_driver_finds_invalid_fails_with_invalid_spec_and_is_not_rest
     assert quiet.create is None and quiet.phase is None
 
 
+def test_a_superseded_driver_fails_with_the_reason_and_is_not_restarted() -> None:
+    """A driver of this stream whose epoch a newer driver passed (lading run on the same stream)
+    stopped: Failed, reason Superseded, with what to do; nothing reruns it (a rerun would claim
+    the stream back)."""
+    s = running_stream()
+    name = s.app_name
+    result = {"error": "a newer driver of this StreamCopy (epoch 4) took over s3://warehouse/orders/; this driver "
+                       "(epoch 3) stopped without committing batch orders/0@100..1099", "reason": "Superseded"}
+    plan = s.plan(app(name, "COMPLETED"), pod(name, result=result, exit_code=0, phase="Succeeded"))
+    assert plan.phase == "Failed" and plan.create is None
+    ready = cond(s.status, "Ready")
+    assert ready["reason"] == "Superseded" and "the newest driver wins" in ready["message"]
+
+
 def test_a_stop_from_a_driver_that_exits_non_zero_deletes_the_app_so_nothing_reruns_it() -> None:
     s = running_stream()
     name = s.app_name

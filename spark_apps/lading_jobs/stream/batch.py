@@ -11,9 +11,9 @@
      ─► group offsets (monitoring only)
 
 The plan is made from one snapshot and the commit is validated against that same
-snapshot, so a second driver that committed meanwhile makes this commit fail
-with the "moved a stream source" conflict (``ConflictError``), and this driver
-stops. A batch whose tasks fail, or that is cancelled before its commit, aborts
+snapshot, so a commit that moved this stream's entries meanwhile makes this one fail
+(``ConflictError``): the driver stops if a newer driver claimed the stream (its epoch,
+``job.Stream.claim``), else plans the batch again. A batch whose tasks fail, or that is cancelled before its commit, aborts
 every pending upload it began; nothing of it becomes visible.
 """
 

@@ -18,7 +18,7 @@ from lading import cli
 from lading_jobs import storage as st
 from lading_jobs.stream import batch as bt
 from lading_jobs.stream import sources
-from lading_jobs.stream.job import Stream, run_stream
+from lading_jobs.stream.job import Replan, Stream, run_stream
 from lading_jobs.stream.progress import Progress
 from lading_jobs.table.log import TableLog
 from lading_jobs.table.reader import read_table
@@ -283,3 +283,48 @@ def test_a_starting_driver_aborts_only_its_own_pending_dead_letters_under_a_shar
     assert bt.own_dead_letter(leftovers["b"].uri, dead.rstrip("/"), b.tag)
     assert not bt.own_dead_letter(leftovers["b"].uri, dead, a.tag)
     assert not bt.own_dead_letter(f"{dead}x/{leftovers['b'].uri[len(dead):]}", dead, b.tag)  # not nested
+
+
+def test_a_copyjob_load_racing_the_stream_makes_it_replan_not_stop(spark: Any, tmp_path: Path,
+                                                                    file_uri: Any) -> None:
+    """A CopyJob load of the same prefix commits a.json and b.json while the stream's batch of
+    those two files runs: the stream's commit loses on the ledger, nothing of its batch is
+    visible, and it plans again (no stop): the next batch finds both files loaded and moves on;
+    a new file loads once. Every row once."""
+    from lading_jobs.load.job import run_load
+
+    landing = tmp_path / "in"
+    landing.mkdir()
+    put(landing, "a.json", json.dumps({"id": 1}) + "\n")
+    put(landing, "b.json", json.dumps({"id": 2}) + "\n")
+    table = file_uri("t/")
+    schema = [{"name": "id", "type": "bigint"}]
+    spec = {"source": {"files": {"uri": file_uri("in/"), "format": "json"}},
+            "target": {"table": table, "schema": schema}}
+    progress = Progress("r", "files")
+    stream = Stream(spark, job(spec), parse_streamcopy(spec), progress)
+    try:
+        plan = stream.plan()
+        assert plan is not None and [f.uri.rsplit("/", 1)[-1] for f in plan.files] == ["a.json", "b.json"]
+        load = JobDocument("CopyJob", "ns", "load", "uid", 1, "load-1", dt.datetime.now(dt.UTC),
+                           {"from": {"files": file_uri("in/"), "format": "json"}, "to": {"table": table}})
+        assert run_load(spark, load)["rows"] == 2
+        with pytest.raises(Replan) as replanned:
+            stream.run_batch(plan, threading.Event())
+    finally:
+        stream.close()
+    assert "was loaded concurrently" in str(replanned.value) and "planned again" in str(replanned.value)
+    put(landing, "c.json", json.dumps({"id": 3}) + "\n")
+    out = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert out.get("reason") is None and out["rows"] == 1 and out["offsets"] == {"files": 1}, out  # its own: c
+    assert sorted(r["id"] for r in read_table(spark, table).collect()) == [1, 2, 3]
+    ledger = TableLog.open_existing(table).snapshot().ledger
+    assert {u.rsplit("/", 1)[-1]: e.rows for u, e in ledger.items()} == {"a.json": 1, "b.json": 1, "c.json": 1}
+
+
+def test_after_a_lost_commit_only_a_newer_epoch_stops_the_driver() -> None:
+    from lading_jobs.stream.job import after_conflict
+
+    assert after_conflict(3, 4) == "stop"
+    assert after_conflict(3, 3) == "replan"  # a load's ledger, since, a schema change: plan again
+    assert after_conflict(3, 0) == "replan"
