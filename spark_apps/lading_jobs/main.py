@@ -28,6 +28,10 @@ from lading_jobs.engine import ENGINES, Cancelled, Engine, ProgressListener, Run
 from lading_spec.errors import SpecError  # noqa: E402
 from lading_spec.job import JobDocument, parse_job_document  # noqa: E402
 
+STOP_ON_INVALID_SPEC = frozenset({"StreamCopy"})
+"""Kinds whose driver runs under ``restartPolicy: OnFailure``: a spec error is reported as a
+deliberate stop (reason ``InvalidSpec``, exit 0), since a rerun of the same spec fails the same way."""
+
 
 def engine_for(kind: str) -> Engine | None:
     """The engine of ``kind`` (``engine.ENGINES``), or None when this image does not ship it."""
@@ -72,7 +76,7 @@ def execute(doc: JobDocument, spark_factory: Any, cancellation: results.Cancella
         progress = progress_factory(spark) if progress_factory is not None else None
         out = run_job(spark, doc, cancellation, progress, listener, options)
     except SpecError as e:
-        out = {"error": str(e)}
+        out = {"error": str(e), **({"reason": "InvalidSpec"} if doc.kind in STOP_ON_INVALID_SPEC else {})}
     except BaseException as e:  # noqa: BLE001 - every failure becomes a result
         if cancellation.event.is_set() or isinstance(e, Cancelled | KeyboardInterrupt):
             out = {"cancelled": True}

@@ -159,9 +159,14 @@ def _starting_offsets(value: Any, path: str) -> str | dict[str, dict[str, int]]:
         ok = isinstance(parsed, dict) and all(
             isinstance(parts, dict) and all(isinstance(o, int) and not isinstance(o, bool) for o in parts.values())
             for parts in parsed.values())
-        if ok:
-            return {str(t): {str(p): int(o) for p, o in parts.items()} for t, parts in parsed.items()}
-        raise SpecError(path, 'expected {"topic": {"partition": offset}}, e.g. {"orders": {"0": 42}}')
+        if not ok:
+            raise SpecError(path, 'expected {"topic": {"partition": offset}}, e.g. {"orders": {"0": 42}}')
+        for t, parts in parsed.items():
+            for p, o in parts.items():
+                if o < -2:
+                    raise SpecError(path, f"{t} partition {p}: offset {o} is not one Kafka knows; give -2 "
+                                          "(earliest), -1 (latest) or an offset >= 0")
+        return {str(t): {str(p): int(o) for p, o in parts.items()} for t, parts in parsed.items()}
     raise SpecError(path, f"got {value!r}; accepted: earliest, latest, or a JSON object of offsets per topic and partition")
 
 

@@ -40,8 +40,12 @@ PROGRESS_PORT = 8090
 PROGRESS_PORT_ENV = "LADING_PROGRESS_PORT"
 PROGRESS_PATH = "/progress"
 STATES = ("starting", "running", "stopping", "stopped", "failed")
-REASONS = ("TooManyErrors", "DataLoss", "SourceConflict", "InvalidTransform")
-"""Why a stream stopped on purpose (its result's ``reason``): it must not restart until its spec changes."""
+REASONS = ("TooManyErrors", "DataLoss", "SourceConflict", "InvalidTransform", "InvalidSpec", "Superseded")
+"""Why a stream stopped on purpose (its result's ``reason``): it must not restart until its spec changes.
+``InvalidSpec``: the spec cannot run against this table or source (e.g. no ``target.schema`` for a
+new table), an error no rerun fixes. ``Superseded``: a newer driver of the same StreamCopy claimed
+the table (a higher epoch); a rerun of this one would take the stream from it. ``SourceConflict``
+is what drivers before epochs reported for the same."""
 MAX_ENTRIES = 1000        # partitions kept per map in status (offsets, lagPartitions, lastBatch.end)
 MAX_KEY = 300             # a "topic:partition" key: topic names are at most 249 characters
 MAX_TEXT = 1000           # lastBatch.range

@@ -374,6 +374,10 @@ REJECTED = [
      "spec.spark.sparkConf", "never allowed"),
     ("StreamCopy", merged(KAFKA, {"source": {"kafka": {"startingOffsets": "oldest"}}}),
      "spec.source.kafka.startingOffsets", "should match"),
+    ("StreamCopy", merged(KAFKA, {"source": {"kafka": {"startingOffsets": '{"orders": {"0": 4, "1": -5}}'}}}),
+     "spec.source.kafka.startingOffsets", "-2 (earliest), -1 (latest) or >= 0"),
+    ("StreamCopy", merged(KAFKA, {"source": {"kafka": {"startingOffsets": '{"orders": {"0":-13}}'}}}),
+     "spec.source.kafka.startingOffsets", "-2 (earliest), -1 (latest) or >= 0"),
     ("StreamCopy", merged(KAFKA, {"batching": {"maxBatchInterval": "5 minutes"}}),
      "spec.batching.maxBatchInterval", "should match"),
     ("StreamCopy", merged(KAFKA, {"source": {"kafka": {"topics": []}}}),
@@ -442,6 +446,7 @@ def test_admission_rejects_naming_the_field(admission, kind, spec, field, messag
         "podSecurityContext": {"runAsUser": 1000, "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}})),
     ("StreamCopy", KAFKA),
+    ("StreamCopy", merged(KAFKA, {"source": {"kafka": {"startingOffsets": '{"orders": {"0": -2, "1": -1, "2": 0, "3": 10}}'}}})),
     ("StreamCopy", merged(KAFKA, {"target": {"schemaEvolution": "addColumns"}})),
     ("Compaction", {"table": "file:///data/t/"}),
 ])

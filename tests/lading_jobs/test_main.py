@@ -53,7 +53,7 @@ def test_exit_codes_and_error_descriptions() -> None:
         == "boom"
 
 
-@pytest.mark.parametrize("reason", ["TooManyErrors", "DataLoss", "SourceConflict"])
+@pytest.mark.parametrize("reason", ["TooManyErrors", "DataLoss", "SourceConflict", "InvalidSpec", "Superseded"])
 def test_a_stream_stopped_on_purpose_exits_0_so_restart_on_failure_leaves_it_stopped(reason: str) -> None:
     # restartPolicy OnFailure (the StreamCopy's SparkApplication) restarts a driver that exits non-zero;
     # a stream that stopped on too many bad rows must stay stopped until its spec changes.
@@ -83,6 +83,22 @@ def test_a_streamcopy_spec_is_checked_before_spark_starts() -> None:
 
     out = execute(doc, no_spark, Cancellation())
     assert "unknown field" in out["error"] and "source, target" in out["error"], out
+
+
+
+def test_an_invalid_streamcopy_spec_is_a_deliberate_stop_that_is_not_rerun() -> None:
+    """A driver under restartPolicy OnFailure that exits 1 on a bad spec would be rerun for
+    nothing: it stops with reason InvalidSpec and exits 0, as the operator's Failed expects."""
+    spec = {"source": {"kafka": {"bootstrapServers": ["k:9092"], "topics": ["orders"],
+                                 "startingOffsets": '{"orders": {"0": -5}}'}},
+            "target": {"table": "s3://bkt/t/"}}
+    doc = job_doc({"table": "s3://bkt/t/"})
+    doc = type(doc)(**{**doc.__dict__, "kind": "StreamCopy", "spec": spec})
+    out = execute(doc, lambda: None, Cancellation())
+    assert out["reason"] == "InvalidSpec" and "offset -5" in out["error"], out
+    assert exit_code(out) == 0
+    copyjob = execute(job_doc({"table": "s3://bkt/t/"}), lambda: None, Cancellation())
+    assert "reason" not in copyjob and exit_code(copyjob) == 1  # a one-shot job's error stays an error
 
 
 @pytest.mark.spark

@@ -212,6 +212,37 @@ def test_too_many_errors_fails_with_the_batch_range_and_stays_stopped_until_the_
     assert "response" not in s.status  # the old error is cleared
 
 
+def test_a_spec_the_driver_finds_invalid_fails_with_invalid_spec_and_is_not_restarted() -> None:
+    """No target.schema for a new Kafka JSON table: only the driver sees there is no table. Its
+    result's reason InvalidSpec (exit 0) is a stop on purpose: Failed, nothing rerun."""
+    s = running_stream()
+    name = s.app_name
+    result = {"error": "target.schema: there is no table at s3://warehouse/orders/; give target.schema (the "
+                       "columns and types of the rows) so the stream can create it; nothing was committed and "
+                       "the stream stopped", "reason": "InvalidSpec"}
+    plan = s.plan(app(name, "COMPLETED"), pod(name, result=result, exit_code=0, phase="Succeeded"))
+    assert plan.phase == "Failed" and plan.create is None
+    ready = cond(s.status, "Ready")
+    assert ready["reason"] == "InvalidSpec" and ready["message"].startswith("target.schema: there is no table")
+    assert "a rerun cannot fix this spec" in ready["message"]
+    quiet = s.plan(app(name, "COMPLETED"), pod(name, result=result, phase="Succeeded"), seconds=300)
+    assert quiet.create is None and quiet.phase is None
+
+
+def test_a_superseded_driver_fails_with_the_reason_and_is_not_restarted() -> None:
+    """A driver of this stream whose epoch a newer driver passed (lading run on the same stream)
+    stopped: Failed, reason Superseded, with what to do; nothing reruns it (a rerun would claim
+    the stream back)."""
+    s = running_stream()
+    name = s.app_name
+    result = {"error": "a newer driver of this StreamCopy (epoch 4) took over s3://warehouse/orders/; this driver "
+                       "(epoch 3) stopped without committing batch orders/0@100..1099", "reason": "Superseded"}
+    plan = s.plan(app(name, "COMPLETED"), pod(name, result=result, exit_code=0, phase="Succeeded"))
+    assert plan.phase == "Failed" and plan.create is None
+    ready = cond(s.status, "Ready")
+    assert ready["reason"] == "Superseded" and "the newest driver wins" in ready["message"]
+
+
 def test_a_stop_from_a_driver_that_exits_non_zero_deletes_the_app_so_nothing_reruns_it() -> None:
     s = running_stream()
     name = s.app_name

@@ -72,6 +72,12 @@ HINTS = {
     "DataLoss": ("the stream is stopped before the lost offsets. Set spec.source.kafka.failOnDataLoss: false to skip "
                  "them (they are gone), or point spec.source.kafka at the cluster that has them; the changed spec "
                  "starts the stream again"),
+    "InvalidSpec": ("nothing was committed by this driver; a rerun cannot fix this spec. Fix the field the message "
+                    "names; the changed spec starts the stream again from the committed position"),
+    "Superseded": ("a newer driver of this StreamCopy claimed the table (a higher epoch) and this one stopped: the "
+                   "newest driver wins. If no newer driver is running (a lading run on the same stream that "
+                   "ended, or a driver that outlived its pod), change the spec (e.g. suspend: true, then false) "
+                   "to start this stream again from the committed position"),
     "SourceConflict": ("another writer moved this stream's position in the table: a second StreamCopy (or lading "
                        "run) loading the same source into the same table, or a driver that outlived its pod. Stop "
                        "the other writer, then change the spec (e.g. suspend: true, then false) to start this stream "

@@ -11,9 +11,9 @@
      ─► group offsets (monitoring only)
 
 The plan is made from one snapshot and the commit is validated against that same
-snapshot, so a second driver that committed meanwhile makes this commit fail
-with the "moved a stream source" conflict (``ConflictError``), and this driver
-stops. A batch whose tasks fail, or that is cancelled before its commit, aborts
+snapshot, so a commit that moved this stream's entries meanwhile makes this one fail
+(``ConflictError``): the driver stops if a newer driver claimed the stream (its epoch,
+``job.Stream.claim``), else plans the batch again. A batch whose tasks fail, or that is cancelled before its commit, aborts
 every pending upload it began; nothing of it becomes visible.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -401,17 +402,21 @@ def drop_unread(outcomes: list[Outcome], target: Target) -> tuple[list[Outcome],
     return [o for o in outcomes if o.where not in unread], unread
 
 
-def sweep(table_uri: str, write_prefix: str, dead_letter: str | None, settings: st.S3Settings) -> None:
+def sweep(table_uri: str, write_prefix: str, dead_letter: str | None, settings: st.S3Settings,
+          own: Callable[[str], bool] | None = None) -> None:
     """Abort every pending upload whose URI starts with ``write_prefix`` (a write id, or every write
-    id of a stream) or lies under ``dead_letter``: a killed task's or a killed driver's leftovers."""
-    for prefix in (write_prefix, dead_letter):
+    id of a stream) or lies under ``dead_letter``: a killed task's or a killed driver's leftovers.
+    ``own``: of those under ``dead_letter``, only the ones it accepts (the driver's start-up sweep
+    of a shared dead-letter root: ``own_dead_letter``)."""
+    for prefix, keep in ((write_prefix, None), (dead_letter, own)):
         if not prefix:
             continue
         storage = storage_for(prefix, settings)
         listing = prefix if prefix.endswith("/") else prefix.rsplit("/", 1)[0] + "/"
         with contextlib.suppress(st.StorageError, OSError):
             for upload in storage.list_pending_uploads(listing):
-                if upload.uri.startswith(prefix) or upload.uri.rstrip("/").startswith(prefix.rstrip("/")):
+                if (upload.uri.startswith(prefix) or upload.uri.rstrip("/").startswith(prefix.rstrip("/"))) \
+                        and (keep is None or keep(upload.uri)):
                     with contextlib.suppress(st.StorageError, OSError):
                         storage.abort_upload(upload)
 
@@ -466,5 +471,16 @@ def commit(log: TableLog, plan: Plan, outcomes: list[Outcome], target: Target, i
                                source_progress=plan.progress, upper=plan.time + 1, info=info, schema=plan.schema)
 
 
-def new_batch_id(plan_version: int) -> str:
-    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-v{plan_version + 1}-{uuid.uuid4().hex[:8]}"
+def new_batch_id(plan_version: int, tag: str) -> str:
+    """A batch's dead-letter directory name: ``<UTC time>-v<version>-s<stream tag>-<id>``; the
+    tag (``job.stream_tag``) lets a starting driver tell its own leftovers (``own_dead_letter``)."""
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-v{plan_version + 1}-s{tag}-{uuid.uuid4().hex[:8]}"
+
+
+def own_dead_letter(uri: str, root: str, tag: str) -> bool:
+    """Whether ``uri`` lies in a batch directory of the stream ``tag`` directly under the
+    dead-letter ``root`` (``new_batch_id``): the only dead letters its start-up sweep may abort.
+    Another StreamCopy's, or a CopyJob's ``rejectedRows``, sharing the prefix are not its own."""
+    base = root if root.endswith("/") else root + "/"
+    return uri.startswith(base) and re.match(
+        rf"\d{{8}}T\d{{6}}Z-v\d+-s{re.escape(tag)}-[0-9a-f]{{8}}/", uri[len(base):]) is not None

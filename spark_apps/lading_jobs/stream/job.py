@@ -11,10 +11,14 @@ Every interval commits, even with no new data: the commit moves the table's
 ``upper`` frontier, so readers and compactions know that time has passed. The
 stream stops with an error result when a batch has more rejects than
 ``maxErrorNumber`` (``TooManyErrors``, nothing of the batch committed), when
-offsets are lost and ``failOnDataLoss`` is true (``DataLoss``), when another
-driver moved the same source (``SourceConflict``: the conditional commit lost), or
+offsets are lost and ``failOnDataLoss`` is true (``DataLoss``), when a newer driver
+of the same StreamCopy claimed the table (``Superseded``: each driver claims an epoch
+at start and every batch commit carries it; a commit lost to any other writer is
+re-planned instead, ``Replan``), or
 when a file failed to be read in several batches in a row (``FileUnreadable``; a
-file that fails once is simply listed and read again by a later batch).
+file that fails once is simply listed and read again by a later batch), or when the
+spec cannot run here (``InvalidSpec``: e.g. no ``target.schema`` for a new table; a rerun
+would fail the same way, so it is a deliberate stop).
 ``once`` processes what is there and returns ``{"rows": ...}``.
 """
 
@@ -41,7 +45,7 @@ from lading_jobs.stream.progress import Progress, ProgressServer, iso
 from lading_jobs.stream.sources import FilesSource, KafkaSource, now_ms
 from lading_jobs.table import format as fmt
 from lading_jobs.table import writer
-from lading_jobs.table.log import ConflictError, Snapshot, TableError, TableLog
+from lading_jobs.table.log import Change, ConflictError, Snapshot, TableError, TableLog
 from lading_jobs.table.schema import SchemaError, TableSchema
 from lading_spec.errors import SpecError
 from lading_spec.formats import parse_options
@@ -52,13 +56,21 @@ from lading_spec.streamcopy import StreamCopySpec, parse_streamcopy
 from lading_spec.streamprogress import PROGRESS_PORT_ENV
 
 STREAM_PREFIX = "stream:"
-"""``sourceProgress`` key of a stream's own counters (rows, batches, last batch time)."""
+"""``sourceProgress`` key of a stream's own counters (rows, batches, last batch time, epoch)."""
+CLAIM_ATTEMPTS = 50
+"""Lost races a starting driver's epoch claim may retry (each one re-reads the table)."""
 POLL_SECONDS = 1.0
 """How often a waiting Kafka stream with a row or byte limit checks whether its backlog fills one."""
 
 
 class Cancelled(Exception):
     """The stream was stopped while a batch ran; the batch was dropped."""
+
+
+class Replan(Exception):
+    """The batch's commit lost to a commit that does not fence this driver (a load ledgering a
+    planned file, a compaction's ``since``, a schema change, another stream on the same source):
+    nothing of the batch was committed; the next batch plans again from the table."""
 
 
 class Stopped(Exception):
@@ -76,6 +88,21 @@ def stream_tag(doc: JobDocument, table_uri: str) -> str:
 
 def counters_key(doc: JobDocument) -> str:
     return f"{STREAM_PREFIX}{doc.namespace}/{doc.name}"
+
+
+def epoch_of(snapshot: Snapshot, key: str) -> int:
+    """The newest driver epoch claimed in the table for the stream whose counters are at ``key``
+    (0: none yet, a table written before epochs)."""
+    epoch = (snapshot.source_progress.get(key) or {}).get("epoch")
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else 0
+
+
+def after_conflict(mine: int, table_epoch: int) -> str:
+    """What a driver of epoch ``mine`` does when its batch commit lost a race, the table now
+    holding ``table_epoch``: ``"stop"`` when a newer driver claimed the stream (the newest
+    wins, as Kafka Connect's task generations), else ``"replan"``: any other commit (a load's
+    ledger, ``since``, a schema change, another stream's positions) is planned around."""
+    return "stop" if table_epoch > mine else "replan"
 
 
 def _group(spec: KafkaSpec, doc: JobDocument) -> str:
@@ -119,17 +146,49 @@ class Stream:
         self.rows_run = 0
         self.filtered_run = 0
         self.position: dict[str, int] = {}
+        self.epoch: int | None = None  # claimed in the table (``claim``) before the first batch
 
     def write_prefix(self) -> str:
         return f"{self.table_uri}{fmt.DATA_DIR}/w-s{self.tag}-"
 
     def sweep(self) -> None:
         """Abort uploads a killed predecessor left pending (never completed parts: those may be
-        another live driver's, about to commit; unreferenced parts are a vacuum's to remove)."""
-        bt.sweep(self.table_uri, self.write_prefix(), self.spec.dead_letter, self.settings)
+        another live driver's, about to commit; unreferenced parts are a vacuum's to remove). Under
+        ``deadLetter``, only this stream's own batch directories (another StreamCopy or a CopyJob
+        may share the prefix)."""
+        root = self.spec.dead_letter
+        bt.sweep(self.table_uri, self.write_prefix(), root, self.settings,
+                 own=None if root is None else lambda uri: bt.own_dead_letter(uri, root, self.tag))
 
     def close(self) -> None:
         self.source.close()
+
+    def claim(self) -> int:
+        """Claim the next driver epoch for this stream in the table (a conditional commit of
+        this stream's counters, as every batch commit): every later batch commit carries it, and
+        a driver whose epoch is older than the table's is refused and stops (``Superseded``).
+        A claim that loses a race to another commit reads the table again and claims anew."""
+        assert self.log is not None
+        for _ in range(CLAIM_ATTEMPTS):
+            snap = self.log.snapshot()
+            epoch = epoch_of(snap, self.key) + 1
+            counters = {**(snap.source_progress.get(self.key) or {}), "epoch": epoch}
+            try:
+                self.log.commit(Change(operation="stream-claim", source_progress={self.key: counters},
+                                       info={"runId": self.doc.run_id, "epoch": epoch,
+                                             "stream": f"{self.doc.namespace}/{self.doc.name}"}))
+            except ConflictError:
+                continue
+            self.epoch = epoch
+            self.progress.update(epoch=epoch)
+            return epoch
+        raise TableError(f"could not claim a driver epoch in {self.table_uri}: {CLAIM_ATTEMPTS} commits in a row "
+                         "lost to other writers; the stream restarts and tries again")
+
+    def _superseded(self, table_epoch: int, describe: str) -> Stopped:
+        return Stopped("Superseded", f"a newer driver of this StreamCopy (epoch {table_epoch}) took over "
+                                     f"{self.table_uri}; this driver (epoch {self.epoch}) stopped without "
+                                     f"committing batch {describe}", describe)
 
     def resume(self) -> None:
         """Progress starts from what the table holds (counters and position), not from zero."""
@@ -163,6 +222,8 @@ class Stream:
         limits = self.spec.batching
         if isinstance(self.source, KafkaSource):
             log = self._ensure_table(None)
+            if self.epoch is None:
+                self.claim()
             snap = log.snapshot()
             return self.source.plan(snap, now, writer.default_time(snap), limits.max_batch_rows,
                                     limits.max_batch_bytes)
@@ -174,6 +235,10 @@ class Stream:
                                           "atLeast": choice.pending_at_least})
                 return None
             current = self._ensure_table(choice.batch[0]).snapshot()
+        if self.epoch is None:
+            self.claim()
+            assert self.log is not None
+            current = self.log.snapshot()
         plan = self.source.plan_files(current, choice, now, writer.default_time(current))
         plan.lag = {"total": choice.pending, "filesPending": choice.pending, "atLeast": choice.pending_at_least}
         return plan
@@ -217,9 +282,12 @@ class Stream:
         started = time.monotonic()
         assert self.log is not None
         snap: Snapshot = plan.snapshot
+        assert self.epoch is not None
+        if epoch_of(snap, self.key) > self.epoch:
+            raise self._superseded(epoch_of(snap, self.key), plan.describe)
         tplan = self.transform_plan(plan)
         counters = dict(snap.source_progress.get(self.key) or {})
-        batch_id = bt.new_batch_id(snap.version)
+        batch_id = bt.new_batch_id(snap.version, self.tag)
         target = bt.Target(
             table_uri=self.table_uri, schema_json=snap.schema.to_json(), table_id=snap.table_id,
             envelope=snap.envelope, key_columns=tuple(snap.key_columns), sort_by=tuple(snap.sort_by),
@@ -250,15 +318,17 @@ class Stream:
         filtered = sum(o.filtered for o in outcomes)
         batches = int(counters.get("batches", 0)) + 1
         total = int(counters.get("rowsTotal", 0)) + rows
-        plan.progress[self.key] = {"rowsTotal": total, "batches": batches, "lastBatchTime": now_ms()}
+        plan.progress[self.key] = {"rowsTotal": total, "batches": batches, "lastBatchTime": now_ms(),
+                                   "epoch": self.epoch}
         info = {"runId": self.doc.run_id, "stream": f"{self.doc.namespace}/{self.doc.name}",
                 "batch": plan.describe, "rows": rows}
         try:
             new = bt.commit(self.log, plan, outcomes, target, info)
-        except ConflictError as e:
-            raise Stopped("SourceConflict", f"another writer moved this stream's source position in "
-                                            f"{self.table_uri} while batch {plan.describe} ran ({e}); this "
-                                            "driver stops and its batch was not committed", plan.describe) from e
+        except ConflictError as e:  # nothing of the batch committed (commit_parts cleaned its parts up)
+            table_epoch = epoch_of(self.log.snapshot(), self.key)
+            if after_conflict(self.epoch, table_epoch) == "stop":
+                raise self._superseded(table_epoch, plan.describe) from e
+            raise Replan(f"batch {plan.describe} was not committed: {e}; it is planned again") from e
         self.source.after_commit(plan)
         self.rows_run += rows
         self.filtered_run += filtered
@@ -318,7 +388,10 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
     with ``reason``)."""
     from lading_spec.streamprogress import PROGRESS_PORT
 
-    spec = spec or parse_streamcopy(doc.spec)
+    try:
+        spec = spec or parse_streamcopy(doc.spec)
+    except SpecError as e:
+        return {"runId": doc.run_id, "error": str(e), "reason": "InvalidSpec"}
     cancel = cancel or threading.Event()
     progress = progress or Progress(doc.run_id, "kafka" if isinstance(spec.source, KafkaSpec) else "files")
     if progress_port == -1:
@@ -332,6 +405,8 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
     try:
         stream.sweep()
         stream.resume()
+        if stream.log is not None:
+            stream.claim()
         progress.update(state="running")
         next_cut = time.monotonic()
         while not cancel.is_set():
@@ -347,7 +422,13 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
                     break
                 next_cut = cut + spec.batching.max_batch_interval
                 continue
-            result = stream.run_batch(plan, cancel)
+            try:
+                result = stream.run_batch(plan, cancel)
+            except Replan as e:
+                print(f"lading: {e}", file=sys.stderr)
+                progress.update(replans=int(progress.get("replans") or 0) + 1)
+                next_cut = time.monotonic()
+                continue
             if on_batch is not None:
                 on_batch(result, progress.snapshot())
             next_cut = time.monotonic() if plan.full else cut + spec.batching.max_batch_interval
@@ -367,6 +448,10 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
     except Stopped as e:
         progress.update(state="failed", error=str(e), reason=e.reason)
         return {**base, "error": str(e), "reason": e.reason, "batch": e.batch,
+                "rowsTotal": progress.get("rowsTotal"), "batches": progress.get("batches")}
+    except SpecError as e:  # what only the table or the source shows (no target.schema for a new table)
+        progress.update(state="failed", error=str(e), reason="InvalidSpec")
+        return {**base, "error": f"{e}; nothing was committed and the stream stopped", "reason": "InvalidSpec",
                 "rowsTotal": progress.get("rowsTotal"), "batches": progress.get("batches")}
     except bt.UnreadableFile as e:
         progress.update(state="failed", error=str(e), reason="FileUnreadable")

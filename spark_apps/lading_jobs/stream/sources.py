@@ -119,11 +119,19 @@ def data_loss_message(losses: list[pos.Loss]) -> str:
     return ". ".join(out)
 
 
-def _visible(o: st.ObjectInfo, pattern: str | None) -> bool:
-    name = o.uri.rsplit("/", 1)[-1]
-    if name.startswith(("_", ".")) or st.STAGING_DIR in o.uri:
+def visible(uri: str, prefix: str, pattern: str | None) -> bool:
+    """Whether the object ``uri`` under ``prefix`` is a file the stream loads: not a folder
+    marker (a key ending in ``/``, what the S3 console's "Create folder" writes), no path
+    segment below the prefix starting with ``_`` or ``.`` (Hadoop's ``hiddenFileFilter`` at
+    every level: a committer's ``_temporary/0/part-0.json``, a producer's ``.staging/x.json``
+    before its rename, ``_SUCCESS``), and the name matching ``pattern``."""
+    if uri.endswith("/"):
         return False
-    return not pattern or fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(o.uri, pattern)
+    name = uri.rsplit("/", 1)[-1]
+    below = uri[len(prefix):] if uri.startswith(prefix) else name
+    if any(seg.startswith(("_", ".")) for seg in below.split("/")):
+        return False
+    return not pattern or fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(uri, pattern)
 
 
 class FilesSource:
@@ -148,7 +156,8 @@ class FilesSource:
         progress = self.progress_of(snapshot)
         window = int(self.spec.late_arrival * 1000)
         start = pos.listing_start(progress, now_ms, window)
-        listed = (o for o in self.storage.list_objects_after(self.prefix, start) if _visible(o, self.spec.pattern))
+        listed = (o for o in self.storage.list_objects_after(self.prefix, start)
+                  if visible(o.uri, self.prefix, self.spec.pattern))
         ledger = snapshot.ledger if snapshot is not None else {}
         choice = pos.choose_files(listed, ledger, max_bytes, MAX_FILES_PER_BATCH, PENDING_COUNT_LIMIT)
         for o in choice.rewritten:

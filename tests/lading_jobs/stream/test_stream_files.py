@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from lading import cli
+from lading_jobs import storage as st
 from lading_jobs.stream import batch as bt
 from lading_jobs.stream import sources
-from lading_jobs.stream.job import Stream, run_stream
+from lading_jobs.stream.job import Replan, Stream, run_stream
 from lading_jobs.stream.progress import Progress
 from lading_jobs.table.log import TableLog
 from lading_jobs.table.reader import read_table
@@ -187,3 +188,143 @@ def test_a_file_that_cannot_be_read_batch_after_batch_stops_the_stream_naming_it
     snap = TableLog.open_existing(table).snapshot()
     assert [u.rsplit("/", 1)[-1] for u in snap.ledger] == ["b.csv"]
     assert snap.source_progress[f"files:{file_uri('landing/')}"]["files"] == 1
+
+
+@pytest.mark.parametrize(("key", "loads"), [
+    ("part-0.parquet", True),
+    ("2026-01-02/part-1.parquet", True),
+    ("2026-01-02/", False),  # a folder marker (S3 console "Create folder")
+    ("_temporary/0/_temporary/attempt_1/part-0.parquet", False),  # a Hadoop/Spark committer's work
+    (".staging/part-0.parquet", False),  # a producer's half-written file before its rename
+    ("2026-01-02/.part-1.parquet.crc", False),
+    ("2026-01-02/_SUCCESS", False),
+    ("a/b_c/.d/e.parquet", False),  # hidden at any depth
+    ("a/b_c/d.e/f.parquet", True),  # `_`/`.` inside a segment is not hidden
+    ("notes.txt", False),  # outside the pattern
+])
+def test_hidden_segments_at_every_level_and_folder_markers_never_load(key: str, loads: bool) -> None:
+    prefix = "s3://b/in/"
+    assert sources.visible(prefix + key, prefix, "*.parquet") is loads
+    # the prefix itself may hold hidden-looking segments: only what is below it counts
+    assert sources.visible("s3://b/_landing/.x/" + key, "s3://b/_landing/.x/", "*.parquet") is loads
+
+
+def test_staged_committer_files_and_a_folder_marker_in_a_parquet_stream_on_s3(
+        spark: Any, bucket: str, s3_client: Any, tmp_path: Path) -> None:
+    """On S3 (moto): a committer's ``_temporary/…`` part, a producer's ``.staging/`` file and a
+    zero-byte ``2026-01-02/`` folder marker sit under the prefix. None is read (the marker is no
+    corrupt Parquet file: no TooManyErrors); once the committer and the producer move their files
+    in, each row loads exactly once."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def parquet(ids: list[int]) -> bytes:
+        path = tmp_path / "x.parquet"
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), path)
+        return path.read_bytes()
+
+    def put_s3(key: str, body: bytes) -> None:
+        s3_client.put_object(Bucket=bucket, Key=f"in/{key}", Body=body)
+
+    put_s3("2026-01-01/part-0.parquet", parquet([1, 2]))
+    put_s3("2026-01-02/", b"")
+    put_s3("2026-01-02/_temporary/0/_temporary/attempt_0/part-0.parquet", parquet([3, 4]))
+    put_s3(".staging/late.parquet", parquet([5]))
+    table = f"s3://{bucket}/t/"
+    spec = {"source": {"files": {"uri": f"s3://{bucket}/in/", "format": "parquet"}},
+            "target": {"table": table, "schema": [{"name": "id", "type": "bigint"}]}}
+    first = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert first.get("reason") is None and first["rows"] == 2 and first["offsets"] == {"files": 1}, first
+    # the committer commits (copy into place, then delete its work), the producer renames in
+    put_s3("2026-01-02/part-0.parquet", parquet([3, 4]))
+    s3_client.delete_object(Bucket=bucket, Key="in/2026-01-02/_temporary/0/_temporary/attempt_0/part-0.parquet")
+    put_s3("2026-01-02/late.parquet", parquet([5]))
+    s3_client.delete_object(Bucket=bucket, Key="in/.staging/late.parquet")
+    second = run_stream(spark, job(spec, 2), once=True, progress_port=None)
+    assert second.get("reason") is None and second["rows"] == 3 and second["offsets"] == {"files": 3}, second
+    assert sorted(r["id"] for r in read_table(spark, table).collect()) == [1, 2, 3, 4, 5]
+    ledger = TableLog.open_existing(table).snapshot().ledger
+    assert sorted(u.split("/in/", 1)[1] for u in ledger) == [
+        "2026-01-01/part-0.parquet", "2026-01-02/late.parquet", "2026-01-02/part-0.parquet"]
+
+
+def test_a_starting_driver_aborts_only_its_own_pending_dead_letters_under_a_shared_prefix(
+        bucket: str, s3_client: Any) -> None:
+    """Two StreamCopies (and a CopyJob's rejectedRows) share one deadLetter prefix on S3 (moto).
+    A driver of stream A starts while B's batch has its dead letter pending (a multipart upload
+    B completes just before its commit): A's start-up sweep aborts A's own leftover only, and B
+    can still complete its upload. No Spark: the sweep runs before any batch."""
+    dead = f"s3://{bucket}/dead/"
+    spec = {"source": {"files": {"uri": f"s3://{bucket}/in/", "format": "json"}},
+            "target": {"table": f"s3://{bucket}/t/", "schema": [{"name": "id", "type": "bigint"}]},
+            "maxErrorNumber": 5, "deadLetter": dead}
+    spec_b = {**spec, "target": {**spec["target"], "table": f"s3://{bucket}/t2/"}}
+
+    def stream(name: str, s: dict[str, Any]) -> Stream:
+        doc = JobDocument("StreamCopy", "ns", name, "uid", 1, f"{name}-1", dt.datetime.now(dt.UTC), s)
+        return Stream(None, doc, parse_streamcopy(s), Progress(f"{name}-1", "files"))
+
+    a, b = stream("a", spec), stream("b", spec_b)
+    storage = st.open_storage(dead)
+    leftovers = {}
+    for who, tag in (("a", a.tag), ("b", b.tag)):
+        prefix = bt.dead_letter_prefix(dead, bt.new_batch_id(7, tag))
+        assert prefix is not None
+        leftovers[who] = st.PendingUpload.from_dict(bt.write_dead_letter(storage, prefix, 0, [{"line": 1}]))
+    copyjob = storage.begin_upload(f"{dead}rejects/run-1/part-0.jsonl")  # a CopyJob's rejectedRows
+    storage.upload_part(copyjob, b'{"line": 2}\n')
+    a.sweep()
+    pending = {u.uri for u in storage.list_pending_uploads(dead)}
+    assert leftovers["a"].uri not in pending
+    assert pending == {leftovers["b"].uri, copyjob.uri}
+    storage.complete_upload(leftovers["b"])  # B's batch goes on: its dead letter is written
+    assert s3_client.get_object(Bucket=bucket, Key=leftovers["b"].uri.split("/", 3)[3])["Body"].read() \
+        == b'{"line": 1}\n'
+    assert bt.own_dead_letter(leftovers["b"].uri, dead.rstrip("/"), b.tag)
+    assert not bt.own_dead_letter(leftovers["b"].uri, dead, a.tag)
+    assert not bt.own_dead_letter(f"{dead}x/{leftovers['b'].uri[len(dead):]}", dead, b.tag)  # not nested
+
+
+def test_a_copyjob_load_racing_the_stream_makes_it_replan_not_stop(spark: Any, tmp_path: Path,
+                                                                    file_uri: Any) -> None:
+    """A CopyJob load of the same prefix commits a.json and b.json while the stream's batch of
+    those two files runs: the stream's commit loses on the ledger, nothing of its batch is
+    visible, and it plans again (no stop): the next batch finds both files loaded and moves on;
+    a new file loads once. Every row once."""
+    from lading_jobs.load.job import run_load
+
+    landing = tmp_path / "in"
+    landing.mkdir()
+    put(landing, "a.json", json.dumps({"id": 1}) + "\n")
+    put(landing, "b.json", json.dumps({"id": 2}) + "\n")
+    table = file_uri("t/")
+    schema = [{"name": "id", "type": "bigint"}]
+    spec = {"source": {"files": {"uri": file_uri("in/"), "format": "json"}},
+            "target": {"table": table, "schema": schema}}
+    progress = Progress("r", "files")
+    stream = Stream(spark, job(spec), parse_streamcopy(spec), progress)
+    try:
+        plan = stream.plan()
+        assert plan is not None and [f.uri.rsplit("/", 1)[-1] for f in plan.files] == ["a.json", "b.json"]
+        load = JobDocument("CopyJob", "ns", "load", "uid", 1, "load-1", dt.datetime.now(dt.UTC),
+                           {"from": {"files": file_uri("in/"), "format": "json"}, "to": {"table": table}})
+        assert run_load(spark, load)["rows"] == 2
+        with pytest.raises(Replan) as replanned:
+            stream.run_batch(plan, threading.Event())
+    finally:
+        stream.close()
+    assert "was loaded concurrently" in str(replanned.value) and "planned again" in str(replanned.value)
+    put(landing, "c.json", json.dumps({"id": 3}) + "\n")
+    out = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert out.get("reason") is None and out["rows"] == 1 and out["offsets"] == {"files": 1}, out  # its own: c
+    assert sorted(r["id"] for r in read_table(spark, table).collect()) == [1, 2, 3]
+    ledger = TableLog.open_existing(table).snapshot().ledger
+    assert {u.rsplit("/", 1)[-1]: e.rows for u, e in ledger.items()} == {"a.json": 1, "b.json": 1, "c.json": 1}
+
+
+def test_after_a_lost_commit_only_a_newer_epoch_stops_the_driver() -> None:
+    from lading_jobs.stream.job import after_conflict
+
+    assert after_conflict(3, 4) == "stop"
+    assert after_conflict(3, 3) == "replan"  # a load's ledger, since, a schema change: plan again
+    assert after_conflict(3, 0) == "replan"

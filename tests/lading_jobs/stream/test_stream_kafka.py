@@ -218,8 +218,12 @@ def test_suspend_drops_the_running_batch_and_resume_with_a_new_spec_loses_nothin
     assert sorted(ids) == list(range(500))
 
 
-def test_two_drivers_on_one_table_the_second_commit_loses_and_stops(spark: Any, kafka: str, make_topic: Any,
-                                                                    file_uri: Any) -> None:
+def test_two_drivers_the_newest_wins_whichever_commits_first(spark: Any, kafka: str, make_topic: Any,
+                                                              file_uri: Any) -> None:
+    """A driver that outlived its pod (old) and its replacement (new) plan the same range. Each
+    claimed an epoch before planning (new's is higher). The old one commits first: it is refused
+    and stops (Superseded), nothing of its batch visible; the new one commits that range and keeps
+    running (its next batch commits too). Every message once."""
     topic = make_topic(partitions=1)
     table = file_uri("two/")
     produce(kafka, topic, [(0, None, json.dumps({"id": i}).encode()) for i in range(20)])
@@ -227,19 +231,30 @@ def test_two_drivers_on_one_table_the_second_commit_loses_and_stops(spark: Any, 
     parsed = parse_streamcopy(spec)
     old = Stream(spark, job(spec, generation=1), parsed, Progress("old", "kafka"))
     new = Stream(spark, job(spec, generation=2), parsed, Progress("new", "kafka"))
+    never = threading.Event()
     try:
-        plan_old, plan_new = old.plan(), new.plan()  # both see the same committed position
+        plan_old = old.plan()
+        plan_new = new.plan()  # both see the same committed position
         assert plan_old is not None and plan_new is not None and plan_old.describe == plan_new.describe
-        never = threading.Event()
-        new.run_batch(plan_new, never)
+        assert (old.epoch, new.epoch) == (1, 2)
         with pytest.raises(Stopped) as lost:
-            old.run_batch(plan_old, never)
+            old.run_batch(plan_old, never)  # the old one commits first
+        assert not unreferenced(table)
+        assert new.run_batch(plan_new, never).rows == 20
+        produce(kafka, topic, [(0, None, json.dumps({"id": i}).encode()) for i in range(20, 25)])
+        again = new.plan()
+        assert again is not None and new.run_batch(again, never).rows == 5  # the new one keeps running
+        stale = old.plan()
+        assert stale is not None
+        with pytest.raises(Stopped) as refused:  # and the old one stays refused, even planning afresh
+            old.run_batch(stale, never)
     finally:
         old.close()
         new.close()
-    assert lost.value.reason == "SourceConflict" and "progressed concurrently" in str(lost.value)
-    assert sorted(r["id"] for r in read_table(spark, table).collect()) == list(range(20))
-    assert len(stream_commits(table)) == 1
+    assert lost.value.reason == "Superseded" and refused.value.reason == "Superseded"
+    assert "a newer driver of this StreamCopy (epoch 2)" in str(lost.value) and "(epoch 1)" in str(lost.value)
+    assert sorted(r["id"] for r in read_table(spark, table).collect()) == list(range(25))
+    assert [c["sourceProgress"]["stream:ns/s"]["epoch"] for c in stream_commits(table)] == [2, 2]
     assert not st.open_storage(table).list_pending_uploads(table) and not unreferenced(table)
 
 
@@ -282,3 +297,19 @@ def test_a_recreated_topic_fails_the_batch_or_restarts_at_the_earliest_loading_e
     assert again["rows"] == 0 and again["offsets"] == {f"{topic}:0": 7}, again
     ids = sorted(r["id"] for r in read_table(spark, table).collect())
     assert ids == [*range(5), *range(100, 107)]  # each message exactly once
+
+
+def test_a_new_json_table_without_target_schema_stops_as_invalid_spec_and_exits_zero(
+        kafka: str, make_topic: Any, file_uri: Any) -> None:
+    """No Spark needed: the driver finds no table before it reads anything. A rerun cannot fix
+    this, so the result is a deliberate stop (InvalidSpec, exit 0: spark-operator does not rerun
+    it), and nothing is created at the table's URI."""
+    from lading_jobs.result import exit_code
+
+    topic = make_topic(partitions=1)
+    table = file_uri("orders/")
+    out = run_stream(None, job(kafka_spec(kafka, [topic], table)), once=True, progress_port=None)
+    assert out["reason"] == "InvalidSpec" and out["error"].startswith(
+        f"target.schema: there is no table at {table}; give target.schema"), out
+    assert exit_code(out) == 0
+    assert TableLog.open(table, st.open_storage(table)) is None
