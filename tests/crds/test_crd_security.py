@@ -93,6 +93,25 @@ def test_spark_conf_admission(kind: str, key: str, refused: bool, tmp_path: Path
     assert bool(errors) is refused, errors
 
 
+@pytest.mark.parametrize("kind", sorted(PLURALS))
+@pytest.mark.parametrize(("key", "value", "refused"), [
+    ("spark.driver.extraJavaOptions", "-XX:+UseG1GC -Duser.timezone=UTC -Xss4m", False),
+    ("spark.driver.extraJavaOptions", '"-java\\agent:/path/agent.jar"', True),
+    ("spark.executor.extraJavaOptions", "-Xss4m\u2028-javaagent:/path/agent.jar", True),
+    ("spark.executor.defaultJavaOptions", "'-XX:OnError=sh'", True),
+    ("spark.Driver.DefaultJavaOptions", "-Xss4m\t-javaagent:/a.jar", True),
+    ("spark.yarn.am.extraJavaOptions", "-java\\agent:/a.jar", True),
+    ("spark.driver.extraClassPath", "/tmp/x.jar", True),
+    ("spark.executor.extraLibraryPath", "/tmp", True),
+])
+def test_jvm_option_characters_at_admission(kind: str, key: str, value: str, refused: bool, tmp_path: Path) -> None:
+    """Quotes, backslashes and any whitespace but the space are refused before the operator sees them
+    (which options are allowed is lading_spec.jvmoptions' check)."""
+    spec = {**SPECS[kind], "spark": {"sparkConf": {key: value}}}
+    errors = field_errors(kind, spec, "spec.spark.sparkConf", tmp_path)
+    assert bool(errors) is refused, errors
+
+
 def test_crd_rule_lists_what_lading_spec_never_allows() -> None:
     """The admission rule and lading_spec.sparkconf refuse the same fixed keys and prefixes."""
     from lading_spec import sparkconf
