@@ -55,7 +55,7 @@ def never_allowed(name: str) -> str | None:
     upper = name.upper()
     entry = next((e for e in NEVER if fnmatch.fnmatchcase(upper, e)), None)
     if entry is not None:
-        return (f"never allowed: {name} ({entry}) runs code in the pods' shells, loader, JVM or Python, "
+        return (f"never allowed: {name} ({entry}) runs or loads code in the pods' shells, loader, JVM or Python, "
                 "redirects their names, connections or TLS, or changes their identity, endpoints or result")
     return None
 

@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from lading_spec import jvmoptions
+from lading_spec import envvars, jvmoptions
 from lading_spec.errors import SpecError
 
 FIELD = "spark.sparkConf"
@@ -131,12 +131,8 @@ NEVER: tuple[tuple[str, str], ...] = (
     ("spark.redaction.", "it changes what Spark hides from its logs and UI"),
     ("spark.sql.redaction.", "it changes what Spark hides from its logs and UI"),
 )
-# Environment variables (spark.kubernetes.driverEnv.X, spark.executorEnv.X) that change the identity,
-# endpoints, result reporting, or load code (JVM agents, preloaded libraries, Python paths).
-ENV_KEYS = ("spark.kubernetes.driverEnv.", "spark.executorEnv.")
-DENIED_ENV = ("AWS_", "LADING_", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "JAVA_HOME", "LD_",
-              "PYTHON", "PYSPARK_", "SPARK_", "CLASSPATH", "HADOOP_", "KUBERNETES_", "HTTP_PROXY", "HTTPS_PROXY",
-              "NO_PROXY", "SSL_", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PATH")
+# Environment variables (spark.kubernetes.driverEnv.X, spark.executorEnv.X ...): lading_spec.envvars.
+ENV_KEYS = envvars.ENV_KEYS
 # Comma-separated lists of files: only local:// (inside the image) entries.
 URL_LISTS = ("spark.jars", "spark.files", "spark.archives", "spark.submit.pyFiles")
 # Every property whose value reaches a JVM's command line (compared ignoring case); each value
@@ -159,9 +155,11 @@ def never_allowed(key: str, value: str) -> str | None:
         p = pattern.lower()
         if lowered == p or (p.endswith((".", "_")) and lowered.startswith(p)):
             return f"never allowed: {why}"
-    for prefix in ENV_KEYS:
-        if key.startswith(prefix) and key[len(prefix):].upper().startswith(DENIED_ENV):
-            return "never allowed: this variable changes the pod's identity, endpoints or result, or loads code"
+    name = envvars.variable(key)
+    if name is not None:
+        refused = envvars.never_allowed(name)
+        if refused:
+            return refused
     if key in URL_LISTS:
         outside = [e.strip() for e in value.split(",") if e.strip() and not e.strip().startswith("local://")]
         if outside:
