@@ -14,7 +14,7 @@ YAML file and points ``LADING_POLICY_FILE`` at it::
       default: []      # only the chart's Spark ServiceAccount
       namespaces: {analytics: ["lading-spark", "analytics-reader"]}
     sparkConf:         # keys beyond the safe tuning list; "x." allows every key under x.
-      namespaces: {gpu: ["spark.kubernetes.node.selector."]}
+      namespaces: {gpu: ["spark.kubernetes.node.selector.", "spark.executorEnv.TZ"]}
 
 Each section works like ``allowedPrefixes``: a listed namespace gets exactly its
 list, any other gets ``default``, ``{namespace}`` stands for the namespace.
@@ -26,7 +26,10 @@ needs an entry (a missing section allows only the defaults). Spark properties:
 with or without a policy file, a key must be safe tuning
 (:func:`lading_spec.sparkconf.is_safe`) or listed for the namespace; keys that
 change where or as whom a job runs are refused by lading_spec whatever the
-policy says, and a policy that lists one is refused at start-up.
+policy says, and a policy that lists one is refused at start-up. Environment
+variables (``spark.executorEnv.TZ``, :mod:`lading_spec.envvars`) are allowed only by
+their exact name: a prefix entry never covers one, and an entry that is a prefix of
+variables (``spark.executorEnv.``) is refused at start-up.
 
 Storage rules (pure, in :func:`check_uris`):
 
@@ -63,7 +66,7 @@ from urllib.parse import unquote, urlsplit
 
 import yaml
 
-from lading_spec import sparkconf
+from lading_spec import envvars, sparkconf
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _CUT = re.compile(r"[{*?\[]")
@@ -165,6 +168,9 @@ def _conf_list(value: Any, where: str) -> tuple[str, ...]:
     for i, item in enumerate(out):
         if not sparkconf.KEY.match(item):
             raise PolicyError(f"{where}[{i}]: {item!r} is not a Spark property name (spark.…)")
+        if item.endswith(".") and envvars.variable(item + "X") is not None:
+            raise PolicyError(f"{where}[{i}]: {item!r} is a prefix of environment variables; name each "
+                              "variable exactly (spark.executorEnv.TZ)")
         probe = item + "x" if item.endswith(".") else item
         why = sparkconf.never_allowed(probe, "")
         if why:
@@ -353,9 +359,12 @@ def check_spark(policy: Policy, namespace: str, spark: Any, default_image: str,
 
 
 def conf_allowed(key: str, extra: tuple[str, ...]) -> bool:
-    """Safe tuning, or listed for the namespace (an entry ending in ``.`` is a prefix)."""
+    """Safe tuning, or listed for the namespace (an entry ending in ``.`` is a prefix, except for
+    environment variables: those only by their exact name)."""
     if sparkconf.is_safe(key):
         return True
+    if envvars.variable(key) is not None:
+        return key in extra
     return any(key == e or (e.endswith(".") and key.startswith(e)) for e in extra)
 
 

@@ -13,8 +13,8 @@ list of bad keys would miss the next one, so two lists decide, in this order:
    node's filesystem, that download or load code from outside the image
    (``spark.jars``/``files``/``archives``/``submit.pyFiles`` entries other than
    ``local://``, ``spark.jars.packages`` and repositories, Python interpreters,
-   ``-javaagent``/``-Dspark.*`` JVM options, ``JAVA_TOOL_OPTIONS``/``LD_PRELOAD``
-   environment ...), the sandbox settings (:data:`SANDBOX_CONF`), and keys that
+   JVM options outside the allow-list of :mod:`lading_spec.jvmoptions`,
+   ``JAVA_TOOL_OPTIONS``/``LD_PRELOAD`` environment ...), the sandbox settings (:data:`SANDBOX_CONF`), and keys that
    duplicate a ``spec.spark`` field (the error names the field);
 2. **safe** (:func:`is_safe`): tuning that changes how fast or how big, never
    where, as whom or what code (:data:`SAFE_KEYS`, :data:`SAFE_PREFIXES`). The
@@ -28,10 +28,10 @@ Keys are ``spark.`` followed by letters, digits and ``. _ - /``: a key holding
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from lading_spec import envvars, jvmoptions
 from lading_spec.errors import SpecError
 
 FIELD = "spark.sparkConf"
@@ -117,6 +117,10 @@ NEVER: tuple[tuple[str, str], ...] = (
     ("spark.kubernetes.executor.podTemplateContainerName", "a pod template can change the image and identity"),
     ("spark.kubernetes.driver.pod.name", "it names a pod lading does not own"),
     ("spark.kubernetes.file.upload.path", "it uploads files to storage lading does not check"),
+    ("spark.driver.extraClassPath", "it loads code from outside the image's classpath"),
+    ("spark.executor.extraClassPath", "it loads code from outside the image's classpath"),
+    ("spark.driver.extraLibraryPath", "it loads native code from another path"),
+    ("spark.executor.extraLibraryPath", "it loads native code from another path"),
     ("spark.jars.packages", "it downloads code from the Internet; build it into the image"),
     ("spark.jars.repositories", "it downloads code from the Internet; build it into the image"),
     ("spark.jars.ivy", "it downloads code from the Internet; build it into the image"),
@@ -127,22 +131,16 @@ NEVER: tuple[tuple[str, str], ...] = (
     ("spark.redaction.", "it changes what Spark hides from its logs and UI"),
     ("spark.sql.redaction.", "it changes what Spark hides from its logs and UI"),
 )
-# Environment variables (spark.kubernetes.driverEnv.X, spark.executorEnv.X) that change the identity,
-# endpoints, result reporting, or load code (JVM agents, preloaded libraries, Python paths).
-ENV_KEYS = ("spark.kubernetes.driverEnv.", "spark.executorEnv.")
-DENIED_ENV = ("AWS_", "LADING_", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "JAVA_HOME", "LD_",
-              "PYTHON", "PYSPARK_", "SPARK_", "CLASSPATH", "HADOOP_", "KUBERNETES_", "HTTP_PROXY", "HTTPS_PROXY",
-              "NO_PROXY", "SSL_", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PATH")
+# Environment variables (spark.kubernetes.driverEnv.X, spark.executorEnv.X ...): lading_spec.envvars.
+ENV_KEYS = envvars.ENV_KEYS
 # Comma-separated lists of files: only local:// (inside the image) entries.
 URL_LISTS = ("spark.jars", "spark.files", "spark.archives", "spark.submit.pyFiles")
+# Every property whose value reaches a JVM's command line (compared ignoring case); each value
+# must pass the JVM option allow-list (lading_spec.jvmoptions) whatever the policy says.
 JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions",
-                "spark.driver.defaultJavaOptions", "spark.executor.defaultJavaOptions")
-# JVM options that load code, run commands or set Spark/logging/security properties behind the checks.
-DENIED_JAVA_OPTIONS = ("-javaagent", "-agentlib", "-agentpath", "-xbootclasspath", "-xx:onerror",
-                       "-xx:onoutofmemoryerror", "-xx:+startattachlistener", "-dspark.", "-dlog4j",
-                       "-djava.security", "-djava.system.class.loader", "-djdk.", "-dcom.sun.",
-                       "-xx:flags", "-xx:vmoptionsfile", "-cp", "-classpath", "--class-path", "--module-path",
-                       "--patch-module", "--upgrade-module-path", "@")
+                "spark.driver.defaultJavaOptions", "spark.executor.defaultJavaOptions",
+                "spark.yarn.am.extraJavaOptions")
+_JAVA_OPTIONS_LOWER = frozenset(k.lower() for k in JAVA_OPTIONS)
 
 
 def never_allowed(key: str, value: str) -> str | None:
@@ -157,23 +155,20 @@ def never_allowed(key: str, value: str) -> str | None:
         p = pattern.lower()
         if lowered == p or (p.endswith((".", "_")) and lowered.startswith(p)):
             return f"never allowed: {why}"
-    for prefix in ENV_KEYS:
-        if key.startswith(prefix) and key[len(prefix):].upper().startswith(DENIED_ENV):
-            return "never allowed: this variable changes the pod's identity, endpoints or result, or loads code"
+    name = envvars.variable(key)
+    if name is not None:
+        refused = envvars.never_allowed(name)
+        if refused:
+            return refused
     if key in URL_LISTS:
         outside = [e.strip() for e in value.split(",") if e.strip() and not e.strip().startswith("local://")]
         if outside:
             return f"never allowed with {outside[0]!r}: only local:// files already in the image; " \
                    "build what you need into the image"
-    if key in JAVA_OPTIONS:
-        try:
-            tokens = shlex.split(value)
-        except ValueError:
-            return "cannot be split into JVM options (unbalanced quotes)"
-        for token in tokens:
-            if token.lower().startswith(DENIED_JAVA_OPTIONS):
-                return f"never allowed with {token!r}: it loads code, runs commands or changes Spark, " \
-                       "logging or security settings behind lading's checks"
+    if lowered in _JAVA_OPTIONS_LOWER:
+        refused = jvmoptions.check_java_options(value)
+        if refused:
+            return refused
     return None
 
 
