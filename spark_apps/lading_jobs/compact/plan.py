@@ -19,7 +19,12 @@ order, so a group there is a *run of consecutive parts* in part order (a part
 that is not a candidate ends the run), and its outputs take the order of the
 group's last part: relative to every other part they sort where the group's
 parts did. Outputs of one group share that order; the rewrite keeps one row per
-(key, time) inside a group so no tie between them can arise.
+(key, time) inside a group so no tie between them can arise. Parts that already
+share an order (the outputs of one earlier group) are one *unit*: a group takes
+all of them or none, and the unit is a candidate only when every one of them is.
+Otherwise a later run could end a group at one sibling and give its outputs,
+which also hold rows of earlier parts, the order of a sibling it left alone: a tie
+on (key, time) between them would fall to row positions in unrelated files.
 
 Append and diff tables with ``sortBy`` pack candidates ordered by their first
 sort column's lower bound, so a group holds nearby values when the data arrives
@@ -105,42 +110,67 @@ def _cluster_key(part: Part, column: int | None) -> tuple[bool, Any]:
     return (low is None, low if low is not None else 0)
 
 
-def _runs(parts: Sequence[Part], candidate: set[str], ordered: bool,
-          cluster: int | None = None) -> list[list[Part]]:
-    """Candidates in part order: runs of consecutive candidates (``ordered``), else one run,
-    ordered by the ``cluster`` column's lower bound when given (so a group's values are close)."""
-    by_order = sorted(parts, key=lambda p: (p.order, p.path))
+Unit = tuple[Part, ...]
+"""Parts a group takes together: one part, or (upsert) every part sharing one order."""
+
+
+def _size(unit: Unit) -> int:
+    return sum(p.size for p in unit)
+
+
+def _units(by_order: list[Part], ordered: bool) -> list[Unit]:
+    """``by_order`` cut into units: parts of one order together when ``ordered`` (upsert)."""
     if not ordered:
-        chosen = [p for p in by_order if p.path in candidate]
-        if cluster is not None:
-            chosen.sort(key=lambda p: _cluster_key(p, cluster))
-        return [chosen]
-    runs: list[list[Part]] = [[]]
+        return [(p,) for p in by_order]
+    units: list[list[Part]] = []
     for p in by_order:
-        if p.path in candidate:
-            runs[-1].append(p)
+        if units and units[-1][-1].order == p.order:
+            units[-1].append(p)
+        else:
+            units.append([p])
+    return [tuple(u) for u in units]
+
+
+def _runs(parts: Sequence[Part], candidate: set[str], ordered: bool,
+          cluster: int | None = None) -> list[list[Unit]]:
+    """Candidate units in part order: runs of consecutive candidate units (``ordered``), else one
+    run, ordered by the ``cluster`` column's lower bound when given (so a group's values are close).
+    A unit is a candidate when all its parts are."""
+    by_order = sorted(parts, key=lambda p: (p.order, p.path))
+    units = _units(by_order, ordered)
+    if not ordered:
+        chosen = [u for u in units if u[0].path in candidate]
+        if cluster is not None:
+            chosen.sort(key=lambda u: _cluster_key(u[0], cluster))
+        return [chosen]
+    runs: list[list[Unit]] = [[]]
+    for u in units:
+        if all(p.path in candidate for p in u):
+            runs[-1].append(u)
         elif runs[-1]:
             runs.append([])
     return [r for r in runs if r]
 
 
-def _pack(run: list[Part], target: int) -> list[list[Part]]:
-    """Next-fit into bins of ≤ ``target`` input bytes; a lone last part joins the bin before."""
-    bins: list[list[Part]] = []
+def _pack(run: list[Unit], target: int) -> list[list[Part]]:
+    """Next-fit into bins of ≤ ``target`` input bytes (a unit larger than the target is a bin of its
+    own); a lone last unit joins the bin before. Bins of one part are dropped."""
+    bins: list[list[Unit]] = []
     size = 0
-    for p in run:
-        if bins and size + p.size <= target:
-            bins[-1].append(p)
-            size += p.size
+    for u in run:
+        if bins and size + _size(u) <= target:
+            bins[-1].append(u)
+            size += _size(u)
         else:
-            bins.append([p])
-            size = p.size
+            bins.append([u])
+            size = _size(u)
     if len(bins) >= 2 and len(bins[-1]) == 1:
         bins[-2].extend(bins.pop())
-    return [b for b in _balanced(run, bins, target) if len(b) >= 2]
+    flat = [[p for u in b for p in u] for b in _balanced(run, bins, target)]
+    return [b for b in flat if len(b) >= 2]
 
 
-def _balanced(run: list[Part], bins: list[list[Part]], target: int) -> list[list[Part]]:
+def _balanced(run: list[Unit], bins: list[list[Unit]], target: int) -> list[list[Unit]]:
     """``run`` cut, in order, into as many bins as next-fit made, of about equal input bytes.
 
     Next-fit fills every bin but the last: 944 MB at a 256 MB target made bins of 268, 268,
@@ -148,22 +178,30 @@ def _balanced(run: list[Part], bins: list[list[Part]], target: int) -> list[list
     a core idled. Each cut goes where the running total is nearest its share (``i × total
     / n``); unless that makes the largest bin smaller, keeps every bin within ``target`` and
     at two parts or more, next-fit's bins stand (the largest bin is the run's slowest task).
+    Cuts fall between units, never inside one.
     """
     n = len(bins)
     if n < 2:
         return bins
-    total = sum(p.size for p in run)
+    total = sum(_size(u) for u in run)
     cuts, running, j = [], 0, 0
     for i in range(1, n):
         share = i * total / n
-        while j < len(run) and abs(running + run[j].size - share) <= abs(running - share):
-            running += run[j].size
+        while j < len(run) and abs(running + _size(run[j]) - share) <= abs(running - share):
+            running += _size(run[j])
             j += 1
         cuts.append(j)
     edges = [0, *cuts, len(run)]
     out = [run[a:b] for a, b in zip(edges, edges[1:], strict=False)]
-    largest = max(sum(p.size for p in b) for b in out)
-    if all(len(b) >= 2 for b in out) and largest <= target and largest < max(sum(p.size for p in b) for b in bins):
+
+    def parts(b: list[Unit]) -> int:
+        return sum(len(u) for u in b)
+
+    def size(b: list[Unit]) -> int:
+        return sum(_size(u) for u in b)
+
+    largest = max(size(b) for b in out)
+    if all(parts(b) >= 2 for b in out) and largest <= target and largest < max(size(b) for b in bins):
         return out
     return bins
 

@@ -44,19 +44,31 @@ upsert_batch = s.lists(s.tuples(row, s.booleans()), min_size=1, max_size=8).map(
 diff_batch = s.lists(s.tuples(row, s.sampled_from([-2, -1, 1, 2])), min_size=1, max_size=8).map(
     lambda rs: [(*r, d) for r, d in rs])
 BATCHES = {"append": append_batch, "upsert": upsert_batch, "diff": diff_batch}
-# (since, targetFileSize in kB, minInputFiles, sortBy): a sorted append or diff rewrite of more
-# than one group sorts its groups as one (compact.rangesort; NaN, -0.0 and NULL keys included)
+# (since, targetFileSize in kB, minInputFiles, sortBy, maxBytesPerRun in kB, scope.filter): a sorted
+# append or diff rewrite of more than one group sorts its groups as one (compact.rangesort; NaN,
+# -0.0 and NULL keys included). Targets small enough that a group's outputs are several sibling
+# parts sharing one order, then larger ones with a budget or a scope that end a later group
+# among those siblings (an upsert read then broke a (key, time) tie by row position).
 SORTS = [(), ("k",), ("f", "v"), ("v",)]
-compaction = s.tuples(s.just("compact"), s.integers(0, MAX_TIME + 2), s.sampled_from([24, 40]),
-                      s.sampled_from([2, 3]), s.sampled_from(SORTS))
+TARGETS = [16, 24, 40, 96]
+BUDGETS = [None, None, 12, 40]
+SCOPES = [None, None, "k = 'a'", "k <= 'b'", "v >= 2"]
+compaction = s.tuples(s.just("compact"), s.integers(0, MAX_TIME + 2), s.sampled_from(TARGETS),
+                      s.sampled_from([2, 3]), s.sampled_from(SORTS), s.sampled_from(BUDGETS), s.sampled_from(SCOPES))
 # A bulk step writes one part too big to be a candidate (it splits upsert runs, holds old versions
 # and ties of many keys): (seed, earliest time).
 bulk = s.tuples(s.just("bulk"), s.integers(0, 2**32 - 1), s.integers(1, MAX_TIME))
 
 
+# A tie step: one commit of two parts holding the same keys at the same times (one load writes all
+# its parts at one time), with other values: only part order decides which version wins.
+tie = s.lists(row, min_size=1, max_size=6).map(
+    lambda rs: [(k, v, f, t, 1) for k, v, f, t in rs] + [(k, v + 10, f, t, 1) for k, v, f, t in rs])
+
+
 def steps(envelope: str) -> s.SearchStrategy[list[Any]]:
-    step = s.one_of(BATCHES[envelope], BATCHES[envelope], compaction, bulk)
-    return s.lists(step, min_size=2, max_size=14)
+    step = s.one_of(BATCHES[envelope], BATCHES[envelope], compaction, bulk, tie)
+    return s.lists(step, min_size=2, max_size=16)
 
 
 def bulk_rows(envelope: str, seed: int, first_time: int) -> list[tuple]:
@@ -87,17 +99,23 @@ def rows_as_of(uri: str, as_of: int | None) -> Counter:
     return Counter((k, v, repr(f)) for k, v, f in zip(*cols, strict=True))
 
 
-def run_compaction(uri: str, since: int, target_kb: int, min_files: int, sort_by: tuple[str, ...] = ()) -> int:
+def run_compaction(uri: str, since: int, target_kb: int, min_files: int, sort_by: tuple[str, ...] = (),
+                   budget_kb: int | None = None, scope: str | None = None, spark: Any = None) -> int:
     """The run's groups."""
-    spec = parse_compaction({"table": uri, "since": {"version": since}, "targetFileSize": f"{target_kb}kB",
-                             "minInputFiles": min_files, "sortBy": list(sort_by)})
+    doc: dict[str, Any] = {"table": uri, "since": {"version": since}, "targetFileSize": f"{target_kb}kB",
+                           "minInputFiles": min_files, "sortBy": list(sort_by)}
+    if budget_kb is not None:
+        doc["maxBytesPerRun"] = f"{budget_kb}kB"
+    if scope is not None and spark is not None:  # binding a scope.filter takes Spark's analyser
+        doc["scope"] = {"filter": scope}
     storage = st.open_storage(uri)
-    return compact(None, spec, RunContext(), storage=storage, runner=compact_task.in_process(storage)).groups
+    return compact(spark, parse_compaction(doc), RunContext(), storage=storage,
+                   runner=compact_task.in_process(storage)).groups
 
 
-def check(envelope: str, plan: list[Any], groups: list[int] | None = None) -> int:
+def check(envelope: str, plan: list[Any], groups: list[int] | None = None, spark: Any = None) -> int:
     """Runs ``plan``, checking every compaction; the parts compactions wrote (and each run's
-    groups appended to ``groups``)."""
+    groups appended to ``groups``). Scopes are drawn only when ``spark`` is given."""
     root = tempfile.mkdtemp(prefix="lading-compact-prop-")
     uri = f"file://{root}/t/"
     rewritten = 0
@@ -105,12 +123,13 @@ def check(envelope: str, plan: list[Any], groups: list[int] | None = None) -> in
         log = TableLog.create(uri, SCHEMA, envelope, ["k"] if envelope == "upsert" else ())
         for step in plan:
             if step[0] == "compact":
-                _, wanted, target_kb, min_files, *sort_by = step
+                _, wanted, target_kb, min_files, *rest = step
+                sort_by, budget_kb, scope = (*rest, None, None, None)[:3] if rest else ((), None, None)
                 before_snap = log.snapshot()
                 since = max(before_snap.since, min(wanted, before_snap.upper))
                 times = [None, *range(since, MAX_TIME + 2)]
                 before = {t: rows_as_of(uri, t) for t in times}
-                ran = run_compaction(uri, wanted, target_kb, min_files, sort_by[0] if sort_by else ())
+                ran = run_compaction(uri, wanted, target_kb, min_files, sort_by or (), budget_kb, scope, spark)
                 if groups is not None:
                     groups.append(ran)
                 after_snap = log.snapshot()
@@ -134,11 +153,11 @@ def check(envelope: str, plan: list[Any], groups: list[int] | None = None) -> in
     return rewritten
 
 
-def _property(envelope: str) -> None:
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def _property(envelope: str, spark: Any = None, examples: int = 25) -> None:
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(plan=steps(envelope))
     def prop(plan: list[Any]) -> None:
-        check(envelope, plan)
+        check(envelope, plan, spark=spark)
 
     prop()
 
@@ -149,8 +168,10 @@ def test_append_reads_as_of_any_time_at_or_after_since_are_unchanged_by_compacti
 
 
 @pytest.mark.slow
-def test_upsert_reads_as_of_any_time_at_or_after_since_are_unchanged_by_compaction() -> None:
-    _property("upsert")
+@pytest.mark.spark
+def test_upsert_reads_as_of_any_time_at_or_after_since_are_unchanged_by_compaction(spark: Any) -> None:
+    """Also with scope.filter (bound by Spark's analyser), so scoped runs end groups anywhere."""
+    _property("upsert", spark, examples=40)
 
 
 @pytest.mark.slow

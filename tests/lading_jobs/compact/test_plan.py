@@ -160,3 +160,45 @@ def test_even_groups_cover_the_candidates_in_order_within_the_target(sizes: list
     sized = [round(g.bytes / MB) for g in groups]
     assert max(sized) <= max(next_fit)  # the largest group (the slowest task) never grows
     assert max(sized) <= 100 or sized == next_fit  # only next-fit's lone-last-part join passes the target
+
+
+def test_upsert_siblings_sharing_an_order_are_taken_all_or_none() -> None:
+    """An earlier run wrote one group as siblings s1..s4 sharing the order (5, 0); s4 is large. A
+    group ending at s1 would give its outputs (holding p1's rows too) the order of s2..s4, which it
+    leaves alone: a (key, time) tie between them would fall to row positions."""
+    p1 = part("p1", 10, 1)
+    sib = [part(f"s{i}", mb, 5, compacted=True) for i, mb in ((1, 10), (2, 10), (3, 10), (4, 60))]
+    assert plan(snap([p1, *sib, part("p9", 10, 9)], "upsert"), opts()).groups == ()
+    small = [part(f"s{i}", 10, 5, compacted=True) for i in range(1, 5)]
+    together = plan(snap([p1, part("p2", 10, 2), *small], "upsert"), opts())
+    assert names(together) == [["p1", "p2", "s1", "s2", "s3", "s4"]] and together.groups[0].keep_order == (5, 0)
+    # maxBytesPerRun or a larger unit never splits siblings over two groups either
+    many = [part(f"s{i}", 30, 5, compacted=True) for i in range(1, 7)]
+    split = plan(snap([part("p0", 30, 1), part("p1", 30, 2), *many], "upsert"), opts(max_bytes_per_run=100 * MB))
+    assert split.groups == ()
+
+
+def _orders_respected(parts: list[Part], options: Options) -> None:
+    result = plan(snap(parts, "upsert"), options)
+    taken = {p.path for p in result.parts}
+    for g in result.groups:
+        members = {p.path for p in g.parts}
+        assert g.keep_order == (g.parts[-1].seq, g.parts[-1].index)
+        outside = [p for p in parts if p.path not in members and (p.seq, p.index) == g.keep_order]
+        assert not outside, f"outputs would share order {g.keep_order} with {[p.path for p in outside]}"
+    for p in parts:
+        siblings = {q.path for q in parts if q.order == p.order}
+        assert siblings <= taken or not (siblings & taken), f"siblings of {p.path} split"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 70), st.booleans()), min_size=2, max_size=25),
+       st.sampled_from([40, 100, 250]), st.one_of(st.none(), st.integers(20, 300)))
+def test_upsert_outputs_never_share_an_order_with_a_part_they_do_not_replace(
+        shape: list[tuple[int, int, bool]], target_mb: int, budget_mb: int | None) -> None:
+    """Parts with random sizes, several sharing orders (siblings of earlier runs); any target and
+    maxBytesPerRun: every group takes all parts of an order or none of them."""
+    parts = [part(f"p{i}", mb, seq, compacted=shared, index=0 if shared else i)
+             for i, (seq, mb, shared) in enumerate(shape)]
+    _orders_respected(parts, opts(target_file_size=target_mb * MB,
+                                  max_bytes_per_run=None if budget_mb is None else budget_mb * MB))
