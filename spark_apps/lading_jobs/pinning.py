@@ -47,7 +47,7 @@ def _key(host: str) -> str:
 def checked_addresses(host: str) -> tuple[str, ...]:
     """The addresses ``host`` resolves to (resolver order, each once), every one checked:
     ``LinkLocalAddress`` if any is link-local, ``OSError`` if the name does not resolve."""
-    infos = socket.getaddrinfo(host.strip("[]"), None, proto=socket.IPPROTO_TCP)
+    infos = socket.getaddrinfo(host.strip("[]"), None, urllib3_connection.allowed_gai_family(), socket.SOCK_STREAM)
     addresses = tuple(dict.fromkeys(str(info[4][0]) for info in infos))
     bad = next((a for a in addresses if metadata_address(a)), None)
     if bad is not None:

@@ -613,7 +613,17 @@ class LocalStorage(Storage):
             f.write(data)
         upload.parts.append({"PartNumber": len(upload.parts) + 1, "ETag": str(len(data))})
 
+    def _staged(self, upload: PendingUpload) -> Path:
+        """The staging file of ``upload``, which must lie in its key's staging directory: an upload
+        read back from an intent (which whoever owns the prefix can write) names no other file."""
+        part = Path(upload.upload_id)
+        if part.parent != self._staging(upload.uri) or not part.name.endswith(".part"):
+            raise StorageError(f"the pending upload {upload.upload_id!r} of {upload.uri} is not a staging file "
+                               f"of it (in {self._staging(upload.uri)}); lading never made it, so it is left alone")
+        return part
+
     def complete_upload(self, upload: PendingUpload) -> None:
+        self._staged(upload)
         p = _path(upload.uri)
         p.parent.mkdir(parents=True, exist_ok=True)
         with open(upload.upload_id, "rb+") as f:  # durable before it becomes visible
@@ -625,8 +635,9 @@ class LocalStorage(Storage):
     def abort_upload(self, upload: PendingUpload) -> None:
         if upload.upload_id == NOT_BEGUN:
             return
-        Path(upload.upload_id).unlink(missing_ok=True)
-        _remove_empty(Path(upload.upload_id).parent)
+        part = self._staged(upload)
+        part.unlink(missing_ok=True)
+        _remove_empty(part.parent)
 
     def list_pending_uploads(self, prefix: str) -> list[PendingUpload]:
         base = _path(prefix)

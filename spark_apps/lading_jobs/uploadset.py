@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from lading_jobs.storage import PendingUpload, Storage, StorageError
 
@@ -75,6 +76,20 @@ class Intent:
             raise ValueError(f"not an upload intent (kind {d.get('kind')!r})")
         return cls(str(d["runId"]), str(d["attempt"]), [PendingUpload.from_dict(u) for u in d["uploads"]],
                    dict(d.get("data") or {}))
+
+
+def outside(uri: str, roots: Iterable[str]) -> bool:
+    """Whether ``uri`` is under none of ``roots`` (prefixes ending in ``/``), or climbs out of the
+    one it starts with through a ``.`` or ``..`` segment, raw or percent-encoded. Pure."""
+    for root in roots:
+        if uri.startswith(root):
+            rest, texts = uri[len(root):], set()
+            for _ in range(4):  # %252e%252e decodes to %2e%2e, then to ..
+                texts.add(rest)
+                rest = unquote(rest)
+            if not any(seg in (".", "..") for text in texts for seg in text.split("/")):
+                return False
+    return True
 
 
 def parallel(fn: Callable[[Any], Any], items: Iterable[Any]) -> None:
@@ -139,8 +154,12 @@ def sweep(storage: Storage, prefix: str, ours: Callable[[PendingUpload], bool],
 class UploadSet:
     """The uploads of one run attempt, published under an intent record at ``intent_uri``."""
 
-    def __init__(self, storage: Storage, intent_uri: str, run_id: str, attempt: str | None = None) -> None:
+    def __init__(self, storage: Storage, intent_uri: str, run_id: str, attempt: str | None = None, *,
+                 roots: Iterable[str] = ()) -> None:
+        """``roots``: the prefixes the engine writes under (an allow-list): an intent read back
+        that lists an upload anywhere else is refused (see ``read_intent``)."""
         self.storage, self.intent_uri, self.run_id = storage, intent_uri, run_id
+        self.roots = tuple(r if r.endswith("/") else r + "/" for r in roots)
         self.attempt = attempt or uuid.uuid4().hex
         self.uploads: list[PendingUpload] = []
         self.data: dict[str, Any] = {}
@@ -152,11 +171,17 @@ class UploadSet:
         if self.storage.head(self.intent_uri) is None:
             return None
         try:
-            return Intent.from_json(self.storage.read(self.intent_uri))
+            intent = Intent.from_json(self.storage.read(self.intent_uri))
         except StorageError:
             if self.storage.head(self.intent_uri) is None:
                 return None  # finished in between
             raise
+        stray = next((u.uri for u in intent.uploads if outside(u.uri, self.roots)), None)
+        if stray is not None:  # whoever owns the prefix can write an intent: undoing deletes what it lists
+            raise StorageError(f"the intent {self.intent_uri} lists an upload to {stray}, outside where this run "
+                               f"writes ({', '.join(self.roots) or 'nowhere'}): lading never wrote it, so nothing "
+                               "it lists was undone; delete the intent if no lading run of yours left it")
+        return intent
 
     def roll_back(self, intent: Intent) -> None:
         """Undo an earlier attempt that did not reach its commit point: its uploads, then its intent.

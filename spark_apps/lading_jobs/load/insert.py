@@ -35,6 +35,7 @@ from lading_jobs.engine import Cancelled
 from lading_jobs.load import manifest as mf
 from lading_jobs.load.stores import storage_for
 from lading_jobs.sources.files import query_frame
+from lading_jobs.table import format as fmt
 from lading_jobs.table import writer
 from lading_jobs.table.log import CommitStateUnknown, TableLog, find_commit, new_nonce
 from lading_spec.copyjob import CopyJobSpec
@@ -90,7 +91,7 @@ def run_insert(spark: SparkSession, job: JobDocument, spec: CopyJobSpec,
     base: dict[str, Any] = {"runId": job.run_id, "destination": table_uri}
     record_uri = mf.manifest_uri(table_uri, None, job.run_id)
     publishing = uploadset.UploadSet(storage_for(record_uri, settings), mf.intent_uri(table_uri, None, job.run_id),
-                                     job.run_id)
+                                     job.run_id, roots=(f"{fmt.table_root(table_uri)}{fmt.DATA_DIR}/",))
     table_storage = storage_for(table_uri, settings)
     done = recover(publishing, table_uri, table_storage, record_uri)
     if done is not None:  # an earlier attempt of this run committed: report it, commit nothing twice

@@ -199,8 +199,11 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
     base: dict[str, Any] = {"runId": job.run_id, "destination": table_uri}
     table_storage = storage_for(table_uri, settings)
     manifest_uri = mf.manifest_uri(table_uri, spec.load.rejected_rows, job.run_id)
+    rejects_prefix = mf.run_prefix(spec.load.rejected_rows, job.run_id)
     publishing = uploadset.UploadSet(storage_for(manifest_uri, settings),
-                                     mf.intent_uri(table_uri, spec.load.rejected_rows, job.run_id), job.run_id)
+                                     mf.intent_uri(table_uri, spec.load.rejected_rows, job.run_id), job.run_id,
+                                     roots=(f"{fmt.table_root(table_uri)}{fmt.DATA_DIR}/",
+                                            *([rejects_prefix] if rejects_prefix else [])))
     done = _recover(publishing, table_uri, table_storage, manifest_uri)
     if done is not None:  # an earlier attempt of this run finished: report it, load nothing twice
         return {**done, "durationSeconds": round(time.monotonic() - started, 3)}
@@ -221,7 +224,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         key_columns=snapshot.key_columns if snapshot is not None else spec.target.key_columns,
         time=writer.default_time(snapshot) if snapshot is not None else int(time.time() * 1000),
         write_id=fmt.new_write_id(), format=fileset.format, options=fileset.options, load=spec.load,
-        rejects_prefix=mf.run_prefix(spec.load.rejected_rows, job.run_id), settings=settings)
+        rejects_prefix=rejects_prefix, settings=settings)
     tasks, groups = plan_load(todo, fileset.format, settings, spark.sparkContext.defaultParallelism, chunk_bytes)
     tplan = None
     if spec.transform is not None and tasks:

@@ -90,7 +90,7 @@ def _raise_again(uri: str) -> dict[str, Any]:
 def recover(storage: Storage, destination: str, mode: str, run_id: str, token: str | None) -> dict[str, Any] | None:
     """Finish or undo what an earlier attempt of ``run_id`` left; its manifest if it had committed."""
     manifest_uri = join(destination, naming.manifest_name(token if mode == "append" else None))
-    us = uploadset.UploadSet(storage, join(destination, intent_name(mode, token)), run_id)
+    us = uploadset.UploadSet(storage, join(destination, intent_name(mode, token)), run_id, roots=(destination,))
     intent = us.read_intent()
     manifest = read_manifest(storage, manifest_uri)
     ours = manifest is not None and manifest.get("runId") == run_id
@@ -122,7 +122,7 @@ def publish(storage: Storage, destination: str, files: list[dict[str, Any]], man
             mode: str, run_id: str, token: str | None) -> str:
     """Intent → complete every upload → manifest → (replace) delete the old → drop the intent."""
     manifest_uri = join(destination, naming.manifest_name(token if mode == "append" else None))
-    us = uploadset.UploadSet(storage, join(destination, intent_name(mode, token)), run_id)
+    us = uploadset.UploadSet(storage, join(destination, intent_name(mode, token)), run_id, roots=(destination,))
     uploads = [PendingUpload.from_dict(f["upload"]) for f in files]
     body = json.dumps(manifest, indent=1, sort_keys=False).encode()
     with critical.commit_section():
