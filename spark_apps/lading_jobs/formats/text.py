@@ -293,15 +293,20 @@ def _timestamp_cast(arr: pa.Array, sep: str, prefix: str, suffix: str) -> pa.Arr
 
 
 def render_decimal(arr: pa.Array) -> pa.Array:
-    """The text of Arrow's decimal-to-string cast (``-12.340000``: every fraction digit of the
-    scale) at about half its cost, for the decimals whose unscaled value fits in 64 bits
-    (precision ≤ 18) and whose text Arrow never writes with an exponent (scale ≤ 6; it
-    writes ``1E-7`` for a scale of 7 and more): the unscaled magnitude's integer text,
-    padded to one digit more than the scale, a point inserted ``scale`` digits from its
-    end, a ``-`` before the negative ones. Other decimals take Arrow's cast."""
+    """Decimals in plain digits with every fraction digit of the scale (``-12.340000``,
+    ``0.0000000000``), as PostgreSQL writes ``numeric``: never an exponent.
+
+    For the decimals whose unscaled value fits in 64 bits (precision ≤ 18) and whose text
+    Arrow's cast never writes with an exponent (scale ≤ 6), at about half that cast's cost:
+    the unscaled magnitude's integer text, padded to one digit more than the scale, a point
+    inserted ``scale`` digits from its end, a ``-`` before the negative ones. A scale of 7 or
+    more (where Arrow writes ``1E-7``, ``0E-10``) takes the same steps over the text of the
+    unscaled value (``_decimal_plain``); other decimals take Arrow's cast."""
     t = arr.type
     n = len(arr)
     if not pa.types.is_decimal128(t) or t.precision > 18 or not 0 <= t.scale <= 6 or n == arr.null_count:
+        if (pa.types.is_decimal128(t) or pa.types.is_decimal256(t)) and t.scale > 6 and n > arr.null_count:
+            return _decimal_plain(arr)
         return _decimal_cast(arr)
     # a decimal128 is 16 bytes of little-endian two's complement; under 10**18 the low word holds it
     unscaled = np.frombuffer(arr.buffers()[1], np.int64)[2 * arr.offset: 2 * (arr.offset + n): 2]
@@ -320,9 +325,28 @@ def _decimal_cast(arr: pa.Array) -> pa.Array:
     return arr.cast(pa.string())
 
 
+def _decimal_plain(arr: pa.Array) -> pa.Array:
+    """Any decimal of a positive scale in plain digits: the unscaled value (the same bytes
+    seen with scale 0, which Arrow writes without an exponent) with the point put back."""
+    t = arr.type
+    whole = (pa.decimal128 if pa.types.is_decimal128(t) else pa.decimal256)(t.precision, 0)
+    text = arr.view(whole).cast(pa.string())
+    negative = pc.starts_with(text, "-")
+    digits = pc.ascii_lpad(pc.utf8_ltrim(text, characters="-"), t.scale + 1, "0")
+    digits = pc.binary_replace_slice(digits, -t.scale, -t.scale, ".")
+    return pc.if_else(negative, concat("-", digits), digits)
+
+
 def render_float(arr: pa.Array, nan: str, inf: str, neg_inf: str) -> pa.Array:
-    """Floats → shortest round-trip text; NaN and ±infinity as the given words."""
+    """Floats → shortest round-trip text, always spelled as a float: a whole value Arrow writes
+    as an integer (``100``, ``-0``) gets ``.0`` (``100.0``, ``-0.0``), so JSON readers read a
+    double (and -0.0 keeps its sign) and CSV readers infer one; ``1e+16`` already is one.
+    NaN and ±infinity as the given words."""
     text = arr.cast(pa.string())
+    whole = pc.and_(pc.is_finite(arr), pc.equal(arr, pc.floor(arr)))
+    if pc.any(whole).as_py():
+        integral = pc.and_(whole, pc.invert(pc.match_substring(text, "e")))
+        text = pc.if_else(integral, concat(text, ".0"), text)
     special = pc.or_(pc.is_nan(arr), pc.is_inf(arr))
     if not pc.any(special).as_py():
         return text

@@ -135,10 +135,11 @@ class FooterModel:
                 stats += min(MAX_STAT, len(value.as_buffer()) if value.is_valid else 0)
         return self.fixed_per_row_group + stats
 
-    def bound(self, row_groups: int) -> int:
-        """A coarse bound (statistics of every byte array at the limit), for the up-front check."""
-        return self.empty_size + row_groups * (self.fixed_per_row_group
-                                               + 2 * MAX_STAT * (self.nested_byte_arrays + len(self.top_byte_arrays)))
+    def least(self) -> int:
+        """The smallest footer a file with one row group can have its reserve for: the empty
+        file's plus one row group's, byte-array statistics not counted (they are the data's,
+        measured when a row group is written, where a row that does not fit is refused)."""
+        return self.empty_size + self.fixed_per_row_group + 2 * MAX_STAT * self.nested_byte_arrays
 
 
 def _footer_columns(schema: pa.Schema, md: pq.FileMetaData) -> tuple[tuple[int, int], ...]:
@@ -184,9 +185,9 @@ class ParquetFile:
         self.pending_bytes = 0
         self.is_full = False
         self.footer_reserved = footer.empty_size
-        if footer.bound(1) >= max_size:
+        if footer.least() >= max_size:
             raise FileTooSmall(f"to.maxFileSize: {max_size} bytes cannot hold a Parquet footer for this "
-                               f"schema (about {footer.bound(1)} bytes); raise it")
+                               f"schema (about {footer.least()} bytes); raise it")
         self.writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema, metadata_collector=self.collected,
                                        **options)
 

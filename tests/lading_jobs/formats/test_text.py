@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 from typing import Any
 
 import numpy as np
@@ -59,8 +60,8 @@ def test_timestamps_within_the_arrays_days_take_the_tables_not_arrows_cast(monke
 def test_decimal_text_is_arrows_cast(precision: int, data: Any, seed: int, size: int, nulls: bool,
                                      start: int) -> None:
     # Every precision and scale, small and extreme magnitudes, both signs, nulls and slices: the text
-    # must be Arrow's cast, which the CSV and JSON lines encoders wrote before (exponents included
-    # where Arrow writes them: 1E-7 for scale 7).
+    # must be Arrow's cast, which the CSV and JSON lines encoders wrote before, in plain digits
+    # where Arrow writes an exponent (1E-7 for scale 7 is 0.0000001, as PostgreSQL writes it).
     scale = data.draw(s.integers(0, precision))
     rng = np.random.default_rng(seed)
     limit = min(10**precision - 1, 2**63 - 1)  # beyond 64 bits Arrow's cast renders anyway
@@ -72,7 +73,7 @@ def test_decimal_text_is_arrows_cast(precision: int, data: Any, seed: int, size:
     arr = pa.array(unscaled, pa.int64(), mask=mask).cast(pa.decimal128(19, 0)).cast(pa.decimal128(precision, 0))
     arr = arr.view(pa.decimal128(precision, scale))
     arr = arr.slice(start)
-    assert text.render_decimal(arr).equals(arr.cast(pa.string()))
+    assert text.render_decimal(arr).equals(plain(arr))
 
 
 def test_decimals_of_up_to_18_digits_and_scale_6_take_the_fast_rendering(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,4 +98,26 @@ def test_every_small_scale_renders_as_arrows_cast(precision: int, scale: int) ->
                      if abs(v) <= limit})
     arr = pa.array([*values, None], pa.int64()).cast(pa.decimal128(19, 0)).cast(pa.decimal128(precision, 0))
     arr = arr.view(pa.decimal128(precision, scale))
-    assert text.render_decimal(arr).equals(arr.cast(pa.string()))
+    assert text.render_decimal(arr).equals(plain(arr))
+
+
+def plain(arr: pa.Array) -> pa.Array:
+    """Arrow's text of each decimal, written in plain digits (Python's ``f`` format keeps every digit)."""
+    return pa.array([None if v is None else format(decimal.Decimal(v), "f") for v in arr.cast(pa.string()).to_pylist()],
+                    pa.string())
+
+
+@pytest.mark.parametrize(("value", "type_", "expected"), [
+    ("0E-10", pa.decimal128(20, 10), "0.0000000000"), ("-1.000E-7", pa.decimal128(20, 10), "-0.0000001000"),
+    ("9999999999999999999999999999.9999999999", pa.decimal128(38, 10), "9999999999999999999999999999.9999999999"),
+    ("-1E-38", pa.decimal128(38, 38), "-0." + "0" * 37 + "1"), ("1E-7", pa.decimal256(40, 7), "0.0000001"),
+])
+def test_decimals_are_written_in_plain_digits_at_every_scale(value: str, type_: pa.DataType, expected: str) -> None:
+    assert text.render_decimal(pa.array([decimal.Decimal(value), None], type_)).to_pylist() == [expected, None]
+
+
+@pytest.mark.parametrize("type_", [pa.float64(), pa.float32()])
+def test_floats_are_always_spelled_as_floats(type_: pa.DataType) -> None:
+    arr = pa.array([-0.0, 0.0, 100.0, -3.0, 1e16, 1.5, 1e-7, None, float("nan"), float("-inf")], type_)
+    got = text.render_float(arr, "NaN", "Infinity", "-Infinity").to_pylist()
+    assert got == ["-0.0", "0.0", "100.0", "-3.0", "1e+16", "1.5", "1e-7", None, "NaN", "-Infinity"]
