@@ -345,6 +345,8 @@ class Stream:
         lag = ({"total": sum(plan.lag.values()), "partitions": plan.lag} if isinstance(self.source, KafkaSource)
                else plan.lag)
         rewritten = self.source.rewritten_total if isinstance(self.source, FilesSource) else 0
+        if isinstance(self.source, KafkaSource):  # null: the broker gives no ID, recreation is not provable
+            self.progress.update(topicIds=dict(self.source.topic_ids))
         skipped = (self.progress.get("dataLossSkipped") or []) + plan.skipped
         self.progress.update(
             state="running", rowsTotal=total, batches=batches, tableVersion=snap.version, upper=snap.upper,

@@ -121,6 +121,44 @@ def open_consumer(config: Mapping[str, str]) -> Any:
                          f"{_redact(str(e), config)}") from None
 
 
+CONSUMER_ONLY = frozenset({
+    "group.id", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset", "enable.partition.eof",
+    "isolation.level", "check.crcs", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
+    "fetch.wait.max.ms", "fetch.min.bytes", "fetch.max.bytes", "fetch.message.max.bytes", "max.partition.fetch.bytes",
+    "fetch.error.backoff.ms", "fetch.queue.backoff.ms", "queued.min.messages", "queued.max.messages.kbytes",
+})
+"""Consumer properties an admin client has no use for (librdkafka would warn about each)."""
+NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+"""The all-zero topic ID (base64): what a broker without topic IDs (before Metadata v10) answers."""
+
+
+def open_admin(config: Mapping[str, str]) -> Any:
+    """An admin client on the consumer's brokers and credentials (for topic IDs)."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({k: v for k, v in config.items() if k not in CONSUMER_ONLY})
+
+
+def topic_ids(admin: Any, topics: tuple[str, ...]) -> dict[str, str | None]:
+    """Each topic's ID (KIP-516, DescribeTopics/Metadata v10+), or None where the broker gives none
+    (an older broker, the all-zero ID, an error answering): a topic's identity is then unknown."""
+    from confluent_kafka import KafkaException, TopicCollection
+
+    out: dict[str, str | None] = {t: None for t in topics}
+    try:
+        futures = admin.describe_topics(TopicCollection(list(topics)), request_timeout=METADATA_TIMEOUT)
+    except (KafkaException, ValueError, TypeError):
+        return out
+    for topic, future in futures.items():
+        try:
+            found = future.result(METADATA_TIMEOUT)
+        except KafkaException:
+            continue
+        tid = str(found.topic_id) if getattr(found, "topic_id", None) is not None else ""
+        out[topic] = tid if tid and tid != NO_TOPIC_ID else None
+    return out
+
+
 def partitions(consumer: Any, topics: tuple[str, ...]) -> dict[str, list[int]]:
     """The partitions of each topic; a topic the broker does not know is an error naming it."""
     from confluent_kafka import KafkaException

@@ -280,8 +280,8 @@ def test_a_recreated_topic_fails_the_batch_or_restarts_at_the_earliest_loading_e
 
     failed = run_stream(spark, job(spec), once=True, progress_port=None)
     assert failed["reason"] == "DataLoss", failed
-    assert (f"topic {topic} partition 0: the offset to read next, 5, is past the broker's end offset 3"
-            in failed["error"]), failed
+    # tansu gives topic IDs: the new ID tells (without IDs: offset 5 past the end offset 3, test_positions)
+    assert f"topic {topic} partition 0: the topic's ID is now " in failed["error"], failed
     assert "failOnDataLoss: false to restart these partitions at their earliest offsets" in failed["error"]
     assert len(stream_commits(table)) == commits  # nothing committed: the position stays at 5
 
@@ -289,7 +289,7 @@ def test_a_recreated_topic_fails_the_batch_or_restarts_at_the_earliest_loading_e
     progress = Progress("r", "kafka")
     out = run_stream(spark, job(spec, generation=2), once=True, progress_port=None, progress=progress)
     assert out["rows"] == 3 and out["offsets"] == {f"{topic}:0": 3}, out
-    assert any("past the broker's end offset 3" in s and "restarted at offset 0" in s
+    assert any("the topic's ID is now" in s and "restarted at offset 0" in s
                for s in progress.get("dataLossSkipped")), progress.get("dataLossSkipped")
     produce(kafka, topic, [(0, None, json.dumps({"id": 100 + i, "customer": "new"}).encode()) for i in range(3, 7)])
     assert run_stream(spark, job(spec, generation=2), once=True, progress_port=None)["rows"] == 4
@@ -313,3 +313,36 @@ def test_a_new_json_table_without_target_schema_stops_as_invalid_spec_and_exits_
         f"target.schema: there is no table at {table}; give target.schema"), out
     assert exit_code(out) == 0
     assert TableLog.open(table, st.open_storage(table)) is None
+
+
+def test_a_recreated_topic_already_past_the_old_offset_is_known_by_its_topic_id(
+        spark: Any, kafka: str, make_topic: Any, file_uri: Any) -> None:
+    """The table holds offset 3 of a topic that is deleted and recreated with 5 messages: the new
+    end offset (5) is past the old one, so offsets alone would resume at 3 and skip 100..102.
+    tansu gives real topic IDs (DescribeTopics, KIP-516) and a new one on recreate: the stream
+    stores the ID with the positions and treats the change as a reset."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = make_topic(partitions=1)
+    table = file_uri("t/")
+    produce(kafka, topic, [(0, None, json.dumps({"id": i}).encode()) for i in range(3)])
+    spec = kafka_spec(kafka, [topic], table, target={"schema": ORDERS})
+    assert run_stream(spark, job(spec), once=True, progress_port=None)["rows"] == 3
+    first_id = TableLog.open_existing(table).snapshot().source_progress.get(f"kafkaTopicId:{topic}", "")
+    admin = AdminClient({"bootstrap.servers": kafka})
+    for f in admin.delete_topics([topic]).values():
+        f.result(30)
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(30)
+    produce(kafka, topic, [(0, None, json.dumps({"id": 100 + i}).encode()) for i in range(5)])
+
+    failed = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert failed["reason"] == "DataLoss", failed
+    assert f"topic {topic} partition 0: the topic's ID is now " in failed["error"] and first_id, failed
+    assert f"not {first_id} as when offset 3 was committed" in failed["error"]
+    spec["source"]["kafka"]["failOnDataLoss"] = False
+    out = run_stream(spark, job(spec, generation=2), once=True, progress_port=None)
+    assert out["rows"] == 5 and out["offsets"] == {f"{topic}:0": 5}, out
+    snap = TableLog.open_existing(table).snapshot()
+    assert snap.source_progress[f"kafkaTopicId:{topic}"] not in (first_id, None)
+    assert sorted(r["id"] for r in read_table(spark, table).collect()) == [0, 1, 2, *range(100, 105)]
