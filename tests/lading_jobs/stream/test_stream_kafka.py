@@ -346,3 +346,74 @@ def test_a_recreated_topic_already_past_the_old_offset_is_known_by_its_topic_id(
     snap = TableLog.open_existing(table).snapshot()
     assert snap.source_progress[f"kafkaTopicId:{topic}"] not in (first_id, None)
     assert sorted(r["id"] for r in read_table(spark, table).collect()) == [0, 1, 2, *range(100, 105)]
+
+
+def test_lag_is_the_brokers_end_offsets_now_minus_the_committed_position(
+        spark: Any, kafka: str, make_topic: Any, file_uri: Any) -> None:
+    """Against the broker's real end offsets (one record per produce batch, so tansu's are
+    exact): just after a (re)start before any batch, after a batch cut by maxBatchRows, while
+    idle as messages arrive, after a batch during which messages arrived, and after a restart."""
+    topic = make_topic(partitions=2)
+    table = file_uri("lag/")
+    produce(kafka, topic, [(i % 2, None, json.dumps({"id": i}).encode()) for i in range(30)])
+    spec = kafka_spec(kafka, [topic], table, target={"schema": ORDERS}, batching={"maxBatchRows": 10})
+    parsed = parse_streamcopy(spec)
+    never = threading.Event()
+
+    def lag_of(progress: Progress) -> tuple[int, dict[str, int]]:
+        doc = progress.get("lag")
+        return doc["total"], doc["partitions"]
+
+    first = Progress("first", "kafka")
+    s = Stream(spark, job(spec), parsed, first)
+    try:
+        s.resume()  # no table yet: starts at earliest, so all 30 wait
+        assert lag_of(first) == (30, {f"{topic}:0": 15, f"{topic}:1": 15})
+        plan = s.plan()
+        assert plan is not None
+        s.run_batch(plan, never)
+        assert lag_of(first) == (20, {f"{topic}:0": 10, f"{topic}:1": 10})
+        produce(kafka, topic, [(0, None, json.dumps({"id": i}).encode()) for i in range(30, 35)])
+        s.refresh_lag()  # what the lag watcher does every few seconds while idle or mid-batch
+        assert lag_of(first) == (25, {f"{topic}:0": 15, f"{topic}:1": 10})
+        plan = s.plan()
+        assert plan is not None
+        produce(kafka, topic, [(1, None, json.dumps({"id": i}).encode()) for i in range(35, 39)])  # mid-batch
+        s.run_batch(plan, never)
+        assert lag_of(first) == (19, {f"{topic}:0": 10, f"{topic}:1": 9})  # not the plan-time end's 15
+    finally:
+        s.close()
+    again = Progress("again", "kafka")
+    restarted = Stream(spark, job(spec, generation=2), parsed, again)
+    try:
+        restarted.resume()  # a restart: the true lag before its first batch commits
+        assert lag_of(again) == (19, {f"{topic}:0": 10, f"{topic}:1": 9})
+    finally:
+        restarted.close()
+
+
+def test_a_diff_table_from_kafka_takes_each_change_from_the_values_lading_diff(
+        spark: Any, kafka: str, make_topic: Any, file_uri: Any) -> None:
+    """envelope: diff reads each message's +n/-n from its value's _lading_diff (an exact bigint,
+    not 0): a -1 retracts. A value without it, with 0, or with a non-integer is a reject naming
+    the column (before, every row got +1 silently); a tombstone is refused (upsert only)."""
+    topic = make_topic(partitions=1)
+    table = file_uri("diff/")
+    values: list[bytes | None] = [json.dumps(v).encode() for v in (
+        {"id": 1, "customer": "a", "_lading_diff": 1}, {"id": 2, "customer": "b", "_lading_diff": 2},
+        {"id": 1, "customer": "a", "_lading_diff": -1}, {"id": 3, "customer": "c"},
+        {"id": 4, "customer": "d", "_lading_diff": 0}, {"id": 5, "customer": "e", "_lading_diff": 1.5})]
+    values.append(None)
+    produce(kafka, topic, [(0, b"k", v) for v in values])
+    spec = kafka_spec(kafka, [topic], table, target={"envelope": "diff", "schema": ORDERS},
+                      maxErrorNumber=4, deadLetter=file_uri("dead/"))
+    out = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert out["rows"] == 3 and out.get("reason") is None, out
+    rows = sorted((r["id"], r["customer"]) for r in read_table(spark, table).collect())
+    assert rows == [(2, "b"), (2, "b")]  # 1 inserted then retracted; 2 twice
+    letters = [json.loads(line) for f in Path(file_uri("dead/")[len("file://"):]).rglob("*.jsonl")
+               for line in f.read_text().splitlines()]
+    by_offset = {e["offset"]: e for e in letters}
+    assert sorted(by_offset) == [3, 4, 5, 6]
+    assert all(by_offset[o]["column"] == "_lading_diff" for o in (3, 4, 5)), letters
+    assert "is 0" in by_offset[4]["reason"] and "tombstone" in by_offset[6]["reason"]
