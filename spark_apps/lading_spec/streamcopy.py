@@ -319,6 +319,9 @@ def parse_streamcopy(spec: dict[str, Any]) -> StreamCopySpec:
     if not isinstance(suspend, bool):
         raise SpecError("suspend", f"must be true or false, got {suspend!r}")
     target = _target(_mapping(spec["target"], "target"))
+    if target.envelope == "diff" and isinstance(source, KafkaSource) and source.value_format == "raw":
+        raise SpecError("target.envelope", "a diff table from Kafka reads each change's +n/-n from the JSON value's "
+                        "_lading_diff field; valueFormat: raw has no fields: use valueFormat: json")
     if target.schema_evolution != "none":
         if spec.get("transform") is not None:
             raise SpecError("target.schemaEvolution", "a transform's SELECT names the table's columns itself; "

@@ -90,6 +90,8 @@ def kafka_with(**kafka: object) -> dict:
     (kafka_with(startingOffsets='{"orders": {"0": 42, "1": -5}}'), "source.kafka.startingOffsets",
      "orders partition 1: offset -5 is not one Kafka knows; give -2 (earliest), -1 (latest) or an offset >= 0"),
     (kafka_with(startingOffsets='{"orders": {"0": -3}}'), "source.kafka.startingOffsets", "-2 (earliest)"),
+    ({**kafka_with(valueFormat="raw"), "target": {"table": "s3://bkt/t/", "envelope": "diff"}}, "target.envelope",
+     "_lading_diff field; valueFormat: raw has no fields"),
     (kafka_with(consumer={"sasl.jaas.config": "secret"}), "source.kafka.consumer.sasl.jaas.config", "Secret"),
     (kafka_with(valueFormat="avro"), "source.kafka.valueFormat", "json, raw"),
     (kafka_with(group="x"), "source.kafka.group", "unknown field"),

@@ -24,6 +24,7 @@ would fail the same way, so it is a deliberate stop).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -59,6 +60,8 @@ STREAM_PREFIX = "stream:"
 """``sourceProgress`` key of a stream's own counters (rows, batches, last batch time, epoch)."""
 CLAIM_ATTEMPTS = 50
 """Lost races a starting driver's epoch claim may retry (each one re-reads the table)."""
+LAG_SECONDS = 5.0
+"""How often a Kafka stream's lag is refreshed from the broker's end offsets, while a batch runs and while idle."""
 POLL_SECONDS = 1.0
 """How often a waiting Kafka stream with a row or byte limit checks whether its backlog fills one."""
 
@@ -191,8 +194,11 @@ class Stream:
                                      f"committing batch {describe}", describe)
 
     def resume(self) -> None:
-        """Progress starts from what the table holds (counters and position), not from zero."""
+        """Progress starts from what the table holds (counters and position), not from zero, and
+        the lag from the broker's end offsets now (before the first batch commits)."""
         if self.log is None:
+            with contextlib.suppress(kf.KafkaError):
+                self.refresh_lag()
             return
         snap = self.log.snapshot()
         counters = snap.source_progress.get(self.key) or {}
@@ -206,6 +212,26 @@ class Stream:
         self.progress.update(rowsTotal=int(counters.get("rowsTotal", 0)), batches=int(counters.get("batches", 0)),
                              tableVersion=snap.version, upper=snap.upper, offsets=offsets,
                              lastBatch={"time": iso(last)} if isinstance(last, int) else None)
+        with contextlib.suppress(kf.KafkaError):  # the first plan reports an unreachable broker
+            self.refresh_lag()
+
+    def refresh_lag(self, consumer: Any = None) -> None:
+        """Kafka: the lag is the broker's end offsets *now* minus the committed position (a topic
+        not committed yet: where ``startingOffsets`` starts it), per partition and in total.
+        ``consumer``: another thread's own (the lag watcher's); default the planner's."""
+        if not isinstance(self.source, KafkaSource):
+            return
+        spec = self.source.spec
+        position = self.position  # replaced whole at each commit: a lag of an older one is not written
+        marks = kf.watermarks(consumer if consumer is not None else self.source.consumer, spec.topics)
+        committed: pos.Offsets = {}
+        for key, offset in position.items():
+            topic, _, p = key.rpartition(":")
+            committed.setdefault(topic, {})[int(p)] = offset
+        starts, _ = pos.resolve_starts(spec.topics, marks, committed, spec.starting_offsets)
+        lag = pos.lag(starts, marks)
+        if position is self.position:
+            self.progress.update(lag={"total": sum(lag.values()), "partitions": lag})
 
     # -- planning ----------------------------------------------------------------------
     def _ensure_table(self, first: st.ObjectInfo | None) -> TableLog:
@@ -342,23 +368,64 @@ class Stream:
     def _report(self, r: bt.Result, total: int, batches: int, snap: Snapshot) -> None:
         plan = r.plan
         offsets = dict(plan.end) if isinstance(self.source, KafkaSource) else {"files": int(plan.end["files"])}
-        lag = ({"total": sum(plan.lag.values()), "partitions": plan.lag} if isinstance(self.source, KafkaSource)
-               else plan.lag)
+        lag = None if isinstance(self.source, KafkaSource) else plan.lag  # Kafka: from the broker, below
         rewritten = self.source.rewritten_total if isinstance(self.source, FilesSource) else 0
+        if isinstance(self.source, KafkaSource):  # null: the broker gives no ID, recreation is not provable
+            self.progress.update(topicIds=dict(self.source.topic_ids))
         skipped = (self.progress.get("dataLossSkipped") or []) + plan.skipped
         self.progress.update(
             state="running", rowsTotal=total, batches=batches, tableVersion=snap.version, upper=snap.upper,
             lastBatch={"time": iso(), "rows": r.rows, "read": r.read, "bytes": r.bytes, "rejected": r.rejected,
                        **({"filtered": r.filtered} if self.spec.transform is not None else {}),
                        "durationSeconds": round(r.seconds, 3), "range": plan.describe, "end": plan.end},
-            lag=lag, offsets=offsets, rewrittenFiles=rewritten, dataLossSkipped=skipped[-20:],
+            **({"lag": lag} if lag is not None else {}), offsets=offsets, rewrittenFiles=rewritten,
+            dataLossSkipped=skipped[-20:],
             unreadFiles=[{"file": uri, "reason": why} for uri, why in sorted(plan.unread.items())][:20])
+        if isinstance(self.source, KafkaSource):
+            try:
+                self.refresh_lag()
+            except kf.KafkaError:  # the commit stands; the lag as of the plan until the next refresh
+                self.progress.update(lag={"total": sum(plan.lag.values()), "partitions": plan.lag})
         for uri in plan.rewritten:
             print(f"lading: {uri} changed (new ETag) after it was loaded; it is not loaded again",
                   file=sys.stderr)
         for uri, why in sorted(plan.unread.items()):
             print(f"lading: {uri} could not be read ({why}); it was not loaded and the next batch tries it again",
                   file=sys.stderr)
+
+
+class LagWatcher:
+    """Refreshes a Kafka stream's lag every ``LAG_SECONDS`` on its own consumer, whether a batch
+    runs or the stream waits for its next cut (``Stream.refresh_lag``)."""
+
+    def __init__(self, stream: Stream, interval: float = LAG_SECONDS) -> None:
+        self.stream, self.interval = stream, interval
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="lading-lag", daemon=True)
+
+    def start(self) -> LagWatcher:
+        if isinstance(self.stream.source, KafkaSource):
+            self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        source = self.stream.source
+        assert isinstance(source, KafkaSource)
+        try:
+            consumer = kf.open_consumer(source.config)
+        except kf.KafkaError:
+            return
+        try:
+            while not self.done.wait(self.interval):
+                with contextlib.suppress(kf.KafkaError):
+                    self.stream.refresh_lag(consumer)
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join(2)  # a daemon: a refresh stuck on the broker does not hold the exit
 
 
 def _wait(cancel: threading.Event, until: float, stream: Stream) -> None:
@@ -402,11 +469,13 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
                                 progress_port)
     stream = Stream(spark, doc, spec, progress)
     base: dict[str, Any] = {"runId": doc.run_id, "destination": stream.table_uri}
+    watcher: LagWatcher | None = None
     try:
         stream.sweep()
         stream.resume()
         if stream.log is not None:
             stream.claim()
+        watcher = LagWatcher(stream).start()
         progress.update(state="running")
         next_cut = time.monotonic()
         while not cancel.is_set():
@@ -464,6 +533,8 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
         progress.update(state="failed", error=str(e))
         return {**base, "error": str(e)}
     finally:
+        if watcher is not None:
+            watcher.close()
         stream.close()
         if server is not None:
             server.close()

@@ -121,6 +121,88 @@ def open_consumer(config: Mapping[str, str]) -> Any:
                          f"{_redact(str(e), config)}") from None
 
 
+CONSUMER_ONLY = frozenset({
+    "group.id", "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset", "enable.partition.eof",
+    "isolation.level", "check.crcs", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
+    "fetch.wait.max.ms", "fetch.min.bytes", "fetch.max.bytes", "fetch.message.max.bytes", "max.partition.fetch.bytes",
+    "fetch.error.backoff.ms", "fetch.queue.backoff.ms", "queued.min.messages", "queued.max.messages.kbytes",
+})
+"""Consumer properties an admin client has no use for (librdkafka would warn about each)."""
+NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+"""The all-zero topic ID (base64): what a broker without topic IDs (before Metadata v10) answers."""
+
+
+TRANSIENT_ERRORS = frozenset({
+    "_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_RESOLVE", "_WAIT_COORD", "REQUEST_TIMED_OUT",
+    "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE", "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION",
+    "NOT_LEADER_OR_FOLLOWER", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "FETCH_SESSION_ID_NOT_FOUND",
+    "INVALID_FETCH_SESSION_EPOCH", "KAFKA_STORAGE_ERROR", "REPLICA_NOT_AVAILABLE", "OFFSET_NOT_AVAILABLE",
+    "UNKNOWN_LEADER_EPOCH", "FENCED_LEADER_EPOCH", "THROTTLING_QUOTA_EXCEEDED",
+})
+"""librdkafka errors a consumer recovers from by itself (a broker restarting, a leader moving):
+waited out with backoff, not a failed batch. By name, so a code this librdkafka lacks is skipped."""
+BACKOFF_FIRST, BACKOFF_MAX = 0.1, 5.0
+RETRIES = 8
+"""Attempts a driver-side metadata request (watermarks, partitions) makes across transient errors."""
+
+
+def is_transient(err: Any) -> bool:
+    """Whether the librdkafka error ``err`` (``confluent_kafka.KafkaError``) passes by itself: not
+    fatal, and a transport, timeout or leadership error (``TRANSIENT_ERRORS``) or marked retriable."""
+    from confluent_kafka import KafkaError as CKError
+
+    if err.fatal():
+        return False
+    codes = {getattr(CKError, name) for name in TRANSIENT_ERRORS if hasattr(CKError, name)}
+    return err.code() in codes or bool(err.retriable())
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before retry ``attempt`` (0, 1, ...): doubling from 0.1 s up to 5 s."""
+    return float(min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** attempt))
+
+
+def _retrying(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``, retried with backoff while it raises a transient ``KafkaException``."""
+    from confluent_kafka import KafkaException
+
+    for attempt in range(RETRIES):
+        try:
+            return call(*args, **kwargs)
+        except KafkaException as e:
+            if attempt == RETRIES - 1 or not (e.args and is_transient(e.args[0])):
+                raise
+            time.sleep(backoff(attempt))
+    raise AssertionError("unreachable")
+
+
+def open_admin(config: Mapping[str, str]) -> Any:
+    """An admin client on the consumer's brokers and credentials (for topic IDs)."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({k: v for k, v in config.items() if k not in CONSUMER_ONLY})
+
+
+def topic_ids(admin: Any, topics: tuple[str, ...]) -> dict[str, str | None]:
+    """Each topic's ID (KIP-516, DescribeTopics/Metadata v10+), or None where the broker gives none
+    (an older broker, the all-zero ID, an error answering): a topic's identity is then unknown."""
+    from confluent_kafka import KafkaException, TopicCollection
+
+    out: dict[str, str | None] = {t: None for t in topics}
+    try:
+        futures = admin.describe_topics(TopicCollection(list(topics)), request_timeout=METADATA_TIMEOUT)
+    except (KafkaException, ValueError, TypeError):
+        return out
+    for topic, future in futures.items():
+        try:
+            found = future.result(METADATA_TIMEOUT)
+        except KafkaException:
+            continue
+        tid = str(found.topic_id) if getattr(found, "topic_id", None) is not None else ""
+        out[topic] = tid if tid and tid != NO_TOPIC_ID else None
+    return out
+
+
 def partitions(consumer: Any, topics: tuple[str, ...]) -> dict[str, list[int]]:
     """The partitions of each topic; a topic the broker does not know is an error naming it."""
     from confluent_kafka import KafkaException
@@ -128,7 +210,7 @@ def partitions(consumer: Any, topics: tuple[str, ...]) -> dict[str, list[int]]:
     out = {}
     for topic in topics:
         try:
-            md = consumer.list_topics(topic, timeout=METADATA_TIMEOUT)
+            md = _retrying(consumer.list_topics, topic, timeout=METADATA_TIMEOUT)
         except KafkaException as e:
             raise KafkaError(f"source.kafka: cannot read the metadata of topic {topic!r}: {e}; "
                              "check bootstrapServers and the consumer properties") from None
@@ -150,7 +232,8 @@ def watermarks(consumer: Any, topics: tuple[str, ...]) -> dict[str, dict[int, Wa
         out[topic] = {}
         for p in parts:
             try:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=METADATA_TIMEOUT)
+                low, high = _retrying(consumer.get_watermark_offsets, TopicPartition(topic, p),
+                                      timeout=METADATA_TIMEOUT)
             except KafkaException as e:
                 raise KafkaError(f"source.kafka: cannot read the offsets of {topic}/{p}: {e}") from None
             out[topic][p] = Watermarks(int(low), int(high))
@@ -213,6 +296,7 @@ def read_range(config: Mapping[str, str], rng: Range, stall_seconds: float = REA
         consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
         last_progress = time.monotonic()
         next_offset = rng.start
+        waits = 0  # transient errors in a row: the consumer reconnects, the read waits with backoff
         while next_offset < rng.end:
             batch = consumer.consume(num_messages=min(chunk, rng.end - next_offset), timeout=1.0)
             if not batch and time.monotonic() - last_progress > stall_seconds:
@@ -228,6 +312,13 @@ def read_range(config: Mapping[str, str], rng: Range, stall_seconds: float = REA
                     if err.code() == CKError.OFFSET_OUT_OF_RANGE:
                         raise KafkaError(f"reading {rng}: offset {next_offset} is no longer on the broker "
                                          "(retention passed?); see source.kafka.failOnDataLoss")
+                    if is_transient(err):  # a broker restarting, a leader moving: librdkafka recovers
+                        if time.monotonic() - last_progress > stall_seconds:
+                            raise KafkaError(f"reading {rng}: {err.str()}, and no message for "
+                                             f"{stall_seconds:.0f} s at offset {next_offset}")
+                        time.sleep(backoff(waits))
+                        waits += 1
+                        continue
                     raise KafkaError(f"reading {rng}: {err.str()}")
                 off = m.offset()
                 if off >= rng.end:
@@ -244,6 +335,7 @@ def read_range(config: Mapping[str, str], rng: Range, stall_seconds: float = REA
                 out.bytes += (len(key) if key else 0) + (len(value) if value else 0)
                 next_offset = off + 1
                 last_progress = time.monotonic()
+                waits = 0
     finally:
         consumer.close()
     return out

@@ -36,6 +36,8 @@ from typing import Any
 from lading_jobs.storage import ObjectInfo
 
 KAFKA_PREFIX = "kafka:"
+TOPIC_ID_PREFIX = "kafkaTopicId:"
+"""``sourceProgress`` key of the Kafka topic ID (KIP-516) the positions of ``kafka:<topic>`` belong to."""
 FILES_PREFIX = "files:"
 EARLIEST, LATEST = -2, -1
 MAX_LATE_KEYS = 10_000
@@ -49,6 +51,22 @@ Offsets = dict[str, dict[int, int]]
 
 def kafka_key(topic: str) -> str:
     return KAFKA_PREFIX + topic
+
+
+def topic_id_key(topic: str) -> str:
+    return TOPIC_ID_PREFIX + topic
+
+
+def stored_topic_ids(progress: Mapping[str, Any], topics: tuple[str, ...]) -> dict[str, str]:
+    """The topic IDs committed with the positions of ``topics`` (topics without one are absent)."""
+    return {t: v for t in topics if isinstance(v := progress.get(topic_id_key(t)), str) and v}
+
+
+def recreated(stored: str | None, current: str | None) -> bool:
+    """Whether the topic holding the committed positions (ID ``stored``) is not the broker's topic
+    of that name now (ID ``current``): deleted and recreated, or another cluster. Unknown on
+    either side (a table from before IDs, a broker without them): not decidable, False."""
+    return stored is not None and current is not None and stored != current
 
 
 def files_key(uri: str) -> str:
@@ -111,7 +129,27 @@ class OffsetsReset:
                 f"reset); its offsets {self.earliest}..{self.end - 1} may be new messages")
 
 
-Loss = DataLoss | OffsetsReset
+@dataclass(frozen=True)
+class TopicRecreated:
+    """The committed position ``expected`` belongs to topic ID ``old``; the broker's topic of that
+    name is ``new`` (recreated, or another cluster): its messages from ``earliest`` are new, and
+    the old offset means nothing in it, whatever its end offset is."""
+
+    topic: str
+    partition: int
+    expected: int
+    earliest: int
+    old: str
+    new: str
+
+    def __str__(self) -> str:
+        return (f"topic {self.topic} partition {self.partition}: the topic's ID is now {self.new}, not {self.old} "
+                f"as when offset {self.expected} was committed (the topic was deleted and recreated, or the "
+                f"brokers are another cluster); the committed offset means nothing in the new topic, whose "
+                f"messages start at offset {self.earliest}")
+
+
+Loss = DataLoss | OffsetsReset | TopicRecreated
 """Why a partition cannot resume where it was: offsets gone below the earliest, or reset."""
 
 
@@ -126,9 +164,13 @@ def committed_offsets(progress: Mapping[str, Any], topics: tuple[str, ...]) -> O
 
 
 def resolve_starts(topics: tuple[str, ...], marks: Mapping[str, Mapping[int, Watermarks]], committed: Offsets,
-                   starting: str | Mapping[str, Mapping[str, int]]) -> tuple[Offsets, list[Loss]]:
+                   starting: str | Mapping[str, Mapping[str, int]],
+                   ids: Mapping[str, str | None] | None = None,
+                   stored_ids: Mapping[str, str] | None = None) -> tuple[Offsets, list[Loss]]:
     """Where each partition's next batch starts, and the data lost: starts below the broker's
-    earliest offset (``DataLoss``) or past its end offset (``OffsetsReset``).
+    earliest offset (``DataLoss``) or past its end offset (``OffsetsReset``), and every committed
+    partition of a topic whose ID (``ids``: the broker's now; ``stored_ids``: committed with the
+    positions) changed, unless it already stands at the new topic's earliest (``TopicRecreated``).
 
     Such starts are returned as they are: the caller fails or moves them to the
     earliest offset (:func:`skip_lost`).
@@ -137,8 +179,17 @@ def resolve_starts(topics: tuple[str, ...], marks: Mapping[str, Mapping[int, Wat
     losses: list[Loss] = []
     for topic in topics:
         known = committed.get(topic)
+        new = (ids or {}).get(topic)
+        old = (stored_ids or {}).get(topic)
         starts[topic] = {}
         for p, wm in sorted(marks.get(topic, {}).items()):
+            if known is not None and recreated(old, new):
+                assert old is not None and new is not None
+                start = known.get(p, wm.low)
+                if start != wm.low:
+                    losses.append(TopicRecreated(topic, p, start, wm.low, old, new))
+                starts[topic][p] = start
+                continue
             if known is not None:
                 start = known.get(p, wm.low)  # a partition added since: from its beginning
             elif starting == "earliest":

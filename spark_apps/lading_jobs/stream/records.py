@@ -47,6 +47,8 @@ from lading_jobs.table.schema import Column, TableSchema, arrow_type
 
 POS = "__lading_pos"
 """A column carried through conforming: each row's message index in its range."""
+DIFF_IN = "__lading_diff"
+"""The value's ``_lading_diff`` while it is conformed (the table's own name is reserved)."""
 
 
 @dataclass
@@ -65,8 +67,12 @@ def _text(data: bytes | None) -> str | None:
     return text if len(text) <= MAX_RAW else text[:MAX_RAW] + "…"
 
 
-def _with_pos(schema: TableSchema) -> TableSchema:
-    return TableSchema((*schema.columns, Column(schema.last_column_id + 1, POS, "bigint", False)))
+def _with_pos(schema: TableSchema, diff: bool = False) -> TableSchema:
+    """``schema`` plus ``POS``, and with ``diff`` the value's ``_lading_diff`` (bigint, required)."""
+    extra = [Column(schema.last_column_id + 1, POS, "bigint", False)]
+    if diff:
+        extra.append(Column(schema.last_column_id + 2, DIFF_IN, "bigint", False))
+    return TableSchema((*schema.columns, *extra))
 
 
 class _Rejects:
@@ -76,6 +82,7 @@ class _Rejects:
 
     def add(self, i: int, reason: str, column: str | None = None, record: str | None = None) -> None:
         m = self.msgs
+        column = fmt.DIFF_COLUMN if column == DIFF_IN else column
         entry: dict[str, Any] = {"topic": m.rng.topic, "partition": m.rng.partition, "offset": m.offsets[i],
                                  "timestamp": m.timestamps[i], "key": _text(m.keys[i]), "column": column,
                                  "reason": reason,
@@ -189,10 +196,11 @@ def _json_pieces(msgs: Messages, rejects: _Rejects, exact: Collection[str],
 
 
 def _values(msgs: Messages, schema: TableSchema, value_format: str, key_columns: tuple[str, ...],
-            keys: pa.Table, rejects: _Rejects, discover: tuple[str, list[Found]] | None = None
-            ) -> Iterator[pa.Table]:
-    """Conformed rows of the messages that have a value (plus ``POS``)."""
-    target = _with_pos(schema)
+            keys: pa.Table, rejects: _Rejects, discover: tuple[str, list[Found]] | None = None,
+            diff: bool = False) -> Iterator[pa.Table]:
+    """Conformed rows of the messages that have a value (plus ``POS``; with ``diff``, the value's
+    ``_lading_diff`` as a required exact bigint: a value without it is a reject naming it)."""
+    target = _with_pos(schema, diff)
     if value_format == "raw":
         raw = msgs.raw_table()
         n = raw.num_rows
@@ -204,12 +212,15 @@ def _values(msgs: Messages, schema: TableSchema, value_format: str, key_columns:
         if table is not None:
             yield table
         return
-    decoded, index = _json_pieces(msgs, rejects, exact_number_columns(schema), verbatim_columns(schema))
+    exact = [*exact_number_columns(schema), *([fmt.DIFF_COLUMN] if diff else [])]
+    decoded, index = _json_pieces(msgs, rejects, exact, verbatim_columns(schema))
     for r in decoded.rejects:
         rejects.add(int(index[r.position - 1]), r.reason, r.column)
     for piece in decoded.iter_pieces():
         at = index[piece.positions - 1]
         t = piece.table
+        if diff:
+            t = t.rename_columns([DIFF_IN if c == fmt.DIFF_COLUMN else c for c in t.column_names])
         for name in key_columns:
             if name in keys.column_names:
                 t = _key_from_message(t, name, keys.column(name).take(pa.array(at)))
@@ -265,7 +276,16 @@ def decode_messages(msgs: Messages, schema: TableSchema, value_format: str, enve
     upsert = envelope == "upsert"
     keys = key_table(msgs.keys, list(key_columns)) if upsert and value_format == "json" else pa.table({})
     tables = []
-    for t in _values(msgs, schema, value_format, key_columns if upsert else (), keys, rejects, seek):
+    carried = envelope == "diff" and value_format == "json"  # the value's own _lading_diff
+    for t in _values(msgs, schema, value_format, key_columns if upsert else (), keys, rejects, seek, carried):
+        if carried:
+            t = t.rename_columns([fmt.DIFF_COLUMN if c == DIFF_IN else c for c in t.column_names])
+            zero = pc.equal(t.column(fmt.DIFF_COLUMN), 0)
+            for at in t.filter(zero).column(POS).to_pylist():
+                rejects.add(int(at), f"{fmt.DIFF_COLUMN} is 0: a diff row says +n (n inserts) or -n (n retractions)",
+                            fmt.DIFF_COLUMN)
+            tables.append(t.filter(pc.invert(zero)))
+            continue
         diff = pa.repeat(pa.scalar(1, pa.int64()), t.num_rows)
         if upsert and value_format == "raw":  # a raw message without a value deletes its key
             diff = pc.if_else(pc.is_null(t.column("value")) if "value" in t.column_names

@@ -55,19 +55,26 @@ class KafkaSource:
         self.spec, self.group = spec, group
         self.config = kf.consumer_config(spec.bootstrap_servers, spec.consumer, group)
         self.consumer = kf.open_consumer(self.config)
+        self.admin: Any = None  # opened at the first plan (topic IDs)
+        self.topic_ids: dict[str, str | None] = {}  # the broker's, at the last plan
         self.bytes_per_message: float | None = None
         self.read = KafkaRead(spec.bootstrap_servers, tuple(sorted(spec.consumer.items())), group,
                               spec.value_format)
 
     def close(self) -> None:
         self.consumer.close()
+        self.admin = None
 
     def plan(self, snapshot: Snapshot, now_ms: int, time_: int, max_rows: int | None,
              max_bytes: int | None) -> Plan:
         topics = self.spec.topics
         committed = pos.committed_offsets(snapshot.source_progress, topics)
+        if self.admin is None:
+            self.admin = kf.open_admin(self.config)
+        ids = self.topic_ids = kf.topic_ids(self.admin, topics)
         marks = kf.watermarks(self.consumer, topics)
-        starts, losses = pos.resolve_starts(topics, marks, committed, self.spec.starting_offsets)
+        starts, losses = pos.resolve_starts(topics, marks, committed, self.spec.starting_offsets, ids,
+                                            pos.stored_topic_ids(snapshot.source_progress, topics))
         skipped = []
         if losses:
             if self.spec.fail_on_data_loss:
@@ -84,7 +91,9 @@ class KafkaSource:
         taken = sum(r.count for r in ranges)
         describe = ", ".join(str(r) for r in ranges) or "(no new messages)"
         end = {f"{t}:{p}": o for t, ps in sorted(ends.items()) for p, o in sorted(ps.items())}
-        return Plan(snapshot, time_, pos.progress_entries(ends, committed), describe, ranges=ranges,
+        progress: dict[str, Any] = {**pos.progress_entries(ends, committed),
+                                    **{pos.topic_id_key(t): i for t, i in ids.items() if i}}
+        return Plan(snapshot, time_, progress, describe, ranges=ranges,
                     full=limit is not None and taken >= limit, lag=pos.lag(ends, marks), skipped=skipped,
                     end=end)
 
@@ -106,7 +115,7 @@ class KafkaSource:
 def data_loss_message(losses: list[pos.Loss]) -> str:
     """The ``DataLossError`` of a batch that cannot resume where the table says (``failOnDataLoss``)."""
     gone = [x for x in losses if isinstance(x, pos.DataLoss)]
-    reset = [x for x in losses if isinstance(x, pos.OffsetsReset)]
+    reset = [x for x in losses if isinstance(x, pos.OffsetsReset | pos.TopicRecreated)]
     out = []
     if gone:
         out.append("; ".join(str(x) for x in gone) + ". Nothing was loaded past them. Set "

@@ -70,3 +70,22 @@ def test_escapes_in_the_mounted_secret_directory_are_refused(tmp_path: Path) -> 
     (tmp_path / "sasl.kerberos.kinit.cmd").write_text("touch /tmp/pwned")
     with pytest.raises(kf.KafkaError, match="sasl.kerberos.kinit.cmd"):
         kf.consumer_config(("b:9092",), {}, "g", kf.secret_properties(str(tmp_path)))
+
+
+def test_transient_kafka_errors_are_waited_out_with_backoff_and_only_fatal_ones_fail() -> None:
+    """A broker's rolling restart (_TRANSPORT, all brokers down, a leader moving) is waited out:
+    inside a task's read (the stall timeout still bounds it) and around the driver's metadata
+    requests. Authorization, authentication and fatal errors fail the batch as before. Real
+    librdkafka error objects; tansu's in-memory broker loses its topics on a restart, so a
+    restart mid-read is not shown end to end here."""
+    from confluent_kafka import KafkaError as CK
+
+    for code in (CK._TRANSPORT, CK._ALL_BROKERS_DOWN, CK._TIMED_OUT, CK.NOT_LEADER_FOR_PARTITION,
+                 CK.LEADER_NOT_AVAILABLE, CK.REQUEST_TIMED_OUT, CK.NETWORK_EXCEPTION):
+        assert kf.is_transient(CK(code)), CK(code)
+    assert kf.is_transient(CK(CK.UNKNOWN, retriable=True))  # librdkafka says so itself
+    for code in (CK.TOPIC_AUTHORIZATION_FAILED, CK.SASL_AUTHENTICATION_FAILED, CK._SSL, CK.OFFSET_OUT_OF_RANGE,
+                 CK.UNKNOWN_TOPIC_OR_PART):
+        assert not kf.is_transient(CK(code)), CK(code)
+    assert not kf.is_transient(CK(CK._TRANSPORT, fatal=True))
+    assert [kf.backoff(i) for i in range(8)] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]

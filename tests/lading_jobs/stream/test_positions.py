@@ -118,3 +118,20 @@ def test_the_listing_starts_at_the_high_water_of_the_late_arrival_window():
     start2 = pos.listing_start(p2, t + 30, window, max_late=500)
     assert "s3://b/in/024" <= start2 < "s3://b/in/026"
     assert FilesProgress.from_dict(p2.to_dict()) == p2
+
+
+def test_a_changed_topic_id_is_a_reset_whatever_the_end_offsets_say():
+    """Committed a/0 at 60 and a/1 at 10 under topic ID "old"; the broker's topic a is now "new"
+    and already holds more than 60 messages: the end offsets alone cannot tell. Every partition
+    not already at the new topic's earliest is reset there; the new ID goes with the positions."""
+    from lading_jobs.stream.positions import TopicRecreated
+
+    committed = {"a": {0: 60, 1: 10}}
+    starts, losses = pos.resolve_starts(("a",), MARKS, committed, "latest", {"a": "new"}, {"a": "old"})
+    assert losses == [TopicRecreated("a", 0, 60, 0, "old", "new")]  # a/1 at 10 is at the new earliest
+    assert "the topic's ID is now new, not old as when offset 60 was committed" in str(losses[0])
+    assert pos.skip_lost(starts, losses) == {"a": {0: 0, 1: 10}}
+    # the same ID, or an ID unknown on either side (an older table, a broker without IDs): offsets as before
+    for ids, stored in (({"a": "old"}, {"a": "old"}), ({"a": None}, {"a": "old"}), ({"a": "new"}, {})):
+        assert pos.resolve_starts(("a",), MARKS, committed, "latest", ids, stored) == (committed, [])
+    assert pos.stored_topic_ids({"kafkaTopicId:a": "old", "kafka:a": {"0": 1}}, ("a", "b")) == {"a": "old"}

@@ -280,8 +280,8 @@ def test_a_recreated_topic_fails_the_batch_or_restarts_at_the_earliest_loading_e
 
     failed = run_stream(spark, job(spec), once=True, progress_port=None)
     assert failed["reason"] == "DataLoss", failed
-    assert (f"topic {topic} partition 0: the offset to read next, 5, is past the broker's end offset 3"
-            in failed["error"]), failed
+    # tansu gives topic IDs: the new ID tells (without IDs: offset 5 past the end offset 3, test_positions)
+    assert f"topic {topic} partition 0: the topic's ID is now " in failed["error"], failed
     assert "failOnDataLoss: false to restart these partitions at their earliest offsets" in failed["error"]
     assert len(stream_commits(table)) == commits  # nothing committed: the position stays at 5
 
@@ -289,7 +289,7 @@ def test_a_recreated_topic_fails_the_batch_or_restarts_at_the_earliest_loading_e
     progress = Progress("r", "kafka")
     out = run_stream(spark, job(spec, generation=2), once=True, progress_port=None, progress=progress)
     assert out["rows"] == 3 and out["offsets"] == {f"{topic}:0": 3}, out
-    assert any("past the broker's end offset 3" in s and "restarted at offset 0" in s
+    assert any("the topic's ID is now" in s and "restarted at offset 0" in s
                for s in progress.get("dataLossSkipped")), progress.get("dataLossSkipped")
     produce(kafka, topic, [(0, None, json.dumps({"id": 100 + i, "customer": "new"}).encode()) for i in range(3, 7)])
     assert run_stream(spark, job(spec, generation=2), once=True, progress_port=None)["rows"] == 4
@@ -313,3 +313,107 @@ def test_a_new_json_table_without_target_schema_stops_as_invalid_spec_and_exits_
         f"target.schema: there is no table at {table}; give target.schema"), out
     assert exit_code(out) == 0
     assert TableLog.open(table, st.open_storage(table)) is None
+
+
+def test_a_recreated_topic_already_past_the_old_offset_is_known_by_its_topic_id(
+        spark: Any, kafka: str, make_topic: Any, file_uri: Any) -> None:
+    """The table holds offset 3 of a topic that is deleted and recreated with 5 messages: the new
+    end offset (5) is past the old one, so offsets alone would resume at 3 and skip 100..102.
+    tansu gives real topic IDs (DescribeTopics, KIP-516) and a new one on recreate: the stream
+    stores the ID with the positions and treats the change as a reset."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = make_topic(partitions=1)
+    table = file_uri("t/")
+    produce(kafka, topic, [(0, None, json.dumps({"id": i}).encode()) for i in range(3)])
+    spec = kafka_spec(kafka, [topic], table, target={"schema": ORDERS})
+    assert run_stream(spark, job(spec), once=True, progress_port=None)["rows"] == 3
+    first_id = TableLog.open_existing(table).snapshot().source_progress.get(f"kafkaTopicId:{topic}", "")
+    admin = AdminClient({"bootstrap.servers": kafka})
+    for f in admin.delete_topics([topic]).values():
+        f.result(30)
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(30)
+    produce(kafka, topic, [(0, None, json.dumps({"id": 100 + i}).encode()) for i in range(5)])
+
+    failed = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert failed["reason"] == "DataLoss", failed
+    assert f"topic {topic} partition 0: the topic's ID is now " in failed["error"] and first_id, failed
+    assert f"not {first_id} as when offset 3 was committed" in failed["error"]
+    spec["source"]["kafka"]["failOnDataLoss"] = False
+    out = run_stream(spark, job(spec, generation=2), once=True, progress_port=None)
+    assert out["rows"] == 5 and out["offsets"] == {f"{topic}:0": 5}, out
+    snap = TableLog.open_existing(table).snapshot()
+    assert snap.source_progress[f"kafkaTopicId:{topic}"] not in (first_id, None)
+    assert sorted(r["id"] for r in read_table(spark, table).collect()) == [0, 1, 2, *range(100, 105)]
+
+
+def test_lag_is_the_brokers_end_offsets_now_minus_the_committed_position(
+        spark: Any, kafka: str, make_topic: Any, file_uri: Any) -> None:
+    """Against the broker's real end offsets (one record per produce batch, so tansu's are
+    exact): just after a (re)start before any batch, after a batch cut by maxBatchRows, while
+    idle as messages arrive, after a batch during which messages arrived, and after a restart."""
+    topic = make_topic(partitions=2)
+    table = file_uri("lag/")
+    produce(kafka, topic, [(i % 2, None, json.dumps({"id": i}).encode()) for i in range(30)])
+    spec = kafka_spec(kafka, [topic], table, target={"schema": ORDERS}, batching={"maxBatchRows": 10})
+    parsed = parse_streamcopy(spec)
+    never = threading.Event()
+
+    def lag_of(progress: Progress) -> tuple[int, dict[str, int]]:
+        doc = progress.get("lag")
+        return doc["total"], doc["partitions"]
+
+    first = Progress("first", "kafka")
+    s = Stream(spark, job(spec), parsed, first)
+    try:
+        s.resume()  # no table yet: starts at earliest, so all 30 wait
+        assert lag_of(first) == (30, {f"{topic}:0": 15, f"{topic}:1": 15})
+        plan = s.plan()
+        assert plan is not None
+        s.run_batch(plan, never)
+        assert lag_of(first) == (20, {f"{topic}:0": 10, f"{topic}:1": 10})
+        produce(kafka, topic, [(0, None, json.dumps({"id": i}).encode()) for i in range(30, 35)])
+        s.refresh_lag()  # what the lag watcher does every few seconds while idle or mid-batch
+        assert lag_of(first) == (25, {f"{topic}:0": 15, f"{topic}:1": 10})
+        plan = s.plan()
+        assert plan is not None
+        produce(kafka, topic, [(1, None, json.dumps({"id": i}).encode()) for i in range(35, 39)])  # mid-batch
+        s.run_batch(plan, never)
+        assert lag_of(first) == (19, {f"{topic}:0": 10, f"{topic}:1": 9})  # not the plan-time end's 15
+    finally:
+        s.close()
+    again = Progress("again", "kafka")
+    restarted = Stream(spark, job(spec, generation=2), parsed, again)
+    try:
+        restarted.resume()  # a restart: the true lag before its first batch commits
+        assert lag_of(again) == (19, {f"{topic}:0": 10, f"{topic}:1": 9})
+    finally:
+        restarted.close()
+
+
+def test_a_diff_table_from_kafka_takes_each_change_from_the_values_lading_diff(
+        spark: Any, kafka: str, make_topic: Any, file_uri: Any) -> None:
+    """envelope: diff reads each message's +n/-n from its value's _lading_diff (an exact bigint,
+    not 0): a -1 retracts. A value without it, with 0, or with a non-integer is a reject naming
+    the column (before, every row got +1 silently); a tombstone is refused (upsert only)."""
+    topic = make_topic(partitions=1)
+    table = file_uri("diff/")
+    values: list[bytes | None] = [json.dumps(v).encode() for v in (
+        {"id": 1, "customer": "a", "_lading_diff": 1}, {"id": 2, "customer": "b", "_lading_diff": 2},
+        {"id": 1, "customer": "a", "_lading_diff": -1}, {"id": 3, "customer": "c"},
+        {"id": 4, "customer": "d", "_lading_diff": 0}, {"id": 5, "customer": "e", "_lading_diff": 1.5})]
+    values.append(None)
+    produce(kafka, topic, [(0, b"k", v) for v in values])
+    spec = kafka_spec(kafka, [topic], table, target={"envelope": "diff", "schema": ORDERS},
+                      maxErrorNumber=4, deadLetter=file_uri("dead/"))
+    out = run_stream(spark, job(spec), once=True, progress_port=None)
+    assert out["rows"] == 3 and out.get("reason") is None, out
+    rows = sorted((r["id"], r["customer"]) for r in read_table(spark, table).collect())
+    assert rows == [(2, "b"), (2, "b")]  # 1 inserted then retracted; 2 twice
+    letters = [json.loads(line) for f in Path(file_uri("dead/")[len("file://"):]).rglob("*.jsonl")
+               for line in f.read_text().splitlines()]
+    by_offset = {e["offset"]: e for e in letters}
+    assert sorted(by_offset) == [3, 4, 5, 6]
+    assert all(by_offset[o]["column"] == "_lading_diff" for o in (3, 4, 5)), letters
+    assert "is 0" in by_offset[4]["reason"] and "tombstone" in by_offset[6]["reason"]
