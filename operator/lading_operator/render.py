@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lading_operator import names, render_stream
+from lading_operator import names, podsecurity, render_stream
 from lading_spec.copyjob import OPERATOR_FIELDS
 from lading_spec.errors import SpecError
 from lading_spec.job import API_VERSION, JobDocument
@@ -85,12 +85,10 @@ _SPARK_KEYS = ("image", "imagePullPolicy", "serviceAccount", "sparkVersion", "dr
 
 # The Pod Security Standard "restricted", on driver and executor pods (spark-operator's
 # mutating webhook applies these to the pods it and the driver create). A resource's
-# spec.spark.podSecurityContext / securityContext replaces the level it sets.
-RESTRICTED_POD_SECURITY_CONTEXT: Mapping[str, Any] = {
-    "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-RESTRICTED_SECURITY_CONTEXT: Mapping[str, Any] = {
-    "runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"}}
+# spec.spark.podSecurityContext / securityContext is laid over them, never asking for more
+# (lading_operator.podsecurity).
+RESTRICTED_POD_SECURITY_CONTEXT = podsecurity.RESTRICTED_POD_SECURITY_CONTEXT
+RESTRICTED_SECURITY_CONTEXT = podsecurity.RESTRICTED_SECURITY_CONTEXT
 _ID_KEYS = ("runAsUser", "runAsGroup")
 _POD_SC_KEYS = ("runAsNonRoot", *_ID_KEYS, "fsGroup", "supplementalGroups", "seccompProfile")
 _SC_KEYS = ("runAsNonRoot", *_ID_KEYS, "allowPrivilegeEscalation", "readOnlyRootFilesystem", "capabilities",
@@ -202,7 +200,8 @@ def _pod_size(raw: Any, path: str, default: PodSize, executor: bool) -> PodSize:
 
 def _security_context(raw: Any, path: str, keys: tuple[str, ...], default: Mapping[str, Any]
                       ) -> Mapping[str, Any]:
-    """A (pod) securityContext from ``spec.spark``: the fields the CRD lists, checked."""
+    """A (pod) securityContext from ``spec.spark``: the fields the CRD lists, checked, over the
+    restricted defaults; a field asking for more than Pod Security "restricted" is refused."""
     if raw is None:
         return default
     if not isinstance(raw, dict):
@@ -226,7 +225,7 @@ def _security_context(raw: Any, path: str, keys: tuple[str, ...], default: Mappi
                 "type", "localhostProfile"} and (value["type"] == "Localhost") == ("localhostProfile" in value)
         if not ok:
             raise SpecError(where, f"invalid value {value!r} (see the Kubernetes {key} field)")
-    return dict(raw)
+    return podsecurity.restricted(raw, path, pod_level=keys == _POD_SC_KEYS)
 
 
 def parse_spark_options(raw: Any, installation: Installation | None = None) -> SparkOptions:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -79,3 +80,97 @@ def test_render_policy_refuses_jvm_payloads_in_an_allowed_key(tmp_path: Path, ke
     code, err = render(tmp_path, {"sparkConf": {key: value}})
     assert code == 2 and f"spark.sparkConf.{key}" in err, err
     assert render(tmp_path, {"sparkConf": {key: "-XX:+UseG1GC -Xss4m"}})[0] == 0
+
+
+PRIVILEGED = [
+    ({"podSecurityContext": {"runAsUser": 0}}, "spark.podSecurityContext.runAsUser"),
+    ({"securityContext": {"runAsUser": 0}}, "spark.securityContext.runAsUser"),
+    ({"podSecurityContext": {"runAsNonRoot": False}}, "spark.podSecurityContext.runAsNonRoot"),
+    ({"securityContext": {"runAsNonRoot": False}}, "spark.securityContext.runAsNonRoot"),
+    ({"securityContext": {"capabilities": {"add": ["SYS_ADMIN", "NET_ADMIN", "SYS_PTRACE"], "drop": ["ALL"]}}},
+     "spark.securityContext.capabilities.add"),
+    ({"securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE", "CAP_SYS_ADMIN"], "drop": ["ALL"]}}},
+     "spark.securityContext.capabilities.add"),
+    ({"securityContext": {"capabilities": {"drop": ["NET_RAW"]}}}, "spark.securityContext.capabilities.drop"),
+    ({"securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE"]}}}, "spark.securityContext.capabilities.drop"),
+    ({"podSecurityContext": {"seccompProfile": {"type": "Unconfined"}}},
+     "spark.podSecurityContext.seccompProfile.type"),
+    ({"securityContext": {"seccompProfile": {"type": "Unconfined"}}}, "spark.securityContext.seccompProfile.type"),
+    ({"securityContext": {"allowPrivilegeEscalation": True}}, "spark.securityContext.allowPrivilegeEscalation"),
+    ({"securityContext": {"privileged": True}}, "spark.securityContext.privileged"),
+    ({"hostNetwork": True}, "spark.hostNetwork"),
+]
+
+
+@pytest.mark.parametrize(("spark", "field"), PRIVILEGED)
+def test_render_policy_refuses_each_privileged_setting_by_name(tmp_path: Path, spark: dict[str, object],
+                                                                field: str) -> None:
+    code, err = render(tmp_path, spark)
+    assert code == 2 and f"spec.{field}: " in err, err
+
+
+@pytest.mark.parametrize(("spark", "field"), PRIVILEGED)
+def test_the_operator_refuses_each_privileged_setting(spark: dict[str, object], field: str) -> None:
+    import datetime as dt
+
+    from lading_operator import kinds, reconcile
+
+    spec = {"from": {"query": "SELECT 1"}, "to": {"files": "s3://out/x/"}, "spark": spark}
+    strict = pol.parse_policy(yaml.safe_load(STRICT))
+
+    def check(namespace: str, uris: list[tuple[str, str]], spark: object) -> str | None:
+        return pol.check_resource(strict, namespace, uris, spark, IMAGE, ACCOUNT)
+
+    verdict = reconcile.validate(kinds.COPYJOB, spec, "team-a", check, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    assert verdict is not None and verdict[1].startswith(f"spec.{field}: "), verdict
+
+
+def restricted_violations(pod: dict[str, Any]) -> list[str]:
+    """Pod Security "restricted" (the pod-security-admission checks that concern what lading
+    renders), on one rendered driver or executor: the container level wins over the pod level."""
+    pod_sc, sc = pod.get("podSecurityContext") or {}, pod.get("securityContext") or {}
+    out = []
+    if sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is not True:
+        out.append("runAsNonRoot")
+    if 0 in (sc.get("runAsUser"), pod_sc.get("runAsUser")):
+        out.append("runAsUser")
+    if sc.get("allowPrivilegeEscalation") is not False:
+        out.append("allowPrivilegeEscalation")
+    caps = sc.get("capabilities") or {}
+    if "ALL" not in (caps.get("drop") or []) or set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+        out.append("capabilities")
+    types = {(level.get("seccompProfile") or {}).get("type") for level in (sc, pod_sc)} - {None}
+    if not types or not types <= {"RuntimeDefault", "Localhost"}:
+        out.append("seccompProfile")
+    if sc.get("privileged") or any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC")):
+        out.append("host namespaces or privileged")
+    if any(p.get("hostPort") for p in pod.get("ports") or []):
+        out.append("hostPort")
+    return out
+
+
+@pytest.mark.parametrize("spark", [
+    {},
+    {"podSecurityContext": {"runAsUser": 1000, "fsGroup": 1000}},
+    {"podSecurityContext": {"runAsGroup": 0, "supplementalGroups": [0]}},
+    {"securityContext": {"readOnlyRootFilesystem": True}},
+    {"securityContext": {"runAsUser": 185, "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL", "NET_RAW"]}}},
+    {"podSecurityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "p.json"}},
+     "securityContext": {"allowPrivilegeEscalation": False}},
+])
+@pytest.mark.parametrize("kind", ["CopyJob", "StreamCopy"])
+def test_every_pod_lading_renders_meets_restricted(kind: str, spark: dict[str, object]) -> None:
+    import datetime as dt
+
+    from lading_operator import render
+
+    spec: dict[str, object] = (
+        {"from": {"query": "SELECT 1"}, "to": {"files": "s3://out/x/"}} if kind == "CopyJob" else
+        {"source": {"kafka": {"bootstrapServers": ["k:9092"], "topics": ["t"], "secretRef": {"name": "k"}}},
+         "target": {"table": "s3://bkt/t/"}})
+    run = render.RunIdentity(kind=kind, namespace="team-a", name="j", uid="u", generation=1, run_id="r",
+                             run_time=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    app = render.build_sparkapplication({**spec, "spark": spark}, run, continuous=kind == "StreamCopy",
+                                        installation=render.Installation())
+    for role in ("driver", "executor"):
+        assert restricted_violations(app["spec"][role]) == [], (role, app["spec"][role])

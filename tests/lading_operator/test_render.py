@@ -145,16 +145,17 @@ def test_spark_pods_get_the_restricted_security_context_by_default() -> None:
             "seccompProfile": {"type": "RuntimeDefault"}}
 
 
-def test_a_resource_replaces_a_security_context_level() -> None:
-    pod_level = {"runAsNonRoot": True, "runAsUser": 1000, "fsGroup": 2000,
+def test_a_resource_sets_security_context_fields_over_the_restricted_defaults() -> None:
+    pod_level = {"runAsUser": 1000, "fsGroup": 2000,
                  "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/spark.json"}}
     spec = {**LOAD, "spark": {"podSecurityContext": pod_level}}
     app = render.build_sparkapplication(spec, run())["spec"]
-    assert app["driver"]["podSecurityContext"] == app["executor"]["podSecurityContext"] == pod_level
+    assert app["driver"]["podSecurityContext"] == app["executor"]["podSecurityContext"] == {
+        "runAsNonRoot": True, **pod_level}
     assert app["driver"]["securityContext"] == dict(render.RESTRICTED_SECURITY_CONTEXT)  # the other level stays
     spec = {**LOAD, "spark": {"securityContext": {"readOnlyRootFilesystem": True}}}
     assert render.build_sparkapplication(spec, run())["spec"]["executor"]["securityContext"] == {
-        "readOnlyRootFilesystem": True}
+        **render.RESTRICTED_SECURITY_CONTEXT, "readOnlyRootFilesystem": True}
 
 
 def test_rendering_is_pure() -> None:
