@@ -174,3 +174,70 @@ def test_every_pod_lading_renders_meets_restricted(kind: str, spark: dict[str, o
                                         installation=render.Installation())
     for role in ("driver", "executor"):
         assert restricted_violations(app["spec"][role]) == [], (role, app["spec"][role])
+
+
+CAPPED = STRICT + "limits:\n  default: {executors: 10, cores: 4, memory: 16g}\n  namespaces: {batch: {executors: 2000}}\n"
+
+
+@pytest.mark.parametrize(("spark", "field"), [
+    ({"executor": {"instances": 1}, "sparkConf": {"spark.dynamicAllocation.minExecutors": "2000"}},
+     "spec.spark.sparkConf.spark.dynamicAllocation.minExecutors"),
+    ({"sparkConf": {"spark.dynamicAllocation.maxExecutors": "11"}}, "spec.spark.sparkConf.spark.dynamicAllocation.maxExecutors"),
+    ({"sparkConf": {"spark.dynamicAllocation.initialExecutors": "500"}},
+     "spec.spark.sparkConf.spark.dynamicAllocation.initialExecutors"),
+    ({"sparkConf": {"spark.dynamicAllocation.enabled": "true"}}, "spec.spark.sparkConf.spark.dynamicAllocation.maxExecutors"),
+    ({"executor": {"instances": 11}}, "spec.spark.executor.instances"),
+    ({"sparkConf": {"spark.executor.memoryOverhead": "64g"}}, "spec.spark.sparkConf.spark.executor.memoryOverhead"),
+    ({"sparkConf": {"spark.driver.memoryOverhead": "64g"}}, "spec.spark.sparkConf.spark.driver.memoryOverhead"),
+    ({"sparkConf": {"spark.memory.offHeap.size": "256g"}}, "spec.spark.sparkConf.spark.memory.offHeap.size"),
+    ({"sparkConf": {"spark.executor.pyspark.memory": "32g"}}, "spec.spark.sparkConf.spark.executor.pyspark.memory"),
+    ({"sparkConf": {"spark.executor.memoryOverheadFactor": "20"}},
+     "spec.spark.sparkConf.spark.executor.memoryOverheadFactor"),
+    ({"executor": {"memory": "64g"}}, "spec.spark.executor.memory"),
+    ({"driver": {"memory": "15g"}}, "spec.spark.driver.memory"),  # + 1.5g overhead > 16g
+    ({"sparkConf": {"spark.kubernetes.executor.request.cores": "64"}},
+     "spec.spark.sparkConf.spark.kubernetes.executor.request.cores"),
+    ({"sparkConf": {"spark.kubernetes.driver.limit.cores": "4500m"}},
+     "spec.spark.sparkConf.spark.kubernetes.driver.limit.cores"),
+    ({"executor": {"cores": 64}}, "spec.spark.executor.cores"),
+    ({"sparkConf": {"spark.executor.memoryOverhead": "lots"}}, "spec.spark.sparkConf.spark.executor.memoryOverhead"),
+    ({"sparkConf": {"spark.kubernetes.executor.request.cores": "1e9"}},
+     "spec.spark.sparkConf.spark.kubernetes.executor.request.cores"),
+])
+def test_render_policy_refuses_runaway_sizes_by_name(tmp_path: Path, spark: dict[str, object], field: str) -> None:
+    code, err = render(tmp_path, spark, CAPPED)
+    assert code == 2 and f"spec.{field.removeprefix('spec.')}: " in err, err
+
+
+@pytest.mark.parametrize("spark", [
+    {},
+    {"executor": {"instances": 10, "cores": 4, "memory": "12g"},
+     "sparkConf": {"spark.executor.memoryOverhead": "2g", "spark.memory.offHeap.size": "1g",
+                   "spark.dynamicAllocation.enabled": "true", "spark.dynamicAllocation.maxExecutors": "10",
+                   "spark.kubernetes.executor.request.cores": "3500m", "spark.kubernetes.executor.limit.cores": "4"}},
+])
+def test_sizes_within_the_caps_render(tmp_path: Path, spark: dict[str, object]) -> None:
+    code, err = render(tmp_path, spark, CAPPED)
+    assert code == 0, err
+
+
+def test_a_listed_namespace_gets_exactly_its_caps() -> None:
+    policy = pol.parse_policy(yaml.safe_load(CAPPED))
+    many = {"sparkConf": {"spark.dynamicAllocation.minExecutors": "2000", "spark.executor.memoryOverhead": "64g"}}
+    assert pol.check_spark(policy, "batch", many, IMAGE, ACCOUNT) is None  # no memory cap in batch
+    error = pol.check_spark(policy, "team-a", many, IMAGE, ACCOUNT)
+    assert error is not None and error.startswith("spec.spark.sparkConf.spark.dynamicAllocation.minExecutors: 2000")
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("limits: {default: {executors: 0}}\n", "limits.default.executors must be a number of at least 1"),
+    ("limits: {default: {executors: 2.5}}\n", "whole number"),
+    ("limits: {default: {memory: lots}}\n", "limits.default.memory"),
+    ("limits: {default: {gpus: 1}}\n", "limits.default must be a mapping with executors, cores, memory"),
+    ("limits: {defaults: {}}\n", "limits must be a mapping with default and namespaces"),
+])
+def test_malformed_limits_are_refused_naming_the_field(tmp_path: Path, text: str, needle: str) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    with pytest.raises(pol.PolicyError, match=needle):
+        pol.load_policy(str(path))
