@@ -15,6 +15,8 @@ YAML file and points ``LADING_POLICY_FILE`` at it::
       namespaces: {analytics: ["lading-spark", "analytics-reader"]}
     sparkConf:         # keys beyond the safe tuning list; "x." allows every key under x.
       namespaces: {gpu: ["spark.kubernetes.node.selector.", "spark.executorEnv.TZ"]}
+    limits:            # caps on what spec.spark and sizing properties ask for (lading_operator.sizing)
+      default: {executors: 10, cores: 4, memory: 16g}
 
 Each section works like ``allowedPrefixes``: a listed namespace gets exactly its
 list, any other gets ``default``, ``{namespace}`` stands for the namespace.
@@ -66,6 +68,7 @@ from urllib.parse import unquote, urlsplit
 
 import yaml
 
+from lading_operator import sizing
 from lading_spec import envvars, sparkconf
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -101,13 +104,19 @@ class Policy:
     images: Allowed = field(default_factory=Allowed)
     service_accounts: Allowed = field(default_factory=Allowed)
     spark_conf: Allowed = field(default_factory=Allowed)
+    limits: sizing.Limits = field(default_factory=sizing.Limits)
+    limits_by_namespace: dict[str, sizing.Limits] = field(default_factory=dict)
+
+    def limits_for(self, namespace: str) -> sizing.Limits:
+        """The caps of ``namespace`` (a listed namespace gets exactly its own)."""
+        return self.limits_by_namespace.get(namespace, self.limits)
 
     def prefixes_for(self, namespace: str) -> tuple[str, ...]:
         """The prefixes ``namespace`` may use, with ``{namespace}`` filled in."""
         return Allowed(self.default, self.namespaces).for_namespace(namespace)
 
 
-SECTIONS = ("allowedPrefixes", "images", "serviceAccounts", "sparkConf")
+SECTIONS = ("allowedPrefixes", "images", "serviceAccounts", "sparkConf", "limits")
 
 
 def parse_policy(document: Any, source: str = "policy") -> Policy:
@@ -123,7 +132,25 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
     return Policy(enabled=True, default=prefixes.default, namespaces=prefixes.namespaces,
                   images=_section(document, "images", source, _image_list),
                   service_accounts=_section(document, "serviceAccounts", source, _account_list),
-                  spark_conf=_section(document, "sparkConf", source, _conf_list))
+                  spark_conf=_section(document, "sparkConf", source, _conf_list),
+                  **_limits(document, source))
+
+
+def _limits(document: dict[str, Any], source: str) -> dict[str, Any]:
+    """The ``limits`` section: caps per namespace (:mod:`lading_operator.sizing`)."""
+    section = document.get("limits")
+    section = {} if section is None else section
+    if not isinstance(section, dict) or set(section) - {"default", "namespaces"}:
+        raise PolicyError(f"{source}: limits must be a mapping with default and namespaces")
+    namespaces = section.get("namespaces") or {}
+    if not isinstance(namespaces, dict):
+        raise PolicyError(f"{source}: limits.namespaces must map a namespace to its caps")
+    try:
+        return {"limits": sizing.parse_limits(section.get("default"), f"{source}: limits.default"),
+                "limits_by_namespace": {str(ns): sizing.parse_limits(caps, f"{source}: limits.namespaces.{ns}")
+                                        for ns, caps in namespaces.items()}}
+    except ValueError as e:
+        raise PolicyError(str(e)) from e
 
 
 def _section(document: dict[str, Any], name: str, source: str, items: Any) -> Allowed:
@@ -355,7 +382,7 @@ def check_spark(policy: Policy, namespace: str, spark: Any, default_image: str,
                     "every namespace may set tuning properties (spark.sql.shuffle.partitions, "
                     f"spark.sql.adaptive.*, spark.executor.memoryOverhead, ... see docs/security.md){more}; "
                     "remove it, or ask the cluster admin to add it to policy.sparkConf")
-    return None
+    return sizing.check_limits(policy.limits_for(namespace), spark) if policy.enabled else None
 
 
 def conf_allowed(key: str, extra: tuple[str, ...]) -> bool:

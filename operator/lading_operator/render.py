@@ -5,9 +5,10 @@ what the operator would create, and a restarted operator re-derives the same
 name. Building is separate from sending (see :mod:`lading_operator.k8s`).
 
 The Spark app receives the job document (``--job <JSON>``, the contract of
-:mod:`lading_spec.job`); credentials reach it only as ``envFrom`` a Secret named
-in ``spec.connection.secretRef``; the endpoint (as ``AWS_ENDPOINT_URL_S3``, which
-STS never reads) and region as plain env.
+:mod:`lading_spec.job`); credentials reach it only as the variables
+:data:`CREDENTIAL_KEYS`, each read from its key of the Secret named in
+``spec.connection.secretRef`` (never the Secret's other keys); the endpoint (as
+``AWS_ENDPOINT_URL_S3``, which STS never reads) and region as plain env.
 
 What the installation decides (the Helm chart passes it to the operator as
 environment, :func:`installation_from_env`): the image, its pull policy and pull
@@ -27,7 +28,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lading_operator import names, render_stream
+from lading_operator import names, podsecurity, render_stream
 from lading_spec.copyjob import OPERATOR_FIELDS
 from lading_spec.errors import SpecError
 from lading_spec.job import API_VERSION, JobDocument
@@ -57,6 +58,8 @@ ENV_SERVICE_ACCOUNT = "LADING_SPARK_SERVICE_ACCOUNT"
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 # The endpoint variable botocore reads for S3 clients only (never the global AWS_ENDPOINT_URL).
 ENDPOINT_ENV = "AWS_ENDPOINT_URL_S3"
+# The keys of spec.connection.secretRef that reach the pods, each as a variable of its name.
+CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 MAIN_APPLICATION_FILE = "local:///opt/lading/spark_apps/lading_jobs/main.py"
 
 # Linux's MAX_ARG_STRLEN (32 pages): the longest single command-line argument, its
@@ -85,12 +88,10 @@ _SPARK_KEYS = ("image", "imagePullPolicy", "serviceAccount", "sparkVersion", "dr
 
 # The Pod Security Standard "restricted", on driver and executor pods (spark-operator's
 # mutating webhook applies these to the pods it and the driver create). A resource's
-# spec.spark.podSecurityContext / securityContext replaces the level it sets.
-RESTRICTED_POD_SECURITY_CONTEXT: Mapping[str, Any] = {
-    "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-RESTRICTED_SECURITY_CONTEXT: Mapping[str, Any] = {
-    "runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"}}
+# spec.spark.podSecurityContext / securityContext is laid over them, never asking for more
+# (lading_operator.podsecurity).
+RESTRICTED_POD_SECURITY_CONTEXT = podsecurity.RESTRICTED_POD_SECURITY_CONTEXT
+RESTRICTED_SECURITY_CONTEXT = podsecurity.RESTRICTED_SECURITY_CONTEXT
 _ID_KEYS = ("runAsUser", "runAsGroup")
 _POD_SC_KEYS = ("runAsNonRoot", *_ID_KEYS, "fsGroup", "supplementalGroups", "seccompProfile")
 _SC_KEYS = ("runAsNonRoot", *_ID_KEYS, "allowPrivilegeEscalation", "readOnlyRootFilesystem", "capabilities",
@@ -202,7 +203,8 @@ def _pod_size(raw: Any, path: str, default: PodSize, executor: bool) -> PodSize:
 
 def _security_context(raw: Any, path: str, keys: tuple[str, ...], default: Mapping[str, Any]
                       ) -> Mapping[str, Any]:
-    """A (pod) securityContext from ``spec.spark``: the fields the CRD lists, checked."""
+    """A (pod) securityContext from ``spec.spark``: the fields the CRD lists, checked, over the
+    restricted defaults; a field asking for more than Pod Security "restricted" is refused."""
     if raw is None:
         return default
     if not isinstance(raw, dict):
@@ -226,7 +228,7 @@ def _security_context(raw: Any, path: str, keys: tuple[str, ...], default: Mappi
                 "type", "localhostProfile"} and (value["type"] == "Localhost") == ("localhostProfile" in value)
         if not ok:
             raise SpecError(where, f"invalid value {value!r} (see the Kubernetes {key} field)")
-    return dict(raw)
+    return podsecurity.restricted(raw, path, pod_level=keys == _POD_SC_KEYS)
 
 
 def parse_spark_options(raw: Any, installation: Installation | None = None) -> SparkOptions:
@@ -329,21 +331,22 @@ def labels(run: RunIdentity) -> dict[str, str]:
     }
 
 
-def _env(spec: Mapping[str, Any]) -> list[dict[str, str]]:
+def _env(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     connection = spec.get("connection") or {}
-    env = []
+    env: list[dict[str, Any]] = []
     if connection.get("endpoint"):
         # S3 only: botocore also sends STS calls (AssumeRoleWithWebIdentity, with the
         # pod's IRSA token) to the global AWS_ENDPOINT_URL, i.e. to the tenant's server.
         env.append({"name": ENDPOINT_ENV, "value": str(connection["endpoint"])})
     if connection.get("region"):
         env.append({"name": "AWS_REGION", "value": str(connection["region"])})
+    secret = (connection.get("secretRef") or {}).get("name")
+    if secret:
+        # Only the credentials, each by name: the Secret's other keys (BASH_ENV, LD_PRELOAD,
+        # AWS_ENDPOINT_URL...) never become variables of the pods (envFrom would make them so).
+        env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": str(secret), "key": key, "optional": True}}}
+                for key in CREDENTIAL_KEYS]
     return env
-
-
-def _env_from(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    secret = ((spec.get("connection") or {}).get("secretRef") or {}).get("name")
-    return [{"secretRef": {"name": secret}}] if secret else []
 
 
 def arrow_only_copy(kind: str, spec: Mapping[str, Any], spark_conf: Mapping[str, str]) -> bool:
@@ -378,7 +381,7 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
     document = job_document(spec, run, operator_fields).to_json()
     _argument_fits(document, spec, operator_fields)
     lbls = labels(run)
-    env, env_from = _env(spec), _env_from(spec)
+    env = _env(spec)
 
     def pod(size: PodSize, executor: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"cores": size.cores, "memory": size.memory, "labels": dict(lbls),
@@ -388,9 +391,7 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
         if executor:
             out["instances"] = size.instances
         if env:
-            out["env"] = [dict(e) for e in env]
-        if env_from:
-            out["envFrom"] = [dict(e) for e in env_from]
+            out["env"] = copy.deepcopy(env)
         return out
 
     app_spec: dict[str, Any] = {

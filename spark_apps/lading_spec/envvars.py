@@ -43,7 +43,7 @@ NEVER: tuple[str, ...] = (
     "OPENSSL_*", "SSL_*", "NSS_WRAPPER_*", "*_PROXY", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
     "KRB5*", "GSS_*",
     # the JVM, Python, Spark, Hadoop, Kubernetes, the cloud identity and lading itself
-    "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "JAVA_HOME", "CLASSPATH", "PYTHON*",
+    "JAVA_*", "_JAVA_OPTIONS", "JDK_*", "JVM_*", "CLASSPATH", "PYTHON*",
     "PYSPARK_*", "SPARK_*", "HADOOP_*", "YARN_*", "KUBERNETES_*", "AWS_*", "LADING_*",
 )
 

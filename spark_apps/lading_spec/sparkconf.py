@@ -111,6 +111,8 @@ NEVER: tuple[tuple[str, str], ...] = (
     ("spark.hadoop.", "Hadoop filesystems and their credentials are not used by lading"),
     ("spark.kubernetes.driver.volumes.hostPath.", "it mounts the node's filesystem"),
     ("spark.kubernetes.executor.volumes.hostPath.", "it mounts the node's filesystem"),
+    ("spark.kubernetes.driver.volumes.nfs.", "Pod Security restricted allows no NFS volume; use a PersistentVolumeClaim"),
+    ("spark.kubernetes.executor.volumes.nfs.", "Pod Security restricted allows no NFS volume; use a PersistentVolumeClaim"),
     ("spark.kubernetes.driver.podTemplateFile", "a pod template can change the image, identity and mounts"),
     ("spark.kubernetes.executor.podTemplateFile", "a pod template can change the image, identity and mounts"),
     ("spark.kubernetes.driver.podTemplateContainerName", "a pod template can change the image and identity"),

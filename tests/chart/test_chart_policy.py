@@ -46,3 +46,17 @@ def test_enabled_without_the_new_sections_allows_only_the_defaults(tmp_path: Pat
     assert pol.check_spark(p, "team-a", {"image": IMAGE, "serviceAccount": ACCOUNT}, IMAGE, ACCOUNT) is None
     assert pol.check_spark(p, "team-a", {"image": "other/image:1"}, IMAGE, ACCOUNT) is not None
     assert pol.check_spark(p, "team-a", {"serviceAccount": "default"}, IMAGE, ACCOUNT) is not None
+
+
+def test_policy_limits_reach_the_operator(tmp_path: Path) -> None:
+    from lading_operator import sizing
+
+    values = {"policy": {**VALUES["policy"], "limits": {"default": {"executors": 10, "cores": 4, "memory": "16g"},
+                                                        "namespaces": {"batch": {"executors": 100}}}}}
+    p = _policy(values, tmp_path)
+    assert p.limits_for("team-a") == sizing.Limits(executors=10, cores=4.0, memory=16 * 1024**3)
+    assert p.limits_for("batch") == sizing.Limits(executors=100)
+    error = pol.check_spark(p, "team-a", {"sparkConf": {"spark.dynamicAllocation.minExecutors": "2000"}},
+                            IMAGE, ACCOUNT)
+    assert error is not None and "policy.limits" in error
+    assert _policy(VALUES, tmp_path).limits_for("x") == sizing.Limits()  # no limits: nothing capped

@@ -72,6 +72,8 @@ def test_endpoint_admission(kind: str, endpoint: str, refused: bool, tmp_path: P
     ("spark.kubernetes.container.image", True),
     ("spark.kubernetes.driver.podTemplateFile", True),
     ("spark.kubernetes.executor.volumes.hostPath.root.mount.path", True),
+    ("spark.kubernetes.executor.volumes.nfs.data.options.server", True),
+    ("spark.kubernetes.executor.volumes.persistentVolumeClaim.data.options.claimName", False),
     ("spark.jars.packages", True),
     ("spark.executor.instances", True),
     ("spark.kubernetes.namespace=kube-system#", True),  # '=' would split into another key
@@ -129,6 +131,32 @@ def test_unsafe_variables_at_admission(kind: str, key: str, refused: bool, tmp_p
     spec = {**SPECS[kind], "spark": {"sparkConf": {key: "$(touch /tmp/pwned)"}}}
     errors = field_errors(kind, spec, "spec.spark.sparkConf", tmp_path)
     assert bool(errors) is refused, errors
+
+
+@pytest.mark.parametrize("kind", sorted(PLURALS))
+@pytest.mark.parametrize(("spark", "field"), [
+    ({"podSecurityContext": {"runAsUser": 0}}, "spec.spark.podSecurityContext.runAsUser"),
+    ({"securityContext": {"runAsUser": 0}}, "spec.spark.securityContext.runAsUser"),
+    ({"podSecurityContext": {"runAsNonRoot": False}}, "spec.spark.podSecurityContext.runAsNonRoot"),
+    ({"securityContext": {"capabilities": {"add": ["SYS_ADMIN", "NET_ADMIN", "SYS_PTRACE"], "drop": ["ALL"]}}},
+     "spec.spark.securityContext.capabilities.add"),
+    ({"securityContext": {"capabilities": {"drop": ["NET_RAW"]}}}, "spec.spark.securityContext.capabilities.drop"),
+    ({"podSecurityContext": {"seccompProfile": {"type": "Unconfined"}}},
+     "spec.spark.podSecurityContext.seccompProfile.type"),
+    ({"securityContext": {"seccompProfile": {"type": "Unconfined"}}}, "spec.spark.securityContext.seccompProfile.type"),
+    ({"securityContext": {"allowPrivilegeEscalation": True}}, "spec.spark.securityContext.allowPrivilegeEscalation"),
+    ({"podSecurityContext": {"runAsUser": 1000, "fsGroup": 1000},
+      "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}}}, None),
+])
+def test_privileged_pod_settings_at_admission(kind: str, spark: dict[str, Any], field: str | None,
+                                              tmp_path: Path) -> None:
+    spec = {**SPECS[kind], "spark": spark}
+    if field is not None:
+        assert field_errors(kind, spec, field, tmp_path)
+        return
+    for path in ("podSecurityContext", "podSecurityContext.runAsUser", "securityContext",
+                 "securityContext.capabilities.add", "securityContext.capabilities.drop"):
+        assert field_errors(kind, spec, f"spec.spark.{path}", tmp_path) == []
 
 
 def test_crd_rule_lists_what_lading_spec_never_allows() -> None:

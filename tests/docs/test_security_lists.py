@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lading_operator import podsecurity, sizing
 from lading_spec import envvars, jvmoptions
 
 SECURITY = Path(__file__).resolve().parents[2] / "docs" / "security.md"
@@ -27,6 +28,8 @@ def listed(name: str) -> list[str]:
     ("jvm-options-allowed", jvmoptions.ALLOWED),
     ("jvm-options-never", jvmoptions.NEVER),
     ("env-never", envvars.NEVER),
+    ("pod-refused", podsecurity.REFUSED),
+    ("sizing-keys", sizing.SIZING_KEYS),
 ])
 def test_docs_list_what_the_code_holds(name: str, source: tuple[str, ...]) -> None:
     assert listed(name) == list(source)

@@ -273,7 +273,8 @@ class SparkOperatorStandIn:
                                            "message": message[-4096:], "finishedAt": _now()}}}]})
 
     def _env(self, app: Obj, pod: Obj, termination_log: Path, ui_port: int) -> dict[str, str]:
-        """The kubelet's part: the driver container's env and envFrom Secrets, from the pod."""
+        """The kubelet's part: the driver container's env (values, and Secret keys by secretKeyRef) and
+        envFrom Secrets, from the pod."""
         spec = app.get("spec") or {}
         container = next((c for c in (pod.get("spec") or {}).get("containers") or []
                           if c.get("name") == DRIVER_CONTAINER), {})
@@ -287,7 +288,17 @@ class SparkOperatorStandIn:
                 for key, value in (secret.get("stringData") or {}).items():
                     env[key] = str(value)
         for item in container.get("env") or []:
-            env[item["name"]] = str(item.get("value", ""))
+            ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+            if ref is None:
+                env[item["name"]] = str(item.get("value", ""))
+                continue
+            secret = self.client.get("v1", "secrets", pod["metadata"]["namespace"], ref["name"])
+            if ref["key"] in (secret.get("data") or {}):
+                env[item["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
+            elif ref["key"] in (secret.get("stringData") or {}):
+                env[item["name"]] = str(secret["stringData"][ref["key"]])
+            elif not ref.get("optional"):
+                raise RuntimeError(f"CreateContainerConfigError: key {ref['key']} not in Secret {ref['name']}")
         conf = {"spark.ui.port": str(ui_port), "spark.ui.enabled": "true", **(spec.get("sparkConf") or {})}
         submit = ["--master", "local[2]"]
         for key, value in conf.items():

@@ -29,7 +29,9 @@ def application(kube, namespace: str, name: str) -> dict:  # type: ignore[no-unt
 
 @pytest.fixture
 def secret(kube, kube_namespace):  # type: ignore[no-untyped-def]
-    data = {"AWS_ACCESS_KEY_ID": "AKIDMARKER", "AWS_SECRET_ACCESS_KEY": "s3cr3t-marker"}
+    data = {"AWS_ACCESS_KEY_ID": "AKIDMARKER", "AWS_SECRET_ACCESS_KEY": "s3cr3t-marker",
+            # keys a tenant may add to its own Secret: none of them may become a variable of the pods
+            "BASH_ENV": "$(touch /tmp/pwned)", "AWS_ENDPOINT_URL": "http://evil.example", "LD_PRELOAD": "/x.so"}
     kube.client.create({"apiVersion": "v1", "kind": "Secret",
                         "metadata": {"name": "s3-creds", "namespace": kube_namespace},
                         "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}},
@@ -52,12 +54,14 @@ def test_driver_pod_and_environment_follow_the_webhook(kube, kube_namespace, sec
         standin.stop()
     driver = app["spec"]["driver"]
     if webhook:
-        assert container["envFrom"] == driver["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+        assert "envFrom" not in container and "envFrom" not in driver
         assert container["env"] == driver["env"]
         assert container["securityContext"] == render.RESTRICTED_SECURITY_CONTEXT
         assert stored["spec"]["securityContext"] == render.RESTRICTED_POD_SECURITY_CONTEXT
         assert env["AWS_ACCESS_KEY_ID"] == "AKIDMARKER" and env["AWS_SECRET_ACCESS_KEY"] == "s3cr3t-marker"
         assert env["AWS_REGION"] == "eu-west-1"
+        assert "AWS_SESSION_TOKEN" not in env  # optional: the Secret has none
+        assert not {"BASH_ENV", "AWS_ENDPOINT_URL", "LD_PRELOAD"} & set(env), env
     else:  # no webhook: the pod has nothing from the SparkApplication, so neither has the driver
         assert "envFrom" not in container and "env" not in container and "securityContext" not in container
         assert "securityContext" not in stored["spec"]

@@ -117,7 +117,11 @@ def test_shape_identity_and_credentials_by_reference() -> None:
                                  "spark.sql.variable.substitute": "false"}
     for role in ("driver", "executor"):
         pod = spec[role]
-        assert pod["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+        # only the credentials, each by its key: the Secret's other keys never become variables
+        assert "envFrom" not in pod
+        assert [e for e in pod["env"] if "valueFrom" in e] == [
+            {"name": k, "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": k, "optional": True}}}
+            for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")]
         assert {"name": "AWS_ENDPOINT_URL_S3", "value": "http://minio:9000"} in pod["env"]
         assert "AWS_ENDPOINT_URL" not in {e["name"] for e in pod["env"]}  # STS reads it: IRSA token leak
         assert {"name": "AWS_REGION", "value": "eu-west-1"} in pod["env"]
@@ -126,7 +130,9 @@ def test_shape_identity_and_credentials_by_reference() -> None:
     assert spec["executor"]["instances"] == 3 and spec["executor"]["memory"] == "4g"
     assert spec["driver"]["cores"] == 2
     text = json.dumps(app)
-    assert "AWS_SECRET_ACCESS_KEY" not in text and "testing" not in text
+    assert "testing" not in text  # no credential value; the key names only inside the references above
+    refs_dropped = json.dumps({**spec, "driver": {**spec["driver"], "env": []}, "executor": {**spec["executor"], "env": []}})
+    assert "AWS_SECRET_ACCESS_KEY" not in refs_dropped
 
 
 def test_defaults_without_spark_or_connection() -> None:
@@ -145,16 +151,17 @@ def test_spark_pods_get_the_restricted_security_context_by_default() -> None:
             "seccompProfile": {"type": "RuntimeDefault"}}
 
 
-def test_a_resource_replaces_a_security_context_level() -> None:
-    pod_level = {"runAsNonRoot": True, "runAsUser": 1000, "fsGroup": 2000,
+def test_a_resource_sets_security_context_fields_over_the_restricted_defaults() -> None:
+    pod_level = {"runAsUser": 1000, "fsGroup": 2000,
                  "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/spark.json"}}
     spec = {**LOAD, "spark": {"podSecurityContext": pod_level}}
     app = render.build_sparkapplication(spec, run())["spec"]
-    assert app["driver"]["podSecurityContext"] == app["executor"]["podSecurityContext"] == pod_level
+    assert app["driver"]["podSecurityContext"] == app["executor"]["podSecurityContext"] == {
+        "runAsNonRoot": True, **pod_level}
     assert app["driver"]["securityContext"] == dict(render.RESTRICTED_SECURITY_CONTEXT)  # the other level stays
     spec = {**LOAD, "spark": {"securityContext": {"readOnlyRootFilesystem": True}}}
     assert render.build_sparkapplication(spec, run())["spec"]["executor"]["securityContext"] == {
-        "readOnlyRootFilesystem": True}
+        **render.RESTRICTED_SECURITY_CONTEXT, "readOnlyRootFilesystem": True}
 
 
 def test_rendering_is_pure() -> None:

@@ -40,7 +40,8 @@ def test_renders_every_copyjob(tmp_path: Path, capsys: pytest.CaptureFixture[str
     apps = list(yaml.safe_load_all(out))
     assert [a["metadata"]["name"] for a in apps] == ["nightly-copyjob-20260101020000-1", apps[1]["metadata"]["name"]]
     assert apps[0]["metadata"]["namespace"] == "data" and apps[1]["metadata"]["namespace"] == "default"
-    assert apps[0]["spec"]["driver"]["envFrom"] == [{"secretRef": {"name": "s3"}}]
+    assert {"name": "AWS_ACCESS_KEY_ID", "valueFrom": {"secretKeyRef": {"name": "s3", "key": "AWS_ACCESS_KEY_ID",
+                                                                      "optional": True}}} in apps[0]["spec"]["driver"]["env"]
     assert '"runTime":"2026-01-01T02:00:00.000000Z"' in apps[0]["spec"]["arguments"][1]
 
 

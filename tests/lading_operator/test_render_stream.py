@@ -71,7 +71,8 @@ def test_the_kafka_secret_is_mounted_on_the_driver_and_every_executor() -> None:
         assert pod["secrets"] == [{"name": "kafka-credentials", "path": KAFKA_PROPERTIES_DIR,
                                    "secretType": "Generic"}]
         assert {"name": "LADING_KAFKA_PROPERTIES_DIR", "value": KAFKA_PROPERTIES_DIR} in pod["env"]
-        assert pod["envFrom"] == [{"secretRef": {"name": "s3-credentials"}}]  # S3 credentials as before
+        assert {"name": "AWS_SECRET_ACCESS_KEY", "valueFrom": {"secretKeyRef": {  # S3 credentials as before
+            "name": "s3-credentials", "key": "AWS_SECRET_ACCESS_KEY", "optional": True}}} in pod["env"]
     # Only names travel: nothing of the Secret's content, and the job document holds no Secret data.
     assert "sasl" not in json.dumps(app["arguments"]).replace("sasl.mechanism", "")
 
