@@ -518,7 +518,13 @@ def prove_conditional_writes(storage: st.Storage, uri: str) -> None:
 
 
 def _encode(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+    """A commit, checkpoint or hint as strict RFC 8259 JSON: no ``Infinity`` or ``NaN`` (statistics
+    leave infinite bounds out, ``ColumnStats.to_dict``); anything else non-finite is refused."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
+    except ValueError as e:
+        raise TableError(f"a log entry holds a non-finite number, which JSON cannot carry ({e}); "
+                         "write it as a string or leave it out") from e
 
 
 def validate_meta(schema: TableSchema, envelope: str, keys: tuple[str, ...], sort: tuple[str, ...]) -> None:
