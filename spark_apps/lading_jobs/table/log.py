@@ -173,6 +173,11 @@ class Snapshot:
     upper: int
     since: int
     as_of: int | None = None
+    removed: Mapping[str, int] = field(default_factory=dict)
+    """Parts removed in the last ``fmt.TOMBSTONE_MS`` before the latest commit: path → the removing
+    commit's timestamp (epoch ms). Retention reads them instead of every commit."""
+    removed_from: int | None = None
+    """``removed`` holds every removal whose commit's timestamp is at or after this (None: unknown)."""
 
     @property
     def envelope(self) -> str:
@@ -213,15 +218,26 @@ class _State:
     source_progress: dict[str, Any]
     upper: int = 0
     since: int = 0
+    removed: dict[str, int] = field(default_factory=dict)  # tombstones (see Snapshot.removed)
+    removed_from: int | None = None
 
     def apply(self, entry: dict[str, Any]) -> None:
         v = int(entry["version"])
+        ts = int(entry.get("timestamp", 0))
+        if self.removed_from is None:  # replaying from commit 0 every removal is known; after a
+            self.removed_from = 0 if v == 0 else ts  # checkpoint without tombstones, those from here on
         if "metadata" in entry:
             self.meta = TableMeta.from_dict(entry["metadata"])
         if "schema" in entry:
             self.schema = TableSchema.from_dict(entry["schema"])
+        if entry.get("remove"):
+            cut = ts - fmt.TOMBSTONE_MS
+            if self.removed and min(self.removed.values()) < cut:
+                self.removed = {path: t for path, t in self.removed.items() if t >= cut}
+                self.removed_from = max(self.removed_from, cut)
         for path in entry.get("remove", ()):
-            self.parts.pop(path, None)
+            if self.parts.pop(path, None) is not None:
+                self.removed[path] = ts
         for raw in entry.get("add", ()):
             part = Part.from_dict(raw)
             self.parts[part.path] = part
@@ -236,22 +252,27 @@ class _State:
         return {"formatVersion": fmt.FORMAT_VERSION, "version": self.version, "metadata": self.meta.to_dict(),
                 "schema": self.schema.to_dict(), "parts": [p.to_dict() for p in self.parts.values()],
                 "ledger": {k: v.to_dict() for k, v in self.ledger.items()},
-                "sourceProgress": self.source_progress, "upper": self.upper, "since": self.since}
+                "sourceProgress": self.source_progress, "upper": self.upper, "since": self.since,
+                **({} if self.removed_from is None else {"removed": self.removed, "removedFrom": self.removed_from})}
 
     @classmethod
     def from_checkpoint(cls, d: dict[str, Any]) -> _State:
         parts = [Part.from_dict(p) for p in d["parts"]]
+        removed_from = d.get("removedFrom")  # absent in checkpoints written before tombstones
         return cls(int(d["version"]), TableMeta.from_dict(d["metadata"]), TableSchema.from_dict(d["schema"]),
                    {p.path: p for p in parts}, {k: LedgerEntry.from_dict(v) for k, v in d["ledger"].items()},
-                   dict(d.get("sourceProgress") or {}), int(d.get("upper", 0)), int(d.get("since", 0)))
+                   dict(d.get("sourceProgress") or {}), int(d.get("upper", 0)), int(d.get("since", 0)),
+                   {str(k): int(t) for k, t in (d.get("removed") or {}).items()},
+                   None if removed_from is None else int(removed_from))
 
     def copy(self) -> _State:
         return _State(self.version, self.meta, self.schema, dict(self.parts), dict(self.ledger),
-                      dict(self.source_progress), self.upper, self.since)
+                      dict(self.source_progress), self.upper, self.since, dict(self.removed), self.removed_from)
 
     def snapshot(self, uri: str, as_of: int | None = None) -> Snapshot:
         return Snapshot(uri, self.version, self.meta, self.schema, tuple(self.parts.values()), dict(self.ledger),
-                        dict(self.source_progress), self.upper, self.since, as_of)
+                        dict(self.source_progress), self.upper, self.since, as_of, dict(self.removed),
+                        self.removed_from)
 
 
 class DamagedObject(TableError):
