@@ -822,3 +822,10 @@ def _load_version(uri: str, storage: st.Storage, version: int) -> _State:
             raise TableError(f"version {version} of {uri} does not exist; the latest is {state.version}")
         state.apply(entry)
     return state
+
+
+def superseded_at(uri: str, storage: st.Storage, version: int) -> int | None:
+    """When state ``version`` stopped being the latest: commit ``version + 1``'s timestamp (epoch
+    ms), or None while no commit follows it. One read."""
+    entry = _read_commit(storage, fmt.commit_uri(fmt.table_root(uri), version + 1))
+    return None if entry is None else int(entry.get("timestamp", 0))
