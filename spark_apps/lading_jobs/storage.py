@@ -374,7 +374,9 @@ class S3Storage(Storage):
             if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return None
             raise StorageError(f"reading {uri} failed: {e}") from e
-        return ObjectInfo(uri, r["ContentLength"], r["ETag"].strip('"'))
+        modified = r.get("LastModified")
+        return ObjectInfo(uri, r["ContentLength"], r["ETag"].strip('"'),
+                          modified.timestamp() if modified is not None else None)
 
     def read(self, uri: str, etag: str | None = None) -> bytes:
         return self._get(uri, etag)
@@ -534,7 +536,7 @@ class LocalStorage(Storage):
             return None
         if not stat.S_ISREG(st.st_mode):
             return None
-        return ObjectInfo(uri, st.st_size, _etag(st))
+        return ObjectInfo(uri, st.st_size, _etag(st), st.st_mtime)
 
     def read(self, uri: str, etag: str | None = None) -> bytes:
         try:

@@ -24,6 +24,10 @@ DEFAULT_TARGET_FILE_SIZE = 256 * 1024**2
 DEFAULT_MIN_INPUT_FILES = 4
 DEFAULT_RETAIN_FOR = 24 * 3600.0
 DEFAULT_GRACE_PERIOD = 24 * 3600.0
+MIN_GRACE_PERIOD = 24 * 3600.0
+"""The shortest ``retention.gracePeriod`` without ``allowShortGracePeriod`` (Iceberg's
+``remove_orphan_files`` default; Delta's VACUUM refuses under 168 h): longer than any write
+between completing its parts and committing them, and than any reader's scan."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class Since:
 class Retention:
     grace_period: float = DEFAULT_GRACE_PERIOD
     dry_run: bool = False
+    allow_short_grace_period: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,12 +89,20 @@ def _since(obj: dict[str, Any]) -> Since:
 def _retention(obj: dict[str, Any] | None) -> Retention | None:
     if obj is None:
         return None
-    _only(obj, "retention", ("gracePeriod", "dryRun"))
+    _only(obj, "retention", ("gracePeriod", "dryRun", "allowShortGracePeriod"))
     dry_run = obj.get("dryRun", False)
     if not isinstance(dry_run, bool):
         raise SpecError("retention.dryRun", f"must be true or false, got {dry_run!r}")
-    return Retention(grace_period=parse_duration(obj.get("gracePeriod", "24h"), "retention.gracePeriod"),
-                     dry_run=dry_run)
+    short = obj.get("allowShortGracePeriod", False)
+    if not isinstance(short, bool):
+        raise SpecError("retention.allowShortGracePeriod", f"must be true or false, got {short!r}")
+    grace = parse_duration(obj.get("gracePeriod", "24h"), "retention.gracePeriod")
+    if grace < MIN_GRACE_PERIOD and not short:
+        raise SpecError("retention.gracePeriod",
+                        f"must be at least 24h, got {obj.get('gracePeriod')!r}: a shorter grace period can delete "
+                        "parts a writer completed but has not committed yet, or that a reader is scanning; "
+                        "set retention.allowShortGracePeriod: true only if no write or read lasts that long")
+    return Retention(grace_period=grace, dry_run=dry_run, allow_short_grace_period=short)
 
 
 OPERATOR_FIELDS = ("spark", "schedule", "successfulRunsHistoryLimit", "failedRunsHistoryLimit",

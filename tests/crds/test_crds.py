@@ -406,6 +406,8 @@ REJECTED = [
     ("Compaction", {"table": "s3://bkt/t/", "targetFileSize": "big"}, "spec.targetFileSize",
      "should match"),
     ("Compaction", {"targetFileSize": "1GB"}, "spec.table", "Required value"),
+    ("Compaction", {"table": "s3://bkt/t/", "retention": {"gracePeriod": "1ms"}}, "spec.retention.gracePeriod",
+     "at least 24h"),
 ]
 
 
@@ -449,6 +451,8 @@ def test_admission_rejects_naming_the_field(admission, kind, spec, field, messag
     ("StreamCopy", merged(KAFKA, {"source": {"kafka": {"startingOffsets": '{"orders": {"0": -2, "1": -1, "2": 0, "3": 10}}'}}})),
     ("StreamCopy", merged(KAFKA, {"target": {"schemaEvolution": "addColumns"}})),
     ("Compaction", {"table": "file:///data/t/"}),
+    ("Compaction", {"table": "s3://bkt/t/", "retention": {"gracePeriod": "1h30m", "allowShortGracePeriod": True}}),
+    ("Compaction", {"table": "s3://bkt/t/", "retention": {"gracePeriod": "168h"}}),
 ])
 def test_admission_accepts_good_specs(admission, kind, spec):
     answer = admit(admission, kind, spec)

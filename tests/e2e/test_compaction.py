@@ -121,7 +121,7 @@ def test_one_shot_compaction_succeeds_with_the_engines_figures_in_status(
     before, before_rows = log.snapshot(), rows(uri)
     assert len(before.parts) == 12
     spec = {"table": uri, "targetFileSize": "64MB", "minInputFiles": 4, "sortBy": ["id"],
-            "retention": {"gracePeriod": "1h", "dryRun": True}, "connection": connection(s3_secret, s3_endpoint)}
+            "retention": {"gracePeriod": "1h", "dryRun": True, "allowShortGracePeriod": True}, "connection": connection(s3_secret, s3_endpoint)}
     create(kube, kube_namespace, "orders", spec)
     done = wait_phase(kube.client, kube_namespace, "orders", {"Succeeded", "Failed"})
     status = done["status"]
@@ -179,7 +179,7 @@ def test_the_example_scheduled_compacts_once_then_rewrites_nothing_and_retention
     spec = doc["spec"]
     assert spec["connection"]["secretRef"]["name"] == s3_secret
     spec.update(table=uri, schedule="@every 10s", connection=connection(s3_secret, s3_endpoint))
-    spec["retention"]["gracePeriod"] = "1s"
+    spec["retention"].update(gracePeriod="1s", allowShortGracePeriod=True)
     doc["metadata"]["namespace"] = kube_namespace
     name = doc["metadata"]["name"]
     kube.client.create(doc, "compactions")

@@ -57,6 +57,9 @@ def test_since(since, expected):
     ({**BASE, "maxBytesPerRun": 0}, "maxBytesPerRun", "positive"),
     ({**BASE, "retention": {"gracePeriod": "soon"}}, "retention.gracePeriod", "duration"),
     ({**BASE, "retention": {"dryRun": "no"}}, "retention.dryRun", "true or false"),
+    ({**BASE, "retention": {"gracePeriod": "1ms"}}, "retention.gracePeriod", "at least 24h"),
+    ({**BASE, "retention": {"gracePeriod": "23h59m"}}, "retention.gracePeriod", "allowShortGracePeriod: true"),
+    ({**BASE, "retention": {"allowShortGracePeriod": "yes"}}, "retention.allowShortGracePeriod", "true or false"),
     ({**BASE, "concurrencyPolicy": "Forbid"}, "concurrencyPolicy", "unknown field"),
     ({**BASE, "connection": {"endpoint": "minio:9000"}}, "connection.endpoint", "http"),
 ])
@@ -64,3 +67,9 @@ def test_errors_name_the_field(spec, field, words):
     with pytest.raises(SpecError) as exc:
         parse_compaction(spec)
     assert exc.value.field == field and words in exc.value.message, str(exc.value)
+
+
+def test_a_grace_period_under_24h_needs_the_explicit_override():
+    assert parse_compaction({**BASE, "retention": {"gracePeriod": "24h"}}).retention.grace_period == 86400
+    short = parse_compaction({**BASE, "retention": {"gracePeriod": "1h", "allowShortGracePeriod": True}})
+    assert short.retention.grace_period == 3600 and short.retention.allow_short_grace_period

@@ -163,8 +163,8 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
         ctx.report(phase="rewriting", groups=len(the_plan.groups), parts=len(the_plan.parts))
         write_id = planner.WRITE_ID_PREFIX + uuid.uuid4().hex
         outcomes: list[GroupOutcome] = []
-        rewrite = RewritePlan(replace(snap, parts=(), ledger={}, source_progress={}), the_plan.groups, since,
-                              sort_by, write_id, spec.target_file_size, settings)
+        shipped = replace(snap, parts=(), ledger={}, source_progress={}, removed={})
+        rewrite = RewritePlan(shipped, the_plan.groups, since, sort_by, write_id, spec.target_file_size, settings)
         # a sorted append or diff rewrite sorts its groups as one and lands them as one unit
         as_one = bool(the_plan.groups) and rangesort.applies(rewrite)
         units = (planner.Group(the_plan.parts),) if as_one else the_plan.groups
@@ -205,7 +205,8 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
     if spec.retention is not None:
         ctx.report(phase="retention")
         grace_ms = int(spec.retention.grace_period * 1000)
-        sweep = retention.plan_sweep(log, now, grace_ms)
+        # the store's clock ages objects, unless the caller fixed the time (now_ms: tests, replays)
+        sweep = retention.plan_sweep(log, now, grace_ms, store_now=now_ms)
         if not spec.retention.dry_run:
             retention.apply(storage, sweep)
         totals.retention = sweep.summary(spec.table, spec.retention.dry_run)

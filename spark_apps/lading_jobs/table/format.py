@@ -25,6 +25,10 @@ LAST_CHECKPOINT = "_last_checkpoint"
 CHECKPOINT_INTERVAL = 10
 """A checkpoint is written after every commit whose version is a multiple of this."""
 
+TOMBSTONE_MS = 24 * 3600 * 1000
+"""How long the state (and so every checkpoint) remembers a removed part: retention with a grace
+period up to this long reads the removals from the state instead of every commit."""
+
 VERSION_DIGITS = 20
 MAX_PARTS_PER_COMMIT = 1 << 20
 """Parts one commit may add; a part's order is ``seq * MAX_PARTS_PER_COMMIT + index``."""

@@ -173,6 +173,11 @@ class Snapshot:
     upper: int
     since: int
     as_of: int | None = None
+    removed: Mapping[str, int] = field(default_factory=dict)
+    """Parts removed in the last ``fmt.TOMBSTONE_MS`` before the latest commit: path → the removing
+    commit's timestamp (epoch ms). Retention reads them instead of every commit."""
+    removed_from: int | None = None
+    """``removed`` holds every removal whose commit's timestamp is at or after this (None: unknown)."""
 
     @property
     def envelope(self) -> str:
@@ -213,15 +218,26 @@ class _State:
     source_progress: dict[str, Any]
     upper: int = 0
     since: int = 0
+    removed: dict[str, int] = field(default_factory=dict)  # tombstones (see Snapshot.removed)
+    removed_from: int | None = None
 
     def apply(self, entry: dict[str, Any]) -> None:
         v = int(entry["version"])
+        ts = int(entry.get("timestamp", 0))
+        if self.removed_from is None:  # replaying from commit 0 every removal is known; after a
+            self.removed_from = 0 if v == 0 else ts  # checkpoint without tombstones, those from here on
         if "metadata" in entry:
             self.meta = TableMeta.from_dict(entry["metadata"])
         if "schema" in entry:
             self.schema = TableSchema.from_dict(entry["schema"])
+        if entry.get("remove"):
+            cut = ts - fmt.TOMBSTONE_MS
+            if self.removed and min(self.removed.values()) < cut:
+                self.removed = {path: t for path, t in self.removed.items() if t >= cut}
+                self.removed_from = max(self.removed_from, cut)
         for path in entry.get("remove", ()):
-            self.parts.pop(path, None)
+            if self.parts.pop(path, None) is not None:
+                self.removed[path] = ts
         for raw in entry.get("add", ()):
             part = Part.from_dict(raw)
             self.parts[part.path] = part
@@ -236,33 +252,49 @@ class _State:
         return {"formatVersion": fmt.FORMAT_VERSION, "version": self.version, "metadata": self.meta.to_dict(),
                 "schema": self.schema.to_dict(), "parts": [p.to_dict() for p in self.parts.values()],
                 "ledger": {k: v.to_dict() for k, v in self.ledger.items()},
-                "sourceProgress": self.source_progress, "upper": self.upper, "since": self.since}
+                "sourceProgress": self.source_progress, "upper": self.upper, "since": self.since,
+                **({} if self.removed_from is None else {"removed": self.removed, "removedFrom": self.removed_from})}
 
     @classmethod
     def from_checkpoint(cls, d: dict[str, Any]) -> _State:
         parts = [Part.from_dict(p) for p in d["parts"]]
+        removed_from = d.get("removedFrom")  # absent in checkpoints written before tombstones
         return cls(int(d["version"]), TableMeta.from_dict(d["metadata"]), TableSchema.from_dict(d["schema"]),
                    {p.path: p for p in parts}, {k: LedgerEntry.from_dict(v) for k, v in d["ledger"].items()},
-                   dict(d.get("sourceProgress") or {}), int(d.get("upper", 0)), int(d.get("since", 0)))
+                   dict(d.get("sourceProgress") or {}), int(d.get("upper", 0)), int(d.get("since", 0)),
+                   {str(k): int(t) for k, t in (d.get("removed") or {}).items()},
+                   None if removed_from is None else int(removed_from))
 
     def copy(self) -> _State:
         return _State(self.version, self.meta, self.schema, dict(self.parts), dict(self.ledger),
-                      dict(self.source_progress), self.upper, self.since)
+                      dict(self.source_progress), self.upper, self.since, dict(self.removed), self.removed_from)
 
     def snapshot(self, uri: str, as_of: int | None = None) -> Snapshot:
         return Snapshot(uri, self.version, self.meta, self.schema, tuple(self.parts.values()), dict(self.ledger),
-                        dict(self.source_progress), self.upper, self.since, as_of)
+                        dict(self.source_progress), self.upper, self.since, as_of, dict(self.removed),
+                        self.removed_from)
+
+
+class DamagedObject(TableError):
+    """A log object that exists but is not the JSON object it should be (truncated, overwritten)."""
 
 
 def _read_json(storage: st.Storage, uri: str) -> dict[str, Any] | None:
-    """The JSON object at ``uri``, or None when there is none."""
+    """The JSON object at ``uri``, or None when there is none; ``DamagedObject`` naming ``uri``
+    when it is not a JSON object."""
     try:
         data = storage.read(uri)
     except (st.StorageError, FileNotFoundError):
         if storage.head(uri) is None:
             return None
         data = storage.read(uri)  # created between the two calls (log objects are immutable)
-    return _paths_inside(uri, json.loads(data))
+    try:
+        obj = json.loads(data)
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise DamagedObject(f"{uri} is damaged: not JSON ({e})") from e
+    if not isinstance(obj, dict):
+        raise DamagedObject(f"{uri} is damaged: a JSON {type(obj).__name__}, not an object")
+    return _paths_inside(uri, obj)
 
 
 def _paths_inside(uri: str, obj: Any) -> Any:
@@ -286,6 +318,20 @@ def _paths_inside(uri: str, obj: Any) -> Any:
                              "or changed by something else. No part it names is read or deleted; restore "
                              "the object from a copy or recreate the table")
     return obj
+
+
+def _read_commit(storage: st.Storage, uri: str) -> dict[str, Any] | None:
+    """Commit ``uri``, or None when there is none; a damaged commit is a ``TableError`` naming it
+    (a commit is the table's history: unlike a checkpoint, nothing can stand in for it)."""
+    try:
+        entry = _read_json(storage, uri)
+    except DamagedObject as e:
+        raise DamagedObject(f"{e}; the table cannot be read at or after this commit. Nothing was changed: "
+                            "restore the object from a copy (bucket versioning, a backup) and retry") from e
+    if entry is not None and not isinstance(entry.get("version"), int):
+        raise DamagedObject(f"{uri} is damaged: it has no integer \"version\"; the table cannot be read at or "
+                            "after this commit. Nothing was changed: restore the object from a copy and retry")
+    return entry
 
 
 def _now_ms() -> int:
@@ -479,7 +525,7 @@ def find_commit(uri: str, storage: st.Storage, nonce: str, after: int = -1) -> S
     if after >= 0:
         start = _load_version(uri, storage, after)
     else:
-        first = _read_json(storage, fmt.commit_uri(uri, 0))
+        first = _read_commit(storage, fmt.commit_uri(uri, 0))
         if first is None:
             return None
         start = _State(0, TableMeta.from_dict(first["metadata"]), TableSchema.from_dict(first["schema"]), {}, {}, {})
@@ -550,7 +596,13 @@ def prove_conditional_writes(storage: st.Storage, uri: str) -> None:
 
 
 def _encode(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+    """A commit, checkpoint or hint as strict RFC 8259 JSON: no ``Infinity`` or ``NaN`` (statistics
+    leave infinite bounds out, ``ColumnStats.to_dict``); anything else non-finite is refused."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
+    except ValueError as e:
+        raise TableError(f"a log entry holds a non-finite number, which JSON cannot carry ({e}); "
+                         "write it as a string or leave it out") from e
 
 
 def validate_meta(schema: TableSchema, envelope: str, keys: tuple[str, ...], sort: tuple[str, ...]) -> None:
@@ -691,7 +743,7 @@ def _replay_forward(uri: str, storage: st.Storage, state: _State, *, nonce: str 
     snapshot right after a commit carrying ``nonce`` is appended to ``found``."""
     new: _State | None = None
     while True:
-        entry = _read_json(storage, fmt.commit_uri(uri, (new or state).version + 1))
+        entry = _read_commit(storage, fmt.commit_uri(uri, (new or state).version + 1))
         if entry is None:
             return new or state
         if new is None:
@@ -701,23 +753,75 @@ def _replay_forward(uri: str, storage: st.Storage, state: _State, *, nonce: str 
             found.append(new.copy().snapshot(uri))
 
 
+_REPORTED: set[str] = set()
+"""Damaged checkpoints and hints already reported by this process (each is reported once)."""
+
+
+def _skip_damaged(uri: str, why: Exception | str) -> None:
+    """Report once per process that a checkpoint or hint at ``uri`` is unusable."""
+    if uri not in _REPORTED:
+        _REPORTED.add(uri)
+        text = str(why) if str(why).startswith(uri) else f"{uri} is damaged ({why})"
+        print(f"lading: ignoring {text}; opening uses an older checkpoint or the commits instead "
+              "(it is only an optimisation and is left as it is)", file=sys.stderr)
+
+
+def _checkpoint_state(uri: str, storage: st.Storage, version: int) -> _State | None:
+    """The state in checkpoint ``version``, or None when it is missing or damaged (reported once)."""
+    cp_uri = fmt.checkpoint_uri(uri, version)
+    try:
+        cp = _read_json(storage, cp_uri)
+        if cp is None:
+            return None
+        state = _State.from_checkpoint(cp)
+    except (DamagedObject, KeyError, TypeError, ValueError, AttributeError) as e:
+        _skip_damaged(cp_uri, e)
+        return None
+    if state.version != version:
+        _skip_damaged(cp_uri, f"it says version {state.version}")
+        return None
+    return state
+
+
+def _hinted(uri: str, storage: st.Storage) -> int | None:
+    """The version ``_last_checkpoint`` names, or None when it is missing or damaged (reported once)."""
+    hint_uri = fmt.last_checkpoint_uri(uri)
+    try:
+        hint = _read_json(storage, hint_uri)
+        if hint is None:
+            return None
+        v = hint["version"]
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"version {v!r}")
+    except (DamagedObject, KeyError, ValueError) as e:
+        _skip_damaged(hint_uri, e)
+        return None
+    return v
+
+
 def _initial_state(uri: str, storage: st.Storage, upto: int | None) -> _State | None:
-    """The state from the newest usable checkpoint (≤ ``upto``), else from commit 0."""
-    candidates: list[int] = []
-    if upto is None:
-        hint = _read_json(storage, fmt.last_checkpoint_uri(uri))
-        if hint is not None:
-            candidates.append(int(hint["version"]))
-        else:
-            candidates.extend(sorted(_listed_checkpoints(uri, storage), reverse=True)[:1])
-    else:
-        candidates.append(upto - upto % fmt.CHECKPOINT_INTERVAL)
-    for v in candidates:
-        if v > 0:
-            cp = _read_json(storage, fmt.checkpoint_uri(uri, v))
-            if cp is not None:
-                return _State.from_checkpoint(cp)
-    first = _read_json(storage, fmt.commit_uri(uri, 0))
+    """The state from the newest usable checkpoint (≤ ``upto``), else from commit 0.
+
+    Tried in turn, each at most once: (for ``upto``) the checkpoint the interval puts at or below
+    it, the one ``_last_checkpoint`` names, then every listed checkpoint newest first. A missing
+    or damaged one is skipped; commit 0 is the start only when no checkpoint is usable. Nothing
+    is rewritten."""
+    tried: set[int] = set()
+
+    def attempt(v: int | None) -> _State | None:
+        if v is None or v <= 0 or v in tried or (upto is not None and v > upto):
+            return None
+        tried.add(v)
+        return _checkpoint_state(uri, storage, v)
+
+    if upto is not None and (state := attempt(upto - upto % fmt.CHECKPOINT_INTERVAL)) is not None:
+        return state
+    if (state := attempt(_hinted(uri, storage))) is not None:
+        return state
+    for v in sorted(_listed_checkpoints(uri, storage), reverse=True):
+        if (state := attempt(v)) is not None:
+            return state
+    first = _read_commit(storage, fmt.commit_uri(uri, 0))
     if first is None:
         return None
     state = _State(0, TableMeta.from_dict(first["metadata"]), TableSchema.from_dict(first["schema"]), {}, {}, {})
@@ -729,8 +833,9 @@ def _listed_checkpoints(uri: str, storage: st.Storage) -> list[int]:
     out = []
     for obj in storage.list_objects(f"{uri}{fmt.LOG_DIR}/"):
         name = obj.uri.rsplit("/", 1)[-1]
-        if name.endswith(".checkpoint.json"):
-            out.append(int(name.split(".", 1)[0]))
+        head = name.split(".", 1)[0]
+        if name.endswith(".checkpoint.json") and head.isdigit():
+            out.append(int(head))
     return out
 
 
@@ -744,8 +849,15 @@ def _load_version(uri: str, storage: st.Storage, version: int) -> _State:
     if state is None:
         raise TableNotFoundError(f"no lading table at {uri}")
     while state.version < version:
-        entry = _read_json(storage, fmt.commit_uri(uri, state.version + 1))
+        entry = _read_commit(storage, fmt.commit_uri(uri, state.version + 1))
         if entry is None:
             raise TableError(f"version {version} of {uri} does not exist; the latest is {state.version}")
         state.apply(entry)
     return state
+
+
+def superseded_at(uri: str, storage: st.Storage, version: int) -> int | None:
+    """When state ``version`` stopped being the latest: commit ``version + 1``'s timestamp (epoch
+    ms), or None while no commit follows it. One read."""
+    entry = _read_commit(storage, fmt.commit_uri(fmt.table_root(uri), version + 1))
+    return None if entry is None else int(entry.get("timestamp", 0))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,9 +43,10 @@ from lading_jobs.table import bucket as kb
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import Part, Snapshot, TableLog, snapshot_at
+from lading_jobs.table.log import Part, Snapshot, TableError, TableLog, snapshot_at, superseded_at
 from lading_jobs.table.schema import conform, field_id
 from lading_jobs.table.stats import ColumnStats, PartStats, to_stats_domain
+from lading_spec.compaction import MIN_GRACE_PERIOD
 
 BUCKET_BYTES = 256 * 1024**2
 """Compressed part bytes one consolidating task reads before the plan adds a bucket."""
@@ -258,8 +260,33 @@ def _open_snapshot(options: dict[str, str]) -> tuple[Snapshot, st.Storage]:
     version = options.get("version")
     if version not in (None, ""):
         assert version is not None
-        return snapshot_at(uri, storage, int(version), as_of), storage
+        snapshot = snapshot_at(uri, storage, int(version), as_of)
+        check_retained(snapshot, storage)
+        return snapshot, storage
     return TableLog.open_existing(uri, storage).snapshot(as_of), storage
+
+
+def check_retained(snapshot: Snapshot, storage: st.Storage, now_ms: int | None = None) -> None:
+    """Refuse, when the read is planned, a version whose parts retention has deleted.
+
+    Retention deletes parts of a state once it stopped being the latest more than its grace
+    period ago (at least ``MIN_GRACE_PERIOD``, 24 h, unless ``allowShortGracePeriod``). A state
+    still the latest, or superseded more recently than that, is read as it is (one read: the
+    next commit). An older one is read only if every part it holds beyond the latest state's
+    is still there (one HEAD each); otherwise the read is refused naming the grace period."""
+    superseded = superseded_at(snapshot.uri, storage, snapshot.version)
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    if superseded is None or superseded >= now - int(MIN_GRACE_PERIOD * 1000):
+        return
+    latest = {p.path for p in TableLog.open_existing(snapshot.uri, storage).snapshot().parts}
+    for part in snapshot.parts:
+        if part.path not in latest and storage.head(snapshot.part_uri(part)) is None:
+            hours = (now - superseded) / 3_600_000
+            raise TableError(
+                f"version {snapshot.version} of {snapshot.uri} cannot be read: it stopped being the latest "
+                f"{hours:.1f} h ago, longer than retention's grace period (retention.gracePeriod, at least "
+                f"24h unless allowShortGracePeriod), and retention has deleted its part {part.path}. Reads of "
+                "a version are limited to the grace period: read a later version, or the latest")
 
 
 def _storage(uri: str, options: dict[str, str]) -> st.Storage:

@@ -37,12 +37,13 @@ class ColumnStats:
     max_truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: strict RFC 8259, so an infinite float bound is omitted (see ``finite``)."""
         out: dict[str, Any] = {}
         if self.nulls is not None:
             out["nulls"] = self.nulls
-        if self.min is not None:
+        if finite(self.min):
             out["min"] = self.min
-        if self.max is not None:
+        if finite(self.max):
             out["max"] = self.max
         if self.min_truncated:
             out["minTruncated"] = True
@@ -76,6 +77,16 @@ class PartStats:
         return cls(int(d["rows"]), int(d.get("bytes", 0)), d.get("minTime"), d.get("maxTime"),
                    d.get("minDiff"), d.get("maxDiff"),
                    {int(k): ColumnStats.from_dict(v) for k, v in (d.get("columns") or {}).items()})
+
+
+def finite(bound: Any) -> bool:
+    """Whether a bound is written to JSON: present and not an infinite (or NaN) float.
+
+    JSON has no infinities (RFC 8259), and a reader that maps them to ±1.797e308 would skip a
+    part holding ``inf`` for ``x > 1e308``. A missing lower bound means "no lower bound", which
+    is what -inf says; a missing upper bound is +inf's meaning; a lower bound of +inf (every
+    value is +inf) or an upper bound of -inf only lose pruning when left out, never a row."""
+    return bound is not None and not (isinstance(bound, float) and not math.isfinite(bound))
 
 
 def to_stats_domain(value: Any, naive_utc: bool = False) -> Any:

@@ -60,7 +60,7 @@ def _counting(name: str, kill_at: int) -> None:
 
 def _compact(uri: str, storage: st.Storage, ctx: RunContext, spec_overrides: dict[str, Any]) -> Any:
     spec = parse_compaction({"table": uri, "since": {"version": 5}, "targetFileSize": "48kB", "minInputFiles": 2,
-                             "retention": {"gracePeriod": "1h"}, **spec_overrides})
+                             "retention": {"gracePeriod": "1h", "allowShortGracePeriod": True}, **spec_overrides})
     return compact(None, spec, ctx, storage=storage, runner=compact_task.in_process(storage))
 
 

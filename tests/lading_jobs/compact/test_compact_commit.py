@@ -89,7 +89,7 @@ def test_an_undecidable_compact_commit_deletes_nothing_and_a_rerun_completes(
     assert rerun.groups == 1 and rows(uri) == expected
     log = TableLog.open_existing(uri)
     later = int(time.time() * 1000) + 2 * 3600 * 1000
-    retention.apply(log.storage, retention.plan_sweep(log, later, 3600 * 1000))
+    retention.apply(log.storage, retention.plan_sweep(log, later, 3600 * 1000, store_now=later))
     assert data_objects(uri) == {p.path for p in log.snapshot().parts}
 
 

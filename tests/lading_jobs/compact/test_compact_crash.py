@@ -132,7 +132,7 @@ def cleaned_up_later(uri: str, table: Path, expected: Counter, what: str) -> Non
     log = TableLog.open_existing(uri)
     snap = log.snapshot()
     later = int(time.time() * 1000) + 2 * 3600 * 1000
-    retention.apply(log.storage, retention.plan_sweep(log, later, 3600 * 1000))
+    retention.apply(log.storage, retention.plan_sweep(log, later, 3600 * 1000, store_now=later))
     live = {p.path for p in snap.parts}
     left = {o.uri.removeprefix(uri) for o in log.storage.list_objects(f"{uri}data/")}
     assert left == live, f"{what}: leftovers {sorted(left - live)}"

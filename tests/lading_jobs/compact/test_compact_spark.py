@@ -126,7 +126,7 @@ def test_retention_waits_for_the_grace_period_then_removes_replaced_parts_orphan
     expected = rows(uri)
     orphan = f"{uri}data/w-crashed/part-00000-00000.parquet"
     storage.put(orphan, b"PAR1 written by a writer that crashed before its commit")
-    spec = parse_compaction({"table": uri, "since": {"version": 4}, "retention": {"gracePeriod": "1h"}})
+    spec = parse_compaction({"table": uri, "since": {"version": 4}, "retention": {"gracePeriod": "1h", "allowShortGracePeriod": True}})
     done = compact(spark, spec, RunContext(), storage=storage)
     assert done.groups == 1 and done.retention["partsDeleted"] + done.retention["orphansDeleted"] == 0
     old = reader.read_parts(storage, opened, opened.parts)  # still readable: inside the grace period
@@ -137,7 +137,7 @@ def test_retention_waits_for_the_grace_period_then_removes_replaced_parts_orphan
 
     later = int(time.time() * 1000) + 2 * 3600 * 1000
     dry = parse_compaction({"table": uri, "since": {"version": 4},
-                            "retention": {"gracePeriod": "1h", "dryRun": True}})
+                            "retention": {"gracePeriod": "1h", "dryRun": True, "allowShortGracePeriod": True}})
     listed = compact(spark, dry, RunContext(), storage=storage, now_ms=later).retention
     assert listed["partsDeleted"] == 12 and listed["orphansDeleted"] == 1 and listed["uploadsAborted"] == 1
     assert "data/w-crashed/part-00000-00000.parquet" in listed["wouldDelete"]
