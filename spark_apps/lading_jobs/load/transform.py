@@ -158,7 +158,7 @@ def _try_struct(spark: SparkSession, sql: str) -> Column:
     jvm = spark._jvm
     assert jvm is not None
     parsed = spark._jsparkSession.sessionState().sqlParser().parseExpression(f"struct({sql})")
-    sandbox.check_expression(parsed, "transform.select")  # a tenant's SQL: no reflection, no subquery
+    sandbox.check_expression(parsed, "transform.select")  # a tenant's SQL: allowed functions only, no subquery
     node = jvm.org.apache.spark.sql.classic.ExpressionColumnNode.apply(
         jvm.org.apache.spark.sql.catalyst.expressions.TryEval(parsed))
     return Column(jvm.org.apache.spark.sql.Column(node))
@@ -177,13 +177,20 @@ def transformed(spark: SparkSession, raw: DataFrame, tplan: TransformPlan, schem
     source = ", ".join(_quote(n) for n in tplan.source.names)
     failed = " OR ".join(f"{c} IS NULL" for c in computed)
     try:
-        cols = [_try_struct(spark, f"CAST(({item}) AS {spark_type(types[target])})").alias(_item_column(i))
-                for i, (item, target) in enumerate(zip(tplan.items, tplan.targets, strict=True))]
-        if tplan.where is not None:
-            cols.append(_try_struct(spark, f"CAST(({tplan.where}) AS boolean)").alias(WHERE))
-        step = raw.select(raw[POS], raw[KIND], raw[INFO], *cols, *[raw[_quote(n)] for n in tplan.source.names])
-        return step.selectExpr(POS, KIND, INFO, *computed,
-                               f"CASE WHEN {KIND} = {DATA} AND ({failed}) THEN to_json(struct({source})) END AS {REC}")
+        # Tenant SQL: parsed and analysed only in a tenant session (allowed functions only), checked
+        # again once analysed; the result goes back to ``spark`` resolved (lading_jobs.sandbox).
+        tenant = sandbox.tenant_session(spark)
+        raw = sandbox.in_session(tenant, raw)
+        with sandbox.refusals("transform.select"):
+            cols = [_try_struct(tenant, f"CAST(({item}) AS {spark_type(types[target])})").alias(_item_column(i))
+                    for i, (item, target) in enumerate(zip(tplan.items, tplan.targets, strict=True))]
+            if tplan.where is not None:
+                cols.append(_try_struct(tenant, f"CAST(({tplan.where}) AS boolean)").alias(WHERE))
+            step = raw.select(raw[POS], raw[KIND], raw[INFO], *cols, *[raw[_quote(n)] for n in tplan.source.names])
+            out = step.selectExpr(POS, KIND, INFO, *computed, f"CASE WHEN {KIND} = {DATA} AND ({failed}) "
+                                  f"THEN to_json(struct({source})) END AS {REC}")
+        sandbox.check_resolved(out._jdf.queryExecution().analyzed(), "transform.select")
+        return sandbox.in_session(spark, out)
     except SpecError:
         raise
     except Exception as e:  # a parse or analysis error in the user's SQL
