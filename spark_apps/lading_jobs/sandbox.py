@@ -1,48 +1,51 @@
-"""A tenant's ``from.query`` may read its ``from.inputs`` and compute; nothing else.
+"""A tenant's SQL may read its inputs and compute with allowed functions; nothing else.
 
 ``spark.sql(text)`` would run whatever the text says: a ``SET`` or ``INSERT
 OVERWRITE DIRECTORY`` at once, ``java_method('java.lang.System', 'getenv', ...)``
-for every row, ``csv.`file:///proc/self/environ``` as a table. So the query is
-checked as Spark's own trees, never as text, in two steps, before anything runs:
+for every row, ``from_xml`` with an XSD URL that the JVM fetches (its entities
+reading the pod's files), ``csv.`file:///proc/self/environ``` as a table. So tenant
+SQL (``from.query``, ``transform.select``, ``scope.filter``) is only ever parsed and
+analysed in a **tenant session** (:func:`tenant_session`): a clone of the job's session
+whose function registries hold only the allow-list of :mod:`lading_jobs.sqlfunctions`
+(every other function is dropped before any tenant text is parsed, so no view, WINDOW
+clause, lambda, CTE or qualified name such as ``system.builtin.from_xml`` resolves it),
+and it is checked as Spark's own trees, never as text, before anything runs:
 
 1. the **parsed** plan (nothing resolved or run yet): every operator must be a
    query operator (``SELECT``, ``VALUES``, ``TABLE``, ``WITH``, joins, set
    operations, windows, ``PIVOT``...), never a command, ``EXECUTE IMMEDIATE`` or
-   a script; no function that calls into the JVM or reads files
-   (``java_method``, ``reflect``, ``try_reflect``, ``from_protobuf``,
-   ``to_protobuf``), no table function outside a list of pure ones, no
-   ``IDENTIFIER(<expression>)``. This step matters because analysis itself
-   evaluates some expressions (table-function arguments, ``IDENTIFIER``) and runs
-   ``EXECUTE IMMEDIATE``;
-2. the **analysed** plan: no command anywhere, no reflection expression, and every
-   relation it reads is a temporary view (``from.inputs``: only lading registers
-   them, a query cannot) or data written in the query itself (``VALUES``,
-   ``range``, a ``WITH`` reference): a path read with ``csv.`...```, a catalog
-   table or a persistent view is refused.
+   a script; every function called (named WINDOW definitions included) is on the
+   allow-list, every table function on its own list; no ``IDENTIFIER(<expression>)``.
+   This step gives the error its words (the function's name), and matters because
+   analysis itself evaluates some expressions and runs ``EXECUTE IMMEDIATE``;
+2. the **analysed** plan, a second wall: no command anywhere, no expression that
+   reaches Java, files or URLs, JSON options only from :data:`sqlfunctions.JSON_OPTIONS`,
+   and every relation it reads is a temporary view (``from.inputs``: only lading
+   registers them, a query cannot) or data written in the query itself (``VALUES``,
+   ``range``, a ``WITH`` reference): a path read with ``csv.`...```, a catalog table
+   or a persistent view is refused.
 
-The DataFrame is then built from the checked parsed plan (the text is not parsed
-again). The session also sets ``spark.sql.runSQLOnFiles=false`` and
-``spark.sql.variable.substitute=false`` (``${env:AWS_SECRET_ACCESS_KEY}`` would
-otherwise be replaced by the secret before parsing), see :mod:`lading_jobs.session`.
+The checked analysed plan then becomes a DataFrame of the job's own session (the text is
+not parsed or resolved again), so lading's own SQL keeps every function. The session also
+sets ``spark.sql.runSQLOnFiles=false`` and ``spark.sql.variable.substitute=false``
+(``${env:AWS_SECRET_ACCESS_KEY}`` would otherwise be replaced by the secret before
+parsing), see :mod:`lading_jobs.session`; the tenant session inherits them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
+from lading_jobs import sqlfunctions
 from lading_spec.errors import SpecError
 
 FIELD = "from.query"
-# Functions that reach the JVM (reflection) or read files named by the query.
-DENIED_FUNCTIONS = frozenset({"java_method", "reflect", "try_reflect", "from_protobuf", "to_protobuf"})
-# Table functions that only compute from their arguments.
-TABLE_FUNCTIONS = frozenset({
-    "range", "explode", "explode_outer", "inline", "inline_outer", "posexplode", "posexplode_outer",
-    "stack", "json_tuple", "variant_explode", "variant_explode_outer", "sql_keywords",
-})
+TABLE_FUNCTIONS = sqlfunctions.ALLOWED_TABLE_FUNCTIONS
 # Operators a parsed query may hold (catalyst simple class names). Anything else is refused.
 QUERY_OPERATORS = frozenset({
     "Project", "Filter", "Aggregate", "Join", "LateralJoin", "Sort", "GlobalLimit", "LocalLimit", "LimitAll",
@@ -57,21 +60,99 @@ QUERY_OPERATORS = frozenset({
 # Leaves an analysed query may read besides from.inputs: data written in the query itself.
 QUERY_LEAVES = frozenset({"OneRowRelation", "LocalRelation", "Range", "CTERelationRef", "UnionLoopRef",
                           "ResolvedInlineTable"})
-DENIED_EXPRESSIONS = frozenset({"CallMethodViaReflection", "ProtobufDataToCatalyst", "CatalystDataToProtobuf"})
+# Second wall, on the analysed plan: expressions that reach Java, read files or fetch URLs, or tell
+# where Spark runs. The tenant session cannot resolve them; should one appear anyway, it is refused.
+DENIED_EXPRESSIONS = frozenset({
+    "CallMethodViaReflection", "TryReflect", "ProtobufDataToCatalyst", "CatalystDataToProtobuf", "FromProtobuf",
+    "ToProtobuf", "AvroDataToCatalyst", "CatalystDataToAvro", "FromAvro", "ToAvro", "SchemaOfAvro", "XmlToStructs",
+    "StructsToXml", "SchemaOfXml", "XPathBoolean", "XPathShort", "XPathInt", "XPathLong", "XPathFloat",
+    "XPathDouble", "XPathString", "XPathList", "CsvToStructs", "StructsToCsv", "SchemaOfCsv", "InputFileName",
+    "InputFileBlockStart", "InputFileBlockLength", "CurrentUser",
+})
 UNRESOLVED_IDENTIFIERS = frozenset({"PlanWithUnresolvedIdentifier", "ExpressionWithUnresolvedIdentifier"})
 _CATALYST = "org.apache.spark.sql.catalyst."
 _COMMAND = "org.apache.spark.sql.catalyst.plans.logical.Command"
 
 
 def query_frame(spark: SparkSession, query: str, inputs: Iterable[str]) -> DataFrame:
-    """The DataFrame of ``query`` once both checks pass; :class:`SpecError` on ``from.query`` otherwise."""
-    jss = spark._jsparkSession  # type: ignore[attr-defined]
+    """The DataFrame of ``query`` (in ``spark``) once both checks pass in a tenant session;
+    :class:`SpecError` on ``from.query`` otherwise."""
+    tenant = tenant_session(spark)
+    jss = tenant._jsparkSession  # type: ignore[attr-defined]
     parsed = jss.sessionState().sqlParser().parsePlan(query)
     check_parsed(parsed)
-    analysed = jss.sessionState().executePlan(parsed, _mode(spark)).analyzed()
-    check_analysed(spark, analysed, {name.lower() for name in inputs})
-    jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(jss, parsed)  # type: ignore[union-attr]
+    with refusals(FIELD):
+        analysed = jss.sessionState().executePlan(parsed, _mode(tenant)).analyzed()
+    check_analysed(tenant, analysed, {name.lower() for name in inputs})
+    return _frame(spark, analysed)
+
+
+def tenant_session(spark: SparkSession) -> SparkSession:
+    """A clone of ``spark`` (its settings, temporary views and data sources) whose function
+    and table-function registries hold only :mod:`lading_jobs.sqlfunctions`' allow-lists:
+    the only session tenant text is parsed and analysed in. ``spark`` keeps every function."""
+    jclone = spark._jsparkSession.cloneSession()  # type: ignore[attr-defined]
+    state = jclone.sessionState()
+    _keep_only(state.functionRegistry(), sqlfunctions.ALLOWED_FUNCTIONS)
+    _keep_only(state.tableFunctionRegistry(), sqlfunctions.ALLOWED_TABLE_FUNCTIONS)
+    return SparkSession(spark.sparkContext, jclone)
+
+
+def _registered(registry: Any) -> list[str]:
+    """The function names ``registry`` resolves (``system.builtin.abs`` -> ``abs``)."""
+    return _names(registry.listFunction())
+
+
+def _names(identifiers: Any) -> list[str]:
+    """The names of a Scala sequence of FunctionIdentifiers, in its order (one JVM call)."""
+    text = str(identifiers.mkString("\n"))
+    return [name.rsplit(".", 1)[-1].lower() for name in text.split("\n")] if text else []
+
+
+def _keep_only(registry: Any, allowed: frozenset[str]) -> None:
+    """Drop every function of ``registry`` not in ``allowed``; fail closed if any is left."""
+    listed = registry.listFunction()
+    for i, name in enumerate(_names(listed)):
+        if name not in allowed:
+            registry.dropFunction(listed.apply(i))
+    left = sorted(set(_registered(registry)) - allowed)
+    if left:
+        raise RuntimeError(f"the tenant session still resolves {', '.join(left)}; refusing to run tenant SQL")
+
+
+def _frame(spark: SparkSession, analysed: Any) -> DataFrame:
+    """A DataFrame of ``spark`` over a plan analysed (and checked) in a tenant session: nothing
+    in it is resolved again, so lading's own SQL on it keeps every function."""
+    jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(  # type: ignore[union-attr]
+        spark._jsparkSession, analysed)  # type: ignore[attr-defined]
     return DataFrame(jdf, spark)
+
+
+def in_session(spark: SparkSession, df: DataFrame) -> DataFrame:
+    """``df`` (analysed in its own session) as a DataFrame of ``spark``."""
+    return _frame(spark, df._jdf.queryExecution().analyzed())
+
+
+@contextmanager
+def refusals(field: str) -> Iterator[None]:
+    """Spark's "cannot resolve routine X", for a function the tenant session lacks, as a
+    :class:`SpecError` on ``field`` naming it (the registry refused what step 1 did not see)."""
+    try:
+        yield
+    except AnalysisException as e:
+        if e.getCondition() == "UNRESOLVED_ROUTINE":
+            routine = str((e.getMessageParameters() or {}).get("routineName", ""))
+            name = routine.split("`.`")[-1].strip("`").lower()
+            if name and name not in sqlfunctions.ALLOWED_FUNCTIONS:
+                raise SpecError(field, _not_allowed(name)) from None
+        raise
+
+
+def _not_allowed(name: str) -> str:
+    why = sqlfunctions.REFUSED_FUNCTIONS.get(name)
+    reason = f"it {why}" if why else "it is not a function tenant SQL may call"
+    return (f"{name}() is not allowed: {reason}; tenant SQL may call only the functions listed in "
+            "docs/security.md (\"Which functions\")")
 
 
 def _mode(spark: SparkSession) -> Any:
@@ -96,7 +177,11 @@ def _plans(root: Any, stop: Any = None) -> Iterator[Any]:
 
 
 def _expressions(plan: Any) -> Iterator[Any]:
+    """Every expression of ``plan``, also those of named WINDOW definitions (a parsed
+    ``WithWindowDefinition`` holds them in a map, not among its expressions)."""
     stack = _seq(plan.expressions())
+    if str(plan.nodeName()) == "WithWindowDefinition":
+        stack.extend(_seq(plan.windowDefinitions().values().toSeq()))
     while stack:
         expr = stack.pop()
         yield expr
@@ -112,7 +197,7 @@ def _function_name(expr: Any, kind: str) -> str | None:
 
 
 def check_parsed(parsed: Any) -> None:
-    """Step 1 (before analysis): query operators only, no denied function, no IDENTIFIER(expression)."""
+    """Step 1 (before analysis): query operators only, allowed functions only, no IDENTIFIER(expression)."""
     for plan in _plans(parsed):
         kind = str(plan.nodeName())
         if kind in UNRESOLVED_IDENTIFIERS:
@@ -130,10 +215,7 @@ def check_parsed(parsed: Any) -> None:
             ekind = str(expr.nodeName())
             if ekind in UNRESOLVED_IDENTIFIERS:
                 raise SpecError(FIELD, "IDENTIFIER(<expression>) is not allowed; write the name itself")
-            function = _function_name(expr, ekind)
-            if function in DENIED_FUNCTIONS:
-                raise SpecError(FIELD, f"{function}() is not allowed: it calls Java code or reads files inside the "
-                                       "Spark pods; compute the value with SQL functions instead")
+            _check_function(_function_name(expr, ekind), FIELD)
 
 
 def check_analysed(spark: SparkSession, analysed: Any, inputs: set[str]) -> None:
@@ -160,16 +242,43 @@ def check_analysed(spark: SparkSession, analysed: Any, inputs: set[str]) -> None
             raise SpecError(FIELD, f"reads {kind} ({_describe(plan)}), which is not one of from.inputs "
                                    f"({', '.join(sorted(inputs)) or 'none'}); name every source in from.inputs")
         for expr in _expressions(plan):
-            if str(expr.nodeName()) in DENIED_EXPRESSIONS:
-                raise SpecError(FIELD, f"{expr.prettyName()}() is not allowed: it calls Java code or reads files "
-                                       "inside the Spark pods")
+            check_resolved_expression(expr, FIELD)
+
+
+def _check_function(function: str | None, field: str) -> None:
+    if function is not None and function not in sqlfunctions.ALLOWED_FUNCTIONS:
+        raise SpecError(field, _not_allowed(function))
+
+
+def check_resolved_expression(expr: Any, field: str) -> None:
+    """Step 2 for one analysed expression: not one that reaches Java, files or URLs; a JSON
+    function's options only from :data:`sqlfunctions.JSON_OPTIONS`."""
+    kind = str(expr.nodeName())
+    if kind in DENIED_EXPRESSIONS:
+        raise SpecError(field, _not_allowed(str(expr.prettyName()).lower()))
+    if kind in sqlfunctions.JSON_FUNCTIONS:
+        keys = expr.options().keys().iterator()
+        while keys.hasNext():
+            key = str(keys.next())
+            if key.lower() not in sqlfunctions.JSON_OPTIONS:
+                raise SpecError(field, f"{expr.prettyName()}() option {key!r} is not allowed; accepted: "
+                                       f"{', '.join(sorted(sqlfunctions.JSON_OPTIONS))}")
+
+
+def check_resolved(plan: Any, field: str) -> None:
+    """Step 2 for an analysed plan holding a tenant's expressions (``scope.filter``,
+    ``transform.select``): every expression of every node, subqueries included."""
+    for node in _plans(plan):
+        for expr in _expressions(node):
+            check_resolved_expression(expr, field)
 
 
 def filter_column(spark: SparkSession, text: str, field: str) -> Any:
     """A tenant's SQL expression (a Compaction's ``scope.filter``) as a Column, checked like a query.
 
-    No denied function, no ``IDENTIFIER(<expression>)``, and no subquery (a filter
-    compares the row's own columns): :class:`SpecError` on ``field`` otherwise.
+    Allowed functions only, no ``IDENTIFIER(<expression>)``, and no subquery (a filter
+    compares the row's own columns): :class:`SpecError` on ``field`` otherwise. ``spark``
+    must be a :func:`tenant_session`: the Column resolves in the DataFrame it is used in.
     """
     from pyspark.sql import functions as F
 
@@ -178,8 +287,8 @@ def filter_column(spark: SparkSession, text: str, field: str) -> Any:
 
 
 def check_expression(expression: Any, field: str) -> None:
-    """A parsed tenant expression (``filter_column``; a load's ``transform.select`` items): no denied
-    function, no ``IDENTIFIER(<expression>)``, no subquery; :class:`SpecError` on ``field`` otherwise."""
+    """A parsed tenant expression (``filter_column``; a load's ``transform.select`` items): allowed
+    functions only, no ``IDENTIFIER(<expression>)``, no subquery; :class:`SpecError` on ``field`` otherwise."""
     stack = [expression]
     while stack:
         expr = stack.pop()
@@ -188,10 +297,7 @@ def check_expression(expression: Any, field: str) -> None:
             raise SpecError(field, "IDENTIFIER(<expression>) is not allowed; write the name itself")
         if kind in ("ScalarSubquery", "Exists", "ListQuery", "InSubquery", "LateralSubquery"):
             raise SpecError(field, "a subquery is not allowed here; compare the table's own columns")
-        function = _function_name(expr, kind)
-        if function in DENIED_FUNCTIONS:
-            raise SpecError(field, f"{function}() is not allowed: it calls Java code or reads files inside the "
-                                   "Spark pods")
+        _check_function(_function_name(expr, kind), field)
         stack.extend(_seq(expr.children()))
 
 

@@ -138,9 +138,13 @@ def bind_filter(spark: Any, text: str, schema: TableSchema) -> ex.Expr:
     spark_schema = spark_formats.transfer_schema(schema.spark_schema())
     columns = [F.lit(None).cast(f.dataType).alias(f.name) for f in spark_schema.fields]
     try:
-        # Tenant SQL: no Java calls, file-reading functions or subqueries (lading_jobs.sandbox).
-        df = spark.range(0).select(*columns).where(sandbox.filter_column(spark, text, "scope.filter"))
-        plan = df._jdf.queryExecution().analyzed()
+        # Tenant SQL: analysed only in a tenant session (allowed functions only), no subquery, and
+        # checked again once analysed, before _translate evaluates its constants (lading_jobs.sandbox).
+        tenant = sandbox.tenant_session(spark)
+        with sandbox.refusals("scope.filter"):
+            df = tenant.range(0).select(*columns).where(sandbox.filter_column(tenant, text, "scope.filter"))
+            plan = df._jdf.queryExecution().analyzed()
+        sandbox.check_resolved(plan, "scope.filter")
     except PySparkException as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SpecError("scope.filter", f"Spark cannot use {text!r} as a filter over the table's columns: "

@@ -160,7 +160,7 @@ def _try_struct(spark: SparkSession, sql: str) -> Column:
     jvm = spark._jvm
     assert jvm is not None
     parsed = spark._jsparkSession.sessionState().sqlParser().parseExpression(f"struct({sql})")
-    sandbox.check_expression(parsed, "transform.select")  # a tenant's SQL: no reflection, no subquery
+    sandbox.check_expression(parsed, "transform.select")  # a tenant's SQL: allowed functions only, no subquery
     node = jvm.org.apache.spark.sql.classic.ExpressionColumnNode.apply(
         jvm.org.apache.spark.sql.catalyst.expressions.TryEval(parsed))
     return Column(jvm.org.apache.spark.sql.Column(node))
@@ -179,21 +179,28 @@ def transformed(spark: SparkSession, raw: DataFrame, tplan: TransformPlan, schem
     source = ", ".join(_quote(n) for n in tplan.source.names)
     failed = " OR ".join(f"{c} IS NULL" for c in computed)
     try:
-        cols = [_try_struct(spark, f"CAST(({item}) AS {spark_type(types[target])})").alias(_item_column(i))
-                for i, (item, target) in enumerate(zip(tplan.items, tplan.targets, strict=True))]
-        if tplan.where is not None:
-            where = _try_struct(spark, f"({tplan.where})")  # the sandbox's check first
-            where_type = raw.selectExpr(f"({tplan.where}) AS w").schema["w"].dataType
-            if isinstance(where_type, T.NullType):  # WHERE NULL: a boolean NULL, as Spark takes it
-                where = _try_struct(spark, f"CAST(({tplan.where}) AS boolean)")
-            elif not isinstance(where_type, T.BooleanType):  # Spark's FILTER_NOT_BOOLEAN, not a cast
-                raise SpecError("transform.select", f"the WHERE condition ({tplan.where}) is "
-                                f"{where_type.simpleString()}, not boolean (Spark: FILTER_NOT_BOOLEAN); "
-                                "write a comparison, e.g. WHERE $2 = 'yes'")
-            cols.append(where.alias(WHERE))
-        step = raw.select(raw[POS], raw[KIND], raw[INFO], *cols, *[raw[_quote(n)] for n in tplan.source.names])
-        return step.selectExpr(POS, KIND, INFO, *computed,
-                               f"CASE WHEN {KIND} = {DATA} AND ({failed}) THEN to_json(struct({source})) END AS {REC}")
+        # Tenant SQL: parsed and analysed only in a tenant session (allowed functions only), checked
+        # again once analysed; the result goes back to ``spark`` resolved (lading_jobs.sandbox).
+        tenant = sandbox.tenant_session(spark)
+        raw = sandbox.in_session(tenant, raw)
+        with sandbox.refusals("transform.select"):
+            cols = [_try_struct(tenant, f"CAST(({item}) AS {spark_type(types[target])})").alias(_item_column(i))
+                    for i, (item, target) in enumerate(zip(tplan.items, tplan.targets, strict=True))]
+            if tplan.where is not None:
+                where = _try_struct(tenant, f"({tplan.where})")  # the sandbox's check first
+                where_type = raw.selectExpr(f"({tplan.where}) AS w").schema["w"].dataType
+                if isinstance(where_type, T.NullType):  # WHERE NULL: a boolean NULL, as Spark takes it
+                    where = _try_struct(tenant, f"CAST(({tplan.where}) AS boolean)")
+                elif not isinstance(where_type, T.BooleanType):  # Spark's FILTER_NOT_BOOLEAN, not a cast
+                    raise SpecError("transform.select", f"the WHERE condition ({tplan.where}) is "
+                                    f"{where_type.simpleString()}, not boolean (Spark: FILTER_NOT_BOOLEAN); "
+                                    "write a comparison, e.g. WHERE $2 = 'yes'")
+                cols.append(where.alias(WHERE))
+            step = raw.select(raw[POS], raw[KIND], raw[INFO], *cols, *[raw[_quote(n)] for n in tplan.source.names])
+            out = step.selectExpr(POS, KIND, INFO, *computed, f"CASE WHEN {KIND} = {DATA} AND ({failed}) "
+                                  f"THEN to_json(struct({source})) END AS {REC}")
+        sandbox.check_resolved(out._jdf.queryExecution().analyzed(), "transform.select")
+        return sandbox.in_session(spark, out)
     except SpecError:
         raise
     except Exception as e:  # a parse or analysis error in the user's SQL

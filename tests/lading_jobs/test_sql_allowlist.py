@@ -1,0 +1,248 @@
+"""Tenant SQL calls only allowed functions, through every entry point, and fetches nothing.
+
+The payloads of issue 28 (``from_xml`` with an XSD URL or a local path, ``schema_of_xml``
+and ``xpath_string`` with a DOCTYPE SYSTEM URL, ``to_xml``, ``xpath_string`` reading a
+JVM system property, ``from_protobuf`` with a descriptor URL in a WINDOW clause, a CTE,
+an inline view or a lambda) go through ``from.query``, ``scope.filter``, a load's
+``transform.select`` and a StreamCopy's; each must be refused naming the function while
+a listener on 127.0.0.1 receives no request and a marker file's content appears nowhere.
+``SHOW FUNCTIONS`` of the pinned Spark must be split, name by name, between the allowed
+and the refused lists, which docs/security.md shows (checked equal here).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import http.server
+import re
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyspark
+import pytest
+
+from lading_jobs import sandbox, sqlfunctions
+from lading_jobs.compact.scope import bind_filter
+from lading_jobs.load.job import run_load
+from lading_jobs.stream.job import run_stream
+from lading_jobs.table.log import TableLog
+from lading_jobs.table.schema import TableSchema
+from lading_spec.errors import SpecError
+from lading_spec.job import JobDocument
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[2]
+MARKER = "lading-marker-7f3c2a"  # the content of "a file of the pod"
+
+
+class Listener:
+    """A hostile tenant's server on 127.0.0.1: records every request it gets."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        listener = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                listener.requests.append(self.path)
+                self.send_response(404)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    server = Listener()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def marker(tmp_path: Path) -> str:
+    path = tmp_path / "marker.xsd"
+    path.write_text(MARKER)
+    return str(path)
+
+
+def payloads(url: str, marker: str) -> dict[str, tuple[str, str]]:
+    """name -> (the function that must be named, an expression calling it)."""
+    doctype = f'<!DOCTYPE r SYSTEM "{url}/r.dtd"><r><a>1</a></r>'
+    return {
+        "from_xml-xsd-url": ("from_xml", f"from_xml('<r><a>1</a></r>', 'a INT', "
+                                         f"map('rowValidationXSDPath', '{url}/x.xsd'))"),
+        "from_xml-xsd-file": ("from_xml", f"from_xml('<r><a>1</a></r>', 'a INT', "
+                                          f"map('rowValidationXSDPath', '{marker}'))"),
+        "schema_of_xml-doctype": ("schema_of_xml", f"schema_of_xml('{doctype}')"),
+        "to_xml": ("to_xml", f"to_xml(named_struct('a', 1), map('rowValidationXSDPath', '{url}/x.xsd'))"),
+        "xpath_string-system-property": ("xpath_string",
+                                         "xpath_string('<r/>', 'system-property(\"sun.java.command\")')"),
+        "xpath_string-doctype": ("xpath_string", f"xpath_string('{doctype}', '/r/a')"),
+        "from_protobuf-url": ("from_protobuf", f"from_protobuf(X'00', 'M', '{url}/d.desc')"),
+    }
+
+
+NAMES = list(payloads("http://h", "/m"))
+
+
+def assert_refused(info: pytest.ExceptionInfo[SpecError], field: str, function: str, listener: Listener) -> None:
+    assert info.value.field == field and f"{function}() is not allowed" in info.value.message, info.value
+    assert MARKER not in str(info.value)
+    assert listener.requests == []
+
+
+@pytest.fixture
+def src(spark: Any) -> Iterator[Any]:
+    spark.range(3).createOrReplaceTempView("src")
+    yield spark
+    spark.catalog.dropTempView("src")
+
+
+QUERIES = {
+    "select": "SELECT {p} AS v FROM src",
+    "window-clause": "SELECT row_number() OVER w AS v FROM src WINDOW w AS (ORDER BY {p})",
+    "cte": "WITH t AS (SELECT {p} AS v FROM src) SELECT * FROM t",
+    "inline-view": "SELECT v FROM (SELECT {p} AS v FROM src) AS view1",
+    "lambda": "SELECT transform(array(id), x -> {p}) AS v FROM src",
+}
+CASES = [(n, "select") for n in NAMES] + [(n, form) for n in ("from_protobuf-url", "from_xml-xsd-url")
+                                          for form in QUERIES if form != "select"]
+
+
+@pytest.mark.parametrize(("name", "form"), CASES, ids=[f"{n}-{f}" for n, f in CASES])
+def test_from_query_refuses_each_payload_in_each_form(src: Any, listener: Listener, marker: str,
+                                                      name: str, form: str) -> None:
+    function, expression = payloads(listener.url, marker)[name]
+    with pytest.raises(SpecError) as info:
+        sandbox.query_frame(src, QUERIES[form].format(p=expression), ["src"]).collect()
+    assert_refused(info, "from.query", function, listener)
+
+
+SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scope_filter_refuses_each_payload(spark: Any, listener: Listener, marker: str, name: str) -> None:
+    function, expression = payloads(listener.url, marker)[name]
+    with pytest.raises(SpecError) as info:
+        bind_filter(spark, f"k > 1 AND {expression} IS NOT NULL", SCHEMA)
+    assert_refused(info, "scope.filter", function, listener)
+
+
+def copyjob(spec: dict[str, Any]) -> JobDocument:
+    return JobDocument("CopyJob", "ns", "load", "uid", 1, "run-1", dt.datetime(2025, 1, 1, tzinfo=dt.UTC), spec)
+
+
+@pytest.mark.parametrize("name", ["from_xml-xsd-url", "xpath_string-system-property", "from_protobuf-url"])
+def test_load_transform_refuses_the_payload_and_loads_nothing(spark: Any, listener: Listener, marker: str,
+                                                              file_uri: Callable[[str], str], tmp_path: Path,
+                                                              name: str) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "1.csv").write_text("<r><a>1</a></r>\n")
+    function, expression = payloads(listener.url, marker)[name]
+    spec = {"from": {"files": file_uri("in/"), "format": "csv"},
+            "to": {"table": file_uri("t/"), "schema": [{"name": "s", "type": "string"}]},
+            "transform": {"select": f"SELECT CAST({expression} AS STRING) FROM source"}}
+    with pytest.raises(SpecError) as info:
+        run_load(spark, copyjob(spec))
+    assert_refused(info, "transform.select", function, listener)
+    assert not (tmp_path / "t").exists()
+
+
+def test_stream_transform_refuses_the_payload_and_commits_nothing(spark: Any, listener: Listener, marker: str,
+                                                                  file_uri: Callable[[str], str],
+                                                                  tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("1,x\n")
+    function, expression = payloads(listener.url, marker)["from_xml-xsd-url"]
+    spec = {"source": {"files": {"uri": file_uri("in/"), "format": "csv"}},
+            "target": {"table": file_uri("t/"), "schema": [{"name": "id", "type": "int"},
+                                                            {"name": "v", "type": "string"}]},
+            "transform": {"select": f"SELECT $1::int, CAST({expression} AS STRING) FROM source"}}
+    job = JobDocument("StreamCopy", "ns", "xml", "uid", 1, "xml-1", dt.datetime.now(dt.UTC), spec)
+    stopped = run_stream(spark, job, once=True, progress_port=None)
+    assert stopped["reason"] == "InvalidTransform", stopped
+    assert f"transform.select: {function}() is not allowed" in stopped["error"], stopped
+    assert MARKER not in str(stopped) and listener.requests == []
+    table = TableLog.open_existing(file_uri("t/"))
+    assert table.snapshot().rows == 0
+
+
+def test_json_options_are_bounded_by_an_allow_list(src: Any, listener: Listener) -> None:
+    ok = "from_json('{\"a\": 1}', 'a INT', map('allowComments', 'true')).a"
+    assert [r.v for r in sandbox.query_frame(src, f"SELECT {ok} AS v FROM src", ["src"]).collect()] == [1, 1, 1]
+    bad = f"from_json('{{\"a\": 1}}', 'a INT', map('dropFieldIfAllNull', 'true', 'schemaUrl', '{listener.url}'))"
+    with pytest.raises(SpecError, match=r"from.query: from_json\(\) option 'schemaUrl' is not allowed"):
+        sandbox.query_frame(src, f"SELECT {bad} AS v FROM src", ["src"])
+    with pytest.raises(SpecError, match=r"scope.filter: from_json\(\) option 'schemaUrl' is not allowed"):
+        bind_filter(src, f"{bad}.a = k", SCHEMA)
+    assert listener.requests == []
+
+
+def test_the_tenant_session_resolves_only_allowed_functions_and_the_job_session_keeps_its_own(spark: Any) -> None:
+    tenant = sandbox.tenant_session(spark)
+    state = tenant._jsparkSession.sessionState()
+    assert set(sandbox._registered(state.functionRegistry())) <= sqlfunctions.ALLOWED_FUNCTIONS
+    assert set(sandbox._registered(state.tableFunctionRegistry())) <= sqlfunctions.ALLOWED_TABLE_FUNCTIONS
+    for text in ("SELECT reflect('java.lang.String', 'valueOf', 1)",
+                 "SELECT builtin.reflect('java.lang.String', 'valueOf', 1)",
+                 "SELECT system.builtin.reflect('java.lang.String', 'valueOf', 1)",
+                 "SELECT * FROM python_worker_logs()"):
+        with pytest.raises(Exception, match="UNRESOLVED_ROUTINE|REQUIRES_SINGLE_PART_NAMESPACE|"
+                                            "UNRESOLVABLE_TABLE_VALUED_FUNCTION"):
+            tenant.sql(text).collect()
+    # lading's own SQL (and every other test) runs in the job's session, which lost nothing
+    assert spark.sql("SELECT from_xml('<r><a>1</a></r>', 'a INT').a AS a").collect()[0].a == 1
+    assert spark.sql("SELECT reflect('java.lang.String', 'valueOf', 7) AS v").collect()[0].v == "7"
+
+
+def lock_pin(package: str) -> str:
+    match = re.search(rf"^{package}==(\S+)$", (ROOT / "requirements.lock").read_text(), re.M)
+    assert match, f"{package} is not pinned in requirements.lock"
+    return match.group(1)
+
+
+def test_show_functions_of_the_pinned_spark_are_each_allowed_or_refused(spark: Any) -> None:
+    assert pyspark.__version__ == lock_pin("pyspark")
+    shown = {r[0].lower() for r in spark.sql("SHOW FUNCTIONS").collect()}
+    allowed, refused = sqlfunctions.ALLOWED_FUNCTIONS, set(sqlfunctions.REFUSED_FUNCTIONS)
+    assert not allowed & refused, f"both allowed and refused: {sorted(allowed & refused)}"
+    assert shown - allowed - refused == set(), "undecided: add each to sqlfunctions (and docs/security.md)"
+    assert (allowed | refused) - shown == set(), "listed but not a function of this Spark"
+    tables = set(sandbox._registered(spark._jsparkSession.sessionState().tableFunctionRegistry()))
+    assert tables - sqlfunctions.ALLOWED_TABLE_FUNCTIONS - refused == set()
+    assert sqlfunctions.ALLOWED_TABLE_FUNCTIONS - (allowed & tables) == set()
+
+
+def docs_block(tag: str) -> str:
+    text = (ROOT / "docs" / "security.md").read_text()
+    match = re.search(rf"<!-- sql:{tag} -->\n```text\n(.*?)```\n<!-- /sql:{tag} -->", text, re.S)
+    assert match, f"docs/security.md has no sql:{tag} block"
+    return match.group(1)
+
+
+def test_docs_show_the_lists_the_code_enforces() -> None:
+    assert set(docs_block("allowed").split()) == sqlfunctions.ALLOWED_FUNCTIONS
+    assert set(docs_block("table-functions").split()) == sqlfunctions.ALLOWED_TABLE_FUNCTIONS
+    assert set(docs_block("json-options").split()) == sqlfunctions.JSON_OPTIONS
+    refused: dict[str, str] = {}
+    why = ""
+    for line in docs_block("refused").splitlines():
+        if line.startswith("# "):
+            why = line[2:]
+        else:
+            refused.update(dict.fromkeys(line.split(), why))
+    assert refused == sqlfunctions.REFUSED_FUNCTIONS
