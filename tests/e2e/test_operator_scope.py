@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from harness.control_plane import audit_requests
 from harness.fixtures import Kube
 from harness.identities import Identity
@@ -17,6 +19,8 @@ from .conftest import API, OperatorProcess, wait_phase
 
 def test_cluster_wide_operator_never_watches_crds_or_namespaces(
         kube: Kube, kube_namespace: str, operator_identity: Identity, operator_process: OperatorProcess) -> None:
+    if not (kube.endpoint.directory / "audit.log").exists():
+        pytest.skip("the API server's audit log is this machine's control plane's (not LADING_TEST_KUBECONFIG's)")
     assert operator_process.namespaces == ""  # the cluster-wide mode
     spec = {"from": {"query": "SELECT 1"}, "to": {"files": "s3://out/{when}/", "format": "csv"}}
     kube.client.create({"apiVersion": API, "kind": "CopyJob",

@@ -6,6 +6,9 @@
   Attributes: ``url``, ``token`` (cluster-admin), ``ca`` (the server's certificate),
   ``kubeconfig`` (a file path for kubectl, helm, kopf and the kubernetes client) and
   ``client`` (a ``KubeClient`` as cluster-admin).
+  With ``LADING_TEST_KUBECONFIG`` (a kubeconfig whose current user is a cluster-admin bearer
+  token), the tests use that cluster instead, e.g. kind: nothing is started, our CRDs are
+  installed there, the audit-log test skips (the log is the control plane's own file).
 - ``operator_identity`` (session): the chart's operator ServiceAccount with the chart's
   RBAC applied (``harness.identities``): ``.kubeconfig`` for the operator process.
 - ``standin_identity`` (session): spark-operator's controller account and rules, for the stand-in.
@@ -93,6 +96,14 @@ def established(crd: dict[str, Any] | None) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
+def restricted_pod(namespace: str, name: str, container: str = "spark-kubernetes-driver") -> dict[str, Any]:
+    """A minimal Pod that Pod Security "restricted" admits (a test's stand-in for a driver pod)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                     "containers": [{"name": container, "image": "x", "securityContext": {
+                         "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}]}}
+
+
 class Kube:
     """What the ``kube`` fixture yields: a control plane and an admin's ways in."""
 
@@ -100,9 +111,9 @@ class Kube:
         self.endpoint = endpoint
         self.url = endpoint.url
         self.token = endpoint.token
-        self.ca = endpoint.ca
+        self.ca: str | bool = endpoint.ca or False  # the server's certificate; False: not verified
         self.kubeconfig = str(kubeconfig_path)
-        self.client = KubeClient(endpoint.url, token=endpoint.token, ca=endpoint.ca)
+        self.client = KubeClient(endpoint.url, token=endpoint.token, ca=self.ca)
 
     def client_for(self, token: str) -> KubeClient:
         """A client that acts as whoever ``token`` belongs to (RBAC applies)."""
@@ -160,9 +171,35 @@ def control_plane(directory: Path, crds: list[dict[str, Any]]) -> Iterator[Kube]
         yield kube
 
 
+def existing_cluster(path: Path, directory: Path) -> Kube:
+    """The cluster of kubeconfig ``path`` (its current context; a bearer token and a CA file or
+    data, or none): for ``LADING_TEST_KUBECONFIG``. Our CRDs are installed (or replaced) there."""
+    config = yaml.safe_load(path.read_text())
+    context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
+    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
+    ca = cluster.get("certificate-authority") or ""
+    if cluster.get("certificate-authority-data"):
+        ca = str(directory / "ca.crt")
+        Path(ca).write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    if not user.get("token"):
+        raise pytest.UsageError(f"LADING_TEST_KUBECONFIG={path}: its current user needs a bearer token "
+                                "(kubectl create token ... for a cluster-admin ServiceAccount)")
+    endpoint = Endpoint(url=cluster["server"], token=user["token"], ca=ca, directory=directory, pids={})
+    admin = directory / "admin.kubeconfig"
+    admin.write_text(json.dumps(kubeconfig(endpoint, endpoint.token, "admin"), indent=1))
+    kube = Kube(endpoint, admin)
+    install_crds(kube.client, load_crds(crd_files()))
+    return kube
+
+
 @pytest.fixture(scope="session")
 def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    """A real control plane with the CRDs installed, for the whole test session."""
+    """A real control plane with the CRDs installed, for the whole test session (or, with
+    ``LADING_TEST_KUBECONFIG``, that cluster: nothing is started then)."""
+    if os.environ.get("LADING_TEST_KUBECONFIG"):
+        yield existing_cluster(Path(os.environ["LADING_TEST_KUBECONFIG"]), tmp_path_factory.mktemp("cluster"))
+        return
     with control_plane(tmp_path_factory.mktemp("control-plane"), load_crds(crd_files())) as kube:
         yield kube
 
@@ -189,5 +226,5 @@ def kube_namespace(kube: Kube) -> Iterator[str]:
     kube.delete_namespace(name)
 
 
-__all__ = ["Kube", "control_plane", "crd_files", "install_crds", "kube", "kube_namespace", "load_crds", "operator_identity",
+__all__ = ["Kube", "control_plane", "crd_files", "restricted_pod", "install_crds", "kube", "kube_namespace", "load_crds", "operator_identity",
            "standin_identity"]

@@ -19,7 +19,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from harness import identities
-from harness.fixtures import Kube, control_plane, load_crds
+from harness.fixtures import Kube, control_plane, load_crds, restricted_pod
 from harness.identities import Identity
 from lading_operator import controller, k8s, lifecycle, progress, render
 from lading_operator import reconcile as rc
@@ -226,8 +226,7 @@ def test_progress_is_never_fetched_on_the_reconcile_thread(api: Kube, kube_names
     app = _app_for(job, "r1")
     name = app["metadata"]["name"]
     kube.client.create(app, "sparkapplications")
-    kube.client.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-driver", "namespace": ns},
-                        "spec": {"containers": [{"name": "spark-kubernetes-driver", "image": "x"}]}}, "pods")
+    kube.client.create(restricted_pod(ns, f"{name}-driver"), "pods")
     requests: list[str] = []
 
     class Silent(BaseHTTPRequestHandler):  # a driver UI that answers well, and counts who asks

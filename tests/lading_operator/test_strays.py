@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness.client import KubeClient
-from harness.fixtures import Kube
+from harness.fixtures import Kube, restricted_pod
 from harness.identities import Identity
 from lading_operator import controller, k8s, strays
 from lading_operator import reconcile as rc
@@ -94,8 +94,7 @@ def restarted_pass(name: str) -> Any:
 
 def driver_pod(api: KubeClient, app: str, status: dict[str, Any]) -> None:
     """The driver pod, with the status a kubelet would write (a create's status is the server's own)."""
-    api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": app + "-driver", "namespace": NS},
-                "spec": {"containers": [{"name": "spark-kubernetes-driver", "image": "x"}]}}, "pods", NS)
+    api.create(restricted_pod(NS, app + "-driver"), "pods", NS)
     api.patch_status("v1", "pods", NS, app + "-driver", status)
 
 
