@@ -18,7 +18,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-# The Kubernetes API emulator fixtures (kube, kube_namespace): tests/harness/fixtures.py
+# The real Kubernetes control plane fixtures (kube, kube_namespace, operator_identity,
+# standin_identity): tests/harness/fixtures.py
 pytest_plugins = ["harness.fixtures"]
 
 # Every JVM the suite starts (the shared session, and the drivers that fault, crash and end-to-end

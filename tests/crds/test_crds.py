@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 from harness.admission import Admission, Answer, check_crd_files, crd_check_binary
-from harness.kube import load_crds, types_from_crd
+from harness.client import merge_patch
+from harness.fixtures import load_crds
 from lading_spec.copyjob import MIN_BUFFER_SIZE
 from lading_spec.errors import SpecError
 from lading_spec.sizes import parse_size
@@ -28,7 +29,8 @@ from lading_spec.sizes import parse_size
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILES = sorted((REPO / "crds").glob("*.yaml"))
 CRDS = {c["spec"]["names"]["kind"]: c for c in load_crds(CRD_FILES)}
-SCHEMAS = {kind: types_from_crd(crd)[0].schema for kind, crd in CRDS.items()}
+SCHEMAS = {kind: next(v for v in crd["spec"]["versions"] if v.get("served", True))["schema"]["openAPIV3Schema"]
+           for kind, crd in CRDS.items()}
 
 
 def walk(node: dict[str, Any], path: str = ""):  # type: ignore[no-untyped-def]
@@ -250,7 +252,6 @@ KAFKA = {"source": {"kafka": {"bootstrapServers": ["k:9092"], "topics": ["t"]}},
 
 
 def merged(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    from harness.kube import merge_patch
     return merge_patch(base, patch)  # type: ignore[no-any-return]
 
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from harness.admission import Admission
-from harness.kube import load_crds
+from harness.fixtures import load_crds
 from lading_operator import render
 from lading_spec.errors import SpecError
 

@@ -1,4 +1,4 @@
-"""End-to-end fixtures: the operator as a process against the API emulator, the
+"""End-to-end fixtures: the operator as a process against the real control plane, the
 spark-operator stand-in running real Spark apps, and an S3 server (moto).
 
 The operator runs as ``python -m lading_operator`` (as in its container), so a
@@ -23,6 +23,7 @@ import pytest
 
 from harness.client import KubeClient, wait_until
 from harness.fixtures import Kube
+from harness.identities import Identity
 from harness.spark_operator import SparkOperatorStandIn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ def _free_port() -> int:
 
 
 class OperatorProcess:
-    """``python -m lading_operator`` against the emulator; start, kill, restart."""
+    """``python -m lading_operator`` against the API server; start, kill, restart."""
 
     def __init__(self, kubeconfig: str, log_path: Path, namespaces: str = "",
                  env: dict[str, str] | None = None) -> None:
@@ -94,17 +95,21 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace")[-6000:] if self.log_path.exists() else ""
 
 
-# Module scope, not session: the emulator is shared by the whole test session, and a
+# Module scope, not session: the control plane is shared by the whole test session, and a
 # cluster-wide operator or stand-in left running would act on other tests' objects.
 @pytest.fixture(scope="module")
-def standin(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkOperatorStandIn]:
-    with SparkOperatorStandIn(kube.url, mode="spark", log_dir=tmp_path_factory.mktemp("drivers")) as s:
+def standin(kube: Kube, standin_identity: Identity,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkOperatorStandIn]:
+    with SparkOperatorStandIn(kube.url, token=standin_identity.token, ca=kube.ca, mode="spark",
+                              log_dir=tmp_path_factory.mktemp("drivers")) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
-def operator_process(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    op = OperatorProcess(kube.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log").start()
+def operator_process(operator_identity: Identity,
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    """The operator as the chart's ServiceAccount, with the chart's RBAC (never cluster-admin)."""
+    op = OperatorProcess(operator_identity.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log").start()
     yield op
     op.stop()
 

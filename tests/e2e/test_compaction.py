@@ -1,8 +1,8 @@
-"""Compaction end to end: kopf operator (a process) → API emulator → spark-operator stand-in → the real
+"""Compaction end to end: kopf operator (a process) → real API server → spark-operator stand-in → the real
 Spark app → a lading table on moto S3, and back to status.
 
 - one-shot: a table of many small parts (written by the table writer) compacts to one part; status
-  carries the engine's figures (every status write passes the CRD's schema in the emulator, which
+  carries the engine's figures (every status write passes the CRD's schema in the API server, which
   prunes or refuses what the schema lacks), ``kubectl get`` shows them, the Event says them;
 - examples/compaction.yaml on a test table, every 10 s: the first run compacts, the second rewrites
   nothing and its retention deletes the parts the first one replaced;
@@ -29,6 +29,7 @@ import yaml
 
 from harness.client import KubeClient, wait_until
 from harness.fixtures import Kube
+from harness.identities import Identity
 from harness.spark_operator import SparkOperatorStandIn
 from lading_jobs import storage as st
 from lading_jobs.compact.plan import written_by_compaction
@@ -54,12 +55,13 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def standin(kube: Kube, tmp_path_factory: pytest.TempPathFactory, gate: Path) -> Iterator[SparkOperatorStandIn]:
+def standin(kube: Kube, standin_identity: Identity, tmp_path_factory: pytest.TempPathFactory,
+            gate: Path) -> Iterator[SparkOperatorStandIn]:
     """The stand-in, with the gate on the drivers' (and their Python workers') PYTHONPATH."""
     env = {"LADING_TEST_GATE": str(gate), "LADING_TEST_GATE_TABLE": HELD,
            "PYTHONPATH": os.pathsep.join([str(GATE_DIR), str(REPO / "spark_apps")])}
-    with SparkOperatorStandIn(kube.url, mode="spark", log_dir=tmp_path_factory.mktemp("drivers"),
-                              extra_env=env) as s:
+    with SparkOperatorStandIn(kube.url, token=standin_identity.token, ca=kube.ca, mode="spark",
+                              log_dir=tmp_path_factory.mktemp("drivers"), extra_env=env) as s:
         yield s
 
 

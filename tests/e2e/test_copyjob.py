@@ -1,4 +1,4 @@
-"""CopyJob end to end: kopf operator (a process) → API emulator → spark-operator
+"""CopyJob end to end: kopf operator (a process) → real API server → spark-operator
 stand-in → the real Spark app → moto S3, and back to status.
 
 Real Spark runs are expensive (a JVM each), so each test runs at most one or two.

@@ -1,5 +1,5 @@
 """A tenant's CopyJob cannot publish the pod's secrets: status, Events, the driver's log
-and termination message never carry a credential's value (operator → emulator →
+and termination message never carry a credential's value (operator → API server →
 stand-in → the real Spark app), and the attack of issue 14 is refused.
 
 The Secret holds marker values. One CopyJob raises an error whose text is a

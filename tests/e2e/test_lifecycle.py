@@ -1,5 +1,5 @@
 """The operator's lifecycle end to end, where no Spark needs to run: the operator (a process)
-against the API emulator, and *no* spark-operator, as on a cluster where it is missing, down, or
+against the real API server, and *no* spark-operator, as on a cluster where it is missing, down, or
 not watching the namespace.
 
 - deletion never waits for the operator (no finalizer): a resource, and its namespace, go
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from harness.fixtures import Kube
+from harness.identities import Identity
 
 from .conftest import API, OperatorProcess, apps_of, conditions, wait_phase
 
@@ -28,8 +29,8 @@ SPARK_API = "sparkoperator.k8s.io/v1beta2"
 
 
 @pytest.fixture(scope="module")
-def operator(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    op = OperatorProcess(kube.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log",
+def operator(operator_identity: Identity, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    op = OperatorProcess(operator_identity.kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log",
                          env={"LADING_START_TIMEOUT": str(START_TIMEOUT)}).start()
     yield op
     op.stop()

@@ -1,4 +1,4 @@
-"""StreamCopy end to end: kopf operator (a process) → API emulator → spark-operator stand-in →
+"""StreamCopy end to end: kopf operator (a process) → real API server → spark-operator stand-in →
 the real stream driver (Spark) reading a real Kafka broker (tansu) into a table in moto S3; status
 from the driver's /progress, polled by the operator at the driver pod's address.
 

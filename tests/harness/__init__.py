@@ -1,9 +1,11 @@
-"""Test harness: a Kubernetes API server emulator on 127.0.0.1 (never shipped).
+"""Test harness: a real Kubernetes control plane and what stands around it (never shipped).
 
-``admission`` is the client of ``crd-check --serve`` (kube-apiserver's own custom
-resource write path: pruning, defaulting, schema and CEL validation, update strategy);
-``kube`` is the HTTP server and its object store, which admits custom resources through
-it; ``client`` a small synchronous client for tests; ``fixtures`` the pytest fixtures
-(``kube`` and ``kube_namespace``) registered from the root conftest;
-``spark_operator`` the stand-in for spark-operator and the kubelet.
+``control_plane`` starts etcd, kube-apiserver and kube-controller-manager (the shared
+``tools/kube`` binaries) on 127.0.0.1; ``fixtures`` the pytest fixtures (``kube``,
+``kube_namespace``, ``operator_identity``, ``standin_identity``) registered from the root
+conftest; ``identities`` the operator's, spark-operator's and tenants' RBAC (the chart's
+own, rendered); ``client`` a small synchronous client for tests (TLS, bearer tokens);
+``spark_operator`` the stand-in for spark-operator and the kubelet; ``admission`` the
+client of ``crd-check --serve`` (the API server's custom-resource write path, for unit
+tests that validate CRDs and examples without a server).
 """

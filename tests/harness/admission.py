@@ -4,13 +4,12 @@
 apiextensions code: validating CRDs as on CRD create, and, in ``--serve`` mode, each
 create / update / status update of a custom resource as the server runs it — strict
 decoding and pruning, defaults, generation and status handling, the OpenAPI schema
-with ratcheting, and the CEL rules with their runtime cost budget. The emulator
-(:mod:`harness.kube`) sends every write of a kind these CRDs define through here, and
-``tests/crds`` admits examples and specs with it, so what the API server would refuse,
-the tests refuse too.
+with ratcheting, and the CEL rules with their runtime cost budget. ``tests/crds`` admits
+examples and specs with it (no API server needed), so what the API server would refuse,
+the unit tests refuse too.
 
 One process answers one request at a time; :class:`Admission` serialises callers with
-a lock (the emulator calls it from its one event-loop thread, ~0.3 ms a request).
+a lock (~0.3 ms a request).
 """
 
 from __future__ import annotations

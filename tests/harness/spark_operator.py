@@ -1,6 +1,6 @@
 """A stand-in for spark-operator and the kubelet, for tests (never shipped).
 
-It watches SparkApplications in the API emulator and does what spark-operator
+It watches SparkApplications on the API server and does what spark-operator
 plus the kubelet would do for each one, with the real Spark app:
 
 1. adds spark-operator's finalizer (``sparkoperator.k8s.io/finalizer``) so that
@@ -16,7 +16,7 @@ plus the kubelet would do for each one, with the real Spark app:
    as a subprocess with its own local Spark (``--master local[2]`` and the
    ``sparkConf`` passed as spark-submit ``--conf``), with the environment the
    kubelet gives the driver container: the pod's ``env`` plus the keys of every
-   ``envFrom`` Secret, read back from the emulator (never from the application);
+   ``envFrom`` Secret, read back from the API server (never from the application);
 4. when the process exits, writes its termination log into the driver Pod's
    ``containerStatuses[].state.terminated.message`` as the kubelet does, and moves
    the application through SUCCEEDING/FAILING to COMPLETED/FAILED;
@@ -31,6 +31,11 @@ plus the kubelet would do for each one, with the real Spark app:
    a declared container port named ``progress`` (a StreamCopy driver's progress
    endpoint) is given a free port of its own, and ``LADING_PROGRESS_PORT`` follows
    it; ``LADING_PROGRESS_HOST`` is 127.0.0.1.
+
+8. a driver pod the API server refuses (Pod Security admission: a namespace labelled
+   ``pod-security.kubernetes.io/enforce=restricted`` refuses a pod without the restricted
+   security context) fails the submission: SUBMISSION_FAILED with the server's message,
+   as spark-submit's failure does in spark-operator.
 
 ``mode="instant"`` is a test double for measuring operator overhead ONLY (the
 scale benchmark): no Spark; each application is completed at once with a
@@ -100,13 +105,13 @@ class SparkOperatorStandIn:
 
     def __init__(self, url: str, mode: str = "spark", log_dir: Path | None = None,
                  extra_env: dict[str, str] | None = None, instant_workers: int = 8,
-                 webhook: bool = True) -> None:
+                 webhook: bool = True, token: str = "", ca: str | bool = True) -> None:
         if mode not in ("spark", "instant"):
             raise ValueError("mode is 'spark' or 'instant'")
         self.url = url.rstrip("/")
         self.mode = mode
         self.webhook = webhook
-        self.client = KubeClient(url)
+        self.client = KubeClient(url, token=token, ca=ca)
         self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="spark-standin-"))
         self.extra_env = dict(extra_env or {})
         self.runs: dict[tuple[str, str], _Run] = {}
@@ -116,7 +121,7 @@ class SparkOperatorStandIn:
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(instant_workers if mode == "instant" else 4,
                                         thread_name_prefix="standin")
-        self._session = requests.Session()
+        self._session = KubeClient(url, token=token, ca=ca).session  # the watch's own connection
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> SparkOperatorStandIn:
@@ -145,13 +150,13 @@ class SparkOperatorStandIn:
         path = f"{self.url}/apis/{API}/{PLURAL}"
         while not self._stop.is_set():
             try:
-                listing = self._session.get(path, timeout=30).json()
+                listing = self._session.get(path, timeout=30, verify=self._session.verify).json()
                 for item in listing.get("items") or []:
                     self._dispatch("ADDED", item)
                 rv = listing.get("metadata", {}).get("resourceVersion", "")
                 with self._session.get(path, params={"watch": "true", "resourceVersion": rv,
                                                      "timeoutSeconds": "30"},
-                                       stream=True, timeout=(10, 60)) as resp:
+                                       stream=True, timeout=(10, 60), verify=self._session.verify) as resp:
                     for line in resp.iter_lines():
                         if self._stop.is_set():
                             return
@@ -256,8 +261,11 @@ class SparkOperatorStandIn:
             },
             "spec": pod_spec,
         }
-        with contextlib.suppress(ApiStatusError):
+        try:
             self.client.create(pod, "pods")
+        except ApiStatusError as exc:
+            if exc.code != 409:  # refused (Pod Security, quota, ...): spark-submit fails, see 8.
+                raise
         return self.client.patch_status("v1", "pods", run.namespace, pod_name, {
             "phase": "Running", "startTime": _now(), "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
             "containerStatuses": [{"name": DRIVER_CONTAINER, "ready": True, "restartCount": 0,
@@ -335,7 +343,15 @@ class SparkOperatorStandIn:
         workdir.mkdir(parents=True, exist_ok=True)
         termination_log = workdir / "termination-log"
         for execution in range(1, retries + 2):
-            pod = self._create_driver_pod(run, app, _free_port())
+            try:
+                pod = self._create_driver_pod(run, app, _free_port())
+            except ApiStatusError as exc:
+                if exc.code not in (400, 403, 422):
+                    raise
+                self._app_status(run, {"applicationState": {"state": "SUBMISSION_FAILED",
+                                                            "errorMessage": f"failed to run spark-submit: {exc}"},
+                                       "driverInfo": {}})
+                return
             pod_name = pod["metadata"]["name"]
             termination_log.unlink(missing_ok=True)
             ui_port = _free_port()
@@ -447,11 +463,15 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description="spark-operator stand-in (tests only)")
-    parser.add_argument("--url", required=True, help="the API server (emulator) URL")
+    parser.add_argument("--url", required=True, help="the API server's URL")
+    parser.add_argument("--token", default=os.environ.get("LADING_STANDIN_TOKEN", ""),
+                        help="a bearer token (default: $LADING_STANDIN_TOKEN)")
+    parser.add_argument("--ca", default="", help="the server's certificate file (default: the system's CAs)")
     parser.add_argument("--mode", choices=("spark", "instant"), default="spark")
     parser.add_argument("--workers", type=int, default=8)
     args = parser.parse_args(argv)
-    standin = SparkOperatorStandIn(args.url, mode=args.mode, instant_workers=args.workers).start()
+    standin = SparkOperatorStandIn(args.url, mode=args.mode, instant_workers=args.workers, token=args.token,
+                                   ca=args.ca or True).start()
     signal.signal(signal.SIGTERM, lambda *_: standin._stop.set())
     with contextlib.suppress(KeyboardInterrupt):
         standin.wait()

@@ -1,5 +1,5 @@
-"""The controller: what a pass may take from the watches instead of reading it again, and (against
-the API emulator) what it does with the API's answers: 409 from a namesake, 403, 404, trimmed runs,
+"""The controller: what a pass may take from the watches instead of reading it again, and (on the
+real API server, as the chart's ServiceAccount) what it does with the API's answers: 409 from a namesake, 403, 404, trimmed runs,
 progress off the reconcile thread."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import kopf
 import pytest
 from kubernetes.client.rest import ApiException
 
-from harness.client import KubeClient
-from harness.fixtures import Kube
-from harness.kube import KubeServer, load_crds
+from harness import identities
+from harness.fixtures import Kube, control_plane, load_crds, restricted_pod
+from harness.identities import Identity
 from lading_operator import controller, k8s, lifecycle, progress, render
 from lading_operator import reconcile as rc
 from lading_operator import status as st
@@ -71,7 +71,7 @@ def test_cache_keys_hold_the_kind() -> None:
     controller.forget(COMPACTION, "ns", "a")
 
 
-# --- against the API emulator: the shell's side of the plan ---------------------------------
+# --- on the real API server: the shell's side of the plan ------------------------------------
 
 API = "lading.io/v1alpha1"
 SPARK = "sparkoperator.k8s.io/v1beta2"
@@ -79,9 +79,10 @@ SPEC = {"from": {"query": "SELECT 1 AS x"}, "to": {"files": "s3://out/x/", "form
 
 
 @pytest.fixture
-def api(kube: Kube, monkeypatch: pytest.MonkeyPatch) -> Iterator[Kube]:
-    """The operator's own API client (lading_operator.k8s) pointed at the emulator."""
-    monkeypatch.setenv("KUBECONFIG", kube.kubeconfig)
+def api(kube: Kube, operator_identity: Identity, monkeypatch: pytest.MonkeyPatch) -> Iterator[Kube]:
+    """The operator's own API client (lading_operator.k8s) on the real control plane, as the
+    chart's ServiceAccount with the chart's RBAC (the test itself acts through ``kube.client``)."""
+    monkeypatch.setenv("KUBECONFIG", operator_identity.kubeconfig)
     k8s.reset_client()
     yield kube
     k8s.reset_client()
@@ -178,25 +179,26 @@ def test_create_forbidden_is_retried_with_backoff_and_a_condition(api: Kube, kub
 def test_missing_sparkapplication_crd_is_retried_with_a_condition(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # An API server with lading's CRDs but no spark-operator: creates answer 404.
-    server = KubeServer(load_crds(sorted((REPO / "crds").glob("*.yaml")))).start()
-    try:
-        monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+    with control_plane(tmp_path, load_crds(sorted((REPO / "crds").glob("*.yaml")))) as kube:
+        identity = identities.install(kube, identities.operator_rbac(), identities.RELEASE_NAMESPACE,
+                                      identities.RELEASE, tmp_path)
+        monkeypatch.setenv("KUBECONFIG", identity.kubeconfig)
         k8s.reset_client()
-        client = KubeClient(server.url)
-        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}, "namespaces")
-        client.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": "orphan", "namespace": "team"},
-                       "spec": SPEC}, "copyjobs")
-        assert controller.reconcile(COPYJOB, "team", "orphan") == controller.CREATE_BACKOFF[0]
-        assert controller.reconcile(COPYJOB, "team", "orphan") == controller.CREATE_BACKOFF[1]
-        job = client.get(API, "copyjobs", "team", "orphan")
-        assert job["status"]["phase"] == "Submitted"
-        ready = _ready(job)
-        assert ready["reason"] == "SparkApplicationCRDMissing"
-        assert "install spark-operator" in ready["message"] and "Retrying with backoff" in ready["message"]
-    finally:
-        k8s.reset_client()
-        controller.forget(COPYJOB, "team", "orphan")
-        server.stop()
+        try:
+            client = kube.client
+            namespace = kube.create_namespace("team")
+            client.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": "orphan", "namespace": namespace},
+                           "spec": SPEC}, "copyjobs")
+            assert controller.reconcile(COPYJOB, namespace, "orphan") == controller.CREATE_BACKOFF[0]
+            assert controller.reconcile(COPYJOB, namespace, "orphan") == controller.CREATE_BACKOFF[1]
+            job = client.get(API, "copyjobs", namespace, "orphan")
+            assert job["status"]["phase"] == "Submitted"
+            ready = _ready(job)
+            assert ready["reason"] == "SparkApplicationCRDMissing"
+            assert "install spark-operator" in ready["message"] and "Retrying with backoff" in ready["message"]
+        finally:
+            k8s.reset_client()
+            controller.forget(COPYJOB, "team", "orphan")
 
 
 @pytest.mark.k8s
@@ -224,8 +226,7 @@ def test_progress_is_never_fetched_on_the_reconcile_thread(api: Kube, kube_names
     app = _app_for(job, "r1")
     name = app["metadata"]["name"]
     kube.client.create(app, "sparkapplications")
-    kube.client.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-driver", "namespace": ns},
-                        "spec": {"containers": [{"name": "spark-kubernetes-driver", "image": "x"}]}}, "pods")
+    kube.client.create(restricted_pod(ns, f"{name}-driver"), "pods")
     requests: list[str] = []
 
     class Silent(BaseHTTPRequestHandler):  # a driver UI that answers well, and counts who asks

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from harness.admission import Admission
-from harness.kube import load_crds
+from harness.fixtures import load_crds
 from lading_operator import kinds, phases
 from lading_operator import reconcile as rc
 from lading_operator.triggers import oneshot, parked, scheduled

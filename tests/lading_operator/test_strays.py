@@ -1,22 +1,21 @@
 """SparkApplications that should be gone are deleted on a later pass when their deletion was lost.
 
 The controller writes a pass's status before it deletes. A deletion lost after that write
-(the operator killed, the API failing) is found again from what exists: against the API
-emulator, a deletion made to fail once (as a crash there would) is carried out by the next
+(the operator killed, the API failing) is found again from what exists: on the real API
+server, a deletion made to fail once (as a crash there would) is carried out by the next
 pass, for a deadline, a replaced scheduled run and a run history trim."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.client import KubeClient
-from harness.fixtures import crd_files
-from harness.kube import KubeServer, load_crds
+from harness.fixtures import Kube, restricted_pod
+from harness.identities import Identity
 from lading_operator import controller, k8s, strays
 from lading_operator import reconcile as rc
 from lading_operator.kinds import COPYJOB
@@ -64,17 +63,19 @@ class Crash(BaseException):
 
 
 @pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[KubeClient]:
-    server = KubeServer(load_crds(crd_files())).start()
+def api(kube: Kube, operator_identity: Identity, kube_namespace: str,
+        monkeypatch: pytest.MonkeyPatch) -> Iterator[KubeClient]:
+    """The real control plane: the controller as the chart's ServiceAccount, the test as
+    cluster-admin, in a fresh namespace (``NS`` is this test's namespace while it runs)."""
+    global NS
+    NS = kube_namespace  # set here, not with monkeypatch: a test's monkeypatch.undo() keeps it
+    monkeypatch.setenv("KUBECONFIG", operator_identity.kubeconfig)
+    k8s.reset_client()
     try:
-        monkeypatch.setenv("KUBECONFIG", str(server.write_kubeconfig(tmp_path / "kubeconfig")))
-        k8s.reset_client()
-        client = KubeClient(server.url)
-        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}, "namespaces")
-        yield client
+        yield kube.client
     finally:
         k8s.reset_client()
-        server.stop()
+        NS = "team"
 
 
 def at(monkeypatch: pytest.MonkeyPatch, when: dt.datetime) -> None:
@@ -91,19 +92,21 @@ def restarted_pass(name: str) -> Any:
     return controller.reconcile(COPYJOB, NS, name)
 
 
+def driver_pod(api: KubeClient, app: str, status: dict[str, Any]) -> None:
+    """The driver pod, with the status a kubelet would write (a create's status is the server's own)."""
+    api.create(restricted_pod(NS, app + "-driver"), "pods", NS)
+    api.patch_status("v1", "pods", NS, app + "-driver", status)
+
+
 def running(api: KubeClient, app: str) -> None:
-    api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": app + "-driver", "namespace": NS},
-                "spec": {"containers": [{"name": "spark-kubernetes-driver", "image": "x"}]},
-                "status": {"phase": "Running"}}, "pods", NS)
+    driver_pod(api, app, {"phase": "Running"})
     api.patch_status(SPARK, "sparkapplications", NS, app,
                      {"applicationState": {"state": "RUNNING"}, "driverInfo": {"podName": app + "-driver"}})
 
 
 def completed(api: KubeClient, app: str) -> None:
-    api.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": app + "-driver", "namespace": NS},
-                "spec": {"containers": [{"name": "spark-kubernetes-driver", "image": "x"}]},
-                "status": {"phase": "Succeeded", "containerStatuses": [{"name": "spark-kubernetes-driver", "state": {
-                    "terminated": {"exitCode": 0, "message": '{"rows": 1}'}}}]}}, "pods", NS)
+    driver_pod(api, app, {"phase": "Succeeded", "containerStatuses": [{"name": "spark-kubernetes-driver", "state": {
+        "terminated": {"exitCode": 0, "message": '{"rows": 1}'}}}]})
     api.patch_status(SPARK, "sparkapplications", NS, app,
                      {"applicationState": {"state": "COMPLETED"}, "driverInfo": {"podName": app + "-driver"}})
 
