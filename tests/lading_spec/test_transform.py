@@ -89,3 +89,13 @@ def test_query_into_table_takes_if_exists() -> None:
         with pytest.raises(SpecError) as e:
             parse_copyjob(bad)
         assert e.value.field == field
+
+
+@pytest.mark.parametrize(("select", "items", "where"), [
+    ("SELECT $1 FROM source WHERE $1 IS DISTINCT FROM $2", ("$1",), "$1 IS DISTINCT FROM $2"),
+    ("SELECT $1 IS NOT DISTINCT FROM $2, $3 FROM source", ("$1 IS NOT DISTINCT FROM $2", "$3"), None),
+])
+def test_is_distinct_from_is_an_operator_not_a_from_clause(select: str, items: tuple[str, ...],
+                                                           where: str | None) -> None:
+    t = parse_transform({"select": select})
+    assert t is not None and t.items == items and t.where == where
