@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,6 +98,26 @@ def _positions(value: Any) -> dict[str, int]:
     return out
 
 
+_TOPIC_ID = re.compile(r"^[A-Za-z0-9+/_-]{1,62}={0,2}$")
+TOPIC_ID_UNAVAILABLE = "unavailable"
+"""``topicIds`` of a topic the broker gives no ID for (a recreated topic is then noticed only by its offsets)."""
+
+
+def _topic_ids(value: Any) -> dict[str, str]:
+    """``{"topic": "<topic ID>"}``, ``"unavailable"`` where the driver had none (null): the first
+    MAX_ENTRIES topics in name order; an ID is at most 64 characters of base64."""
+    if not isinstance(value, Mapping):
+        return {}
+    out: dict[str, str] = {}
+    for key in sorted(k for k in value if isinstance(k, str) and 0 < len(k) <= MAX_KEY):
+        v = value[key]
+        if v is None or (isinstance(v, str) and _TOPIC_ID.match(v) is not None):
+            out[key] = v if v is not None else TOPIC_ID_UNAVAILABLE
+            if len(out) == MAX_ENTRIES:
+                break
+    return out
+
+
 def _last_batch(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, Mapping) or _time(value.get("time")) is None:
         return None
@@ -121,8 +142,8 @@ def _last_batch(value: Any) -> dict[str, Any] | None:
 def status_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The StreamCopy status fields a progress document fills: ``rowsTotal``, ``batches``, ``lag``
     (with ``lagPartitions`` for Kafka, ``lagAtLeast`` when a files listing stopped counting),
-    ``lastBatchTime``, ``lastBatch`` (time, rows, bytes, rejected, filtered, durationSeconds, range, end) and
-    ``offsets``; fields the document lacks, or holds in a shape the status schema would refuse,
+    ``lastBatchTime``, ``lastBatch`` (time, rows, bytes, rejected, filtered, durationSeconds, range, end),
+    ``offsets`` and ``topicIds`` (Kafka: each topic's ID, or ``unavailable``); fields the document lacks, or holds in a shape the status schema would refuse,
     are left out."""
     out: dict[str, Any] = {}
     for key in ("rowsTotal", "batches"):
@@ -147,4 +168,7 @@ def status_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
     offsets = doc.get("offsets")
     if isinstance(offsets, Mapping):
         out["offsets"] = _positions(offsets)
+    ids = _topic_ids(doc.get("topicIds"))
+    if ids:
+        out["topicIds"] = ids
     return out

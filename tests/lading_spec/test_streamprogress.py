@@ -89,3 +89,13 @@ def test_hostile_shapes_are_bounded() -> None:
 
 def test_a_negative_lag_reads_as_caught_up() -> None:
     assert status_fields({**KAFKA_DOC, "lag": {"total": -4}})["lag"] == 0
+
+
+def test_topic_ids_reach_the_status_and_a_broker_without_them_says_unavailable() -> None:
+    """The driver's topicIds (null: the broker gave none) become status.topicIds, where a missing
+    ID reads "unavailable" instead of being guessed; anything else a driver might send is dropped."""
+    doc = {**KAFKA_DOC, "topicIds": {"orders": "AaIeUenldlKIvEt94e7e5Q", "legacy": None, "bad": "x" * 65,
+                                     "worse": 7, "": "AaIe"}}
+    assert status_fields(parse_progress(json.dumps(doc)))["topicIds"] == {
+        "orders": "AaIeUenldlKIvEt94e7e5Q", "legacy": "unavailable"}
+    assert "topicIds" not in status_fields(parse_progress(json.dumps(KAFKA_DOC)))
