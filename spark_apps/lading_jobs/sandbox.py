@@ -18,8 +18,9 @@ and it is checked as Spark's own trees, never as text, before anything runs:
    allow-list, every table function on its own list; no ``IDENTIFIER(<expression>)``.
    This step gives the error its words (the function's name), and matters because
    analysis itself evaluates some expressions and runs ``EXECUTE IMMEDIATE``;
-2. the **analysed** plan, a second wall: no command anywhere, no expression that
-   reaches Java, files or URLs, JSON options only from :data:`sqlfunctions.JSON_OPTIONS`,
+2. the **analysed** plan, a second wall: no command anywhere, no expression that a
+   function off the allow-list builds (:func:`refused_classes`: ``XmlToStructs`` for
+   ``from_xml``...), JSON options only from :data:`sqlfunctions.JSON_OPTIONS`,
    and every relation it reads is a temporary view (``from.inputs``: only lading
    registers them, a query cannot) or data written in the query itself (``VALUES``,
    ``range``, a ``WITH`` reference): a path read with ``csv.`...```, a catalog table
@@ -62,6 +63,7 @@ QUERY_LEAVES = frozenset({"OneRowRelation", "LocalRelation", "Range", "CTERelati
                           "ResolvedInlineTable"})
 # Second wall, on the analysed plan: expressions that reach Java, read files or fetch URLs, or tell
 # where Spark runs. The tenant session cannot resolve them; should one appear anyway, it is refused.
+# Besides these, every expression class a function off the allow-list builds (refused_classes).
 DENIED_EXPRESSIONS = frozenset({
     "CallMethodViaReflection", "TryReflect", "ProtobufDataToCatalyst", "CatalystDataToProtobuf", "FromProtobuf",
     "ToProtobuf", "AvroDataToCatalyst", "CatalystDataToAvro", "FromAvro", "ToAvro", "SchemaOfAvro", "XmlToStructs",
@@ -232,6 +234,7 @@ def check_analysed(spark: SparkSession, analysed: Any, inputs: set[str]) -> None
                                    f"one of from.inputs ({', '.join(sorted(inputs)) or 'none'})")
         return True
 
+    refused = refused_classes(spark)
     for plan in _plans(analysed, stop=trusted_view):
         kind = str(plan.nodeName())
         if command.isInstance(plan):
@@ -242,7 +245,28 @@ def check_analysed(spark: SparkSession, analysed: Any, inputs: set[str]) -> None
             raise SpecError(FIELD, f"reads {kind} ({_describe(plan)}), which is not one of from.inputs "
                                    f"({', '.join(sorted(inputs)) or 'none'}); name every source in from.inputs")
         for expr in _expressions(plan):
-            check_resolved_expression(expr, FIELD)
+            check_resolved_expression(expr, FIELD, refused)
+
+
+_refused_classes: frozenset[str] | None = None
+
+
+def refused_classes(spark: SparkSession) -> frozenset[str]:
+    """The simple class names of the expressions that Spark's built-in functions off the
+    allow-list build (``from_xml`` -> ``XmlToStructs``), with :data:`DENIED_EXPRESSIONS`:
+    what the analysed plan may not hold. Looked up once per process."""
+    global _refused_classes
+    if _refused_classes is None:
+        registry = spark._jvm.org.apache.spark.sql.catalyst.analysis.FunctionRegistry.builtin()  # type: ignore[union-attr]
+        listed = registry.listFunction()
+        classes = set(DENIED_EXPRESSIONS)
+        for i, name in enumerate(_names(listed)):
+            if name not in sqlfunctions.ALLOWED_FUNCTIONS:
+                info = registry.lookupFunction(listed.apply(i))
+                if not info.isEmpty():
+                    classes.add(str(info.get().getClassName()).rsplit(".", 1)[-1])
+        _refused_classes = frozenset(classes)
+    return _refused_classes
 
 
 def _check_function(function: str | None, field: str) -> None:
@@ -250,11 +274,11 @@ def _check_function(function: str | None, field: str) -> None:
         raise SpecError(field, _not_allowed(function))
 
 
-def check_resolved_expression(expr: Any, field: str) -> None:
-    """Step 2 for one analysed expression: not one that reaches Java, files or URLs; a JSON
-    function's options only from :data:`sqlfunctions.JSON_OPTIONS`."""
+def check_resolved_expression(expr: Any, field: str, refused: frozenset[str]) -> None:
+    """Step 2 for one analysed expression: none of the ``refused`` classes (:func:`refused_classes`);
+    a JSON function's options only from :data:`sqlfunctions.JSON_OPTIONS`."""
     kind = str(expr.nodeName())
-    if kind in DENIED_EXPRESSIONS:
+    if kind in refused:
         raise SpecError(field, _not_allowed(str(expr.prettyName()).lower()))
     if kind in sqlfunctions.JSON_FUNCTIONS:
         keys = expr.options().keys().iterator()
@@ -265,12 +289,13 @@ def check_resolved_expression(expr: Any, field: str) -> None:
                                        f"{', '.join(sorted(sqlfunctions.JSON_OPTIONS))}")
 
 
-def check_resolved(plan: Any, field: str) -> None:
+def check_resolved(spark: SparkSession, plan: Any, field: str) -> None:
     """Step 2 for an analysed plan holding a tenant's expressions (``scope.filter``,
     ``transform.select``): every expression of every node, subqueries included."""
+    refused = refused_classes(spark)
     for node in _plans(plan):
         for expr in _expressions(node):
-            check_resolved_expression(expr, field)
+            check_resolved_expression(expr, field, refused)
 
 
 def filter_column(spark: SparkSession, text: str, field: str) -> Any:

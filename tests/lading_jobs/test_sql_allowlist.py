@@ -209,6 +209,40 @@ def test_the_tenant_session_resolves_only_allowed_functions_and_the_job_session_
     assert spark.sql("SELECT reflect('java.lang.String', 'valueOf', 7) AS v").collect()[0].v == "7"
 
 
+@pytest.mark.parametrize(("function", "query"), [
+    ("from_xml", "SELECT from_xml('<r><a>1</a></r>', 'a INT') AS v"),
+    ("xpath_string", "SELECT xpath_string('<r>1</r>', '/r') AS v"),
+    ("input_file_name", "SELECT input_file_name() AS v"),
+])
+def test_the_analysed_plan_check_is_a_second_wall(spark: Any, function: str, query: str) -> None:
+    """Analysed where the function still resolves (the job's session, never used for tenant
+    text), the plan is still refused: the expression classes that functions off the
+    allow-list build are refused by name."""
+    jss = spark._jsparkSession
+    analysed = jss.sessionState().executePlan(jss.sessionState().sqlParser().parsePlan(query),
+                                              sandbox._mode(spark)).analyzed()
+    with pytest.raises(SpecError, match=rf"from.query: {function}\(\) is not allowed"):
+        sandbox.check_analysed(spark, analysed, set())
+    with pytest.raises(SpecError, match=rf"scope.filter: {function}\(\) is not allowed"):
+        sandbox.check_resolved(spark, analysed, "scope.filter")
+
+
+def test_no_expression_class_serves_both_an_allowed_and_a_refused_function(spark: Any) -> None:
+    """The second wall refuses classes, so none may also be what an allowed function builds."""
+    registry = spark._jvm.org.apache.spark.sql.catalyst.analysis.FunctionRegistry.builtin()
+    listed = registry.listFunction()
+    by_class: dict[str, set[str]] = {}
+    for i, name in enumerate(sandbox._names(listed)):
+        info = registry.lookupFunction(listed.apply(i))
+        if not info.isEmpty():
+            by_class.setdefault(str(info.get().getClassName()).rsplit(".", 1)[-1], set()).add(name)
+    shared = {c: n for c, n in by_class.items() if n & sqlfunctions.ALLOWED_FUNCTIONS and n - sqlfunctions.ALLOWED_FUNCTIONS}
+    assert shared == {}
+    assert {"XmlToStructs", "XPathString", "CallMethodViaReflection", "FromProtobuf"} <= sandbox.refused_classes(spark)
+    allowed_classes = {c for c, n in by_class.items() if n & sqlfunctions.ALLOWED_FUNCTIONS}
+    assert not allowed_classes & sandbox.refused_classes(spark)
+
+
 def lock_pin(package: str) -> str:
     match = re.search(rf"^{package}==(\S+)$", (ROOT / "requirements.lock").read_text(), re.M)
     assert match, f"{package} is not pinned in requirements.lock"

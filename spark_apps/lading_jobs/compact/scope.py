@@ -144,7 +144,7 @@ def bind_filter(spark: Any, text: str, schema: TableSchema) -> ex.Expr:
         with sandbox.refusals("scope.filter"):
             df = tenant.range(0).select(*columns).where(sandbox.filter_column(tenant, text, "scope.filter"))
             plan = df._jdf.queryExecution().analyzed()
-        sandbox.check_resolved(plan, "scope.filter")
+        sandbox.check_resolved(tenant, plan, "scope.filter")
     except PySparkException as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SpecError("scope.filter", f"Spark cannot use {text!r} as a filter over the table's columns: "

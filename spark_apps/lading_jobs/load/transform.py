@@ -199,7 +199,7 @@ def transformed(spark: SparkSession, raw: DataFrame, tplan: TransformPlan, schem
             step = raw.select(raw[POS], raw[KIND], raw[INFO], *cols, *[raw[_quote(n)] for n in tplan.source.names])
             out = step.selectExpr(POS, KIND, INFO, *computed, f"CASE WHEN {KIND} = {DATA} AND ({failed}) "
                                   f"THEN to_json(struct({source})) END AS {REC}")
-        sandbox.check_resolved(out._jdf.queryExecution().analyzed(), "transform.select")
+        sandbox.check_resolved(tenant, out._jdf.queryExecution().analyzed(), "transform.select")
         return sandbox.in_session(spark, out)
     except SpecError:
         raise
