@@ -171,7 +171,7 @@ def test_append_reads_as_of_any_time_at_or_after_since_are_unchanged_by_compacti
 @pytest.mark.spark
 def test_upsert_reads_as_of_any_time_at_or_after_since_are_unchanged_by_compaction(spark: Any) -> None:
     """Also with scope.filter (bound by Spark's analyser), so scoped runs end groups anywhere."""
-    _property("upsert", spark, examples=40)
+    _property("upsert", spark)
 
 
 @pytest.mark.slow
