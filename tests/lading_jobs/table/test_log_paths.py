@@ -169,9 +169,10 @@ def test_compaction_and_retention_refuse_such_a_log_and_delete_nothing(
     storage.put(f"{a_uri}data/w-crashed/part-00000-00000.parquet", b"an orphan past the grace period")
     before = listing(root)
     later = int(time.time() * 1000) + 2 * 3600 * 1000
-    for spec in ({"table": a_uri, "minInputFiles": 2, "retention": {"gracePeriod": "1h"}},
-                 {"table": a_uri, "minInputFiles": 1000, "retention": {"gracePeriod": "1h"}},
-                 {"table": a_uri, "retention": {"gracePeriod": "1h", "dryRun": True}}):
+    short = {"gracePeriod": "1h", "allowShortGracePeriod": True}  # under the 24 h floor, on purpose
+    for spec in ({"table": a_uri, "minInputFiles": 2, "retention": short},
+                 {"table": a_uri, "minInputFiles": 1000, "retention": short},
+                 {"table": a_uri, "retention": {**short, "dryRun": True}}):
         with pytest.raises(TableError, match=r"add\[0\]\.path '" + re.escape(path.format(part=b_part.path))):
             compact(None, parse_compaction(spec), RunContext(), storage=storage, now_ms=later,
                     runner=compact_task.in_process(storage))
