@@ -21,8 +21,8 @@ and it is checked as Spark's own trees, never as text, before anything runs:
 2. the **analysed** plan, a second wall: no command anywhere, no expression that a
    function off the allow-list builds (:func:`refused_classes`: ``XmlToStructs`` for
    ``from_xml``...), JSON options only from :data:`sqlfunctions.JSON_OPTIONS`,
-   and every relation it reads is a temporary view (``from.inputs``: only lading
-   registers them, a query cannot) or data written in the query itself (``VALUES``,
+   and every relation it reads is a temporary view named in ``from.inputs`` (only lading
+   registers them, a query cannot; another temporary view of the session is refused) or data written in the query itself (``VALUES``,
    ``range``, a ``WITH`` reference): a path read with ``csv.`...```, a catalog table
    or a persistent view is refused.
 
@@ -226,11 +226,13 @@ def check_analysed(spark: SparkSession, analysed: Any, inputs: set[str]) -> None
         _COMMAND, False, analysed.getClass().getClassLoader())
 
     def trusted_view(node: Any) -> bool:
-        """A temporary view: lading registered it (from.inputs; a query cannot create one)."""
+        """A temporary view named in from.inputs: lading registered it (a query cannot create one).
+        Any other view (persistent, global, or a temporary view the query was not given) is refused."""
         if str(node.nodeName()) != "View":
             return False
-        if not node.isTempView():
-            raise SpecError(FIELD, f"reads the view {node.desc().identifier().unquotedString()}, which is not "
+        name = str(node.desc().identifier().unquotedString())
+        if not node.isTempView() or name.lower() not in inputs:
+            raise SpecError(FIELD, f"reads the view {name}, which is not "
                                    f"one of from.inputs ({', '.join(sorted(inputs)) or 'none'})")
         return True
 

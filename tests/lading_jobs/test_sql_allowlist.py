@@ -131,6 +131,20 @@ def test_from_query_refuses_each_payload_in_each_form(src: Any, listener: Listen
     assert_refused(info, "from.query", function, listener)
 
 
+@pytest.mark.parametrize("query", ["SELECT * FROM other", "SELECT id FROM src WHERE id IN (SELECT id FROM other)",
+                                   "WITH t AS (TABLE other) SELECT * FROM src JOIN t USING (id)"])
+def test_from_query_reads_only_the_temporary_views_from_inputs_names(src: Any, query: str) -> None:
+    """A temporary view of the session that is not one of from.inputs (lading's or another
+    step's) is refused like a catalog table: only the named inputs are the query's."""
+    src.range(5).createOrReplaceTempView("other")
+    try:
+        with pytest.raises(SpecError, match=r"from.query: reads the view other, which is not one of from.inputs \(src\)"):
+            sandbox.query_frame(src, query, ["src"])
+        assert sandbox.query_frame(src, "SELECT count(*) AS n FROM other", ["other"]).collect()[0].n == 5
+    finally:
+        src.catalog.dropTempView("other")
+
+
 SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
 
 
