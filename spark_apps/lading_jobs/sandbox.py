@@ -47,13 +47,13 @@ from lading_spec.errors import SpecError
 
 FIELD = "from.query"
 TABLE_FUNCTIONS = sqlfunctions.ALLOWED_TABLE_FUNCTIONS
-# Operators a parsed query may hold (catalyst simple class names). Anything else is refused.
+# Operators a parsed query may hold (catalyst simple class names, not node names). Anything else is refused.
 QUERY_OPERATORS = frozenset({
     "Project", "Filter", "Aggregate", "Join", "LateralJoin", "Sort", "GlobalLimit", "LocalLimit", "LimitAll",
     "Offset", "Tail", "Distinct", "Deduplicate", "Union", "Intersect", "Except", "SubqueryAlias",
     "LocalRelation", "OneRowRelation", "Range", "Window", "WithWindowDefinition", "UnresolvedWith",
     "Generate", "Pivot", "Unpivot", "Sample", "Repartition", "RepartitionByExpression",
-    "RebalancePartitions", "UnresolvedRelation", "UnresolvedHaving", "UnresolvedHint",
+    "RebalancePartitions", "UnresolvedRelation", "UnresolvedHaving", "UnresolvedQualify", "UnresolvedHint",
     "UnresolvedTableValuedFunction", "UnresolvedInlineTable", "UnresolvedSubqueryColumnAliases",
     "UnresolvedTVFAliases", "PipeOperator", "CTERelationDef", "CTERelationRef", "WithCTE", "UnionLoop",
     "UnionLoopRef",
@@ -201,7 +201,7 @@ def _function_name(expr: Any, kind: str) -> str | None:
 def check_parsed(parsed: Any) -> None:
     """Step 1 (before analysis): query operators only, allowed functions only, no IDENTIFIER(expression)."""
     for plan in _plans(parsed):
-        kind = str(plan.nodeName())
+        kind = str(plan.getClass().getSimpleName())  # not nodeName(): INTERSECT ALL's is "Intersect All"
         if kind in UNRESOLVED_IDENTIFIERS:
             raise SpecError(FIELD, "IDENTIFIER(<expression>) is not allowed; write the name itself")
         if kind not in QUERY_OPERATORS or not str(plan.getClass().getName()).startswith(_CATALYST):

@@ -194,6 +194,16 @@ def test_scope_filter_refuses_the_user_keywords(spark: Any) -> None:
             bind_filter(spark, text, SCHEMA)
 
 
+@pytest.mark.parametrize(("query", "ids"), [
+    ("SELECT id FROM src QUALIFY row_number() OVER (ORDER BY id DESC) = 1", [2]),
+    ("SELECT id FROM src INTERSECT ALL SELECT id FROM src WHERE id > 0", [1, 2]),
+    ("SELECT id FROM src EXCEPT ALL SELECT id FROM src WHERE id > 0", [0]),
+])
+def test_from_query_runs_the_query_clauses_a_tenant_may_write(src: Any, query: str, ids: list[int]) -> None:
+    """QUALIFY and INTERSECT ALL / EXCEPT ALL are queries, not statements: they run."""
+    assert sorted(r.id for r in sandbox.query_frame(src, query, ["src"]).collect()) == ids
+
+
 SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
 
 
