@@ -21,8 +21,8 @@ and it is checked as Spark's own trees, never as text, before anything runs:
 2. the **analysed** plan, a second wall: no command anywhere, no expression that a
    function off the allow-list builds (:func:`refused_classes`: ``XmlToStructs`` for
    ``from_xml``...), JSON options only from :data:`sqlfunctions.JSON_OPTIONS`,
-   and every relation it reads is a temporary view (``from.inputs``: only lading
-   registers them, a query cannot) or data written in the query itself (``VALUES``,
+   and every relation it reads is a temporary view named in ``from.inputs`` (only lading
+   registers them, a query cannot; another temporary view of the session is refused) or data written in the query itself (``VALUES``,
    ``range``, a ``WITH`` reference): a path read with ``csv.`...```, a catalog table
    or a persistent view is refused.
 
@@ -47,13 +47,13 @@ from lading_spec.errors import SpecError
 
 FIELD = "from.query"
 TABLE_FUNCTIONS = sqlfunctions.ALLOWED_TABLE_FUNCTIONS
-# Operators a parsed query may hold (catalyst simple class names). Anything else is refused.
+# Operators a parsed query may hold (catalyst simple class names, not node names). Anything else is refused.
 QUERY_OPERATORS = frozenset({
     "Project", "Filter", "Aggregate", "Join", "LateralJoin", "Sort", "GlobalLimit", "LocalLimit", "LimitAll",
     "Offset", "Tail", "Distinct", "Deduplicate", "Union", "Intersect", "Except", "SubqueryAlias",
     "LocalRelation", "OneRowRelation", "Range", "Window", "WithWindowDefinition", "UnresolvedWith",
     "Generate", "Pivot", "Unpivot", "Sample", "Repartition", "RepartitionByExpression",
-    "RebalancePartitions", "UnresolvedRelation", "UnresolvedHaving", "UnresolvedHint",
+    "RebalancePartitions", "UnresolvedRelation", "UnresolvedHaving", "UnresolvedQualify", "UnresolvedHint",
     "UnresolvedTableValuedFunction", "UnresolvedInlineTable", "UnresolvedSubqueryColumnAliases",
     "UnresolvedTVFAliases", "PipeOperator", "CTERelationDef", "CTERelationRef", "WithCTE", "UnionLoop",
     "UnionLoopRef",
@@ -201,7 +201,7 @@ def _function_name(expr: Any, kind: str) -> str | None:
 def check_parsed(parsed: Any) -> None:
     """Step 1 (before analysis): query operators only, allowed functions only, no IDENTIFIER(expression)."""
     for plan in _plans(parsed):
-        kind = str(plan.nodeName())
+        kind = str(plan.getClass().getSimpleName())  # not nodeName(): INTERSECT ALL's is "Intersect All"
         if kind in UNRESOLVED_IDENTIFIERS:
             raise SpecError(FIELD, "IDENTIFIER(<expression>) is not allowed; write the name itself")
         if kind not in QUERY_OPERATORS or not str(plan.getClass().getName()).startswith(_CATALYST):
@@ -226,11 +226,13 @@ def check_analysed(spark: SparkSession, analysed: Any, inputs: set[str]) -> None
         _COMMAND, False, analysed.getClass().getClassLoader())
 
     def trusted_view(node: Any) -> bool:
-        """A temporary view: lading registered it (from.inputs; a query cannot create one)."""
+        """A temporary view named in from.inputs: lading registered it (a query cannot create one).
+        Any other view (persistent, global, or a temporary view the query was not given) is refused."""
         if str(node.nodeName()) != "View":
             return False
-        if not node.isTempView():
-            raise SpecError(FIELD, f"reads the view {node.desc().identifier().unquotedString()}, which is not "
+        name = str(node.desc().identifier().unquotedString())
+        if not node.isTempView() or name.lower() not in inputs:
+            raise SpecError(FIELD, f"reads the view {name}, which is not "
                                    f"one of from.inputs ({', '.join(sorted(inputs)) or 'none'})")
         return True
 
