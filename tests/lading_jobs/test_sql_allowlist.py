@@ -235,6 +235,23 @@ def test_load_transform_refuses_the_payload_and_loads_nothing(spark: Any, listen
     assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.parametrize(("function", "item"), [
+    ("current_user", "session_user"),  # a keyword: no function call, the analysed-plan check refuses it
+    ("reflect", "`system`.`builtin`.`reflect`('java.lang.System', 'getProperty', 'user.dir')"),
+])
+def test_load_transform_refuses_keywords_and_qualified_names(spark: Any, file_uri: Callable[[str], str],
+                                                            tmp_path: Path, function: str, item: str) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "1.csv").write_text("a\n")
+    spec = {"from": {"files": file_uri("in/"), "format": "csv"},
+            "to": {"table": file_uri("t/"), "schema": [{"name": "s", "type": "string"}]},
+            "transform": {"select": f"SELECT {item} FROM source"}}
+    with pytest.raises(SpecError, match=rf"{function}\(\) is not allowed") as info:
+        run_load(spark, copyjob(spec))
+    assert info.value.field == "transform.select"
+    assert not (tmp_path / "t").exists()
+
+
 def test_stream_transform_refuses_the_payload_and_commits_nothing(spark: Any, listener: Listener, marker: str,
                                                                   file_uri: Callable[[str], str],
                                                                   tmp_path: Path) -> None:
