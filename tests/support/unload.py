@@ -19,6 +19,19 @@ from lading_spec.formats import CsvOptions
 from lading_spec.job import JobDocument
 
 
+def parquet_input(df: Any, directory: Any, name: str, files: int = 1) -> dict[str, Any]:
+    """``df`` written as ``files`` Parquet files (rows in order, pyarrow's types) under
+    ``directory``, and the ``from.inputs`` entry that reads them as ``name``: a tenant's query
+    reads only the views its inputs name (lading_jobs.sandbox)."""
+    import pyarrow.parquet as pq
+
+    table = df.toArrow()
+    step = -(-table.num_rows // files)
+    for i in range(files):
+        pq.write_table(table.slice(i * step, step), f"{directory}/part-{i:05d}.parquet")
+    return {"name": name, "files": f"file://{directory}/", "format": "parquet"}
+
+
 def job_doc(spec: dict[str, Any], run_id: str | None = None, name: str = "export") -> JobDocument:
     return JobDocument(kind="CopyJob", namespace="test", name=name, uid="uid-1", generation=1,
                        run_id=run_id or f"run-{uuid.uuid4().hex[:8]}",

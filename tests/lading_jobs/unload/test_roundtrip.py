@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from support.unload import job_doc
+from support.unload import job_doc, parquet_input
 
 from lading_jobs.main import run_job
 
@@ -19,8 +19,12 @@ pytestmark = [pytest.mark.spark]
 TEXTS = [None, "", "plain", 'with "quotes"', "comma, inside", "two\nlines", "crlf\r\nend", "ünïcødé ✓", "\\N", " "]
 
 
+EDGE: dict[str, Any] = {}
+"""The from.inputs entry of the edge rows (a tenant's query reads only the views its inputs name)."""
+
+
 @pytest.fixture(scope="module")
-def edge_view(spark: Any) -> str:
+def edge_view(spark: Any, tmp_path_factory: Any) -> str:
     from pyspark.sql import types as T
 
     schema = T.StructType([
@@ -36,7 +40,9 @@ def edge_view(spark: Any) -> str:
              dt.datetime(2024, 2, 29, 23, 59, 59, 123456, tzinfo=dt.UTC) + dt.timedelta(days=i),
              dt.date(1999, 12, 31) + dt.timedelta(days=i), i % 2 == 0, i / 3)
             for i, t in enumerate(TEXTS)]
-    spark.createDataFrame(rows, schema).coalesce(1).createOrReplaceTempView("edge_rows")
+    df = spark.createDataFrame(rows, schema).coalesce(1)
+    df.createOrReplaceTempView("edge_rows")
+    EDGE.update(parquet_input(df, tmp_path_factory.mktemp("edge"), "edge_rows"))
     return "edge_rows"
 
 
@@ -49,7 +55,7 @@ def _files(tmp_path: Path, name: str, suffix: str) -> list[str]:
 
 
 def test_csv_null_and_empty_string_survive_with_gzip(spark: Any, edge_view: str, tmp_path: Path) -> None:
-    spec = {"from": {"query": "SELECT id, txt, amount FROM edge_rows ORDER BY id"},
+    spec = {"from": {"query": "SELECT id, txt, amount FROM edge_rows ORDER BY id", "inputs": [dict(EDGE)]},
             "to": {"files": _dest(tmp_path, "csv"), "format": "csv",
                    "options": {"header": True, "compression": "gzip"}}}
     assert run_job(spark, job_doc(spec))["rows"] == len(TEXTS)
@@ -62,7 +68,7 @@ def test_csv_null_and_empty_string_survive_with_gzip(spark: Any, edge_view: str,
 
 
 def test_json_lines_are_lossless_for_decimals_and_timestamps(spark: Any, edge_view: str, tmp_path: Path) -> None:
-    spec = {"from": {"query": "SELECT id, txt, amount, ts, day FROM edge_rows ORDER BY id"},
+    spec = {"from": {"query": "SELECT id, txt, amount, ts, day FROM edge_rows ORDER BY id", "inputs": [dict(EDGE)]},
             "to": {"files": _dest(tmp_path, "json"), "format": "json", "options": {"compression": "zstd"}}}
     assert run_job(spark, job_doc(spec))["rows"] == len(TEXTS)
     [path] = _files(tmp_path, "json", "jsonl.zst")
@@ -78,7 +84,7 @@ def test_json_lines_are_lossless_for_decimals_and_timestamps(spark: Any, edge_vi
 
 
 def test_parquet_reads_back_equal_with_field_ids(spark: Any, edge_view: str, tmp_path: Path) -> None:
-    spec = {"from": {"query": "SELECT * FROM edge_rows ORDER BY id"},
+    spec = {"from": {"query": "SELECT * FROM edge_rows ORDER BY id", "inputs": [dict(EDGE)]},
             "to": {"files": _dest(tmp_path, "pq"), "format": "parquet", "options": {"compression": "zstd"}}}
     assert run_job(spark, job_doc(spec))["rows"] == len(TEXTS)
     [path] = _files(tmp_path, "pq", "parquet")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from support.unload import job_doc, s3_keys, s3_pending
+from support.unload import job_doc, parquet_input, s3_keys, s3_pending
 
 from lading_jobs.main import execute, run_job
 from lading_jobs.result import Cancellation
@@ -21,21 +21,27 @@ pytestmark = [pytest.mark.spark, pytest.mark.s3]
 MB = 1024 * 1024
 
 
+ORDERS: dict[str, Any] = {}
+
+
 @pytest.fixture(scope="module")
-def orders(spark: Any) -> str:
-    """A small view with the column kinds users export (ints, decimals, timestamps, strings, nulls)."""
-    spark.range(0, 5000, numPartitions=3).selectExpr(
+def orders(spark: Any, tmp_path_factory: Any) -> str:
+    """A small input with the column kinds users export (ints, decimals, timestamps, strings,
+    nulls), in three Parquet files, also kept as a view of the session for the assertions."""
+    df = spark.range(0, 5000, numPartitions=3).selectExpr(
         "id",
         "CASE WHEN id % 3 = 0 THEN 'eu' WHEN id % 3 = 1 THEN 'us' ELSE NULL END AS region",
         "CAST(id * 1.25 AS DECIMAL(12,2)) AS total",
         "TIMESTAMP '2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id) AS created",
         "CASE WHEN id % 7 = 0 THEN NULL ELSE concat('note ', CAST(id AS STRING)) END AS note",
-    ).createOrReplaceTempView("orders_unload")
+    )
+    df.createOrReplaceTempView("orders_unload")
+    ORDERS.update(parquet_input(df, tmp_path_factory.mktemp("orders"), "orders_unload", files=3))
     return "orders_unload"
 
 
 def spec(dest: str, fmt: str = "parquet", **to: Any) -> dict[str, Any]:
-    return {"from": {"query": "SELECT * FROM orders_unload ORDER BY id DESC"},
+    return {"from": {"query": "SELECT * FROM orders_unload ORDER BY id DESC", "inputs": [dict(ORDERS)]},
             "to": {"files": dest, "format": fmt, **to}}
 
 
