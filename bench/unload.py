@@ -261,8 +261,10 @@ def main() -> None:
 
     def lading(fmt: str, out: Path, path: str = arrowpath.SPARK) -> None:
         shutil.rmtree(out, ignore_errors=True)
-        source = ({"query": "SELECT * FROM bench_source"} if path == arrowpath.SPARK
-                  else {"files": f"file://{src}/", "format": "parquet"})
+        files = {"files": f"file://{src}/", "format": "parquet"}
+        # a tenant's query reads only the views its from.inputs name (lading_jobs.sandbox)
+        source = ({"query": "SELECT * FROM bench_source", "inputs": [{"name": "bench_source", **files}]}
+                  if path == arrowpath.SPARK else files)
         doc = JobDocument(kind="CopyJob", namespace="bench", name="bench", uid="", generation=1,
                           run_id=f"bench-{fmt}-{time.time_ns()}", run_time=dt.datetime.now(dt.UTC),
                           spec={"from": source,
