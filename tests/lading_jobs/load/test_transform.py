@@ -10,7 +10,6 @@ nothing commits.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import tempfile
 from collections.abc import Callable
@@ -22,33 +21,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from support.loads import job, store, table_rows
 
 from lading import cli
 from lading_jobs import storage as st
 from lading_jobs.load.job import run_load
-from lading_jobs.load.stores import storage_for
 from lading_jobs.table.log import TableLog
 from lading_spec.errors import SpecError
-from lading_spec.job import JobDocument
 
 pytestmark = [pytest.mark.spark]
-
-
-def store(uri: str) -> st.Storage:
-    return storage_for(uri, st.S3Settings.from_env())
-
-
-def job(spec: dict[str, Any], run_id: str = "run-1") -> JobDocument:
-    return JobDocument("CopyJob", "ns", "load", "uid", 1, run_id, dt.datetime(2025, 1, 1, tzinfo=dt.UTC), spec)
-
-
-def table_rows(table: str) -> list[dict[str, Any]]:
-    log = TableLog.open(table, store(table))
-    assert log is not None, f"no table at {table}"
-    snap = log.snapshot()
-    parts = [pq.read_table(pa.BufferReader(store(table).read(snap.part_uri(p)))) for p in snap.parts]
-    rows = pa.concat_tables(parts).to_pylist() if parts else []
-    return [{k: v for k, v in r.items() if not k.startswith("_lading_")} for r in rows]
 
 
 def key(row: dict[str, Any]) -> str:
