@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from harness.client import wait_until
 from harness.fixtures import Kube
 from harness.identities import Identity
 
@@ -58,7 +59,10 @@ def test_deletion_does_not_wait_for_the_operator(kube: Kube, operator: OperatorP
     try:
         kube.client.delete(API, "copyjobs", namespace, "left-behind")
         kube.client.wait_gone(API, "copyjobs", namespace, "left-behind", timeout=30)
-        assert len(apps_of(kube.client, namespace)) == 1  # the garbage collector took its application
+        # the real garbage collector takes the application of the deleted owner, in the background
+        remaining = wait_until(lambda: apps_of(kube.client, namespace), lambda apps: len(apps) == 1, timeout=60,
+                               interval=0.2, what="the garbage collector to delete left-behind's application")
+        assert [a["metadata"]["labels"]["lading.io/name"] for a in remaining] == ["in-a-dying-namespace"]
         kube.delete_namespace(namespace)
         kube.client.wait_gone("v1", "namespaces", None, namespace, timeout=30)
     finally:
