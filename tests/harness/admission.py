@@ -8,6 +8,19 @@ with ratcheting, and the CEL rules with their runtime cost budget. ``tests/crds`
 examples and specs with it (no API server needed), so what the API server would refuse,
 the unit tests refuse too.
 
+Why it stays now that the emulator is gone (issue 34: "the emulator and its admission client
+go; crd-check stays for validating CRD files in unit tests"): this module was the emulator's
+admission client only in the sense that the emulator also called it; it is the crd-check
+client, and its users now are the unit tests alone — ``tests/crds`` (CRD-create validation
+of ``crds/*.yaml``, every example and each table row of specs admitted or refused, field by
+field), ``tests/lading_operator/test_render.py`` (every rendered SparkApplication admitted
+by the upstream SparkApplication CRD), ``test_kinds.py`` (what a kind writes to ``status``
+is admitted by its CRD's status schema), ``test_render_cli.py`` (the binary's path: ``lading
+render``'s output checked by crd-check itself). They run in tier 1, without a control plane,
+at ~0.3 ms a request; on the real server each would need a namespace, a create and cleanup.
+Nothing that talks to an API server uses it: operator and end-to-end tests meet the real one
+(``harness.control_plane``).
+
 One process answers one request at a time; :class:`Admission` serialises callers with
 a lock (~0.3 ms a request).
 """
