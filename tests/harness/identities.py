@@ -175,3 +175,55 @@ def install(kube: Any, objects: list[Obj], namespace: str, account: str, directo
     token = kube.service_account_token(namespace, account, seconds=24 * 3600)
     path = directory / f"{namespace}.{account}.kubeconfig"
     return Identity(namespace, account, token, kube.write_kubeconfig(path, token, account))
+
+
+def operator_rules() -> list[Obj]:
+    """The rules of the chart's operator ClusterRole (``lading-operator``), as rendered."""
+    role = next(d for d in operator_rbac() if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "lading-operator")
+    return [dict(rule) for rule in role["rules"]]
+
+
+def without_verb(rules: list[Obj], group: str, resource: str, verb: str) -> list[Obj]:
+    """``rules`` with ``verb`` on ``group``/``resource`` taken away (every other grant kept)."""
+    out: list[Obj] = []
+    for rule in rules:
+        if group in rule.get("apiGroups", []) and resource in rule.get("resources", []) and verb in rule["verbs"]:
+            others = [r for r in rule["resources"] if r != resource]
+            if others:
+                out.append({**rule, "resources": others})
+            verbs = [v for v in rule["verbs"] if v != verb]
+            if verbs:
+                out.append({**rule, "resources": [resource], "verbs": verbs})
+        else:
+            out.append(dict(rule))
+    return out
+
+
+def namespaced(kube: Any, namespace: str, account: str, rules: list[Obj], directory: Path) -> Identity:
+    """ServiceAccount ``namespace/account`` with a Role of ``rules`` in ``namespace`` only (an
+    operator installed for one namespace, or one whose Role lacks a verb); applying it again
+    with other rules replaces the Role."""
+    meta = {"name": account, "namespace": namespace}
+    objects: list[Obj] = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+         "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]},
+    ]
+    for obj in objects:
+        apply(kube.client, obj)
+    token = kube.service_account_token(namespace, account)
+    path = directory / f"{namespace}.{account}.kubeconfig"
+    return Identity(namespace, account, token, kube.write_kubeconfig(path, token, account))
+
+
+def allowed(client: KubeClient, verb: str, group: str, resource: str, namespace: str) -> bool:
+    """What the API server's authorizer answers for ``client``'s own identity now
+    (SelfSubjectAccessReview, which every authenticated user may ask)."""
+    plural, _, subresource = resource.partition("/")  # "copyjobs/status" names a subresource
+    review = client.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": plural,
+                                        "subresource": subresource, "namespace": namespace}}})
+    return bool(review["status"].get("allowed"))

@@ -1,5 +1,6 @@
 """The controller: what a pass may take from the watches instead of reading it again, and (on the
-real API server, as the chart's ServiceAccount) what it does with the API's answers: 409 from a namesake, 403, 404, trimmed runs,
+real API server, as the chart's ServiceAccount) what it does with the API's answers: 409 from a
+namesake, 403 from a Role without the verb (the server's own refusal), 404, trimmed runs,
 progress off the reconcile thread."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import copy
 import datetime as dt
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from harness import identities
+from harness.client import wait_until
 from harness.fixtures import Kube, control_plane, load_crds, restricted_pod
 from harness.identities import Identity
 from lading_operator import controller, k8s, lifecycle, progress, render
@@ -149,26 +151,53 @@ def test_a_namesakes_application_is_never_adopted(api: Kube, kube_namespace: str
     assert _ready(kube.client.get(API, "copyjobs", ns, "nightly"))["reason"] == "Submitted"
 
 
+@pytest.fixture
+def short_of(kube: Kube, kube_namespace: str, tmp_path: Path,
+             monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Identity]]:
+    """``short_of(group, resource, verb)``: the operator's API client as a ServiceAccount whose
+    Role in this test's namespace has the chart's operator rules without that one verb, so the
+    real API server answers 403 to it; called again with no argument, the full rules (the verb
+    granted, as when RBAC finishes propagating). Returns once the authorizer answers so."""
+    def grant(group: str = "", resource: str = "", verb: str = "") -> Identity:
+        rules = identities.operator_rules()
+        if verb:
+            rules = identities.without_verb(rules, group, resource, verb)
+        identity = identities.namespaced(kube, kube_namespace, "lading-short", rules, tmp_path)
+        client = kube.client_for(identity.token)
+        checks = [("get", "lading.io", "copyjobs", True), ("patch", "lading.io", "copyjobs/status", True)]
+        checks.append((verb, group, resource, False) if verb else
+                      ("create", "sparkoperator.k8s.io", "sparkapplications", True))
+        wait_until(lambda: [identities.allowed(client, v, g, r, kube_namespace) for v, g, r, _ in checks],
+                   lambda answers: answers == [want for *_, want in checks], timeout=30, interval=0.1,
+                   what=f"RBAC of {identity.user} in {kube_namespace}")
+        monkeypatch.setenv("KUBECONFIG", identity.kubeconfig)
+        k8s.reset_client()
+        return identity
+
+    yield grant
+    k8s.reset_client()
+
+
 @pytest.mark.k8s
-def test_create_forbidden_is_retried_with_backoff_and_a_condition(api: Kube, kube_namespace: str,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    kube, ns = api, kube_namespace
+def test_a_role_without_create_on_sparkapplications_is_retried_with_a_condition(
+        kube: Kube, kube_namespace: str, short_of: Callable[..., Identity]) -> None:
+    """The real API server refuses the create (403, its own message); the run waits with a condition
+    and one Event, backs off, and goes on once the Role grants the verb."""
+    ns = kube_namespace
+    identity = short_of("sparkoperator.k8s.io", "sparkapplications", "create")
     _create_job(kube, ns, "rbac")
-    real_create = k8s.create_app
-
-    def forbidden(app: dict[str, Any]) -> bool:
-        raise ApiException(status=403, reason="Forbidden")  # RBAC not propagated yet
-
-    monkeypatch.setattr(k8s, "create_app", forbidden)
     delays = [controller.reconcile(COPYJOB, ns, "rbac") for _ in range(3)]
-    assert delays == list(controller.CREATE_BACKOFF[:3])
+    assert delays == list(controller.CREATE_BACKOFF[:3])  # no exception: the loop does not crash
     job = kube.client.get(API, "copyjobs", ns, "rbac")
     assert job["status"]["phase"] == "Submitted"  # not Failed: it may still work
     ready = _ready(job)
     assert ready["reason"] == "CreateForbidden" and "Retrying with backoff" in ready["message"]
     assert f"sparkapplications in namespace {ns}" in ready["message"]
+    # The server's own words reach the condition: who was refused what.
+    assert f'User "{identity.user}" cannot create resource "sparkapplications"' in ready["message"]
     assert _reasons(kube, ns, "rbac").count("CreateForbidden") == 1  # one Event, not one per retry
-    monkeypatch.setattr(k8s, "create_app", real_create)
+    assert kube.client.list(SPARK, "sparkapplications", ns) == []
+    short_of()  # the Role now grants create
     controller.reconcile(COPYJOB, ns, "rbac")
     assert kube.client.get_or_none(SPARK, "sparkapplications", ns, job["status"]["sparkApplication"]) is not None
     controller.reconcile(COPYJOB, ns, "rbac")
@@ -267,23 +296,23 @@ def test_progress_is_never_fetched_on_the_reconcile_thread(api: Kube, kube_names
 
 
 @pytest.mark.k8s
-def test_an_expired_resource_whose_delete_is_refused_posts_no_event_until_it_goes(
-        api: Kube, kube_namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    kube, ns = api, kube_namespace
+def test_an_expired_resource_the_role_may_not_delete_posts_no_event_until_it_goes(
+        kube: Kube, kube_namespace: str, short_of: Callable[..., Identity]) -> None:
+    """ttlSecondsAfterFinished with a Role without delete on copyjobs: the real server answers 403,
+    every pass fails visibly (the loop backs off) and posts no Expired Event; granted, it goes."""
+    ns = kube_namespace
+    identity = short_of("lading.io", "copyjobs", "delete")
     _create_job(kube, ns, "ttl", {**SPEC, "ttlSecondsAfterFinished": 1})
     kube.client.patch_status(API, "copyjobs", ns, "ttl", {"phase": "Succeeded",
                                                            "completionTime": "2026-01-01T00:00:00Z"})
-    real_delete = k8s.delete_resource
-
-    def forbidden(*args: Any) -> None:
-        raise ApiException(status=403, reason="Forbidden")  # RBAC without delete
-
-    monkeypatch.setattr(k8s, "delete_resource", forbidden)
     for _ in range(3):
-        with pytest.raises(ApiException):
+        with pytest.raises(ApiException) as refused:
             controller.reconcile(COPYJOB, ns, "ttl")
+        assert refused.value.status == 403
+        assert f'User "{identity.user}" cannot delete resource "copyjobs"' in controller._api_message(refused.value)
     assert "Expired" not in _reasons(kube, ns, "ttl")  # not one Event per refused pass
-    monkeypatch.setattr(k8s, "delete_resource", real_delete)
+    assert kube.client.get(API, "copyjobs", ns, "ttl")["status"]["phase"] == "Succeeded"
+    short_of()  # the Role now grants delete
     assert controller.reconcile(COPYJOB, ns, "ttl") is None
     assert kube.client.get_or_none(API, "copyjobs", ns, "ttl") is None
     assert _reasons(kube, ns, "ttl").count("Expired") == 1
