@@ -191,7 +191,10 @@ def observe(kind: Kind, resource: dict[str, Any], now: dt.datetime | None = None
             other_pod = _pod_of(namespace, other_app)
         others[other] = (other_app, other_pod)
     latest = progress.POLLER.latest((namespace, str(app_name))) if app is not None else None
-    owned = None if continuous else _owned_apps(kind, namespace, str(meta.get("name") or ""), uid)
+    # A resource that never ran owns no application (its status names the application before
+    # the create): its first pass lists nothing, one request fewer per CopyJob.
+    never_ran = not (status.get("runId") or status.get("sparkApplication") or status.get("lastRuns"))
+    owned = None if continuous or never_ran else _owned_apps(kind, namespace, str(meta.get("name") or ""), uid)
     return rc.Observed(resource, app, pod, checked, now, others, foreign, latest, owned)
 
 
