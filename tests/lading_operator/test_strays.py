@@ -3,16 +3,20 @@
 The controller writes a pass's status before it deletes. A deletion lost after that write
 (the operator killed, the API failing) is found again from what exists: on the real API
 server, a deletion made to fail once (as a crash there would) is carried out by the next
-pass, for a deadline, a replaced scheduled run and a run history trim."""
+pass, for a deadline, a replaced scheduled run and a run history trim; and a deletion the API
+answered 500 (through ``harness.api_proxy``, a real answer on the wire) likewise."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client.rest import ApiException
 
+from harness.api_proxy import ApiProxy, Fault
 from harness.client import KubeClient
 from harness.fixtures import Kube, restricted_pod
 from harness.identities import Identity
@@ -200,3 +204,31 @@ def test_a_trimmed_run_is_deleted_even_if_the_delete_was_lost(
     at(monkeypatch, first + dt.timedelta(hours=1, minutes=2))
     restarted_pass("s")
     assert alive(api) == [apps[1]]
+
+
+@pytest.mark.k8s
+def test_a_deletion_the_api_answered_500_is_made_by_a_later_pass(
+        api: KubeClient, kube: Kube, operator_identity: Identity, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """The same window as above from a real answer instead of a crash: the operator's client
+    reaches the server through a proxy that answers its DELETE of the application 500 once."""
+    with ApiProxy(kube.url, kube.ca) as proxy:
+        monkeypatch.setenv("KUBECONFIG", proxy.kubeconfig(operator_identity.token, tmp_path / "proxied"))
+        k8s.reset_client()
+        api.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": "d5", "namespace": NS},
+                    "spec": {**SPEC, "activeDeadlineSeconds": 60}}, "copyjobs")
+        at(monkeypatch, NOW)
+        restarted_pass("d5")
+        app = api.get(API, "copyjobs", NS, "d5")["status"]["sparkApplication"]
+        running(api, app)
+        at(monkeypatch, NOW + dt.timedelta(seconds=120))
+        proxy.add(Fault(path=f"/namespaces/{NS}/sparkapplications/{app}$", method="DELETE", status=500))
+        with pytest.raises(ApiException) as lost:
+            restarted_pass("d5")
+        assert lost.value.status == 500 and [s.code for s in proxy.seen if s.method == "DELETE"] == [500]
+        assert api.get(API, "copyjobs", NS, "d5")["status"]["phase"] == "Failed" and alive(api) == [app]
+        at(monkeypatch, NOW + dt.timedelta(seconds=130))
+        restarted_pass("d5")
+        assert alive(api) == []
+        events = [e for e in api.list("v1", "events", NS) if e.get("reason") == "StrayDeleted"]
+        assert len(events) == 1 and app in events[0]["message"]
