@@ -68,6 +68,12 @@ class Fault:
         return re.search(self.path, path) is not None
 
 
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Take a finished task's outcome, so that asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
 @dataclass(frozen=True)
 class Seen:
     method: str
@@ -248,13 +254,12 @@ class ApiProxy:
     async def _relay(self, upstream: aiohttp.ClientResponse, answer: web.StreamResponse, stream: _Stream,
                      request: web.Request) -> None:
         cut = asyncio.ensure_future(stream.cut.wait())
+        chunk: asyncio.Future[bytes] | None = None
         try:
             while True:
                 chunk = asyncio.ensure_future(upstream.content.readany())
                 done, _ = await asyncio.wait({chunk, cut}, return_when=asyncio.FIRST_COMPLETED)
                 if cut in done:
-                    chunk.cancel()
-                    chunk.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved
                     self._abort(request)
                     return
                 data = chunk.result()
@@ -268,7 +273,11 @@ class ApiProxy:
         except (ConnectionError, aiohttp.ClientError):
             self._abort(request)
         finally:
-            cut.cancel()
+            for task in (cut, chunk):  # also when this handler is cancelled (the client went)
+                if task is not None and not task.done():
+                    task.cancel()
+                if task is not None:
+                    task.add_done_callback(_retrieved)
 
     @staticmethod
     def _abort(request: web.Request) -> None:
