@@ -16,7 +16,11 @@ create call's return:
 - create → terminal status: when the CopyJob's phase is Succeeded on a watch;
 - the operator process's peak RSS (sampled from /proc every 0.2 s);
 - CPU seconds per process (operator, stand-in, kube-apiserver, etcd) and the
-  operator's API requests per CopyJob by verb and resource (the API server's audit log).
+  operator's API requests per CopyJob by verb and resource (the API server's audit log);
+- every client's requests per CopyJob by verb and resource from the API server's own
+  counter (``apiserver_request_total`` on its /metrics), the operator, the stand-in and
+  this script's watches together;
+- the load average at the start and at the end (the machine is shared).
 
 Targets (issue 4): p99 create → SparkApplication < 5 s, RSS < 300 MB (the
 anchor: spark-operator's ~20 minutes of queue latency at 1,200 applications,
@@ -113,6 +117,22 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def request_totals(api: KubeClient) -> dict[tuple[str, str], float]:
+    """``apiserver_request_total`` summed by (verb, resource[/subresource]) over codes and clients."""
+    text = api.session.get(api.url + "/metrics", timeout=60, verify=api.session.verify).text
+    totals: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, value = line[len("apiserver_request_total{"):].rsplit("} ", 1)
+        labels = dict(part.split("=", 1) for part in labels_text.split(",") if "=" in part)
+        labels = {k: v.strip('"') for k, v in labels.items()}
+        resource = labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else "")
+        key = (labels.get("verb", ""), resource)
+        totals[key] = totals.get(key, 0.0) + float(value)
+    return totals
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -185,6 +205,8 @@ def run(args: argparse.Namespace, kube: Any, workdir: Path) -> int:
 
     created: dict[str, float] = {}
     client = threading.local()
+    load_start = os.getloadavg()[0]
+    totals_before = request_totals(kube.client)
 
     def create(i: int) -> None:
         if not hasattr(client, "api"):
@@ -214,6 +236,7 @@ def run(args: argparse.Namespace, kube: Any, workdir: Path) -> int:
     apiserver_cpu = cpu_seconds(kube.endpoint.pids["kube-apiserver"])
     etcd_cpu = cpu_seconds(kube.endpoint.pids["etcd"])
     apiserver_rss = rss_mb(kube.endpoint.pids["kube-apiserver"])
+    totals_after = request_totals(kube.client)
     client_cpu = time.process_time()
     operator.terminate()
     operator.wait(30)
@@ -239,12 +262,19 @@ def run(args: argparse.Namespace, kube: Any, workdir: Path) -> int:
     print(f"operator RSS: {idle_rss:.0f} MB idle, {peak[0]:.0f} MB peak")
     print(f"CPU: operator {operator_cpu:.1f} s; stand-in {standin_cpu:.1f} s; "
           f"kube-apiserver {apiserver_cpu:.1f} s ({apiserver_rss:.0f} MB RSS at the end); etcd {etcd_cpu:.1f} s; "
-          f"this client {client_cpu:.1f} s; load average at the end: {os.getloadavg()[0]:.1f}")
+          f"this client {client_cpu:.1f} s; load average at the start {load_start:.1f}, "
+          f"at the end {os.getloadavg()[0]:.1f}")
     print(f"the operator's API requests per CopyJob ({len(operator_requests) / max(args.jobs, 1):.1f} in all, "
           "from the audit log):")
     for key, count in sorted(request_counts.items(), key=lambda kv: -kv[1]):
         if count >= args.jobs / 20:
             print(f"  {key}: {count / args.jobs:.2f}")
+    served = {k: v - totals_before.get(k, 0.0) for k, v in totals_after.items()}
+    print(f"every client's requests per CopyJob ({sum(served.values()) / max(args.jobs, 1):.1f} in all, "
+          "from the API server's apiserver_request_total: operator, stand-in and this script):")
+    for (verb, resource), count in sorted(served.items(), key=lambda kv: -kv[1]):
+        if count >= args.jobs / 20:
+            print(f"  {verb} {resource}: {count / args.jobs:.2f}")
     if failed:
         print(f"unexpected names: {failed[:5]}")
     ok = len(to_app) == args.jobs and len(to_done) == args.jobs and pct(to_app, 0.99) < 5 and peak[0] < 300
