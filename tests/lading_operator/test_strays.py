@@ -4,11 +4,13 @@ The controller writes a pass's status before it deletes. A deletion lost after t
 (the operator killed, the API failing) is found again from what exists: on the real API
 server, a deletion made to fail once (as a crash there would) is carried out by the next
 pass, for a deadline, a replaced scheduled run and a run history trim; and a deletion the API
-answered 500 (through ``harness.api_proxy``, a real answer on the wire) likewise."""
+answered 500 (through ``harness.api_proxy``, a real answer on the wire) likewise, for a
+CopyJob's deadline and for a StreamCopy stopped on purpose whose driver spark-operator reruns."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +22,9 @@ from harness.api_proxy import ApiProxy, Fault
 from harness.client import KubeClient
 from harness.fixtures import Kube, restricted_pod
 from harness.identities import Identity
-from lading_operator import controller, k8s, strays
+from lading_operator import controller, k8s, progress, strays
 from lading_operator import reconcile as rc
-from lading_operator.kinds import COPYJOB
+from lading_operator.kinds import COPYJOB, STREAMCOPY
 
 API, SPARK = "lading.io/v1alpha1", "sparkoperator.k8s.io/v1beta2"
 NS = "team"
@@ -232,3 +234,47 @@ def test_a_deletion_the_api_answered_500_is_made_by_a_later_pass(
         assert alive(api) == []
         events = [e for e in api.list("v1", "events", NS) if e.get("reason") == "StrayDeleted"]
         assert len(events) == 1 and app in events[0]["message"]
+
+
+STREAM_SPEC = {"source": {"kafka": {"bootstrapServers": ["k:9092"], "topics": ["orders"],
+                                    "secretRef": {"name": "kafka"}}},
+               "target": {"table": "s3://warehouse/orders/", "schema": [{"name": "id", "type": "bigint"}]}}
+
+
+@pytest.mark.k8s
+def test_a_stopped_streams_deletion_the_api_answered_500_is_made_by_a_later_pass(
+        api: KubeClient, kube: Kube, operator_identity: Identity, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """35ff68c's fault as a real answer: a StreamCopy driver stops on purpose and exits non-zero
+    (DataLoss); the pass writes Failed and asks for the application's deletion, which the API
+    answers 500; spark-operator reruns the driver (PENDING_RERUN); a later pass deletes it."""
+    with ApiProxy(kube.url, kube.ca) as proxy:
+        monkeypatch.setenv("KUBECONFIG", proxy.kubeconfig(operator_identity.token, tmp_path / "proxied"))
+        k8s.reset_client()
+        api.create({"apiVersion": API, "kind": "StreamCopy", "metadata": {"name": "s5", "namespace": NS},
+                    "spec": STREAM_SPEC}, "streamcopies")
+        controller._written.clear()
+        controller._apps.clear()
+        controller.reconcile(STREAMCOPY, NS, "s5")
+        app = api.get(API, "streamcopies", NS, "s5")["status"]["sparkApplication"]
+        try:
+            running(api, app)
+            api.patch_status("v1", "pods", NS, app + "-driver", {"podIP": "127.0.0.1"})
+            controller.reconcile(STREAMCOPY, NS, "s5")
+            assert api.get(API, "streamcopies", NS, "s5")["status"]["phase"] == "Running"
+            result = {"error": "source.kafka: orders/0: offsets 0..99 are gone", "reason": "DataLoss"}
+            api.patch_status("v1", "pods", NS, app + "-driver", {"phase": "Failed", "containerStatuses": [
+                {"name": "spark-kubernetes-driver",
+                 "state": {"terminated": {"exitCode": 1, "message": json.dumps(result)}}}]})
+            api.patch_status(SPARK, "sparkapplications", NS, app, {"applicationState": {"state": "FAILING"}})
+            proxy.add(Fault(path=f"/namespaces/{NS}/sparkapplications/{app}$", method="DELETE", status=500))
+            with pytest.raises(ApiException) as lost:
+                controller.reconcile(STREAMCOPY, NS, "s5")
+            assert lost.value.status == 500
+            assert api.get(API, "streamcopies", NS, "s5")["status"]["phase"] == "Failed" and alive(api) == [app]
+            api.patch_status(SPARK, "sparkapplications", NS, app, {"applicationState": {"state": "PENDING_RERUN"}})
+            controller.reconcile(STREAMCOPY, NS, "s5")
+            assert alive(api) == []
+            assert api.get(API, "streamcopies", NS, "s5")["status"]["phase"] == "Failed"
+        finally:
+            progress.POLLER.forget((NS, app))
