@@ -14,6 +14,7 @@ What each test protects:
   SparkApplication and ends Succeeded (the reconcile loop survives any API error and
   backs off; a create is never repeated under another name);
 - dropped watches: a resource created after the operator's watches were reset is reconciled;
+- slow answers to every request of a run (0.5 s each): it ends once, Succeeded;
 - a slow answer for one resource (its create held) does not hold the others back;
 - etcd compacted while the operator's watch was away: the resumed watch gets 410 Gone from the
   real server, kopf lists again, and the resource created meanwhile is reconciled;
@@ -131,6 +132,16 @@ def test_a_resource_created_after_the_watches_were_dropped_is_reconciled(plane: 
     create(plane, ns, "after-drop")
     succeeded_once(plane, ns, "after-drop")
     assert injected(plane, "cut") == 1
+    alive(plane)
+
+
+def test_slow_answers_to_every_request_still_end_the_run_once(plane: Plane, ns: str) -> None:
+    delayed = injected(plane, "delay 0.5")
+    plane.proxy.add(Fault(path=f"/namespaces/{ns}/", watch=False, delay=0.5, times=-1))
+    create(plane, ns, "slow-server")
+    succeeded_once(plane, ns, "slow-server")
+    # Every request of the run was answered half a second late: read, status writes, create, Events, pod.
+    assert injected(plane, "delay 0.5") - delayed >= 6
     alive(plane)
 
 
