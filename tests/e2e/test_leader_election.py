@@ -6,7 +6,9 @@ token of the chart's ServiceAccount (as two pods would have), bound by the chart
   touching the Lease and nothing else (no watch, no status write, no SparkApplication);
 - SIGKILL the leader mid-run: the standby takes the Lease, picks the run up from status and
   finishes it: one SparkApplication, one of each status Event, the right rows;
-- a leader that finds another holder in its Lease stops at once (the process exits).
+- a leader that finds another holder in its Lease stops at once, and one that cannot renew
+  (its token stops working: the object it was bound to is deleted) stops after its renew
+  deadline: the process exits.
 
 Lease timing is short here (6 s lease, 4 s renew deadline) to keep the handover cheap; each
 test uses a Lease of its own name, so a killed replica's Lease never meets another test.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,7 +43,7 @@ ROWS = 300
 SLOW_QUERY = ("SELECT id, aggregate(sequence(1, 20000), 0L, (a, x) -> a + x % (id + 1)) AS pause "
               f"FROM range(0, {ROWS}, 1, 2)")
 
-Replica = Callable[[str], tuple[OperatorProcess, str]]
+Replica = Callable[..., tuple[OperatorProcess, str]]
 
 
 @pytest.fixture
@@ -55,8 +58,8 @@ def replica(kube: Kube, operator_identity: identities.Identity, lease_name: str,
     (the process, its token)."""
     started: list[OperatorProcess] = []
 
-    def start(pod: str) -> tuple[OperatorProcess, str]:
-        token = kube.service_account_token(identities.RELEASE_NAMESPACE, identities.RELEASE)
+    def start(pod: str, token: str = "") -> tuple[OperatorProcess, str]:
+        token = token or kube.service_account_token(identities.RELEASE_NAMESPACE, identities.RELEASE)
         config = kube.write_kubeconfig(tmp_path / f"{pod}.kubeconfig", token, identities.RELEASE)
         op = OperatorProcess(config, tmp_path / f"{pod}.log", env={
             "LADING_LEADER_ELECTION": "on", "LADING_LEASE_NAMESPACE": identities.RELEASE_NAMESPACE,
@@ -131,6 +134,8 @@ def test_the_standby_does_nothing_while_the_leader_lives(
     assert holder(kube, lease_name).startswith("replica-a_")
     assert "leader election: standby, held by replica-a_" in standby.log()
     assert standby.process is not None and standby.process.poll() is None
+    with urllib.request.urlopen(f"http://127.0.0.1:{standby.metrics_port}/metrics", timeout=10) as scraped:
+        assert scraped.status == 200  # a standby is a healthy scrape target, not a down one
 
 
 def test_killing_the_leader_mid_run_hands_over_with_one_run(
@@ -184,3 +189,26 @@ def test_a_leader_that_finds_another_holder_stops_at_once(
     code = wait_until(leader.process.poll, lambda c: c is not None, 30, 0.2, "the old leader to exit")
     assert code == 1
     assert "leadership lost, exiting: the Lease is held by intruder" in leader.log()
+
+
+def test_a_leader_that_cannot_renew_stops_after_its_renew_deadline(
+        kube: Kube, kube_namespace: str, replica: Replica, lease_name: str) -> None:
+    """A real cause, no fault hook: the leader's token is bound to a Secret (as a pod's token is
+    bound to its pod); deleting the Secret makes the API server refuse the token (401), so every
+    renewal fails, and the leader exits once its renew deadline (4 s) has passed."""
+    secret = kube.client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": f"bind-{lease_name}", "namespace": identities.RELEASE_NAMESPACE}}, "secrets")
+    answer = kube.client.request(
+        "POST", f"/api/v1/namespaces/{identities.RELEASE_NAMESPACE}/serviceaccounts/{identities.RELEASE}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {
+            "expirationSeconds": 3600, "boundObjectRef": {"kind": "Secret", "apiVersion": "v1",
+                                                          "name": secret["metadata"]["name"],
+                                                          "uid": secret["metadata"]["uid"]}}})
+    leader, _ = replica("a", token=str(answer["status"]["token"]))
+    wait_leader(kube, lease_name, "a", leader)
+    kube.client.delete("v1", "secrets", identities.RELEASE_NAMESPACE, secret["metadata"]["name"])
+    assert leader.process is not None
+    code = wait_until(leader.process.poll, lambda c: c is not None, 60, 0.2, "the leader to exit")
+    assert code == 1
+    assert "renewal failed: reading the Lease failed: 401" in leader.log()
+    assert "leadership lost, exiting: not renewed for 4s" in leader.log()
