@@ -149,19 +149,27 @@ class Elector:
         return thread
 
     def _renew_loop(self, on_lost: Callable[[str], None]) -> None:
+        """Renew every retry period. After a failed renewal, try again every retry period
+        but never past the renew deadline: a request still hanging is cut off at it (its
+        timeout), and the deadline itself is checked on time, so the leader stops at its
+        renew deadline, not a retry period later."""
         timing = self.config.timing
-        while not self.stopping.wait(timing.retry_period):
+        wait, reason = timing.retry_period, "no answer"
+        while not self.stopping.wait(wait):
             remaining = timing.renew_deadline - (time.monotonic() - self.last_renewed)
-            held, reason = self.attempt(max(0.2, remaining))
-            if held:
-                continue
-            if reason.startswith("held by"):
-                on_lost(f"the Lease is {reason}")
-                return
-            log.warning("leader election: renewal failed: %s", reason)
+            if remaining > 0:
+                held, reason = self.attempt(remaining)
+                if held:
+                    wait = timing.retry_period
+                    continue
+                if reason.startswith("held by"):
+                    on_lost(f"the Lease is {reason}")
+                    return
+                log.warning("leader election: renewal failed: %s", reason)
             if lease.must_give_up(self.last_renewed, time.monotonic(), timing):
                 on_lost(f"not renewed for {timing.renew_deadline:g}s ({reason})")
                 return
+            wait = min(timing.retry_period, timing.renew_deadline - (time.monotonic() - self.last_renewed))
 
 
 def _reason(exc: BaseException) -> str:
