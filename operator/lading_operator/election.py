@@ -7,7 +7,9 @@ answers the liveness probe (and serves /metrics, started before the election). O
 leads, a daemon thread renews the Lease every retry period; if a renewal has not
 succeeded within the renew deadline, or another holder is named, the process exits at
 once (status 1, as client-go's ``OnStoppedLeading`` does in Kubernetes' own controllers)
-and the Deployment restarts it as a standby. Nothing a SIGKILLed leader left behind needs
+and the Deployment restarts it as a standby. A leader stopped cleanly (SIGTERM: an upgrade,
+a drained node) releases the Lease once its last reconcile pass has ended, so the other
+replica takes over at its next attempt. Nothing a SIGKILLed leader left behind needs
 undoing: the new leader's reconcile loops resume every run from ``status`` (names are
 deterministic, recorded before the create; docs/operator.md).
 
@@ -95,6 +97,7 @@ class Elector:
         self.observation: lease.Observation | None = None
         self.last_renewed = 0.0
         self.stopping = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def attempt(self, timeout: float) -> tuple[bool, str]:
         """One read and, if the rules allow, one write. (held now?, why not)."""
@@ -146,6 +149,7 @@ class Elector:
         the process: reconciling without the Lease is what election prevents)."""
         thread = threading.Thread(target=self._renew_loop, args=(on_lost,), name="lease-renewal", daemon=True)
         thread.start()
+        self._thread = thread
         return thread
 
     def _renew_loop(self, on_lost: Callable[[str], None]) -> None:
@@ -170,6 +174,28 @@ class Elector:
                 on_lost(f"not renewed for {timing.renew_deadline:g}s ({reason})")
                 return
             wait = min(timing.retry_period, timing.renew_deadline - (time.monotonic() - self.last_renewed))
+
+
+    def release(self) -> None:
+        """Stop renewing and hand the Lease back (call once nothing reconciles any more).
+        Best effort: if it fails, the other replica takes over after the lease duration."""
+        self.stopping.set()
+        if self._thread is not None:
+            self._thread.join()  # an attempt under way ends within its timeout
+        cfg = self.config
+        try:
+            record = lease.record_of(k8s.get_lease(cfg.namespace, cfg.name, cfg.timing.retry_period))
+            decision = lease.release(record, cfg.identity, dt.datetime.now(dt.UTC))
+            if decision.action == "update":
+                k8s.replace_lease(cfg.namespace, cfg.name, {
+                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": cfg.name, "namespace": cfg.namespace,
+                                 "resourceVersion": decision.resource_version},
+                    "spec": decision.spec}, cfg.timing.retry_period)
+                log.info("leader election: %s released Lease %s/%s", cfg.identity, cfg.namespace, cfg.name)
+        except (ApiException, OSError, ValueError) as exc:
+            log.warning("leader election: releasing the Lease failed (%s); the other replica takes over "
+                        "after %ss", _reason(exc), cfg.timing.duration)
 
 
 def _reason(exc: BaseException) -> str:

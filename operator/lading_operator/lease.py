@@ -12,6 +12,8 @@ Kubernetes convention (kube-controller-manager, controller-runtime):
 - **renew**: the holder writes ``renewTime`` again, every retry period;
 - every write is an update conditional on the ``resourceVersion`` read (or a create,
   which fails if the Lease exists): of two candidates, exactly one succeeds;
+- **release**: a leader that stops cleanly empties ``holderIdentity`` once its last
+  reconcile pass has ended, so the other takes over at once;
 - **give up**: a holder that has not renewed for its renew deadline (shorter than the
   lease duration), or that sees another holder named, stops leading at once. It
   measures from the moment it *sent* its last successful renewal, which is before the
@@ -119,6 +121,19 @@ def decide(record: Record | None, observation: Observation | None, me: str, now:
     return Decision("update", {"holderIdentity": me, "leaseDurationSeconds": timing.duration,
                                "acquireTime": stamp, "renewTime": stamp,
                                "leaseTransitions": record.transitions + 1}, record.resource_version)
+
+
+def release(record: Record | None, me: str, wall: dt.datetime) -> Decision:
+    """A leader that stops cleanly (after its last reconcile pass ended) hands the Lease back:
+    no holder, a one-second duration (client-go's ``ReleaseOnCancel``), conditional on the
+    ``resource_version`` read; the other replica takes it at its next attempt instead of
+    after the lease duration. Nothing to do (``wait``) if the Lease is not ours any more."""
+    if record is None or record.holder != me:
+        return Decision("wait", holder=record.holder if record else "")
+    stamp = micro_time(wall)
+    return Decision("update", {"holderIdentity": "", "leaseDurationSeconds": 1,
+                               "acquireTime": record.acquire_time or stamp, "renewTime": stamp,
+                               "leaseTransitions": record.transitions}, record.resource_version)
 
 
 def expired(record: Record, observation: Observation | None, now: float, timing: Timing) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 import kopf
 
 from lading_operator import controller, election, metrics, persistence, policy, render
-from lading_operator.handlers import resources  # noqa: F401  (registers the handlers)
+from lading_operator.handlers import resources  # registers the handlers on import
 
 # No handler needs a finalizer (see handlers/resources.py); kopf removes this one,
 # left on resources by an older release, because it is named here.
@@ -68,12 +68,12 @@ def run() -> None:
     liveness = os.environ.get("LADING_LIVENESS", DEFAULT_LIVENESS)
     endpoint = None if liveness.lower() == "off" else liveness
     leading = election.config_from_env()  # None: no election, this process is the only one
-    if leading is not None:
+    elector = None if leading is None else election.Elector(leading)
+    if elector is not None:
         # A standby serves /metrics and /healthz, and nothing else: no watch, no reconcile.
         port = os.environ.get("LADING_METRICS_PORT", "9090")
         if port.lower() != "off":
             metrics.start_metrics_server(int(port), os.environ.get("LADING_METRICS_ADDRESS") or "0.0.0.0")
-        elector = election.Elector(leading)
         with election.standby_liveness(endpoint):
             elector.acquire()
         elector.keep_leading(on_lost=election.exit_now)
@@ -84,3 +84,6 @@ def run() -> None:
         clusterwide=not namespaces,
         liveness_endpoint=endpoint,
     )
+    if elector is not None:
+        resources.wait_for_passes()  # nothing writes any more: hand the Lease over now
+        elector.release()

@@ -6,6 +6,7 @@ token of the chart's ServiceAccount (as two pods would have), bound by the chart
   touching the Lease and nothing else (no watch, no status write, no SparkApplication);
 - SIGKILL the leader mid-run: the standby takes the Lease, picks the run up from status and
   finishes it: one SparkApplication, one of each status Event, the right rows;
+- a leader stopped cleanly (SIGTERM) releases the Lease: the standby leads at once;
 - a leader that finds another holder in its Lease stops at once, and one that cannot renew
   (its token stops working: the object it was bound to is deleted) stops after its renew
   deadline: the process exits.
@@ -58,12 +59,12 @@ def replica(kube: Kube, operator_identity: identities.Identity, lease_name: str,
     (the process, its token)."""
     started: list[OperatorProcess] = []
 
-    def start(pod: str, token: str = "") -> tuple[OperatorProcess, str]:
+    def start(pod: str, token: str = "", **timing: str) -> tuple[OperatorProcess, str]:
         token = token or kube.service_account_token(identities.RELEASE_NAMESPACE, identities.RELEASE)
         config = kube.write_kubeconfig(tmp_path / f"{pod}.kubeconfig", token, identities.RELEASE)
         op = OperatorProcess(config, tmp_path / f"{pod}.log", env={
             "LADING_LEADER_ELECTION": "on", "LADING_LEASE_NAMESPACE": identities.RELEASE_NAMESPACE,
-            "LADING_LEASE_NAME": lease_name, "LADING_POD_NAME": f"replica-{pod}", **TIMING})
+            "LADING_LEASE_NAME": lease_name, "LADING_POD_NAME": f"replica-{pod}", **TIMING, **timing})
         started.append(op)
         return op.start(), token
 
@@ -212,3 +213,20 @@ def test_a_leader_that_cannot_renew_stops_after_its_renew_deadline(
     assert code == 1
     assert "renewal failed: reading the Lease failed: 401" in leader.log()
     assert "leadership lost, exiting: not renewed for 4s" in leader.log()
+
+
+def test_a_leader_stopped_cleanly_releases_the_lease(
+        kube: Kube, kube_namespace: str, replica: Replica, lease_name: str) -> None:
+    """SIGTERM (an upgrade, a drained node): once its last pass has ended the leader empties the
+    Lease's holder, and the standby takes it at its next attempt. The lease lasts an hour here,
+    so the standby leads within the test only because the Lease was released."""
+    hour = {"LADING_LEASE_DURATION": "3600"}
+    leader, _ = replica("a", **hour)
+    wait_leader(kube, lease_name, "a", leader)
+    standby, _ = replica("b", **hour)
+    leader.stop()
+    assert leader.process is not None and leader.process.returncode == 0, leader.log()
+    assert "released Lease" in leader.log()
+    wait_leader(kube, lease_name, "b", standby)
+    spec = kube.client.get(LEASES, "leases", identities.RELEASE_NAMESPACE, lease_name)["spec"]
+    assert (spec["leaseTransitions"], spec["leaseDurationSeconds"]) == (1, 3600)

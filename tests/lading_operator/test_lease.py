@@ -1,4 +1,4 @@
-"""Leader election's decisions (lading_operator.lease): acquire, renew, wait, give up."""
+"""Leader election's decisions (lading_operator.lease): acquire, renew, wait, give up, release."""
 
 from __future__ import annotations
 
@@ -105,3 +105,16 @@ def test_inconsistent_timing_is_refused(timing: lease.Timing) -> None:
 
 def test_micro_time_has_six_fractional_digits_in_utc() -> None:
     assert lease.micro_time(dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)) == "2026-01-02T03:04:05.000000Z"
+
+
+def test_a_leader_releases_its_lease_conditionally() -> None:
+    decision = lease.release(lease.record_of(lease_obj("a")), "a", WALL)
+    assert (decision.action, decision.resource_version) == ("update", "7")
+    assert decision.spec == {"holderIdentity": "", "leaseDurationSeconds": 1,
+                             "acquireTime": "2026-11-27T20:00:00.000000Z", "renewTime": STAMP,
+                             "leaseTransitions": 3}
+
+
+@pytest.mark.parametrize("lease_dict", [None, lease_obj("b")])
+def test_a_lease_not_ours_is_not_released(lease_dict: dict[str, object] | None) -> None:
+    assert lease.release(lease.record_of(lease_dict), "a", WALL).action == "wait"
