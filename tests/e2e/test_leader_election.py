@@ -11,8 +11,9 @@ token of the chart's ServiceAccount (as two pods would have), bound by the chart
   (its token stops working: the object it was bound to is deleted) stops after its renew
   deadline: the process exits.
 
-Lease timing is short here (6 s lease, 4 s renew deadline) to keep the handover cheap; each
-test uses a Lease of its own name, so a killed replica's Lease never meets another test.
+Lease timing is short here (8 s lease, 6 s renew deadline: some margin on a loaded CI machine)
+to keep the handover cheap; each test uses a Lease of its own name, so a killed replica's
+Lease never meets another test.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from .conftest import API, OperatorProcess, apps_of, wait_phase
 
 pytestmark = [pytest.mark.k8s, pytest.mark.s3, pytest.mark.slow]
 LEASES = "coordination.k8s.io/v1"
-TIMING = {"LADING_LEASE_DURATION": "6", "LADING_LEASE_RENEW_DEADLINE": "4", "LADING_LEASE_RETRY_PERIOD": "0.5"}
+TIMING = {"LADING_LEASE_DURATION": "8", "LADING_LEASE_RENEW_DEADLINE": "6", "LADING_LEASE_RETRY_PERIOD": "0.5"}
 ROWS = 300
 # ~4 ms of CPU per row (a tenth of test_copyjob.SLOW_QUERY): the leader is killed as soon as the
 # CopyJob is Running, while the driver's JVM is still starting; the run goes on for seconds after.
@@ -196,7 +197,7 @@ def test_a_leader_that_cannot_renew_stops_after_its_renew_deadline(
         kube: Kube, kube_namespace: str, replica: Replica, lease_name: str) -> None:
     """A real cause, no fault hook: the leader's token is bound to a Secret (as a pod's token is
     bound to its pod); deleting the Secret makes the API server refuse the token (401), so every
-    renewal fails, and the leader exits once its renew deadline (4 s) has passed."""
+    renewal fails, and the leader exits once its renew deadline (6 s) has passed."""
     secret = kube.client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {
         "name": f"bind-{lease_name}", "namespace": identities.RELEASE_NAMESPACE}}, "secrets")
     answer = kube.client.request(
@@ -212,7 +213,7 @@ def test_a_leader_that_cannot_renew_stops_after_its_renew_deadline(
     code = wait_until(leader.process.poll, lambda c: c is not None, 60, 0.2, "the leader to exit")
     assert code == 1
     assert "renewal failed: reading the Lease failed: 401" in leader.log()
-    assert "leadership lost, exiting: not renewed for 4s" in leader.log()
+    assert "leadership lost, exiting: not renewed for 6s" in leader.log()
 
 
 def test_a_leader_stopped_cleanly_releases_the_lease(
