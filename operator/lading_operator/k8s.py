@@ -59,6 +59,12 @@ def _core() -> kubernetes.client.CoreV1Api:
     return kubernetes.client.CoreV1Api(client())
 
 
+def _coordination() -> Any:
+    # Any: the client's stubs want V1Lease models; the Lease calls send and read plain JSON
+    # (the models' MicroTime serialisation drops the microseconds when they are zero).
+    return kubernetes.client.CoordinationV1Api(client())
+
+
 def _obj(value: Any) -> dict[str, Any]:
     """The client returns custom objects as untyped JSON; they are dicts."""
     return dict(value)
@@ -162,6 +168,33 @@ def get_pod(namespace: str, name: str) -> dict[str, Any] | None:
             return None
         raise
     return dict(json.loads(response.data))  # type: ignore[attr-defined]
+
+
+def get_lease(namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
+    """The leader-election Lease (lading_operator.election), ``None`` if there is none."""
+    try:
+        response = _coordination().read_namespaced_lease(name, namespace, _preload_content=False,
+                                                         _request_timeout=timeout)
+    except ApiException as e:
+        if _missing(e):
+            return None
+        raise
+    return dict(json.loads(response.data))
+
+
+def create_lease(namespace: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Create the Lease (409 if another replica did first: raised)."""
+    response = _coordination().create_namespaced_lease(namespace, body, _preload_content=False,
+                                                       _request_timeout=timeout)
+    return dict(json.loads(response.data))
+
+
+def replace_lease(namespace: str, name: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Update the Lease; ``body`` carries the resourceVersion read, so a concurrent write wins
+    and this one fails with 409 (raised)."""
+    response = _coordination().replace_namespaced_lease(name, namespace, body, _preload_content=False,
+                                                        _request_timeout=timeout)
+    return dict(json.loads(response.data))
 
 
 def post_event(resource: dict[str, Any], type_: str, reason: str, message: str) -> None:

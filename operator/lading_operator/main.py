@@ -9,7 +9,8 @@ for API calls, 16), ``LADING_START_TIMEOUT`` (seconds, 120; :func:`lading_operat
 and what every SparkApplication gets, ``LADING_SPARK_IMAGE``,
 ``LADING_SPARK_IMAGE_PULL_POLICY``, ``LADING_SPARK_IMAGE_PULL_SECRETS``,
 ``LADING_SPARK_SERVICE_ACCOUNT`` (:func:`lading_operator.render.installation_from_env`;
-a bad value stops the operator at start-up).
+a bad value stops the operator at start-up); ``LADING_LEADER_ELECTION`` and the Lease's
+settings (:mod:`lading_operator.election`: with two replicas, only the Lease's holder runs kopf).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from typing import Any
 
 import kopf
 
-from lading_operator import controller, metrics, persistence, policy, render
-from lading_operator.handlers import resources  # noqa: F401  (registers the handlers)
+from lading_operator import controller, election, metrics, persistence, policy, render
+from lading_operator.handlers import resources  # registers the handlers on import
 
 # No handler needs a finalizer (see handlers/resources.py); kopf removes this one,
 # left on resources by an older release, because it is named here.
@@ -65,9 +66,24 @@ def run() -> None:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     namespaces = namespaces_from_env()
     liveness = os.environ.get("LADING_LIVENESS", DEFAULT_LIVENESS)
+    endpoint = None if liveness.lower() == "off" else liveness
+    leading = election.config_from_env()  # None: no election, this process is the only one
+    elector = None if leading is None else election.Elector(leading)
+    if elector is not None:
+        # A standby serves /metrics and /healthz, and nothing else: no watch, no reconcile.
+        port = os.environ.get("LADING_METRICS_PORT", "9090")
+        if port.lower() != "off":
+            metrics.start_metrics_server(int(port), os.environ.get("LADING_METRICS_ADDRESS") or "0.0.0.0")
+        with election.standby_liveness(endpoint):
+            elector.acquire()
+        elector.keep_leading(on_lost=election.exit_now)
+    # kopf's own peering stays off (standalone): the Lease above decides who runs.
     kopf.run(
         standalone=True,
         namespaces=namespaces,
         clusterwide=not namespaces,
-        liveness_endpoint=None if liveness.lower() == "off" else liveness,
+        liveness_endpoint=endpoint,
     )
+    if elector is not None:
+        resources.wait_for_passes()  # nothing writes any more: hand the Lease over now
+        elector.release()

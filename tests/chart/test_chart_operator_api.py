@@ -24,6 +24,7 @@ K8S_PY = Path(k8s.__file__)
 OPERATOR_DIR = K8S_PY.parent
 LADING = [kind.plural for kind in kinds.ALL]
 SPARK = (render.SPARK_GROUP, render.SPARK_PLURAL)
+LEASES = ("coordination.k8s.io", "leases")  # leader election: a Role in the release namespace only
 
 # k8s.delete_resource is called only for ttlSecondsAfterFinished (controller.py: plan.delete_resource,
 # set by reconcile._terminal), so only the kinds whose CRD has that field need `delete`.
@@ -70,6 +71,8 @@ def _verb(method: str) -> str:
 def _resources(function: str, method: str, args: list[ast.expr]) -> list[tuple[str, str]]:
     """(group, resource) a CustomObjectsApi / CoreV1Api method call addresses."""
     status = "/status" if method.endswith("_status") else ""
+    if method.endswith("_namespaced_lease"):  # _coordination(): CoordinationV1Api
+        return [(LEASES[0], LEASES[1])]
     if "custom_object" in method:
         group = ast.unparse(args[0])
         if group == "GROUP":
@@ -100,7 +103,8 @@ def operator_calls() -> dict[str, set[Triple]]:
                 assert parts[0] == "/api/v1/namespaces/" and parts[-1] == "/events", ast.unparse(node.args[0])
                 calls.setdefault(fn.name, set()).add(("", "events", "create"))
             elif (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
-                  and isinstance(func.value.func, ast.Name) and func.value.func.id in ("_custom", "_core")):
+                  and isinstance(func.value.func, ast.Name)
+                  and func.value.func.id in ("_custom", "_core", "_coordination")):
                 verb = _verb(func.attr)
                 for group, resource in _resources(fn.name, func.attr, node.args):
                     calls.setdefault(fn.name, set()).add((group, resource, verb))
@@ -108,14 +112,22 @@ def operator_calls() -> dict[str, set[Triple]]:
 
 
 def needed() -> set[Triple]:
-    return set().union(*operator_calls().values()) | KOPF | ADMISSION
+    """What the operator's ClusterRole (or watched-namespace Roles) must grant."""
+    return {t for t in set().union(*operator_calls().values()) if t[:2] != LEASES} | KOPF | ADMISSION
+
+
+def needed_for_leader_election() -> set[Triple]:
+    """What the leader-election Role (release namespace) must grant."""
+    return {t for t in set().union(*operator_calls().values()) if t[:2] == LEASES}
 
 
 def test_the_derivation_sees_every_api_call_in_k8s_py() -> None:
     calls = operator_calls()
     # Every function of k8s.py that reaches the API server; a new one must show up here.
     assert set(calls) == {"get_resource", "patch_status", "delete_resource", "get_app", "create_app",
-                          "delete_app", "list_apps", "get_pod", "post_event"}
+                          "delete_app", "list_apps", "get_pod", "post_event",
+                          "get_lease", "create_lease", "replace_lease"}
+    assert calls["replace_lease"] == {("coordination.k8s.io", "leases", "update")}
     assert calls["delete_resource"] == {(k8s.GROUP, p, "delete") for p in ttl_kinds()}
     assert calls["patch_status"] == {(k8s.GROUP, f"{p}/status", "patch") for p in LADING}
     assert calls["post_event"] == {("", "events", "create")}
@@ -128,7 +140,8 @@ def test_no_api_call_outside_k8s_py() -> None:
         if path == K8S_PY:
             continue
         text = path.read_text()
-        for needle in ("CustomObjectsApi", "CoreV1Api", "EventsV1Api", "_custom()", "_core()", "k8s._post",
+        for needle in ("CustomObjectsApi", "CoreV1Api", "EventsV1Api", "CoordinationV1Api", "_custom()",
+                       "_core()", "_coordination()", "k8s._post",
                        "kopf.patch", "call_api"):
             assert needle not in text, f"{path.relative_to(OPERATOR_DIR)} uses {needle}"
 
@@ -141,6 +154,14 @@ def test_operator_role_grants_every_verb_the_operator_uses_and_nothing_else(mode
         granted = rendered(role["rules"])
         assert not needed() - granted, f"missing: {sorted(needed() - granted)}"
         assert not granted - needed(), f"granted but unused: {sorted(granted - needed())}"
+
+
+@pytest.mark.parametrize("mode", ["cluster", "namespaced"])
+def test_leader_election_role_grants_every_lease_verb_the_operator_uses_and_nothing_else(mode: str) -> None:
+    (role,) = [r for r in roles(helm.render(helm.MODES[mode])) if r["metadata"]["name"].endswith("-leader-election")]
+    assert (role["kind"], role["metadata"]["namespace"]) == ("Role", helm.NAMESPACE)
+    assert rendered(role["rules"]) == needed_for_leader_election() == {
+        ("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
 
 
 def test_ttl_kinds_can_be_deleted_and_nothing_rewrites_a_spec() -> None:

@@ -102,9 +102,21 @@ def test_the_example_tenant_role_grants_what_the_aggregated_roles_grant() -> Non
     assert rendered(role["rules"]) == documented("users-view") | documented("users-edit")
 
 
+def is_leader_election(role: dict[str, Any]) -> bool:
+    return bool(role["metadata"]["name"].endswith("-leader-election"))
+
+
+@pytest.mark.parametrize("mode", sorted(helm.MODES))
+def test_leader_election_rules_are_the_documented_list_in_the_release_namespace_only(mode: str) -> None:
+    (role,) = [r for r in roles(helm.render(helm.MODES[mode])) if is_leader_election(r)]
+    assert (role["kind"], role["metadata"]["namespace"]) == ("Role", helm.NAMESPACE)
+    assert rendered(role["rules"]) == documented("leader-election") == {
+        ("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
+
+
 def test_namespaced_mode_operator_rules_are_the_documented_list_in_each_namespace() -> None:
     objects = helm.render(helm.NAMESPACED)
-    operator_roles = [r for r in roles(objects) if not is_spark(r)]
+    operator_roles = [r for r in roles(objects) if not is_spark(r) and not is_leader_election(r)]
     assert sorted(r["metadata"]["namespace"] for r in operator_roles) == ["team-a", "team-b"]
     assert all(r["kind"] == "Role" for r in operator_roles)
     for role in operator_roles:
@@ -129,7 +141,7 @@ def test_spark_pvc_rules_only_when_asked() -> None:
 
 def test_everything_rendered_anywhere_is_documented() -> None:
     allowed = documented("operator") | documented("spark") | documented("spark-pvc") | \
-        documented("users-view") | documented("users-edit")
+        documented("users-view") | documented("users-edit") | documented("leader-election")
     for mode in helm.MODES.values():
         for role in roles(helm.render(mode)):
             extra = rendered(role["rules"]) - allowed

@@ -92,3 +92,18 @@ def test_long_names_without_the_metrics_service_still_render() -> None:
     assert result.returncode == 0, result.stderr
     result = helm.run_helm("template", LONG_RELEASE, str(helm.CHART), values={})
     assert result.returncode == 0, result.stderr
+
+
+def test_two_replicas_without_leader_election_are_refused() -> None:
+    stderr = refused({"operator": {"replicas": 2, "leaderElection": {"enabled": False}}})
+    assert "operator.replicas is 2 but operator.leaderElection.enabled is false" in stderr, stderr
+
+
+@pytest.mark.parametrize("election", [
+    {"renewDeadlineSeconds": 15},  # = leaseDurationSeconds
+    {"retryPeriodSeconds": 10},  # = renewDeadlineSeconds
+    {"leaseDurationSeconds": 5},
+])
+def test_a_renew_deadline_not_shorter_than_the_lease_is_refused(election: dict[str, Any]) -> None:
+    stderr = refused({"operator": {"leaderElection": election}})
+    assert "retryPeriodSeconds" in stderr and "a leader must give up before its lease runs out" in stderr, stderr

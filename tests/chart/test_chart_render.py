@@ -59,10 +59,10 @@ def test_cluster_mode_has_one_bound_clusterrole_and_no_operator_roles() -> None:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": helm.NAMESPACE}
     ]
-    # the only Role is the Spark driver's, in the release namespace by default
+    # the only Roles are the leader-election Lease's and the Spark driver's, in the release namespace
     roles = helm.by_kind(objects, "Role")
-    assert [(r["metadata"]["name"], r["metadata"]["namespace"]) for r in roles] == [
-        ("lading-spark", helm.NAMESPACE)
+    assert sorted((r["metadata"]["name"], r["metadata"]["namespace"]) for r in roles) == [
+        ("lading-spark", helm.NAMESPACE), (f"{helm.RELEASE}-lading-leader-election", helm.NAMESPACE)
     ]
 
 
@@ -90,10 +90,10 @@ def _env(container: dict[str, Any]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("mode", sorted(helm.MODES))
-def test_deployment_is_one_recreated_restricted_pod(mode: str) -> None:
+def test_deployment_is_two_leader_elected_restricted_pods(mode: str) -> None:
     dep = _deployment(helm.MODES[mode])
-    assert dep["spec"]["replicas"] == 1
-    assert dep["spec"]["strategy"] == {"type": "Recreate"}
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     pod = dep["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["runAsUser"] != 0
@@ -191,3 +191,26 @@ def test_spark_service_account_in_each_job_namespace() -> None:
     spark = [o for o in helm.by_kind(helm.render(helm.NAMESPACED), "ServiceAccount")
              if o["metadata"]["name"] == "lading-spark"]
     assert sorted(o["metadata"]["namespace"] for o in spark) == ["team-a", "team-b"]
+
+
+def test_leader_election_env_names_the_lease_in_the_release_namespace_and_the_pod() -> None:
+    (c,) = _deployment(helm.CLUSTER)["spec"]["template"]["spec"]["containers"]
+    env = _env(c)
+    assert {k: env[k] for k in env if k.startswith("LADING_LEA")} == {
+        "LADING_LEADER_ELECTION": "on", "LADING_LEASE_NAMESPACE": helm.NAMESPACE,
+        "LADING_LEASE_NAME": f"{helm.RELEASE}-lading-operator", "LADING_LEASE_DURATION": "15",
+        "LADING_LEASE_RENEW_DEADLINE": "10", "LADING_LEASE_RETRY_PERIOD": "2"}
+    (pod_name,) = [e for e in c["env"] if e["name"] == "LADING_POD_NAME"]
+    assert pod_name["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
+def test_without_leader_election_one_pod_is_recreated_and_no_lease_role_rendered() -> None:
+    objects = helm.render({"operator": {"replicas": 1, "leaderElection": {"enabled": False}}})
+    dep = helm.one(objects, "Deployment")
+    assert dep["spec"]["replicas"] == 1
+    assert dep["spec"]["strategy"] == {"type": "Recreate"}
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert _env(c)["LADING_LEADER_ELECTION"] == "off"
+    assert "LADING_LEASE_NAMESPACE" not in _env(c)
+    assert not [r for r in helm.by_kind(objects, "Role") if "leader-election" in r["metadata"]["name"]]
+    assert not [b for b in helm.by_kind(objects, "RoleBinding") if "leader-election" in b["metadata"]["name"]]

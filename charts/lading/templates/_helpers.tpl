@@ -104,6 +104,17 @@ Nothing on Secrets: credentials reach Spark pods by envFrom, resolved by the kub
 {{- end }}
 
 {{/*
+The leader-election Lease (lading_operator.election, k8s.get_lease/create_lease/replace_lease):
+read it, create it when absent, renew or take it over with a resourceVersion-conditional
+update. In a Role in the release namespace only; no delete, list or watch.
+*/}}
+{{- define "lading.leaderElectionRules" -}}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "create", "update"]
+{{- end }}
+
+{{/*
 The Spark driver's rules in each job namespace: what Spark on Kubernetes needs to run
 executors (create/watch/delete executor pods, the executor ConfigMap, and the
 label-selected clean-up at stop, which is a deletecollection in Spark 4's client).
@@ -149,6 +160,13 @@ Checks values.schema.json cannot express (it compares no two values and sees no 
 names); deployment.yaml includes it, so `helm template` and `helm install` refuse early.
 */}}
 {{- define "lading.validate" -}}
+{{- $election := .Values.operator.leaderElection }}
+{{- if and (gt (int .Values.operator.replicas) 1) (not $election.enabled) }}
+{{- fail (printf "operator.replicas is %v but operator.leaderElection.enabled is false: two operators without leader election would both reconcile every resource; enable leader election or set operator.replicas=1" .Values.operator.replicas) }}
+{{- end }}
+{{- if and $election.enabled (not (and (lt (float64 $election.retryPeriodSeconds) (float64 $election.renewDeadlineSeconds)) (lt (float64 $election.renewDeadlineSeconds) (float64 $election.leaseDurationSeconds)))) }}
+{{- fail (printf "operator.leaderElection: expected retryPeriodSeconds (%v) < renewDeadlineSeconds (%v) < leaseDurationSeconds (%v): a leader must give up before its lease runs out" $election.retryPeriodSeconds $election.renewDeadlineSeconds $election.leaseDurationSeconds) }}
+{{- end }}
 {{- if eq (int .Values.metrics.port) (int .Values.operator.healthPort) }}
 {{- fail (printf "metrics.port and operator.healthPort are both %v: /metrics and kopf's /healthz listen on separate ports in the same container (the operator would stop with \"address already in use\"); give them different ports" .Values.metrics.port) }}
 {{- end }}

@@ -151,5 +151,12 @@ async def stop_loops(**_: Any) -> None:
         _executor.shutdown(wait=False, cancel_futures=True)
 
 
+def wait_for_passes() -> None:
+    """Block until no reconcile pass runs any more (after kopf stopped: ``stop_loops`` only
+    cancels what has not started), so that nothing writes after the Lease is released."""
+    if _executor is not None:
+        _executor.shutdown(wait=True, cancel_futures=True)
+
+
 for _kind in kinds.ALL:
     register(_kind)
