@@ -259,3 +259,20 @@ def test_a_ledger_is_a_mapping_equal_to_its_entries(file_uri: Callable[[str], st
     assert dict(snap.ledger) == {u: LedgerEntry(e.etag, e.size, e.rows, 1, snap.ledger[u].loaded_at)
                                  for u, e in loaded.items()}
     assert Ledger() == {} and "s3://src/in/f000001.csv" in snap.ledger and "nope" not in snap.ledger
+
+
+def test_a_load_splits_its_listing_reading_each_shard_once(file_uri: Callable[[str], str]) -> None:
+    from lading_jobs.load.job import split_loaded
+
+    uri = file_uri("t/")
+    loaded = _entries(3000)
+    _table(uri, loaded)
+    storage = Counting()
+    snap = TableLog.open_existing(uri, storage).snapshot()
+    same = [st.ObjectInfo(u, e.size, e.etag) for u, e in list(loaded.items())[:5]]
+    changed = st.ObjectInfo("s3://src/in/f000009.csv", 19, "e9-rewritten")
+    new = [st.ObjectInfo(u, e.size, e.etag) for u, e in _entries(3, start=7000).items()]
+    todo, already = split_loaded([*same, changed, *new], snap)
+    assert todo == [changed, *new] and already == same
+    reads = storage.ledger_reads()
+    assert len(reads) == len(set(reads)) <= 1 + len(same) + 1 + len(new)
