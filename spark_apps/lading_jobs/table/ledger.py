@@ -229,10 +229,6 @@ class _Shards:
             uri = fmt.ledger_uri(self.root, index[prefix])
             self._loaded[prefix] = self._decode_shard(prefix, decode(uri, data))
 
-    def read_shards(self) -> dict[str, dict[str, LedgerEntry]]:
-        """The shards read so far, by prefix."""
-        return dict(self._loaded)
-
     def seed(self, index: dict[str, str], count: int, shards: Mapping[str, dict[str, LedgerEntry]]) -> None:
         """What a writer just wrote: known without reading it back."""
         self._index, self.count = index, count
@@ -351,8 +347,8 @@ def write(storage: st.Storage, root: str, ledger: Ledger) -> tuple[str | None, L
     _create(storage, fmt.ledger_uri(root, index_name), index_data)
     shards = _Shards(storage, root, index_name)
     shards.bytes_read = 0 if base is None else base.bytes_read
-    kept = {} if base is None else {p: e for p, e in base.read_shards().items() if p in new_index}
-    shards.seed(new_index, count, {**kept, **new_shards})
+    shards.seed(new_index, count, new_shards)  # what it wrote; older shards are read again if needed,
+    # so a long-running writer (a stream) holds one checkpoint's worth of shards, not the whole ledger
     return index_name, Ledger(shards)
 
 

@@ -276,3 +276,23 @@ def test_a_load_splits_its_listing_reading_each_shard_once(file_uri: Callable[[s
     assert todo == [changed, *new] and already == same
     reads = storage.ledger_reads()
     assert len(reads) == len(set(reads)) <= 1 + len(same) + 1 + len(new)
+
+
+def test_a_stream_reads_the_shards_of_its_listing_ahead_of_its_lookups(file_uri: Callable[[str], str]) -> None:
+    from lading_jobs.stream.sources import read_ahead
+
+    uri = file_uri("t/")
+    loaded = _entries(3000)
+    _table(uri, loaded)
+    storage = Counting()
+    snap = TableLog.open_existing(uri, storage).snapshot()
+    listed = [st.ObjectInfo(u, e.size, e.etag) for u, e in list(loaded.items())[:40]]
+    it = read_ahead(iter(listed), snap, chunk=16)
+    assert next(it) == listed[0]
+    first = len(storage.ledger_reads())
+    assert first > 2  # the index and the shards of the first 16 files, before any lookup
+    assert [listed[0], *it] == listed
+    choice = pos.choose_files(listed, snap.ledger, None, 10)
+    assert choice.batch == [] and choice.rewritten == []
+    reads = storage.ledger_reads()
+    assert len(reads) == len(set(reads))
