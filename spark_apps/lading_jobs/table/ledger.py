@@ -312,8 +312,9 @@ def write(storage: st.Storage, root: str, ledger: Ledger) -> tuple[str | None, L
 
     Only the shards that ``ledger.pending`` changes are read and written (a shard that grows past
     ``fmt.LEDGER_SHARD_ENTRIES`` is split), then the index naming every shard. Every object is
-    created under the hash of its bytes and never changed: one already there holds exactly these
-    bytes. Nothing refers to any of them until the caller writes the checkpoint naming the index."""
+    written under the hash of its bytes, so its content never changes: one already there holds
+    exactly these bytes (``_create``). Nothing refers to any of them until the caller writes the checkpoint naming
+    the index."""
     root = fmt.table_root(root)
     base = ledger._base  # noqa: SLF001 - the writer of this module's own structure
     if not ledger.pending:
@@ -353,5 +354,9 @@ def write(storage: st.Storage, root: str, ledger: Ledger) -> tuple[str | None, L
 
 
 def _create(storage: st.Storage, uri: str, data: bytes) -> None:
-    """Create ``uri`` holding ``data`` unless it exists (then it holds them: its name is their hash)."""
-    storage.put_if_absent(uri, data)
+    """Write ``data`` at ``uri``, its name being their hash: an object already there holds the same
+    bytes. A plain PUT, not create-if-absent, so that an object a new index names was stamped
+    (S3 ``LastModified``) while that index was written, even one an earlier writer left: a vacuum
+    removing unnamed objects older than its grace period cannot remove one a checkpoint is about
+    to name."""
+    storage.put(uri, data)

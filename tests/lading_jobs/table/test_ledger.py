@@ -296,3 +296,20 @@ def test_a_stream_reads_the_shards_of_its_listing_ahead_of_its_lookups(file_uri:
     assert choice.batch == [] and choice.rewritten == []
     reads = storage.ledger_reads()
     assert len(reads) == len(set(reads))
+
+
+def test_a_ledger_object_written_again_is_stamped_again(file_uri: Callable[[str], str]) -> None:
+    """An object a killed writer left is rewritten (same bytes, fresh modification time) by the
+    next writer whose index names it, so a vacuum going by age never removes it from under that index."""
+    import os
+
+    uri = file_uri("t/")
+    storage = st.LocalStorage()
+    pending = Ledger(None, _entries(10))
+    name, _ = ledger.write(storage, uri, pending)
+    assert name is not None
+    objects = list(Path(uri.removeprefix("file://"), fmt.LEDGER_DIR).glob("*.json.gz"))
+    for p in objects:
+        os.utime(p, (1_000_000, 1_000_000))
+    assert ledger.write(storage, uri, pending)[0] == name
+    assert all(p.stat().st_mtime > 1_000_000 for p in objects)

@@ -29,9 +29,9 @@ CHILD = Path(__file__).resolve().parents[2] / "support" / "crash_child.py"
 SCHEMA = TableSchema.of([("id", "bigint")])
 LAST = -1  # the last ledger object written: the index
 STEPS = {  # (method, match, nth, action)
-    "before the first shard": ("put_if_absent", fmt.LEDGER_DIR, 1, "kill"),
-    "before the index": ("put_if_absent", fmt.LEDGER_DIR, LAST, "kill"),
-    "after the index": ("put_if_absent", fmt.LEDGER_DIR, LAST, "kill_after"),
+    "before the first shard": ("put", fmt.LEDGER_DIR, 1, "kill"),
+    "before the index": ("put", fmt.LEDGER_DIR, LAST, "kill"),
+    "after the index": ("put", fmt.LEDGER_DIR, LAST, "kill_after"),
     "after the checkpoint": ("put", "checkpoint.json", 1, "kill_after"),
 }
 OLD = {f"s3://src/in/f{i:04d}.csv": LedgerEntry(f"e{i}", i, 1) for i in range(400)}
@@ -54,7 +54,7 @@ def _ledger_writes(bucket: str) -> int:
     spy = FaultyStorage(st.S3Storage())
     log.storage = spy
     writer.commit_parts(uri, [], log=log, ledger=NEW)
-    return sum(1 for m, u in spy.calls if m == "put_if_absent" and f"/{fmt.LEDGER_DIR}/" in u)
+    return sum(1 for m, u in spy.calls if m == "put" and f"/{fmt.LEDGER_DIR}/" in u)
 
 
 @pytest.mark.parametrize("step", list(STEPS))
