@@ -313,3 +313,22 @@ def test_a_ledger_object_written_again_is_stamped_again(file_uri: Callable[[str]
         os.utime(p, (1_000_000, 1_000_000))
     assert ledger.write(storage, uri, pending)[0] == name
     assert all(p.stat().st_mtime > 1_000_000 for p in objects)
+
+
+@pytest.mark.parametrize(("shards", "error"), [
+    ({"": "../../other/_lading_ledger/" + "0" * 32 + ".json.gz"}, "is not 32 lowercase hex digits"),
+    ({"0": "0" * 32 + ".json.gz"}, "is damaged: its prefixes leave some hashes without a shard"),
+])
+def test_an_index_naming_foreign_objects_or_leaving_hashes_out_is_refused(
+        file_uri: Callable[[str], str], shards: dict[str, str], error: str) -> None:
+    uri = file_uri("t/")
+    _table(uri, _entries(3))
+    data = ledger.encode_index(shards, 3)
+    name = fmt.ledger_object_name(data)
+    Path(fmt.ledger_uri(uri, name).removeprefix("file://")).write_bytes(data)
+    doc = json.loads(_checkpoint(uri, 10).read_bytes())
+    doc["ledgerIndex"] = name
+    _checkpoint(uri, 10).write_text(json.dumps(doc))
+    snap = TableLog.open_existing(uri).snapshot()
+    with pytest.raises(TableError, match=error):
+        snap.loaded("s3://src/in/f000001.csv", "e1", 11)
