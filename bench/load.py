@@ -1,6 +1,7 @@
 """Load benchmark: lading's COPY INTO a table vs Spark's native read + local Parquet write.
 
-  python bench/load.py [--rows 2000000] [--files 8] [--ledger 100000] [--dir /tmp/lading-bench-load]
+  python bench/load.py [--rows 2000000] [--files 8] [--ledger 100000] [--ledger-scale 1000000]
+                       [--only-ledger-scale] [--dir /tmp/lading-bench-load]
 
 Generates the same rows (ints, decimals, timestamps, strings with NULLs) as CSV
 (with a header) and as Parquet, ``--files`` files each, on local disk. Then, on
@@ -27,6 +28,15 @@ table's ledger already lists (one commit of N entries), and
   against its anchor, listing the same N files through lading's storage layer;
 * loading the ``--files`` CSV files into a table whose ledger holds the N entries
   against loading them into a fresh table.
+
+Then the ledger at scale (``--ledger-scale N``, 0 to skip; ``--only-ledger-scale`` runs it
+alone, without Spark): a table whose ledger holds N files, its log built through the
+product's own commit and checkpoint (one load commit of N entries, then empty commits up
+to checkpoint 10; no N real loads). It prints the checkpoint's size, the time to open
+the table (``TableLog.open_existing`` + ``snapshot``, median of five), and what a load of
+100 new files does with the ledger: its lookups (``split_loaded``) and its commit (the
+"loaded concurrently" check), bytes of ledger read and seconds; then the same at a commit
+that writes a checkpoint (the shards it changes and a new index, bytes written).
 
 A script, not a test: numbers depend on the machine; record them in
 docs/benchmarks.md ("Loads").
@@ -107,11 +117,17 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--files", type=int, default=8)
     p.add_argument("--ledger", type=int, default=100_000, help="ledger entries for the ledger case (0: skip it)")
+    p.add_argument("--ledger-scale", type=int, default=1_000_000,
+                   help="ledger entries for the ledger-at-scale case (0: skip it)")
+    p.add_argument("--only-ledger-scale", action="store_true", help="run only the ledger-at-scale case (no Spark)")
     p.add_argument("--dir", default="/tmp/lading-bench-load")
     p.add_argument("--no-transform", action="store_true", help="skip the transform case")
     args = p.parse_args()
     root = Path(args.dir)
     shutil.rmtree(root, ignore_errors=True)
+    if args.only_ledger_scale:
+        ledger_scale_case(root, args.ledger_scale)
+        return
     csv_dir, pq_dir = generate(root, args.rows, args.files)
 
     from lading_jobs.load.job import run_load
@@ -155,6 +171,8 @@ def main() -> None:
     if args.ledger:
         ledger_case(spark, root, csv_dir, args.ledger)
     spark.stop()
+    if args.ledger_scale:
+        ledger_scale_case(root, args.ledger_scale)
 
 
 TRANSFORM_ITEMS = ("id::bigint", "upper(region)", "customer", "total::decimal(12,2) * 2", "to_timestamp(created_at)",
@@ -237,6 +255,70 @@ def ledger_case(spark: Any, root: Path, csv_dir: Path, entries: int) -> None:
           f"ratio {rerun / listing:6.2f} (rerun ÷ listing)")
     print(f"  load beside the ledger {beside:8.2f} s; into a fresh table {fresh:6.2f} s; "
           f"ratio {beside / fresh:6.2f} (with ÷ without)")
+
+
+def ledger_scale_case(root: Path, entries: int) -> None:
+    """A table whose ledger holds ``entries`` files: open time, and the ledger a load of 100 reads."""
+    import json
+    import statistics
+
+    from lading_jobs import storage as st
+    from lading_jobs.load.job import split_loaded
+    from lading_jobs.table import format as fmt
+    from lading_jobs.table.log import Change, LedgerEntry, TableLog
+    from lading_jobs.table.schema import TableSchema
+
+    def files(day: int, n: int, start: int = 0) -> dict[str, LedgerEntry]:
+        return {f"s3://landing/events/dt=2026-{day // 31 + 1:02d}-{day % 31 + 1:02d}/part-{i:07d}.csv":
+                LedgerEntry(f'"{i:032x}"', 1_000 + i % 5_000, 10, -1, 1_764_000_000_000) for i in range(start, start + n)}
+
+    uri = f"file://{root}/ledger-scale/"
+    schema = TableSchema.of([(c["name"], c["type"], c.get("nullable", True)) for c in SCHEMA])
+    old = {}
+    for day in range(-(-entries // 100_000)):
+        old.update(files(day, min(100_000, entries - len(old)), len(old)))
+    inline = len(json.dumps({u: e.to_dict() for u, e in old.items()}, separators=(",", ":")))
+    built, log = timed(lambda: TableLog.create(uri, schema))
+    t = time.perf_counter()
+    log.commit(Change(operation="load", ledger=old))
+    del old
+    while log.version < fmt.CHECKPOINT_INTERVAL:
+        log.commit(Change())  # commit 10 writes checkpoint 10: the ledger's shards and index
+    built = time.perf_counter() - t
+    ledger_dir = root / "ledger-scale" / fmt.LEDGER_DIR
+    objects = list(ledger_dir.glob("*.json.gz"))
+    checkpoint = Path(fmt.checkpoint_uri(uri, fmt.CHECKPOINT_INTERVAL).removeprefix("file://")).stat().st_size
+    print(f"ledger at scale: {entries:,} loaded files (built in {built:.1f} s: one commit, checkpoint 10)")
+    print(f"  checkpoint {checkpoint:,} bytes (the ledger inline, as before: {inline / 1e6:,.1f} MB); "
+          f"{len(objects):,} ledger objects, {sum(o.stat().st_size for o in objects) / 1e6:,.1f} MB")
+
+    opens = []
+    for _ in range(5):
+        seconds, snap = timed(lambda: TableLog.open_existing(uri).snapshot())
+        opens.append(seconds)
+    print(f"  open (open_existing + snapshot): median {statistics.median(opens):.3f} s, "
+          f"max {max(opens):.3f} s (target < 1 s); ledger bytes read {snap.ledger.bytes_read}")
+
+    def load_100(log: TableLog, day: int) -> None:
+        snap = log.snapshot()
+        new = files(day, 100)
+        listed = [st.ObjectInfo(u, e.size, e.etag) for u, e in new.items()]
+        looked, (todo, _) = timed(lambda: split_loaded(listed, snap))
+        assert len(todo) == 100
+        read_lookups = snap.ledger.bytes_read
+        before = {o.name for o in ledger_dir.glob("*.json.gz")}
+        committed, after = timed(lambda: log.commit(Change(operation="load", ledger=new)))
+        written = sum(o.stat().st_size for o in ledger_dir.glob("*.json.gz") if o.name not in before)
+        print(f"  load of 100 new files at commit {after.version}: lookups {looked:.3f} s, ledger bytes read "
+              f"{read_lookups:,} (target < 1 MB); commit {committed:.3f} s, ledger bytes read in all "
+              f"{after.ledger.bytes_read:,}, written {written:,}")
+
+    log = TableLog.open_existing(uri)
+    load_100(log, 400)  # commit 11: no checkpoint
+    while log.version < 2 * fmt.CHECKPOINT_INTERVAL - 1:
+        log.commit(Change())
+    log = TableLog.open_existing(uri)
+    load_100(log, 401)  # commit 20: writes checkpoint 20
 
 
 if __name__ == "__main__":

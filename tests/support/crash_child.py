@@ -43,7 +43,8 @@ def main() -> int:
         log.storage = storage
         written = [writer.WrittenPart.from_json(w) for w in args["written"]]
         schema = TableSchema.from_json(args["schema"]) if args.get("schema") else None  # schema evolution
-        snap = writer.commit_parts(args["table"], written, log=log, nonce=args.get("nonce"), schema=schema)
+        snap = writer.commit_parts(args["table"], written, log=log, nonce=args.get("nonce"), schema=schema,
+                                   ledger=args.get("ledger"))  # {uri: {etag, size, rows}}: the ledger crash matrix
         out = {"rows": snap.rows, "version": snap.version}
     if cancellation.event.is_set():
         out["sawSigterm"] = True

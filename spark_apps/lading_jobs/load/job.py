@@ -141,9 +141,11 @@ def _sweep(plan: LoadPlan, keep: Iterable[str] = ()) -> None:
 def split_loaded(files: list[st.ObjectInfo], snapshot: Snapshot | None
                  ) -> tuple[list[st.ObjectInfo], list[st.ObjectInfo]]:
     """(files to load, files the ledger says are loaded), in listing order: one ledger
-    lookup per file, so a listing of 100,000 loaded files costs 100,000 lookups."""
+    lookup per file, so a listing of 100,000 loaded files costs 100,000 lookups. The ledger
+    shards of the listed files are read first, several at once (each once)."""
     if snapshot is None:
         return list(files), []
+    snapshot.prefetch_ledger(o.uri for o in files)
     todo: list[st.ObjectInfo] = []
     already: list[st.ObjectInfo] = []
     for o in files:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from lading_jobs import storage as st
@@ -42,6 +43,8 @@ from lading_spec.streamcopy import KafkaSource as KafkaSpec
 MAX_FILES_PER_BATCH = 1000
 PENDING_COUNT_LIMIT = 10_000
 """A listing counts waiting files up to this many, then reports "at least"."""
+LEDGER_READ_AHEAD = 256
+"""Listed files whose ledger shards a batch reads at once before looking them up."""
 MAX_READ_ATTEMPTS = 5
 """Batches in a row a file may fail to be read (changed since listed, storage failed) before the stream stops."""
 DEFAULT_MESSAGE_BYTES = 1024
@@ -128,6 +131,22 @@ def data_loss_message(losses: list[pos.Loss]) -> str:
     return ". ".join(out)
 
 
+def read_ahead(listed: Iterable[st.ObjectInfo], snapshot: Snapshot, chunk: int = LEDGER_READ_AHEAD
+               ) -> Iterator[st.ObjectInfo]:
+    """``listed``, in order, with the ledger shards of each next ``chunk`` files read first, several
+    at once (``Snapshot.prefetch_ledger``): the listing stays lazy, the lookups do not wait on one
+    GET after another."""
+    batch: list[st.ObjectInfo] = []
+    for o in listed:
+        batch.append(o)
+        if len(batch) >= chunk:
+            snapshot.prefetch_ledger(x.uri for x in batch)
+            yield from batch
+            batch = []
+    snapshot.prefetch_ledger(x.uri for x in batch)
+    yield from batch
+
+
 def visible(uri: str, prefix: str, pattern: str | None) -> bool:
     """Whether the object ``uri`` under ``prefix`` is a file the stream loads: not a folder
     marker (a key ending in ``/``, what the S3 console's "Create folder" writes), no path
@@ -165,9 +184,11 @@ class FilesSource:
         progress = self.progress_of(snapshot)
         window = int(self.spec.late_arrival * 1000)
         start = pos.listing_start(progress, now_ms, window)
-        listed = (o for o in self.storage.list_objects_after(self.prefix, start)
-                  if visible(o.uri, self.prefix, self.spec.pattern))
+        listed: Iterator[st.ObjectInfo] = (o for o in self.storage.list_objects_after(self.prefix, start)
+                                           if visible(o.uri, self.prefix, self.spec.pattern))
         ledger = snapshot.ledger if snapshot is not None else {}
+        if snapshot is not None:
+            listed = read_ahead(listed, snapshot)
         choice = pos.choose_files(listed, ledger, max_bytes, MAX_FILES_PER_BATCH, PENDING_COUNT_LIMIT)
         for o in choice.rewritten:
             if (o.uri, o.etag) not in self.reported:

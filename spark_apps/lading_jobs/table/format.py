@@ -6,6 +6,7 @@ A table is a prefix. Under it::
     _lading_log/00000000000000000001.json             commit 1, ...
     _lading_log/00000000000000000010.checkpoint.json  full state as of commit 10
     _lading_log/_last_checkpoint                      {"version": 10} (a hint)
+    _lading_ledger/<32 hex>.json.gz                   ledger shards and indexes (lading_jobs.table.ledger)
     data/<write id>/part-<task>-<n>.parquet           parts, named once, never rewritten
 
 Everything here is a pure function of the table URI; docs/table-format.md is the spec.
@@ -13,6 +14,7 @@ Everything here is a pure function of the table URI; docs/table-format.md is the
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 
@@ -28,6 +30,12 @@ CHECKPOINT_INTERVAL = 10
 TOMBSTONE_MS = 24 * 3600 * 1000
 """How long the state (and so every checkpoint) remembers a removed part: retention with a grace
 period up to this long reads the removals from the state instead of every commit."""
+
+LEDGER_DIR = "_lading_ledger"
+"""The ledger's shards and indexes, each named by the hash of its bytes (beside ``LOG_DIR``, so
+listing the log never lists them)."""
+LEDGER_SHARD_ENTRIES = 128
+"""A ledger shard holding more entries than this is split in two by the next bit of the URIs' hashes."""
 
 VERSION_DIGITS = 20
 MAX_PARTS_PER_COMMIT = 1 << 20
@@ -74,6 +82,29 @@ def checkpoint_uri(uri: str, version: int) -> str:
 
 def last_checkpoint_uri(uri: str) -> str:
     return f"{table_root(uri)}{LOG_DIR}/{LAST_CHECKPOINT}"
+
+
+_LEDGER_NAME = re.compile(r"[0-9a-f]{32}\.json\.gz")
+
+
+def ledger_object_name(data: bytes) -> str:
+    """The name of a ledger shard or index holding ``data``: the first 32 hex digits of its SHA-256."""
+    return hashlib.sha256(data).hexdigest()[:32] + ".json.gz"
+
+
+def ledger_name_problem(name: object) -> str | None:
+    """Why ``name``, read from a checkpoint or a ledger index, is not the name of a ledger object
+    (32 lowercase hex digits and ``.json.gz``, nothing else: no path reaches outside
+    ``_lading_ledger/``); None when it is one. Pure."""
+    if not isinstance(name, str):
+        return f"is a {type(name).__name__}, not a string"
+    if not _LEDGER_NAME.fullmatch(name):
+        return "is not 32 lowercase hex digits followed by .json.gz"
+    return None
+
+
+def ledger_uri(uri: str, name: str) -> str:
+    return f"{table_root(uri)}{LEDGER_DIR}/{name}"
 
 
 _COMMIT_RE = re.compile(r"(\d{" + str(VERSION_DIGITS) + r"})\.json$")

@@ -12,7 +12,9 @@ that another commit just advanced. Conflicts raise ``ConflictError`` naming the
 commit that caused them.
 
 Opening reads ``_last_checkpoint``, the checkpoint it names (the full state every
-``CHECKPOINT_INTERVAL`` commits) and the few commits after it: O(1) objects.
+``CHECKPOINT_INTERVAL`` commits) and the few commits after it: O(1) objects. The checkpoint
+names the ledger's index instead of holding the ledger (``lading_jobs.table.ledger``): a lookup
+reads the shard of its URI, so neither opening nor a checkpoint grows with the files loaded.
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ import pyarrow as pa
 
 from lading_jobs import storage as st
 from lading_jobs.table import format as fmt
+from lading_jobs.table import ledger as ledger_mod
+from lading_jobs.table.errors import TableError
+from lading_jobs.table.ledger import Ledger, LedgerEntry
 from lading_jobs.table.schema import SchemaError, TableSchema, arrow_type
 from lading_jobs.table.stats import PartStats
 
-
-class TableError(RuntimeError):
-    """A table operation cannot proceed; the message says why and what to do."""
+__all__ = ["LedgerEntry", "TableError"]  # defined beside the ledger and the errors, imported from here
 
 
 class TableNotFoundError(TableError):
@@ -96,29 +99,6 @@ class Part:
     def from_dict(cls, d: dict[str, Any]) -> Part:
         return cls(d["path"], int(d["size"]), PartStats.from_dict(d["stats"]), int(d.get("seq", -1)),
                    int(d.get("schemaId", 0)), int(d.get("index", 0)))
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    """A source file already loaded: identified by URI plus ETag (or size)."""
-
-    etag: str
-    size: int
-    rows: int = 0
-    version: int = -1  # the commit that loaded it (assigned when the commit wins)
-    loaded_at: int = 0  # epoch milliseconds
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"etag": self.etag, "size": self.size, "rows": self.rows, "version": self.version,
-                "loadedAt": self.loaded_at}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LedgerEntry:
-        return cls(str(d.get("etag", "")), int(d.get("size", 0)), int(d.get("rows", 0)),
-                   int(d.get("version", -1)), int(d.get("loadedAt", 0)))
-
-    def same_file(self, etag: str, size: int) -> bool:
-        return (bool(etag) and etag == self.etag) or (not etag and size == self.size)
 
 
 @dataclass(frozen=True)
@@ -207,6 +187,11 @@ class Snapshot:
         entry = self.ledger.get(uri)
         return entry is not None and entry.same_file(etag, size)
 
+    def prefetch_ledger(self, uris: Iterable[str]) -> None:
+        """Read, several at once, the ledger shards that lookups of ``uris`` will read."""
+        if isinstance(self.ledger, Ledger):
+            self.ledger.prefetch(uris)
+
 
 @dataclass
 class _State:
@@ -214,7 +199,7 @@ class _State:
     meta: TableMeta
     schema: TableSchema
     parts: dict[str, Part]
-    ledger: dict[str, LedgerEntry]
+    ledger: Ledger
     source_progress: dict[str, Any]
     upper: int = 0
     since: int = 0
@@ -242,35 +227,42 @@ class _State:
             part = Part.from_dict(raw)
             self.parts[part.path] = part
         for uri, raw in (entry.get("ledger") or {}).items():
-            self.ledger[uri] = LedgerEntry.from_dict(raw)
+            self.ledger.put(uri, LedgerEntry.from_dict(raw))
         self.source_progress.update(entry.get("sourceProgress") or {})
         self.upper = max(self.upper, int(entry.get("upper", self.upper)))
         self.since = max(self.since, int(entry.get("since", self.since)))
         self.version = v
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, ledger_index: str | None) -> dict[str, Any]:
+        """The checkpoint of this state, whose ledger is written as the index ``ledger_index``
+        (``ledger.write``; None: the ledger is empty, written as ``"ledger": {}``, which readers
+        from before the index read too)."""
         return {"formatVersion": fmt.FORMAT_VERSION, "version": self.version, "metadata": self.meta.to_dict(),
                 "schema": self.schema.to_dict(), "parts": [p.to_dict() for p in self.parts.values()],
-                "ledger": {k: v.to_dict() for k, v in self.ledger.items()},
+                **({"ledger": {}} if ledger_index is None else {"ledgerIndex": ledger_index}),
                 "sourceProgress": self.source_progress, "upper": self.upper, "since": self.since,
                 **({} if self.removed_from is None else {"removed": self.removed, "removedFrom": self.removed_from})}
 
     @classmethod
-    def from_checkpoint(cls, d: dict[str, Any]) -> _State:
+    def from_checkpoint(cls, d: dict[str, Any], storage: st.Storage, uri: str) -> _State:
         parts = [Part.from_dict(p) for p in d["parts"]]
         removed_from = d.get("removedFrom")  # absent in checkpoints written before tombstones
+        if "ledgerIndex" in d:
+            ledger = ledger_mod.open_index(storage, uri, d["ledgerIndex"])
+        else:  # checkpoints written before the index hold the ledger inline
+            ledger = Ledger(None, {k: LedgerEntry.from_dict(v) for k, v in d["ledger"].items()})
         return cls(int(d["version"]), TableMeta.from_dict(d["metadata"]), TableSchema.from_dict(d["schema"]),
-                   {p.path: p for p in parts}, {k: LedgerEntry.from_dict(v) for k, v in d["ledger"].items()},
+                   {p.path: p for p in parts}, ledger,
                    dict(d.get("sourceProgress") or {}), int(d.get("upper", 0)), int(d.get("since", 0)),
                    {str(k): int(t) for k, t in (d.get("removed") or {}).items()},
                    None if removed_from is None else int(removed_from))
 
     def copy(self) -> _State:
-        return _State(self.version, self.meta, self.schema, dict(self.parts), dict(self.ledger),
+        return _State(self.version, self.meta, self.schema, dict(self.parts), self.ledger.copy(),
                       dict(self.source_progress), self.upper, self.since, dict(self.removed), self.removed_from)
 
     def snapshot(self, uri: str, as_of: int | None = None) -> Snapshot:
-        return Snapshot(uri, self.version, self.meta, self.schema, tuple(self.parts.values()), dict(self.ledger),
+        return Snapshot(uri, self.version, self.meta, self.schema, tuple(self.parts.values()), self.ledger.copy(),
                         dict(self.source_progress), self.upper, self.since, as_of, dict(self.removed),
                         self.removed_from)
 
@@ -309,6 +301,10 @@ def _paths_inside(uri: str, obj: Any) -> Any:
         found += [(f"{key}[{i}].path", p.get("path") if isinstance(p, dict) else p)
                   for i, p in enumerate(obj.get(key) or ())]
     found += [(f"remove[{i}]", p) for i, p in enumerate(obj.get("remove") or ())]
+    if "ledgerIndex" in obj and (problem := fmt.ledger_name_problem(obj["ledgerIndex"])) is not None:
+        raise TableError(f"{uri}: ledgerIndex {obj['ledgerIndex']!r} {problem}: lading never writes another, so "
+                         "this log object was written or changed by something else. No ledger object it names is "
+                         "read; restore the object from a copy or recreate the table")
     for where, path in found:
         problem = fmt.path_problem(path)
         if problem is not None:
@@ -382,7 +378,7 @@ class TableLog:
         prove_conditional_writes(storage, uri)
         nonce = nonce or new_nonce()
         meta = TableMeta(table_id or uuid.uuid4().hex, envelope, keys, sort, _now_ms())
-        empty = _State(-1, meta, schema, {}, {}, {}, 0, 0)
+        empty = _State(-1, meta, schema, {}, Ledger(), {}, 0, 0)
         entry = _validate(change, empty, empty) if change is not None else {}
         entry.update({"formatVersion": fmt.FORMAT_VERSION, "version": 0, "timestamp": meta.created_at,
                       "operation": "create", "metadata": meta.to_dict(), "schema": schema.to_dict(),
@@ -400,7 +396,7 @@ class TableLog:
             if exist_ok and change is None:
                 return cls.open_existing(uri, storage)
             raise TableExistsError(f"a lading table already exists at {uri}; load into it or choose another URI")
-        state = _State(0, meta, schema, {}, {}, {}, 0, 0)
+        state = _State(0, meta, schema, {}, Ledger(), {}, 0, 0)
         state.apply(entry)
         log = cls(uri, storage, state)
         log._proven = True
@@ -503,7 +499,10 @@ class TableLog:
         return find_commit(self.uri, self.storage, nonce, after)
 
     def _checkpoint(self, state: _State) -> None:
-        self.storage.put(fmt.checkpoint_uri(self.uri, state.version), _encode(state.to_dict()))
+        """Ledger shards and index first (``ledger.write``), then the checkpoint naming them, then
+        the hint: a writer stopped anywhere before the checkpoint leaves only objects nothing names."""
+        index, state.ledger = ledger_mod.write(self.storage, self.uri, state.ledger)
+        self.storage.put(fmt.checkpoint_uri(self.uri, state.version), _encode(state.to_dict(index)))
         self.storage.put(fmt.last_checkpoint_uri(self.uri), _encode({"version": state.version}))
 
 
@@ -528,7 +527,7 @@ def find_commit(uri: str, storage: st.Storage, nonce: str, after: int = -1) -> S
         first = _read_commit(storage, fmt.commit_uri(uri, 0))
         if first is None:
             return None
-        start = _State(0, TableMeta.from_dict(first["metadata"]), TableSchema.from_dict(first["schema"]), {}, {}, {})
+        start = _State(0, TableMeta.from_dict(first["metadata"]), TableSchema.from_dict(first["schema"]), {}, Ledger(), {})
         start.apply(first)
         if first.get("nonce") == nonce:
             return start.snapshot(uri)
@@ -660,6 +659,7 @@ def _validate(change: Change, state: _State, base: _State) -> dict[str, Any]:
                                 "re-apply the schema change (a load or stream batch: run it again, it evolves "
                                 "the new schema)")
         schema = None  # another writer already made exactly this change: ours adds nothing
+    state.ledger.prefetch(change.ledger)
     for uri in change.ledger:
         prior = state.ledger.get(uri)
         if prior is not None and prior.version > base.version:
@@ -773,7 +773,7 @@ def _checkpoint_state(uri: str, storage: st.Storage, version: int) -> _State | N
         cp = _read_json(storage, cp_uri)
         if cp is None:
             return None
-        state = _State.from_checkpoint(cp)
+        state = _State.from_checkpoint(cp, storage, uri)
     except (DamagedObject, KeyError, TypeError, ValueError, AttributeError) as e:
         _skip_damaged(cp_uri, e)
         return None
@@ -824,7 +824,7 @@ def _initial_state(uri: str, storage: st.Storage, upto: int | None) -> _State | 
     first = _read_commit(storage, fmt.commit_uri(uri, 0))
     if first is None:
         return None
-    state = _State(0, TableMeta.from_dict(first["metadata"]), TableSchema.from_dict(first["schema"]), {}, {}, {})
+    state = _State(0, TableMeta.from_dict(first["metadata"]), TableSchema.from_dict(first["schema"]), {}, Ledger(), {})
     state.apply(first)
     return state
 
