@@ -1,0 +1,391 @@
+"""The Iceberg mirror: Iceberg v2 metadata beside the log, one metadata file per lading version.
+
+After commit *v* lands (never before, never instead: the log stays the truth) the writer
+publishes, under ``<table>/metadata/``:
+
+1. a manifest (Avro, pyiceberg's writer) of the parts the commit added, or, after a commit
+   that removed parts, one manifest of every live part; fresh names, never an existing one's;
+2. a manifest list ``snap-<snapshot id>-<uuid>.avro``: the previous snapshot's manifests plus
+   the new one;
+3. ``v<v>.metadata.json``, created with the same conditional write the log uses: the mirror's
+   commit point. A writer that loses it (another one mirrored *v* first) deletes its own
+   manifests and keeps the winner's;
+4. ``version-hint.text`` (``<v>``), a hint for path-based readers, as ``_last_checkpoint`` is
+   for the log.
+
+The snapshot of version *v* has id and sequence number *v* + 1 and carries ``lading.version``
+and ``lading.operation`` in its summary. A version that Iceberg readers could not read
+exactly (``iceberg.inexact``) gets a metadata file without a new snapshot: the current
+snapshot stays the last exact one, and the properties ``lading.mirror.behind-since`` and
+``lading.mirror.reason`` say which version the mirror could not follow, and why.
+
+A writer killed between its commit and step 3 leaves the mirror behind; ``sync`` (the next
+commit, or ``lading table sync URI``) publishes every missing version in order, and
+re-publishing a version that exists is a no-op. Manifests a killed writer left without a
+metadata file are referenced by nothing: no reader follows them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyiceberg.io import InputFile, InputStream, OutputFile, OutputStream
+from pyiceberg.manifest import (
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    read_manifest_list,
+    write_manifest,
+    write_manifest_list,
+)
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadataUtil, TableMetadataV2
+from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
+from pyiceberg.table.snapshots import MetadataLogEntry, Operation, SnapshotLogEntry, Summary
+from pyiceberg.table.snapshots import Snapshot as IcebergSnapshot
+from pyiceberg.table.sorting import NullOrder, SortDirection, SortField, SortOrder
+from pyiceberg.transforms import IdentityTransform
+
+from lading_jobs import storage as st
+from lading_jobs.table import format as fmt
+from lading_jobs.table import iceberg as ice
+from lading_jobs.table.log import Snapshot, TableError, TableLog, read_commit, snapshot_at
+
+METADATA_DIR = "metadata"
+VERSION_HINT = "version-hint.text"
+MERGE_AT = 100
+"""A snapshot reuses its parent's manifests until it would hold this many; then one manifest is
+rewritten with every live part (as a commit that removes parts always does)."""
+METADATA_LOG_MAX = 100
+"""Previous metadata files listed in ``metadata-log`` (Iceberg's write.metadata.previous-versions-max)."""
+PROP_VERSION = "lading.version"
+PROP_BEHIND = "lading.mirror.behind-since"
+PROP_REASON = "lading.mirror.reason"
+
+
+def metadata_uri(uri: str, version: int) -> str:
+    return f"{fmt.table_root(uri)}{METADATA_DIR}/v{version}.metadata.json"
+
+
+def hint_uri(uri: str) -> str:
+    return f"{fmt.table_root(uri)}{METADATA_DIR}/{VERSION_HINT}"
+
+
+# -- pyiceberg's file interface over lading's storage (bytes in memory, one request each) --------
+class _Bytes(InputFile):
+    def __init__(self, location: str, data: bytes) -> None:
+        super().__init__(location)
+        self._data = data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def exists(self) -> bool:
+        return True
+
+    def open(self, seekable: bool = True) -> InputStream:
+        return io.BytesIO(self._data)
+
+
+class _Buffer(io.BytesIO):
+    def close(self) -> None:  # the Avro writer closes its stream; keep the bytes readable
+        pass
+
+
+class _Output(OutputFile):
+    def __init__(self, location: str) -> None:
+        super().__init__(location)
+        self.buffer = _Buffer()
+
+    def __len__(self) -> int:
+        return len(self.buffer.getvalue())
+
+    def exists(self) -> bool:
+        return False
+
+    def to_input_file(self) -> InputFile:
+        return _Bytes(self.location, self.buffer.getvalue())
+
+    def create(self, overwrite: bool = False) -> OutputStream:
+        return self.buffer
+
+
+# -- reading the mirror -------------------------------------------------------------------------
+def last_mirrored(uri: str, storage: st.Storage) -> int:
+    """The newest lading version with a metadata file (-1: none): from ``version-hint.text``,
+    then probing the versions after it; a missing or damaged hint costs one LIST."""
+    start = -1
+    try:
+        text = storage.read(hint_uri(uri)).decode().strip()
+        start = int(text) if text.isdigit() else -1
+    except (st.StorageError, FileNotFoundError, UnicodeDecodeError):
+        start = -1
+    if start < 0 or storage.head(metadata_uri(uri, start)) is None:
+        start = max(_listed_versions(uri, storage), default=-1)
+    while storage.head(metadata_uri(uri, start + 1)) is not None:
+        start += 1
+    return start
+
+
+def _listed_versions(uri: str, storage: st.Storage) -> Iterator[int]:
+    for obj in storage.list_objects(f"{fmt.table_root(uri)}{METADATA_DIR}/"):
+        name = obj.uri.rsplit("/", 1)[-1]
+        if name.startswith("v") and name.endswith(".metadata.json") and name[1:-14].isdigit():
+            yield int(name[1:-14])
+
+
+def read_metadata(uri: str, storage: st.Storage, version: int) -> TableMetadataV2:
+    """The mirror's metadata for lading version ``version``, parsed by pyiceberg."""
+    meta = TableMetadataUtil.parse_raw(storage.read(metadata_uri(uri, version)).decode())
+    if not isinstance(meta, TableMetadataV2):
+        raise TableError(f"{metadata_uri(uri, version)} is not Iceberg v2 metadata")
+    return meta
+
+
+# -- publishing ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Published:
+    version: int
+    metadata: str
+    exact: bool
+    reason: str | None = None
+
+
+def _operation(entry: dict[str, Any]) -> Operation:
+    if entry.get("remove"):
+        if not entry.get("add"):
+            return Operation.DELETE
+        return Operation.REPLACE if entry.get("operation") == "compact" else Operation.OVERWRITE
+    return Operation.APPEND
+
+
+def _sort_order(snapshot: Snapshot) -> SortOrder | None:
+    fields = []
+    for name in snapshot.sort_by:
+        c = snapshot.schema.find(name)
+        if c is None:
+            return None
+        fields.append(SortField(source_id=c.id, transform=IdentityTransform(), direction=SortDirection.ASC,
+                                null_order=NullOrder.NULLS_FIRST))
+    return SortOrder(*fields, order_id=1) if fields else None
+
+
+def _write_avro(storage: st.Storage, out: _Output, written: list[str]) -> None:
+    storage.put(out.location, out.buffer.getvalue())
+    written.append(out.location)
+
+
+def _manifests(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 | None,
+               storage: st.Storage, written: list[str]) -> list[ManifestFile]:
+    """The manifests of version ``snapshot.version``'s Iceberg snapshot (written as a side effect;
+    their URIs appended to ``written``)."""
+    root, v = fmt.table_root(snapshot.uri), snapshot.version
+    sid = ice.snapshot_id(v)
+    schema = ice.iceberg_schema(snapshot.schema)
+    parent = prev.current_snapshot() if prev is not None else None
+    added = {raw["path"] for raw in entry.get("add", ())}
+    reused: list[ManifestFile] = []
+    reuse = parent is not None and parent.snapshot_id == ice.snapshot_id(v - 1) and not entry.get("remove")
+    if reuse:
+        assert parent is not None
+        reused = list(read_manifest_list(_Bytes(parent.manifest_list, storage.read(parent.manifest_list))))
+        if len(reused) + 1 > MERGE_AT:
+            reuse, reused = False, []
+    parts = [p for p in snapshot.parts if not reuse or p.path in added]
+    if not parts:
+        return reused
+    out = _Output(f"{root}{METADATA_DIR}/{uuid.uuid4().hex}-m0.avro")
+    with write_manifest(2, PartitionSpec(spec_id=0), schema, out, sid, "deflate") as w:
+        for p in parts:
+            seq = ice.snapshot_id(p.seq) if p.seq >= 0 else sid
+            df = ice.data_file(root, p, snapshot.schema)
+            if p.path in added:
+                w.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=sid,
+                                                    sequence_number=seq, file_sequence_number=sid, data_file=df))
+            else:
+                w.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.EXISTING,
+                                                    snapshot_id=min(seq, sid), sequence_number=seq,
+                                                    file_sequence_number=seq, data_file=df))
+    _write_avro(storage, out, written)
+    return [*reused, w.to_manifest_file()]
+
+
+def build_metadata(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 | None,
+                   prev_uri: str | None, new_snapshot: IcebergSnapshot | None, reason: str | None) -> TableMetadataV2:
+    """The metadata of lading version ``snapshot.version``: ``prev``'s plus ``new_snapshot`` (None for
+    a version the mirror cannot follow exactly, with ``reason``). Pure."""
+    v, ts = snapshot.version, int(entry.get("timestamp", 0))
+    schemas: list[Schema] = list(prev.schemas) if prev is not None else []
+    current_schema_id = prev.current_schema_id if prev is not None else None
+    if new_snapshot is not None or prev is None:
+        schema = ice.iceberg_schema(snapshot.schema) if reason is None else _mirrorable(snapshot)
+        if all(s.schema_id != schema.schema_id for s in schemas):
+            schemas.append(schema)
+        current_schema_id = schema.schema_id
+    snapshots = list(prev.snapshots) if prev is not None else []
+    snapshot_log = list(prev.snapshot_log) if prev is not None else []
+    current = prev.current_snapshot_id if prev is not None else None
+    if new_snapshot is not None:
+        snapshots.append(new_snapshot)
+        snapshot_log.append(SnapshotLogEntry.model_validate({"snapshot-id": new_snapshot.snapshot_id,
+                                                              "timestamp-ms": ts}))
+        current = new_snapshot.snapshot_id
+    metadata_log = list(prev.metadata_log) if prev is not None else []
+    if prev is not None and prev_uri is not None:
+        metadata_log = [*metadata_log, MetadataLogEntry.model_validate({"metadata-file": prev_uri,
+                                                                         "timestamp-ms": prev.last_updated_ms})]
+    properties = {"lading.table-id": snapshot.table_id, "lading.envelope": snapshot.envelope, PROP_VERSION: str(v)}
+    if reason is not None:
+        behind = prev.properties.get(PROP_BEHIND) if prev is not None else None
+        properties.update({PROP_BEHIND: behind or str(v), PROP_REASON: reason})
+    orders = [SortOrder(order_id=0)]
+    order = _sort_order(snapshot) if reason is None else None
+    if order is not None:
+        orders.append(order)
+    last_seq = max(prev.last_sequence_number if prev is not None else 0,
+                   new_snapshot.sequence_number or 0 if new_snapshot is not None else 0)
+    return TableMetadataV2.model_validate({
+        "location": fmt.table_root(snapshot.uri).rstrip("/"), "table-uuid": ice.table_uuid(snapshot.table_id),
+        "last-updated-ms": ts,
+        "last-column-id": max(snapshot.schema.last_column_id, prev.last_column_id if prev is not None else 0),
+        "schemas": schemas, "current-schema-id": current_schema_id, "partition-specs": [PartitionSpec(spec_id=0)],
+        "default-spec-id": 0, "last-partition-id": 999, "properties": properties, "current-snapshot-id": current,
+        "snapshots": snapshots, "snapshot-log": snapshot_log, "metadata-log": metadata_log[-METADATA_LOG_MAX:],
+        "sort-orders": orders, "default-sort-order-id": orders[-1].order_id,
+        "refs": {"main": SnapshotRef.model_validate({"snapshot-id": current, "type": SnapshotRefType.BRANCH})}
+        if current is not None else {},
+        "last-sequence-number": last_seq})
+
+
+def _mirrorable(snapshot: Snapshot) -> Schema:
+    """The columns Iceberg can express (a first metadata file for a table that cannot be mirrored)."""
+    from pyiceberg.types import NestedField
+
+    fields = []
+    for c in snapshot.schema.columns:
+        try:
+            fields.append(NestedField(c.id, c.name, ice.iceberg_type(c), required=False))
+        except ice.Unmirrorable:
+            continue
+    return Schema(*fields, schema_id=snapshot.schema.schema_id)
+
+
+def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
+            prev: TableMetadataV2 | None) -> Published:
+    """Publish the metadata of lading version ``snapshot.version`` (commit ``entry``) after ``prev``
+    (the metadata of the version before it; None for the first). Idempotent: when the metadata file
+    already exists (another writer published it), this attempt's manifests are deleted and the
+    existing one stands."""
+    uri, v = fmt.table_root(snapshot.uri), snapshot.version
+    reason = ice.inexact(snapshot)
+    written: list[str] = []
+    try:
+        new_snapshot = None
+        if reason is None:
+            manifests = _manifests(snapshot, entry, prev, storage, written)
+            sid = ice.snapshot_id(v)
+            out = _Output(f"{uri}{METADATA_DIR}/snap-{sid}-{uuid.uuid4().hex}.avro")
+            parent = prev.current_snapshot_id if prev is not None else None
+            with write_manifest_list(2, out, sid, parent, sid, "deflate") as lw:
+                lw.add_manifests(manifests)
+            _write_avro(storage, out, written)
+            summary = Summary(_operation(entry), **{
+                "lading.version": str(v), "lading.operation": str(entry.get("operation", "")),
+                "added-data-files": str(len(entry.get("add", ()))),
+                "deleted-data-files": str(len(entry.get("remove", ()))),
+                "total-data-files": str(len(snapshot.parts)), "total-records": str(snapshot.rows)})
+            new_snapshot = IcebergSnapshot.model_validate({
+                "snapshot-id": sid, "parent-snapshot-id": parent, "sequence-number": sid,
+                "timestamp-ms": int(entry.get("timestamp", 0)), "manifest-list": out.location, "summary": summary,
+                "schema-id": snapshot.schema.schema_id})
+        prev_uri = metadata_uri(uri, v - 1) if prev is not None else None
+        meta = build_metadata(snapshot, entry, prev, prev_uri, new_snapshot, reason)
+        target = metadata_uri(uri, v)
+        if not storage.put_if_absent(target, meta.model_dump_json(exclude_none=True).encode()):
+            _discard(storage, written)  # another writer published version v first: its metadata stands
+            return Published(v, target, reason is None, reason)
+    except BaseException:
+        _discard(storage, written)  # nothing references them: the metadata file was not created
+        raise
+    storage.put(hint_uri(uri), str(v).encode())
+    return Published(v, target, reason is None, reason)
+
+
+def _discard(storage: st.Storage, uris: list[str]) -> None:
+    if uris:
+        with contextlib.suppress(Exception):  # unreferenced files: garbage, never read
+            storage.delete(uris)
+
+
+def sync(uri: str, storage: st.Storage | None = None, *, upto: int | None = None) -> list[Published]:
+    """Publish every lading version the mirror lacks, in version order, up to ``upto`` (the latest:
+    None); what was published. Nothing to do when the mirror is current, or switched off."""
+    storage = storage or st.open_storage(uri)
+    root = fmt.table_root(uri)
+    log = TableLog.open_existing(root, storage)
+    if not log.snapshot().meta.iceberg_mirror:
+        return []
+    latest = log.version if upto is None else min(upto, log.version)
+    done = last_mirrored(root, storage)
+    if done >= 0 and storage.head(hint_uri(root)) is not None:
+        try:
+            if int(storage.read(hint_uri(root)).decode().strip() or -1) < done:
+                storage.put(hint_uri(root), str(done).encode())  # a writer died between steps 3 and 4
+        except (ValueError, UnicodeDecodeError):
+            storage.put(hint_uri(root), str(done).encode())
+    elif done >= 0:
+        storage.put(hint_uri(root), str(done).encode())
+    out: list[Published] = []
+    prev = read_metadata(root, storage, done) if done >= 0 else None
+    for v in range(done + 1, latest + 1):
+        snap = snapshot_at(root, storage, v)
+        published = publish(snap, read_commit(root, storage, v), storage, prev)
+        out.append(published)
+        prev = read_metadata(root, storage, v)
+    return out
+
+
+def after_commit(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> None:
+    """The writer's step after commit ``entry`` landed: mirror it (and any version the mirror
+    lacks before it). Best effort: a failure leaves the mirror behind, says so on stderr, and
+    never fails the commit (the next writer or ``lading table sync`` catches up)."""
+    if not snapshot.meta.iceberg_mirror:
+        return
+    try:
+        root, v = fmt.table_root(log.uri), snapshot.version
+        if v == 0:
+            publish(snapshot, entry, log.storage, None)
+            return
+        done = last_mirrored(root, log.storage)
+        if done == v - 1:
+            publish(snapshot, entry, log.storage, read_metadata(root, log.storage, done))
+        elif done < v:
+            sync(root, log.storage, upto=v)
+    except Exception as e:  # noqa: BLE001 - the commit stands; the mirror catches up later
+        print(f"lading: the Iceberg mirror of {log.uri} is behind version {snapshot.version} ({e}); "
+              f"`lading table sync {log.uri}` or the next commit catches it up", file=sys.stderr)
+
+
+def describe(uri: str, storage: st.Storage | None = None) -> dict[str, Any]:
+    """What the mirror holds: its newest metadata file, its current snapshot's lading version, and
+    whether (and why) it is behind the log. For ``lading table sync`` and status."""
+    storage = storage or st.open_storage(uri)
+    root = fmt.table_root(uri)
+    done = last_mirrored(root, storage)
+    out: dict[str, Any] = {"metadata": metadata_uri(root, done) if done >= 0 else None, "mirroredVersion": done}
+    if done >= 0:
+        meta = read_metadata(root, storage, done)
+        if meta.current_snapshot_id is not None:
+            out["snapshotVersion"] = ice.version_of(meta.current_snapshot_id)
+        if PROP_REASON in meta.properties:
+            out["behindSince"] = int(meta.properties[PROP_BEHIND])
+            out["reason"] = meta.properties[PROP_REASON]
+    return json.loads(json.dumps(out))
