@@ -158,10 +158,23 @@ def data_file(table_root: str, part: Part, schema: TableSchema) -> DataFile:
 
 
 # -- exactness ----------------------------------------------------------------------------------
-def inexact(snapshot: Snapshot) -> str | None:
+def unmirrorable_ids(schema: TableSchema) -> frozenset[int]:
+    """Ids of the columns whose type Iceberg cannot express."""
+    out = set()
+    for c in schema.columns:
+        try:
+            iceberg_type(c)
+        except Unmirrorable:
+            out.add(c.id)
+    return frozenset(out)
+
+
+def inexact(snapshot: Snapshot, unreadable: frozenset[int] = frozenset()) -> str | None:
     """Why an Iceberg reader of this version's data files would not return exactly lading's rows,
     or None when it would. Decided from the log and the statistics alone (no part is read);
-    anything the statistics leave open counts as inexact."""
+    anything the statistics leave open counts as inexact. ``unreadable``: ids of columns of a type
+    Iceberg cannot express, dropped or not: a part still holding one is refused by Iceberg
+    readers (pyiceberg converts every column of a file), so it is not mirrored either."""
     try:
         iceberg_schema(snapshot.schema)
     except Unmirrorable as e:
@@ -170,6 +183,11 @@ def inexact(snapshot: Snapshot) -> str | None:
         return ("an upsert table's superseded versions and delete markers would be read as rows "
                 "(delete files are not written yet)")
     for p in snapshot.parts:
+        held = sorted(unreadable & p.stats.columns.keys())
+        if held:
+            return (f"part {p.path} holds column id {held[0]}, of a type Iceberg cannot express (dropped "
+                    "from the schema, but still in the part): Iceberg readers refuse the file; a compaction "
+                    "that rewrites the part lets the mirror resume")
         if p.rows and (p.stats.min_diff != 1 or p.stats.max_diff != 1):
             what = ("a row counting more than once (a compaction merged identical rows)"
                     if (p.stats.max_diff or 0) > 1 else "a retraction or delete marker")

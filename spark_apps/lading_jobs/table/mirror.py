@@ -69,6 +69,8 @@ METADATA_LOG_MAX = 100
 PROP_VERSION = "lading.version"
 PROP_BEHIND = "lading.mirror.behind-since"
 PROP_REASON = "lading.mirror.reason"
+PROP_UNREADABLE = "lading.mirror.unreadable-column-ids"
+"""Ids of every column of a type Iceberg cannot express that the table ever had (parts may still hold them)."""
 
 
 def metadata_uri(uri: str, version: int) -> str:
@@ -285,7 +287,8 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
     already exists (another writer published it), this attempt's manifests are deleted and the
     existing one stands."""
     uri, v = fmt.table_root(snapshot.uri), snapshot.version
-    reason = ice.inexact(snapshot)
+    unreadable = _unreadable(prev) | ice.unmirrorable_ids(snapshot.schema)
+    reason = ice.inexact(snapshot, unreadable)
     written: list[str] = []
     try:
         new_snapshot = None
@@ -308,6 +311,8 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
                 "schema-id": snapshot.schema.schema_id})
         prev_uri = metadata_uri(uri, v - 1) if prev is not None else None
         meta = build_metadata(snapshot, entry, prev, prev_uri, new_snapshot, reason)
+        if unreadable:
+            meta.properties[PROP_UNREADABLE] = ",".join(str(i) for i in sorted(unreadable))
         target = metadata_uri(uri, v)
         if not storage.put_if_absent(target, meta.model_dump_json(exclude_none=True).encode()):
             _discard(storage, written)  # another writer published version v first: its metadata stands
@@ -317,6 +322,11 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
         raise
     storage.put(hint_uri(uri), str(v).encode())
     return Published(v, target, reason is None, reason)
+
+
+def _unreadable(prev: TableMetadataV2 | None) -> frozenset[int]:
+    text = prev.properties.get(PROP_UNREADABLE, "") if prev is not None else ""
+    return frozenset(int(i) for i in text.split(",") if i.strip().isdigit())
 
 
 def _discard(storage: st.Storage, uris: list[str]) -> None:

@@ -1,0 +1,237 @@
+"""The Iceberg mirror (issue 31), checked with readers no one here wrote: at every version of a
+table, lading's reader, pyiceberg's ``StaticTable`` and DuckDB's own ``iceberg_scan`` return the
+same multiset of rows, also by snapshot id (time travel); bounds are never narrower than the parts'
+data; a version Iceberg cannot read exactly is not mirrored, and the metadata says why.
+
+Local ``file://`` tables, written without Spark (``writer.write_parts`` + ``commit_parts``), keep
+the module cheap; one DuckDB subprocess reads every snapshot of a table at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.conversions import from_bytes
+from pyiceberg.table import StaticTable
+from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
+
+from lading_jobs.table import format as fmt
+from lading_jobs.table import iceberg as ice
+from lading_jobs.table import mirror, reader, writer
+from lading_jobs.table.log import Change, TableLog, snapshot_at
+from lading_jobs.table.schema import TableSchema
+
+SCHEMA = TableSchema.of([("id", "bigint"), ("name", "string"), ("amount", "decimal(12,2)"),
+                         ("at", "timestamp"), ("day", "date"), ("score", "double"), ("small", "smallint"),
+                         ("flag", "boolean"), ("code", "varchar(8)"), ("local", "timestamp_ntz")])
+BASE = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
+
+
+def _rows(first: int, n: int, schema: TableSchema = SCHEMA) -> pa.Table:
+    ids = list(range(first, first + n))
+    data = {
+        "id": pa.array(ids, pa.int64()),
+        "name": [None if i % 5 == 0 else ("ä" * (i % 3)) + f"name-{i}-" + "x" * (i % 40) for i in ids],
+        "amount": pa.array([decimal.Decimal(i * 7 - 50) / 4 for i in ids], pa.decimal128(12, 2)),
+        "at": pa.array([BASE + dt.timedelta(minutes=i) for i in ids], pa.timestamp("us", tz="UTC")),
+        "day": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in ids]),
+        "score": [(-0.0 if i % 4 == 0 else i / 3) if i % 7 else None for i in ids],
+        "small": pa.array([i % 100 - 50 for i in ids], pa.int16()),
+        "flag": [i % 2 == 0 for i in ids],
+        "code": [f"c{i % 13}" for i in ids],
+        "local": pa.array([dt.datetime(2020, 1, 1) + dt.timedelta(seconds=i) for i in ids], pa.timestamp("us")),
+    }
+    return pa.table({c.name: data[c.name] for c in schema.columns if c.name in data})
+
+
+def _append(uri: str, table: pa.Table, schema: TableSchema, *, create: bool = False,
+            iceberg_mirror: bool = True, envelope: str = "append", diff: int = 1) -> None:
+    written = writer.write_parts(uri, [table], schema, write_id=fmt.new_write_id(), diff=diff)
+    new = writer.NewTable(schema, envelope=envelope, iceberg_mirror=iceberg_mirror) if create else None
+    writer.commit_parts(uri, written, create=new)
+
+
+def _lading(uri: str, version: int) -> pa.Table:
+    return reader.scan(uri, snapshot=snapshot_at(uri, TableLog.open_existing(uri).storage, version))
+
+
+def _check_every_version(uri: str, root: Path) -> None:
+    """At every lading version: the mirror's snapshot holds lading's rows, read by pyiceberg from that
+    version's metadata, by pyiceberg by snapshot id from the latest, and by DuckDB (current and by id)."""
+    latest = TableLog.open_existing(uri).version
+    meta = str(root / "metadata" / f"v{latest}.metadata.json")
+    versions = list(range(latest + 1))
+    duck = duckdb_rows(str(root), [None, *(ice.snapshot_id(v) for v in versions)])
+    final = _lading(uri, latest)
+    names = final.column_names
+    assert multiset(duck[0], names) == multiset(final)
+    for v, by_id in zip(versions, duck[1:], strict=True):
+        want = _lading(uri, v)
+        cols = want.column_names
+        assert multiset(pyiceberg_rows(str(root / "metadata" / f"v{v}.metadata.json")), cols) == multiset(want), v
+        assert multiset(pyiceberg_rows(meta, ice.snapshot_id(v)), cols) == multiset(want), v
+        assert multiset(by_id, cols) == multiset(want), v
+
+
+def test_every_version_reads_the_same_in_lading_pyiceberg_and_duckdb(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _append(uri, _rows(0, 30), SCHEMA, create=True)
+    _append(uri, _rows(30, 7), SCHEMA)
+    log = TableLog.open_existing(uri)
+    renamed = log.snapshot().schema.rename_column("name", "label")  # rename: same id, new name
+    log.commit(Change(operation="schema", schema=renamed))
+    dropped = log.snapshot().schema.drop_column("score")  # drop: the parts keep it, readers ignore it
+    log.commit(Change(operation="schema", schema=dropped))
+    readded = log.snapshot().schema.add_column("score", "bigint")  # re-add: a new id, old values stay hidden
+    log.commit(Change(operation="schema", schema=readded))
+    schema = log.snapshot().schema
+    more = _rows(40, 5, SCHEMA).rename_columns(["id", "label", "amount", "at", "day", "score", "small", "flag",
+                                                "code", "local"])
+    more = more.set_column(5, "score", pa.array([7, None, 9, 10, 11], pa.int64()))
+    _append(uri, more, schema)
+    _append(uri, _rows(100, 1, SCHEMA).rename_columns(more.column_names).set_column(
+        5, "score", pa.array([None], pa.int64())), schema)
+    _check_every_version(uri, root)
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v6.metadata.json")).metadata
+    assert [f.field_id for f in meta.schema().fields] == [c.id for c in schema.columns]
+    assert meta.schema().find_field("score").field_id == 11  # not the dropped id 6
+    assert (root / "metadata" / "version-hint.text").read_text() == "6"
+    snap = meta.current_snapshot()
+    assert snap is not None and snap.summary is not None
+    assert snap.summary["lading.version"] == "6" and snap.summary["lading.operation"] == "append"
+    assert [s.snapshot_id for s in meta.snapshots] == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_bounds_are_never_narrower_than_the_parts_data(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    schema = TableSchema.of([("s", "string"), ("x", "double"), ("n", "int"), ("d", "decimal(5,1)")])
+    long = "\U0001f600" * 20 + "a"  # four-byte characters, longer than 16
+    table = pa.table({"s": ["b" * 40, long, "\U0010ffff" * 18, "a"], "x": [0.0, -0.0, 2.5, None],
+                      "n": pa.array([3, -7, 0, 2], pa.int32()),
+                      "d": pa.array([decimal.Decimal("1.5"), decimal.Decimal("-9.9"), None, None],
+                                    pa.decimal128(5, 1))})
+    _append(uri, table, schema, create=True)
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v0.metadata.json"))
+    files = list(meta.scan().plan_files())
+    assert len(files) == 1
+    f = files[0].file
+    data = pq.read_table(f.file_path.removeprefix("file://"))
+    checked = 0
+    for c in schema.columns:
+        t = ice.iceberg_type(c)
+        col = data.column(c.name).drop_null()
+        lo = from_bytes(t, f.lower_bounds[c.id]) if c.id in f.lower_bounds else None
+        hi = from_bytes(t, f.upper_bounds[c.id]) if c.id in f.upper_bounds else None
+        for v in col.to_pylist():
+            if c.type == "string":  # Iceberg compares strings as UTF-8 bytes
+                assert lo is None or lo.encode() <= v.encode(), (c.name, lo, v)
+                assert hi is None or hi.encode() >= v.encode(), (c.name, hi, v)
+            else:
+                assert lo is None or lo <= v, (c.name, lo, v)
+                assert hi is None or hi >= v, (c.name, hi, v)
+            checked += 1
+        assert f.null_value_counts[c.id] == data.column(c.name).null_count
+        assert f.value_counts[c.id] == data.num_rows
+    assert checked == 13
+    assert len(from_bytes(ice.iceberg_type(schema.columns[0]), f.lower_bounds[1])) <= 16  # truncated as Iceberg does
+    assert 1 not in f.upper_bounds  # no 16-character string is above U+10FFFF * 18: no upper bound at all
+    x_lo = from_bytes(ice.iceberg_type(schema.columns[1]), f.lower_bounds[2])
+    assert str(x_lo) == "-0.0"  # -0.0 is below 0.0 in Iceberg's order: the bound must not be 0.0
+    assert pc.min(data.column("n")).as_py() == from_bytes(ice.iceberg_type(schema.columns[2]), f.lower_bounds[3])
+
+
+def test_a_type_iceberg_cannot_express_is_not_mirrored_and_the_metadata_names_the_column(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    schema = TableSchema.of([("id", "bigint"), ("wait", "interval day to second")])
+    _append(uri, pa.table({"id": pa.array([1, 2], pa.int64()),
+                           "wait": pa.array([dt.timedelta(seconds=5), None], pa.duration("us"))}), schema,
+            create=True)
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v0.metadata.json")).metadata
+    assert meta.current_snapshot_id is None
+    assert "column 'wait'" in meta.properties[mirror.PROP_REASON]
+    assert "interval" in meta.properties[mirror.PROP_REASON]
+    assert mirror.describe(uri)["behindSince"] == 0
+    log = TableLog.open_existing(uri)
+    log.commit(Change(operation="schema", schema=log.snapshot().schema.drop_column("wait")))
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v1.metadata.json")).metadata
+    assert meta.current_snapshot_id is None  # dropped, but the part still holds it: pyiceberg would refuse it
+    assert "column id 2" in meta.properties[mirror.PROP_REASON]
+    snap = log.snapshot()
+    rows = pa.concat_tables([reader.read_part(log.storage, snap, p) for p in snap.parts])
+    written = writer.write_parts(uri, [rows], snap.schema, write_id="c-" + fmt.new_write_id()[2:])
+    writer.commit_parts(uri, written, log=log, operation="compact", remove=[p.path for p in snap.parts])
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v2.metadata.json")).metadata
+    assert mirror.PROP_REASON not in meta.properties  # rewritten without it: a snapshot for version 2
+    assert meta.current_snapshot_id == ice.snapshot_id(2)
+    assert multiset(pyiceberg_rows(str(root / "metadata" / "v2.metadata.json"))) == multiset(_lading(uri, 2))
+
+
+def test_a_retraction_stops_the_mirror_at_the_last_exact_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    schema = TableSchema.of([("k", "bigint"), ("v", "string")])
+    _append(uri, pa.table({"k": pa.array([1, 2, 2], pa.int64()), "v": ["a", "b", "b"]}), schema, create=True,
+            envelope="diff")
+    _append(uri, pa.table({"k": pa.array([3], pa.int64()), "v": ["c"]}), schema)  # still exact: diffs are +1
+    _append(uri, pa.table({"k": pa.array([2], pa.int64()), "v": ["b"]}), schema, diff=-1)  # a retraction
+    _append(uri, pa.table({"k": pa.array([4], pa.int64()), "v": ["d"]}), schema)
+    latest = str(root / "metadata" / "v3.metadata.json")
+    meta = StaticTable.from_metadata(latest).metadata
+    assert meta.current_snapshot_id == ice.snapshot_id(1)  # the last exact version
+    assert meta.properties[mirror.PROP_BEHIND] == "2"
+    assert "retraction" in meta.properties[mirror.PROP_REASON]
+    assert multiset(pyiceberg_rows(latest)) == multiset(_lading(uri, 1))  # never a wrong answer
+    assert multiset(duckdb_rows(str(root), [None])[0]) == multiset(_lading(uri, 1))
+    assert multiset(_lading(uri, 3)) != multiset(_lading(uri, 1))
+    assert mirror.describe(uri) == {"metadata": f"{uri}metadata/v3.metadata.json", "mirroredVersion": 3,
+                                    "snapshotVersion": 1, "behindSince": 2,
+                                    "reason": meta.properties[mirror.PROP_REASON]}
+
+
+def test_an_upsert_table_with_rows_is_not_mirrored_as_if_it_were_append(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    schema = TableSchema.of([("k", "bigint"), ("v", "string")])
+    written = writer.write_parts(uri, [pa.table({"k": pa.array([1], pa.int64()), "v": ["a"]})], schema,
+                                 write_id=fmt.new_write_id())
+    writer.commit_parts(uri, written, create=writer.NewTable(schema, "upsert", ("k",)))
+    _append(uri, pa.table({"k": pa.array([1], pa.int64()), "v": ["b"]}), schema)
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v1.metadata.json")).metadata
+    assert meta.current_snapshot_id is None and "upsert" in meta.properties[mirror.PROP_REASON]
+
+
+def test_the_mirror_is_off_for_a_table_created_with_the_switch_off(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _append(uri, _rows(0, 3), SCHEMA, create=True, iceberg_mirror=False)
+    _append(uri, _rows(3, 3), SCHEMA)
+    assert not (root / "metadata").exists()
+    assert mirror.sync(uri) == []
+    assert json.loads((root / fmt.LOG_DIR / fmt.commit_name(0)).read_text())["metadata"]["icebergMirror"] is False
+
+
+def test_a_compaction_commit_is_an_iceberg_replace_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _append(uri, _rows(0, 4), SCHEMA, create=True)
+    _append(uri, _rows(4, 4), SCHEMA)
+    log = TableLog.open_existing(uri)
+    snap = log.snapshot()
+    merged = pa.concat_tables([reader.read_part(log.storage, snap, p) for p in snap.parts])
+    written = writer.write_parts(uri, [merged], SCHEMA, write_id="c-" + fmt.new_write_id()[2:])
+    writer.commit_parts(uri, written, log=log, operation="compact", remove=[p.path for p in snap.parts])
+    _append(uri, _rows(8, 2), SCHEMA)
+    _check_every_version(uri, root)
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v3.metadata.json")).metadata
+    assert meta.snapshot_by_id(ice.snapshot_id(2)).summary.operation.value == "replace"  # type: ignore[union-attr]
+    files = list(StaticTable.from_metadata(str(root / "metadata" / "v3.metadata.json")).scan().plan_files())
+    assert len(files) == 2
