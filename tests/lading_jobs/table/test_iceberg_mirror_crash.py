@@ -20,13 +20,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyiceberg.table import StaticTable
+from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
 
+from lading import cli
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
 from lading_jobs.table import mirror, reader, writer
 from lading_jobs.table.log import TableLog, snapshot_at
 from lading_jobs.table.schema import TableSchema
-from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
 
 CHILD = Path(__file__).resolve().parents[2] / "support" / "crash_child.py"
 SCHEMA = TableSchema.of([("id", "bigint"), ("name", "string")])
@@ -82,7 +83,7 @@ def _run_child(uri: str, method: str, match: str, action: str) -> subprocess.Com
 
 @pytest.mark.parametrize("step", list(STEPS))
 def test_a_publish_killed_at_any_step_leaves_the_previous_snapshot_and_sync_catches_up(
-        tmp_path: Path, step: str) -> None:
+        tmp_path: Path, step: str, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "t"
     uri = f"file://{root}/"
     _commit(uri, _rows(0, 5), create=True)
@@ -104,8 +105,10 @@ def test_a_publish_killed_at_any_step_leaves_the_previous_snapshot_and_sync_catc
         assert multiset(pyiceberg_rows(str(root / "metadata" / "v2.metadata.json"))) == v2
     _referenced_files_exist(root)
 
-    published = mirror.sync(uri)
-    assert [p.version for p in published] == ([] if step in PUBLISHED else [2])
+    assert cli.main(["table", "sync", uri, "--json"]) == 0  # what a user runs: `lading table sync URI`
+    out = json.loads(capsys.readouterr().out)
+    assert out["published"] == ([] if step in PUBLISHED else [2])
+    assert out["metadata"] == f"{uri}metadata/v2.metadata.json" and out["snapshotVersion"] == 2
     assert (root / "metadata" / mirror.VERSION_HINT).read_text() == "2"
     assert multiset(pyiceberg_rows(_hinted_metadata(root))) == v2
     assert multiset(duckdb_rows(str(root), [None])[0]) == v2
