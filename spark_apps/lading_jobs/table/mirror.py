@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import sys
 import uuid
 from collections.abc import Iterator
@@ -180,6 +181,32 @@ def _sort_order(snapshot: Snapshot) -> SortOrder | None:
     return SortOrder(*fields, order_id=1) if fields else None
 
 
+_AVRO_NAME = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.avro")
+
+
+def metadata_path_problem(root: str, uri: object) -> str | None:
+    """Why ``uri``, read from the mirror's metadata as one of its Avro files, is not a file the mirror
+    writes (``<table>/metadata/<name>.avro``, the name of letters, digits, ``_ - .``); None when it
+    is one. The mirror reads and re-lists such files, so a metadata file that someone else wrote
+    must not lead it outside the table (as ``fmt.path_problem`` guards the log's part paths). Pure."""
+    if not isinstance(uri, str):
+        return f"is a {type(uri).__name__}, not a string"
+    prefix = f"{fmt.table_root(root)}{METADATA_DIR}/"
+    if not uri.startswith(prefix):
+        return f"is not under {prefix}"
+    if not _AVRO_NAME.fullmatch(uri[len(prefix):]):
+        return "is not a plain .avro name (letters, digits, _ - .) directly under metadata/"
+    return None
+
+
+def _check_inside(root: str, uri: object, where: str) -> None:
+    problem = metadata_path_problem(root, uri)
+    if problem is not None:
+        raise TableError(f"{where} {uri!r} {problem}. The mirror writes no such path, so this metadata was "
+                         "written or changed by something else; nothing it names is read. Delete the mirror's "
+                         f"metadata/ directory and run `lading table sync {fmt.table_root(root)}` to rebuild it")
+
+
 def _write_avro(storage: st.Storage, out: _Output, written: list[str]) -> None:
     storage.put(out.location, out.buffer.getvalue())
     written.append(out.location)
@@ -198,7 +225,11 @@ def _manifests(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 
     reuse = parent is not None and parent.snapshot_id == ice.snapshot_id(v - 1) and not entry.get("remove")
     if reuse:
         assert parent is not None
+        where = metadata_uri(root, v - 1)
+        _check_inside(root, parent.manifest_list, f"{where}: snapshot {parent.snapshot_id}'s manifest-list")
         reused = list(read_manifest_list(_Bytes(parent.manifest_list, storage.read(parent.manifest_list))))
+        for m in reused:
+            _check_inside(root, m.manifest_path, f"{parent.manifest_list}: manifest_path")
         if len(reused) + 1 > MERGE_AT:
             reuse, reused = False, []
     parts = [p for p in snapshot.parts if not reuse or p.path in added]

@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from pyiceberg.conversions import from_bytes
 from pyiceberg.table import StaticTable
 from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
@@ -24,7 +25,7 @@ from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
 from lading_jobs.table import mirror, reader, writer
-from lading_jobs.table.log import Change, TableLog, snapshot_at
+from lading_jobs.table.log import Change, TableError, TableLog, snapshot_at
 from lading_jobs.table.schema import TableSchema
 
 SCHEMA = TableSchema.of([("id", "bigint"), ("name", "string"), ("amount", "decimal(12,2)"),
@@ -235,3 +236,32 @@ def test_a_compaction_commit_is_an_iceberg_replace_snapshot(tmp_path: Path) -> N
     assert meta.snapshot_by_id(ice.snapshot_id(2)).summary.operation.value == "replace"  # type: ignore[union-attr]
     files = list(StaticTable.from_metadata(str(root / "metadata" / "v3.metadata.json")).scan().plan_files())
     assert len(files) == 2
+
+
+@pytest.mark.parametrize("path", ["file:///etc/passwd", "{root}metadata/../../other/x.avro", "{root}metadata/a/b.avro",
+                                  "{root}data/w-1/part-0.parquet", "{root}metadata/%2e%2e.avro", "s3://b/t/metadata/x.avro"])
+def test_a_manifest_list_outside_the_table_is_refused_naming_the_metadata_file(tmp_path: Path, path: str) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _append(uri, _rows(0, 2), SCHEMA, create=True)
+    assert mirror.metadata_path_problem(uri, path.format(root=uri)) is not None
+    meta_file = root / "metadata" / "v0.metadata.json"
+    meta = json.loads(meta_file.read_text())
+    meta["snapshots"][0]["manifest-list"] = path.format(root=uri)
+    meta_file.write_text(json.dumps(meta))
+    _append(uri, _rows(2, 2), SCHEMA)  # the commit lands; its mirror refuses to follow the path
+    assert TableLog.open_existing(uri).version == 1
+    assert not (root / "metadata" / "v1.metadata.json").exists()
+    with pytest.raises(TableError, match=r"v0\.metadata\.json: snapshot 1's manifest-list .* is not"):
+        mirror.sync(uri)
+
+
+def test_the_mirrors_own_paths_pass_the_check(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _append(uri, _rows(0, 2), SCHEMA, create=True)
+    _append(uri, _rows(2, 2), SCHEMA)
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v1.metadata.json"))
+    for snap in meta.metadata.snapshots:
+        assert mirror.metadata_path_problem(uri, snap.manifest_list) is None
+        assert all(mirror.metadata_path_problem(uri, m.manifest_path) is None for m in snap.manifests(meta.io))
