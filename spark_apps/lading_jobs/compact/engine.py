@@ -35,6 +35,7 @@ from lading_jobs.compact.scope import bind_filter
 from lading_jobs.compact.task import GroupOutcome, RewritePlan
 from lading_jobs.engine import Cancelled, JobResult, RunContext
 from lading_jobs.table import format as fmt
+from lading_jobs.table import mirror
 from lading_jobs.table import writer as table_writer
 from lading_jobs.table.log import Snapshot, TableLog
 from lading_jobs.table.schema import arrow_type
@@ -208,6 +209,10 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
         # the store's clock ages objects, unless the caller fixed the time (now_ms: tests, replays)
         sweep = retention.plan_sweep(log, now, grace_ms, store_now=now_ms)
         if not spec.retention.dry_run:
+            # the Iceberg mirror drops the snapshots that reference these parts first; it keeps the parts of
+            # the snapshot it still shows when it is behind the log (table/mirror.py, expire)
+            keep = mirror.expire(spec.table, storage, [o.uri for o in sweep.removed])
+            sweep = replace(sweep, removed=tuple(o for o in sweep.removed if o.uri not in keep))
             retention.apply(storage, sweep)
         totals.retention = sweep.summary(spec.table, spec.retention.dry_run)
     return totals

@@ -32,12 +32,13 @@ import io
 import json
 import re
 import sys
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyiceberg.io import InputFile, InputStream, OutputFile, OutputStream
+from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 from pyiceberg.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
@@ -74,8 +75,9 @@ PROP_UNREADABLE = "lading.mirror.unreadable-column-ids"
 """Ids of every column of a type Iceberg cannot express that the table ever had (parts may still hold them)."""
 
 
-def metadata_uri(uri: str, version: int) -> str:
-    return f"{fmt.table_root(uri)}{METADATA_DIR}/v{version}.metadata.json"
+def metadata_uri(uri: str, number: int) -> str:
+    """Metadata file ``number``: the n-th the mirror published (lading version n until snapshots expire)."""
+    return f"{fmt.table_root(uri)}{METADATA_DIR}/v{number}.metadata.json"
 
 
 def hint_uri(uri: str) -> str:
@@ -122,9 +124,9 @@ class _Output(OutputFile):
 
 
 # -- reading the mirror -------------------------------------------------------------------------
-def last_mirrored(uri: str, storage: st.Storage) -> int:
-    """The newest lading version with a metadata file (-1: none): from ``version-hint.text``,
-    then probing the versions after it; a missing or damaged hint costs one LIST."""
+def latest_number(uri: str, storage: st.Storage) -> int:
+    """The number of the newest metadata file (-1: none): from ``version-hint.text``, then probing
+    the numbers after it; a missing or damaged hint costs one LIST."""
     start = -1
     try:
         text = storage.read(hint_uri(uri)).decode().strip()
@@ -145,12 +147,28 @@ def _listed_versions(uri: str, storage: st.Storage) -> Iterator[int]:
             yield int(name[1:-14])
 
 
-def read_metadata(uri: str, storage: st.Storage, version: int) -> TableMetadataV2:
-    """The mirror's metadata for lading version ``version``, parsed by pyiceberg."""
-    meta = TableMetadataUtil.parse_raw(storage.read(metadata_uri(uri, version)).decode())
+def read_metadata(uri: str, storage: st.Storage, number: int) -> TableMetadataV2:
+    """Metadata file ``number``, parsed by pyiceberg."""
+    meta = TableMetadataUtil.parse_raw(storage.read(metadata_uri(uri, number)).decode())
     if not isinstance(meta, TableMetadataV2):
-        raise TableError(f"{metadata_uri(uri, version)} is not Iceberg v2 metadata")
+        raise TableError(f"{metadata_uri(uri, number)} is not Iceberg v2 metadata")
     return meta
+
+
+def mirrored_version(meta: TableMetadataV2 | None) -> int:
+    """The lading version a metadata file mirrors (-1: none)."""
+    if meta is None:
+        return -1
+    text = meta.properties.get(PROP_VERSION, "")
+    if not text.isdigit():
+        raise TableError(f"the mirror's metadata has no {PROP_VERSION} property; it was not written by lading. "
+                         "Delete the table's metadata/ directory and run `lading table sync` to rebuild it")
+    return int(text)
+
+
+def _latest(uri: str, storage: st.Storage) -> tuple[int, TableMetadataV2 | None]:
+    n = latest_number(uri, storage)
+    return n, (read_metadata(uri, storage, n) if n >= 0 else None)
 
 
 # -- publishing ---------------------------------------------------------------------------------
@@ -212,7 +230,7 @@ def _write_avro(storage: st.Storage, out: _Output, written: list[str]) -> None:
     written.append(out.location)
 
 
-def _manifests(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 | None,
+def _manifests(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 | None, prev_uri: str | None,
                storage: st.Storage, written: list[str]) -> list[ManifestFile]:
     """The manifests of version ``snapshot.version``'s Iceberg snapshot (written as a side effect;
     their URIs appended to ``written``)."""
@@ -225,7 +243,7 @@ def _manifests(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 
     reuse = parent is not None and parent.snapshot_id == ice.snapshot_id(v - 1) and not entry.get("remove")
     if reuse:
         assert parent is not None
-        where = metadata_uri(root, v - 1)
+        where = prev_uri
         _check_inside(root, parent.manifest_list, f"{where}: snapshot {parent.snapshot_id}'s manifest-list")
         reused = list(read_manifest_list(_Bytes(parent.manifest_list, storage.read(parent.manifest_list))))
         for m in reused:
@@ -312,19 +330,20 @@ def _mirrorable(snapshot: Snapshot) -> Schema:
 
 
 def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
-            prev: TableMetadataV2 | None) -> Published:
-    """Publish the metadata of lading version ``snapshot.version`` (commit ``entry``) after ``prev``
-    (the metadata of the version before it; None for the first). Idempotent: when the metadata file
-    already exists (another writer published it), this attempt's manifests are deleted and the
-    existing one stands."""
+            prev: TableMetadataV2 | None, prev_number: int = -1) -> Published | None:
+    """Publish the metadata of lading version ``snapshot.version`` (commit ``entry``) as metadata file
+    ``prev_number + 1``, after ``prev`` (file ``prev_number``, which mirrors the version before; None
+    for the first). None when that file already exists (another writer published it first): this
+    attempt's manifests are deleted, and the caller looks again (``sync``)."""
     uri, v = fmt.table_root(snapshot.uri), snapshot.version
     unreadable = _unreadable(prev) | ice.unmirrorable_ids(snapshot.schema)
     reason = ice.inexact(snapshot, unreadable)
     written: list[str] = []
+    prev_uri = metadata_uri(uri, prev_number) if prev is not None else None
     try:
         new_snapshot = None
         if reason is None:
-            manifests = _manifests(snapshot, entry, prev, storage, written)
+            manifests = _manifests(snapshot, entry, prev, prev_uri, storage, written)
             sid = ice.snapshot_id(v)
             out = _Output(f"{uri}{METADATA_DIR}/snap-{sid}-{uuid.uuid4().hex}.avro")
             parent = prev.current_snapshot_id if prev is not None else None
@@ -340,18 +359,17 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
                 "snapshot-id": sid, "parent-snapshot-id": parent, "sequence-number": sid,
                 "timestamp-ms": int(entry.get("timestamp", 0)), "manifest-list": out.location, "summary": summary,
                 "schema-id": snapshot.schema.schema_id})
-        prev_uri = metadata_uri(uri, v - 1) if prev is not None else None
         meta = build_metadata(snapshot, entry, prev, prev_uri, new_snapshot, reason)
         if unreadable:
             meta.properties[PROP_UNREADABLE] = ",".join(str(i) for i in sorted(unreadable))
-        target = metadata_uri(uri, v)
+        target = metadata_uri(uri, prev_number + 1)
         if not storage.put_if_absent(target, meta.model_dump_json(exclude_none=True).encode()):
-            _discard(storage, written)  # another writer published version v first: its metadata stands
-            return Published(v, target, reason is None, reason)
+            _discard(storage, written)  # another writer published this number first: its metadata stands
+            return None
     except BaseException:
         _discard(storage, written)  # nothing references them: the metadata file was not created
         raise
-    storage.put(hint_uri(uri), str(v).encode())
+    storage.put(hint_uri(uri), str(prev_number + 1).encode())
     return Published(v, target, reason is None, reason)
 
 
@@ -366,53 +384,126 @@ def _discard(storage: st.Storage, uris: list[str]) -> None:
             storage.delete(uris)
 
 
+def _repair_hint(uri: str, storage: st.Storage, number: int) -> None:
+    """Point ``version-hint.text`` at ``number`` when it names an older file (a writer died between
+    creating the metadata file and the hint) or nothing readable."""
+    try:
+        text = storage.read(hint_uri(uri)).decode().strip()
+        stale = not text.isdigit() or int(text) < number
+    except (st.StorageError, FileNotFoundError, UnicodeDecodeError):
+        stale = True
+    if stale:
+        storage.put(hint_uri(uri), str(number).encode())
+
+
 def sync(uri: str, storage: st.Storage | None = None, *, upto: int | None = None) -> list[Published]:
     """Publish every lading version the mirror lacks, in version order, up to ``upto`` (the latest:
-    None); what was published. Nothing to do when the mirror is current, or switched off."""
+    None); what this call published. Nothing to do when the mirror is current, or switched off.
+    A version another writer publishes meanwhile is taken as published (its file stands)."""
     storage = storage or st.open_storage(uri)
     root = fmt.table_root(uri)
     log = TableLog.open_existing(root, storage)
     if not log.snapshot().meta.iceberg_mirror:
         return []
     latest = log.version if upto is None else min(upto, log.version)
-    done = last_mirrored(root, storage)
-    if done >= 0 and storage.head(hint_uri(root)) is not None:
-        try:
-            if int(storage.read(hint_uri(root)).decode().strip() or -1) < done:
-                storage.put(hint_uri(root), str(done).encode())  # a writer died between steps 3 and 4
-        except (ValueError, UnicodeDecodeError):
-            storage.put(hint_uri(root), str(done).encode())
-    elif done >= 0:
-        storage.put(hint_uri(root), str(done).encode())
     out: list[Published] = []
-    prev = read_metadata(root, storage, done) if done >= 0 else None
-    for v in range(done + 1, latest + 1):
-        snap = snapshot_at(root, storage, v)
-        published = publish(snap, read_commit(root, storage, v), storage, prev)
-        out.append(published)
-        prev = read_metadata(root, storage, v)
-    return out
+    while True:
+        n, prev = _latest(root, storage)
+        if n >= 0:
+            _repair_hint(root, storage, n)
+        v = mirrored_version(prev) + 1
+        if v > latest:
+            return out
+        published = publish(snapshot_at(root, storage, v), read_commit(root, storage, v), storage, prev, n)
+        if published is not None:
+            out.append(published)
 
 
 def after_commit(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> None:
     """The writer's step after commit ``entry`` landed: mirror it (and any version the mirror
-    lacks before it). Best effort: a failure leaves the mirror behind, says so on stderr, and
+    lacks before it, first). Best effort: a failure leaves the mirror behind, says so on stderr, and
     never fails the commit (the next writer or ``lading table sync`` catches up)."""
     if not snapshot.meta.iceberg_mirror:
         return
     try:
         root, v = fmt.table_root(log.uri), snapshot.version
-        if v == 0:
-            publish(snapshot, entry, log.storage, None)
+        n, prev = (-1, None) if v == 0 else _latest(root, log.storage)
+        done = mirrored_version(prev)
+        if done == v - 1 and publish(snapshot, entry, log.storage, prev, n) is not None:
             return
-        done = last_mirrored(root, log.storage)
-        if done == v - 1:
-            publish(snapshot, entry, log.storage, read_metadata(root, log.storage, done))
-        elif done < v:
+        if done < v:
             sync(root, log.storage, upto=v)
     except Exception as e:  # noqa: BLE001 - the commit stands; the mirror catches up later
         print(f"lading: the Iceberg mirror of {log.uri} is behind version {snapshot.version} ({e}); "
               f"`lading table sync {log.uri}` or the next commit catches it up", file=sys.stderr)
+
+
+class _StorageIO(FileIO):
+    """pyiceberg's FileIO for reading the mirror's own Avro files through lading's storage (paths checked)."""
+
+    def __init__(self, root: str, storage: st.Storage) -> None:
+        super().__init__()
+        self.root, self.storage = root, storage
+
+    def new_input(self, location: str) -> InputFile:
+        _check_inside(self.root, location, "a manifest list's manifest_path")
+        return _Bytes(location, self.storage.read(location))
+
+    def new_output(self, location: str) -> OutputFile:
+        raise NotImplementedError("the mirror writes through lading's storage")
+
+    def delete(self, location: str | InputFile | OutputFile) -> None:
+        raise NotImplementedError("the mirror deletes through lading's storage")
+
+
+def _data_files(root: str, storage: st.Storage, snap: IcebergSnapshot, where: str) -> set[str]:
+    _check_inside(root, snap.manifest_list, f"{where}: snapshot {snap.snapshot_id}'s manifest-list")
+    fio = _StorageIO(root, storage)
+    manifests = read_manifest_list(_Bytes(snap.manifest_list, storage.read(snap.manifest_list)))
+    return {e.data_file.file_path for m in manifests for e in m.fetch_manifest_entry(fio)}
+
+
+def expire(uri: str, storage: st.Storage, deleting: Iterable[str]) -> set[str]:
+    """Before retention deletes the parts ``deleting`` (full URIs): publish a metadata file without
+    the snapshots that reference any of them, so no Iceberg reader is ever handed a snapshot whose
+    files are gone. The mirror is caught up first. Returns the URIs that must *not* be deleted: the
+    files of the current snapshot of a mirror that stays behind the log (its last exact version; an
+    Iceberg reader would otherwise lose it). Nothing to do for a table without a mirror."""
+    root = fmt.table_root(uri)
+    doomed = set(deleting)
+    log = TableLog.open(root, storage)
+    if log is None or not log.snapshot().meta.iceberg_mirror or not doomed:
+        return set()
+    sync(root, storage)
+    while True:
+        n, meta = _latest(root, storage)
+        if meta is None:
+            return set()
+        where = metadata_uri(root, n)
+        keep, gone, held = [], [], set()
+        for snap in meta.snapshots:
+            files = _data_files(root, storage, snap, where) & doomed
+            if snap.snapshot_id == meta.current_snapshot_id:
+                keep.append(snap)
+                held = files
+            elif files:
+                gone.append(snap.snapshot_id)
+            else:
+                keep.append(snap)
+        if not gone:
+            return held
+        ids = {s.snapshot_id for s in keep}
+        entries = [*meta.metadata_log, MetadataLogEntry.model_validate({"metadata-file": where,
+                                                                      "timestamp-ms": meta.last_updated_ms})]
+        new = meta.model_copy(update={
+            "snapshots": keep, "snapshot_log": [e for e in meta.snapshot_log if e.snapshot_id in ids],
+            "metadata_log": entries[-METADATA_LOG_MAX:], "last_updated_ms": max(meta.last_updated_ms,
+                                                                               int(time.time() * 1000))})
+        new.properties["lading.mirror.expired"] = ",".join(str(i) for i in gone)
+        if storage.put_if_absent(metadata_uri(root, n + 1), new.model_dump_json(exclude_none=True).encode()):
+            storage.put(hint_uri(root), str(n + 1).encode())
+            return held
+        # another writer published file n + 1 first: look again
 
 
 def describe(uri: str, storage: st.Storage | None = None) -> dict[str, Any]:
@@ -420,10 +511,10 @@ def describe(uri: str, storage: st.Storage | None = None) -> dict[str, Any]:
     whether (and why) it is behind the log. For ``lading table sync`` and status."""
     storage = storage or st.open_storage(uri)
     root = fmt.table_root(uri)
-    done = last_mirrored(root, storage)
-    out: dict[str, Any] = {"metadata": metadata_uri(root, done) if done >= 0 else None, "mirroredVersion": done}
-    if done >= 0:
-        meta = read_metadata(root, storage, done)
+    n, meta = _latest(root, storage)
+    out: dict[str, Any] = {"metadata": metadata_uri(root, n) if n >= 0 else None,
+                           "mirroredVersion": mirrored_version(meta)}
+    if meta is not None:
         if meta.current_snapshot_id is not None:
             out["snapshotVersion"] = ice.version_of(meta.current_snapshot_id)
         if PROP_REASON in meta.properties:

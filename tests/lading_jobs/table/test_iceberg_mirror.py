@@ -265,3 +265,57 @@ def test_the_mirrors_own_paths_pass_the_check(tmp_path: Path) -> None:
     for snap in meta.metadata.snapshots:
         assert mirror.metadata_path_problem(uri, snap.manifest_list) is None
         assert all(mirror.metadata_path_problem(uri, m.manifest_path) is None for m in snap.manifests(meta.io))
+
+
+def _compact_all(uri: str) -> list[str]:
+    """Rewrite every part into one (a compaction commit); the removed parts' URIs."""
+    log = TableLog.open_existing(uri)
+    snap = log.snapshot()
+    rows = pa.concat_tables([reader.read_part(log.storage, snap, p) for p in snap.parts])
+    written = writer.write_parts(uri, [rows], snap.schema, write_id="c-" + fmt.new_write_id()[2:])
+    writer.commit_parts(uri, written, log=log, operation="compact", remove=[p.path for p in snap.parts])
+    return [snap.part_uri(p) for p in snap.parts]
+
+
+def test_retention_expires_the_snapshots_of_the_parts_it_deletes_first(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _append(uri, _rows(0, 3), SCHEMA, create=True)
+    _append(uri, _rows(3, 3), SCHEMA)
+    removed = _compact_all(uri)
+    _append(uri, _rows(6, 2), SCHEMA)
+    storage = TableLog.open_existing(uri).storage
+    assert mirror.expire(uri, storage, removed) == set()  # nothing to hold back: the current snapshot is exact
+    for u in removed:  # what retention.apply then does
+        Path(u.removeprefix("file://")).unlink()
+    hinted = str(root / "metadata" / f"v{(root / 'metadata' / mirror.VERSION_HINT).read_text()}.metadata.json")
+    assert hinted.endswith("v4.metadata.json")  # a metadata file of its own, after v3's
+    meta = StaticTable.from_metadata(hinted)
+    assert [s.snapshot_id for s in meta.metadata.snapshots] == [ice.snapshot_id(2), ice.snapshot_id(3)]
+    assert meta.metadata.properties[mirror.PROP_VERSION] == "3"
+    for snap in meta.metadata.snapshots:  # every file a kept snapshot names is still there
+        for m in snap.manifests(meta.io):
+            assert all(Path(e.data_file.file_path.removeprefix("file://")).exists()
+                       for e in m.fetch_manifest_entry(meta.io))
+    assert multiset(pyiceberg_rows(hinted)) == multiset(_lading(uri, 3))
+    assert multiset(pyiceberg_rows(hinted, ice.snapshot_id(2))) == multiset(_lading(uri, 2))
+    assert multiset(duckdb_rows(str(root), [None])[0]) == multiset(_lading(uri, 3))
+    _append(uri, _rows(8, 1), SCHEMA)  # the next version follows the expired metadata
+    latest = StaticTable.from_metadata(str(root / "metadata" / "v5.metadata.json")).metadata
+    assert [s.snapshot_id for s in latest.snapshots] == [ice.snapshot_id(v) for v in (2, 3, 4)]
+    assert mirror.describe(uri)["mirroredVersion"] == 4
+    assert multiset(pyiceberg_rows(str(root / "metadata" / "v5.metadata.json"))) == multiset(_lading(uri, 4))
+
+
+def test_retention_keeps_the_parts_of_a_mirror_behind_the_log(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    schema = TableSchema.of([("k", "bigint")])
+    _append(uri, pa.table({"k": pa.array([1, 2], pa.int64())}), schema, create=True, envelope="diff")
+    _append(uri, pa.table({"k": pa.array([2], pa.int64())}), schema, diff=-1)  # the mirror stays at version 0
+    removed = _compact_all(uri)  # lading consolidates; the mirror's current snapshot still names the old part
+    storage = TableLog.open_existing(uri).storage
+    first = TableLog.open_existing(uri).snapshot(version=0).parts[0]
+    held = mirror.expire(uri, storage, removed)
+    assert held == {f"{uri}{first.path}"}  # retention must keep it: it is what Iceberg readers still read
+    assert multiset(duckdb_rows(str(root), [None])[0]) == multiset(_lading(uri, 0))
