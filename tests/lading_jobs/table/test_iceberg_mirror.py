@@ -319,3 +319,23 @@ def test_retention_keeps_the_parts_of_a_mirror_behind_the_log(tmp_path: Path) ->
     held = mirror.expire(uri, storage, removed)
     assert held == {f"{uri}{first.path}"}  # retention must keep it: it is what Iceberg readers still read
     assert multiset(duckdb_rows(str(root), [None])[0]) == multiset(_lading(uri, 0))
+
+
+@pytest.mark.s3
+def test_on_s3_the_mirror_is_read_by_pyiceberg_through_its_own_s3_client(bucket: str, s3_endpoint: str) -> None:
+    from lading_jobs import storage as st
+
+    uri = f"s3://{bucket}/tables/t/"
+    storage = st.S3Storage()
+    for i, first in enumerate((0, 4, 9)):
+        written = writer.write_parts(uri, [_rows(first, 4)], SCHEMA, write_id=fmt.new_write_id(), storage=storage)
+        writer.commit_parts(uri, written, storage=storage, create=writer.NewTable(SCHEMA) if i == 0 else None)
+    props = {"s3.endpoint": s3_endpoint, "s3.access-key-id": "testing", "s3.secret-access-key": "testing",
+             "s3.region": "us-east-1"}
+    assert storage.read(mirror.hint_uri(uri)) == b"2"
+    table = StaticTable.from_metadata(mirror.metadata_uri(uri, 2), properties=props)
+    for v in range(3):
+        want = reader.scan(uri, storage=storage, snapshot=snapshot_at(uri, storage, v))
+        got = table.scan(snapshot_id=ice.snapshot_id(v)).to_arrow()
+        assert multiset(got, want.column_names) == multiset(want), v
+    assert all(f.file.file_path.startswith(f"{uri}data/w-") for f in table.scan().plan_files())
