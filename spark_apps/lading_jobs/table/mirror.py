@@ -231,7 +231,8 @@ def _write_avro(storage: st.Storage, out: _Output, written: list[str]) -> None:
 
 
 def _manifests(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 | None, prev_uri: str | None,
-               storage: st.Storage, written: list[str]) -> list[ManifestFile]:
+               storage: st.Storage, written: list[str],
+               known: list[ManifestFile] | None = None) -> list[ManifestFile]:
     """The manifests of version ``snapshot.version``'s Iceberg snapshot (written as a side effect;
     their URIs appended to ``written``)."""
     root, v = fmt.table_root(snapshot.uri), snapshot.version
@@ -245,7 +246,8 @@ def _manifests(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 
         assert parent is not None
         where = prev_uri
         _check_inside(root, parent.manifest_list, f"{where}: snapshot {parent.snapshot_id}'s manifest-list")
-        reused = list(read_manifest_list(_Bytes(parent.manifest_list, storage.read(parent.manifest_list))))
+        reused = known if known is not None else list(
+            read_manifest_list(_Bytes(parent.manifest_list, storage.read(parent.manifest_list))))
         for m in reused:
             _check_inside(root, m.manifest_path, f"{parent.manifest_list}: manifest_path")
         if len(reused) + 1 > MERGE_AT:
@@ -330,7 +332,8 @@ def _mirrorable(snapshot: Snapshot) -> Schema:
 
 
 def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
-            prev: TableMetadataV2 | None, prev_number: int = -1) -> Published | None:
+            prev: TableMetadataV2 | None, prev_number: int = -1,
+            prev_manifests: list[ManifestFile] | None = None) -> Published | None:
     """Publish the metadata of lading version ``snapshot.version`` (commit ``entry``) as metadata file
     ``prev_number + 1``, after ``prev`` (file ``prev_number``, which mirrors the version before; None
     for the first). None when that file already exists (another writer published it first): this
@@ -343,7 +346,7 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
     try:
         new_snapshot = None
         if reason is None:
-            manifests = _manifests(snapshot, entry, prev, prev_uri, storage, written)
+            manifests = _manifests(snapshot, entry, prev, prev_uri, storage, written, prev_manifests)
             sid = ice.snapshot_id(v)
             out = _Output(f"{uri}{METADATA_DIR}/snap-{sid}-{uuid.uuid4().hex}.avro")
             parent = prev.current_snapshot_id if prev is not None else None
@@ -370,7 +373,31 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
         _discard(storage, written)  # nothing references them: the metadata file was not created
         raise
     storage.put(hint_uri(uri), str(prev_number + 1).encode())
+    _remember(uri, prev_number + 1, meta, manifests if reason is None else None)
     return Published(v, target, reason is None, reason)
+
+
+_CACHE: dict[str, tuple[int, TableMetadataV2, list[ManifestFile] | None]] = {}
+"""What this process last published per table: the metadata file's number, the metadata and its current
+snapshot's manifests. The next commit from this process starts from it instead of reading them back
+(five requests). Safe when stale: the conditional create of the next number then fails and ``sync``
+reads what is there."""
+_CACHE_TABLES = 64
+
+
+def _remember(uri: str, number: int, meta: TableMetadataV2, manifests: list[ManifestFile] | None) -> None:
+    if len(_CACHE) >= _CACHE_TABLES and uri not in _CACHE:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[uri] = (number, meta, manifests)
+
+
+def forget(uri: str | None = None) -> None:
+    """Drop what this process remembers of a table's mirror (every table's: None), as a process that
+    never published it; the next commit reads the metadata back."""
+    if uri is None:
+        _CACHE.clear()
+    else:
+        _CACHE.pop(fmt.table_root(uri), None)
 
 
 def _unreadable(prev: TableMetadataV2 | None) -> frozenset[int]:
@@ -427,9 +454,16 @@ def after_commit(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> No
         return
     try:
         root, v = fmt.table_root(log.uri), snapshot.version
-        n, prev = (-1, None) if v == 0 else _latest(root, log.storage)
+        cached = _CACHE.get(root)
+        known: list[ManifestFile] | None = None
+        if v == 0:
+            n, prev = -1, None
+        elif cached is not None and mirrored_version(cached[1]) == v - 1:
+            n, prev, known = cached  # published by this process just before: no need to read it back
+        else:
+            n, prev = _latest(root, log.storage)
         done = mirrored_version(prev)
-        if done == v - 1 and publish(snapshot, entry, log.storage, prev, n) is not None:
+        if done == v - 1 and publish(snapshot, entry, log.storage, prev, n, known) is not None:
             return
         if done < v:
             sync(root, log.storage, upto=v)
