@@ -391,6 +391,18 @@ def _remember(uri: str, number: int, meta: TableMetadataV2, manifests: list[Mani
     _CACHE[uri] = (number, meta, manifests)
 
 
+def current_metadata(uri: str, storage: st.Storage | None = None) -> str | None:
+    """The newest metadata file of the table's mirror (None: none, or it cannot be read): what this
+    process last published, else one look at the store. For results and status; never raises."""
+    root = fmt.table_root(uri)
+    cached = _CACHE.get(root)
+    try:
+        n = latest_number(root, storage or st.open_storage(root)) if cached is None else cached[0]
+    except Exception:  # noqa: BLE001 - a status detail: leave it out
+        return None
+    return metadata_uri(root, n) if n >= 0 else None
+
+
 def forget(uri: str | None = None) -> None:
     """Drop what this process remembers of a table's mirror (every table's: None), as a process that
     never published it; the next commit reads the metadata back."""
