@@ -182,8 +182,9 @@ def inexact(snapshot: Snapshot, unreadable: frozenset[int] = frozenset()) -> str
     if snapshot.envelope == "upsert" and snapshot.rows:
         return ("an upsert table's superseded versions and delete markers would be read as rows "
                 "(delete files are not written yet)")
+    defaults = [c for c in snapshot.schema.columns if c.default is not None]
     for p in snapshot.parts:
-        held = sorted(unreadable & p.stats.columns.keys())
+        held = sorted(unreadable & p.stats.columns.keys()) if unreadable else ()
         if held:
             return (f"part {p.path} holds column id {held[0]}, of a type Iceberg cannot express (dropped "
                     "from the schema, but still in the part): Iceberg readers refuse the file; a compaction "
@@ -194,8 +195,8 @@ def inexact(snapshot: Snapshot, unreadable: frozenset[int] = frozenset()) -> str
             if p.stats.min_diff is None or p.stats.max_diff is None:
                 what = "rows whose diffs its statistics do not record"
             return f"part {p.path} holds {what}, which an Iceberg reader would count once per row"
-        for c in snapshot.schema.columns:
-            if c.default is not None and p.rows and c.id not in p.stats.columns:
+        for c in defaults:
+            if p.rows and c.id not in p.stats.columns:
                 return (f"column {c.name!r} (id {c.id}) was added with the default {c.default!r}, which part "
                         f"{p.path} (written before it) reads in lading, while Iceberg v2 readers read NULL")
     return None
