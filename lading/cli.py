@@ -314,6 +314,28 @@ def cmd_table_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_table_mirror(args: argparse.Namespace) -> int:
+    """``lading table mirror URI --on|--off``: switch the table's Iceberg mirror (one commit)."""
+    from dataclasses import replace
+
+    from lading_jobs.storage import StorageError
+    from lading_jobs.table.log import Change, TableError, TableLog
+
+    try:
+        log = TableLog.open_existing(args.uri)
+        meta = log.snapshot().meta
+        if meta.iceberg_mirror == args.on:
+            print(f"{args.uri}: the Iceberg mirror is already {'on' if args.on else 'off'}")
+            return 0
+        snap = log.commit(Change(operation="properties", meta=replace(meta, iceberg_mirror=args.on)))
+    except (TableError, StorageError, OSError, ValueError) as e:
+        print(f"lading: ERROR: {args.uri}: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.uri}: the Iceberg mirror is {'on' if args.on else 'off'} from version {snap.version}"
+          + (" (the mirror caught up with every version)" if args.on else ""))
+    return 0
+
+
 def cmd_render(argv: list[str]) -> int:
     try:
         module = importlib.import_module("lading_operator.render_cli")
@@ -432,9 +454,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     sync = table_sub.add_parser("sync", help="publish the Iceberg metadata of every version the mirror lacks")
     sync.add_argument("uri", help="the table, e.g. s3://lake/tables/orders/ or file:///tmp/orders/")
     sync.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    switch = table_sub.add_parser("mirror", help="switch the table's Iceberg mirror on or off (one commit)")
+    switch.add_argument("uri", help="the table")
+    onoff = switch.add_mutually_exclusive_group(required=True)
+    onoff.add_argument("--on", dest="on", action="store_true", help="mirror every version (catching up first)")
+    onoff.add_argument("--off", dest="on", action="store_false", help="stop mirroring; the metadata says so")
     args = p.parse_args(argv)
     if args.command == "table":
-        return cmd_table_sync(args)
+        return cmd_table_sync(args) if args.table_command == "sync" else cmd_table_mirror(args)
     if args.command == "run":
         return cmd_run(args)
     if args.command == "sample-data":

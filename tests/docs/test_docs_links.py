@@ -234,12 +234,12 @@ def test_cli_commands_and_flags_exist(path: Path) -> None:
         if sub not in ("run", "render", "sample-data", "table"):
             wrong.append(f"lading {sub}: no such subcommand")
             continue
-        if sub == "table":  # lading table sync: the verbs of `table` have the options
+        if sub == "table":  # lading table sync|mirror: the verbs of `table` have the options
             verb = rest.split()[0] if rest.split() else ""
-            if verb != "sync":
+            if verb not in ("sync", "mirror"):
                 wrong.append(f"lading table {verb}: no such subcommand")
                 continue
-            sub = "table sync"
+            sub = f"table {verb}"
         for flag in re.findall(r"(?<![\w-])(--[a-zA-Z][\w-]*)", rest):
             if flag not in cli_options(sub):
                 wrong.append(f"lading {sub} {flag}: no such option")

@@ -158,6 +158,7 @@ class Change:
     upper: int | None = None
     since: int | None = None
     info: Mapping[str, Any] = field(default_factory=dict)
+    meta: TableMeta | None = None  # new table settings (only the Iceberg mirror's switch changes)
 
 
 @dataclass(frozen=True)
@@ -514,7 +515,7 @@ class TableLog:
 
 def _mirror(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> None:
     """After a commit landed: publish its Iceberg metadata (best effort, never fails the commit)."""
-    if snapshot.meta.iceberg_mirror:
+    if snapshot.meta.iceberg_mirror or "metadata" in entry:  # on, or being switched
         from lading_jobs.table import mirror  # imports this module
 
         mirror.after_commit(log, entry, snapshot)
@@ -707,6 +708,8 @@ def _validate(change: Change, state: _State, base: _State) -> dict[str, Any]:
         entry["sourceProgress"] = dict(change.source_progress)
     if change.info:
         entry["info"] = dict(change.info)
+    if change.meta is not None:  # only the mirror switch may change: the rest stays the table's
+        entry["metadata"] = replace(state.meta, iceberg_mirror=change.meta.iceberg_mirror).to_dict()
     return entry
 
 

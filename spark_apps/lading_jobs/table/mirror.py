@@ -340,7 +340,9 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
     attempt's manifests are deleted, and the caller looks again (``sync``)."""
     uri, v = fmt.table_root(snapshot.uri), snapshot.version
     unreadable = _unreadable(prev) | ice.unmirrorable_ids(snapshot.schema)
-    reason = ice.inexact(snapshot, unreadable)
+    reason = (ice.inexact(snapshot, unreadable) if snapshot.meta.iceberg_mirror
+              else f"the mirror was switched off at version {v} (lading table mirror --off); later versions are "
+                   "not mirrored")
     written: list[str] = []
     prev_uri = metadata_uri(uri, prev_number) if prev is not None else None
     try:
@@ -462,10 +464,16 @@ def after_commit(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> No
     """The writer's step after commit ``entry`` landed: mirror it (and any version the mirror
     lacks before it, first). Best effort: a failure leaves the mirror behind, says so on stderr, and
     never fails the commit (the next writer or ``lading table sync`` catches up)."""
-    if not snapshot.meta.iceberg_mirror:
+    switched_off = not snapshot.meta.iceberg_mirror and "metadata" in entry and entry.get("version", 0) > 0
+    if not snapshot.meta.iceberg_mirror and not switched_off:
         return
     try:
         root, v = fmt.table_root(log.uri), snapshot.version
+        if switched_off:  # one last metadata file says so, if there is a mirror to say it in
+            n, prev = _latest(root, log.storage)
+            if prev is not None and mirrored_version(prev) == v - 1:
+                publish(snapshot, entry, log.storage, prev, n)
+            return
         cached = _CACHE.get(root)
         known: list[ManifestFile] | None = None
         if v == 0:

@@ -429,3 +429,27 @@ def test_concurrent_writers_publish_every_version_once_in_order(tmp_path: Path) 
     for v in range(11):
         want = _lading(uri, v)
         assert multiset(meta.scan(snapshot_id=ice.snapshot_id(v)).to_arrow(), want.column_names) == multiset(want)
+
+
+def test_the_switch_turns_an_existing_tables_mirror_off_and_on_again(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from lading import cli
+
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _append(uri, _rows(0, 3), SCHEMA, create=True)
+    assert cli.main(["table", "mirror", uri, "--off"]) == 0  # version 1
+    assert "off from version 1" in capsys.readouterr().out
+    _append(uri, _rows(3, 3), SCHEMA)  # version 2: not mirrored
+    meta = StaticTable.from_metadata(mirror.current_metadata(uri) or "").metadata
+    assert meta.properties[mirror.PROP_VERSION] == "1" and "switched off at version 1" in meta.properties[
+        mirror.PROP_REASON]
+    assert meta.current_snapshot_id == ice.snapshot_id(0)  # readers keep version 0, and are told why
+    assert not (root / "metadata" / "v2.metadata.json").exists() and mirror.sync(uri) == []
+    assert cli.main(["table", "mirror", uri, "--off"]) == 0 and "already off" in capsys.readouterr().out
+    assert cli.main(["table", "mirror", uri, "--on"]) == 0  # version 3: catches up, then mirrors it
+    state = mirror.describe(uri)
+    assert state["mirroredVersion"] == state["snapshotVersion"] == 3 and "reason" not in state
+    assert multiset(pyiceberg_rows(state["metadata"])) == multiset(_lading(uri, 3))
+    _append(uri, _rows(6, 1), SCHEMA)
+    assert mirror.describe(uri)["snapshotVersion"] == 4
