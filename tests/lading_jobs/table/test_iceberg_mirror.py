@@ -453,3 +453,29 @@ def test_the_switch_turns_an_existing_tables_mirror_off_and_on_again(
     assert multiset(pyiceberg_rows(state["metadata"])) == multiset(_lading(uri, 3))
     _append(uri, _rows(6, 1), SCHEMA)
     assert mirror.describe(uri)["snapshotVersion"] == 4
+
+
+def test_a_column_added_with_a_default_waits_for_a_rewrite_and_sort_by_is_the_sort_order(tmp_path: Path) -> None:
+    """Iceberg v2 readers read NULL where lading reads a new column's default in older parts: such a
+    version is not mirrored (the reason names the column) until a compaction writes the default into
+    the parts. The table's sortBy is the metadata's default sort order."""
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    written = writer.write_parts(uri, [_rows(0, 4)], SCHEMA, write_id=fmt.new_write_id())
+    writer.commit_parts(uri, written, create=writer.NewTable(SCHEMA, sort_by=("day", "id")))
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v0.metadata.json")).metadata
+    order = meta.sort_order_by_id(meta.default_sort_order_id)
+    assert order is not None and [f.source_id for f in order.fields] == [SCHEMA.column("day").id,
+                                                                       SCHEMA.column("id").id]
+    log = TableLog.open_existing(uri)
+    log.commit(Change(operation="schema", schema=log.snapshot().schema.add_column("region", "string", "eu")))
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v1.metadata.json")).metadata
+    assert meta.current_snapshot_id == ice.snapshot_id(0)
+    assert "column 'region'" in meta.properties[mirror.PROP_REASON]
+    assert "'eu'" in meta.properties[mirror.PROP_REASON]
+    _compact_all(uri)  # version 2: the parts now hold 'eu'
+    state = mirror.describe(uri)
+    assert state["snapshotVersion"] == 2 and "reason" not in state
+    got = pyiceberg_rows(state["metadata"])
+    assert set(got.column("region").to_pylist()) == {"eu"}
+    assert multiset(got) == multiset(_lading(uri, 2))
