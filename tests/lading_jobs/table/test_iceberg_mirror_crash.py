@@ -29,6 +29,7 @@ from lading_jobs.table import mirror, reader, writer
 from lading_jobs.table.log import TableLog, snapshot_at
 from lading_jobs.table.schema import TableSchema
 
+pytestmark = [pytest.mark.slow]
 CHILD = Path(__file__).resolve().parents[2] / "support" / "crash_child.py"
 SCHEMA = TableSchema.of([("id", "bigint"), ("name", "string")])
 STEPS = {  # (method, match, action); v2's publish only: v0 and v1 are mirrored before the child runs
