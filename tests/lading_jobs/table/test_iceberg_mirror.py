@@ -479,3 +479,22 @@ def test_a_column_added_with_a_default_waits_for_a_rewrite_and_sort_by_is_the_so
     got = pyiceberg_rows(state["metadata"])
     assert set(got.column("region").to_pylist()) == {"eu"}
     assert multiset(got) == multiset(_lading(uri, 2))
+
+
+def test_manifests_are_merged_into_one_when_a_snapshot_would_hold_too_many(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mirror, "MERGE_AT", 3)
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _append(uri, _rows(0, 2), SCHEMA, create=True)
+    for i in range(1, 6):
+        _append(uri, _rows(10 * i, 2), SCHEMA)
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v5.metadata.json"))
+    counts = [len(s.manifests(meta.io)) for s in meta.metadata.snapshots]
+    assert counts == [1, 2, 3, 1, 2, 3]  # the fourth would have held four: one manifest of every live part
+    merged = meta.metadata.snapshots[3].manifests(meta.io)[0]
+    statuses = sorted(e.status.name for e in merged.fetch_manifest_entry(meta.io, discard_deleted=False))
+    assert statuses == ["ADDED", "EXISTING", "EXISTING", "EXISTING"]
+    for v in range(6):
+        want = _lading(uri, v)
+        assert multiset(meta.scan(snapshot_id=ice.snapshot_id(v)).to_arrow(), want.column_names) == multiset(want)
