@@ -63,7 +63,9 @@ def iceberg_type(column: Column) -> it.PrimitiveType:
     if _TIME.fullmatch(t):
         return it.TimeType()
     if t.startswith(("array<", "map<", "struct<")):
-        why = "nested columns are not mirrored yet (their fields carry no field ids in the parts)"
+        why = ("nested columns are not mirrored: their fields carry no Parquet field ids in the parts, and "
+               "DuckDB's Iceberg reader, which maps nested fields by id only, would read their values as NULL "
+               "(Iceberg's name mapping serves pyiceberg, not DuckDB 1.5.5)")
     elif t.startswith("interval"):
         why = "Iceberg has no interval type"
     else:

@@ -498,3 +498,12 @@ def test_manifests_are_merged_into_one_when_a_snapshot_would_hold_too_many(
     for v in range(6):
         want = _lading(uri, v)
         assert multiset(meta.scan(snapshot_id=ice.snapshot_id(v)).to_arrow(), want.column_names) == multiset(want)
+
+
+@pytest.mark.parametrize("type_name", ["array<string>", "struct<x:bigint>", "map<string,int>", "void",
+                                       "interval year to month", "variant"])
+def test_types_iceberg_readers_would_misread_are_refused_naming_the_column(type_name: str) -> None:
+    schema = TableSchema.of([("id", "bigint"), ("odd", type_name)])
+    with pytest.raises(ice.Unmirrorable, match=r"column 'odd' \(id 2\) has the type"):
+        ice.iceberg_schema(schema)
+    assert ice.unmirrorable_ids(schema) == {2}
