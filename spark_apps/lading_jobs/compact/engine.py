@@ -64,6 +64,7 @@ class Totals:
     since: int = 0
     reason: str = ""
     retention: dict[str, Any] = field(default_factory=dict)
+    iceberg_metadata: str | None = None  # the table's Iceberg mirror after the run (table/mirror.py)
 
     def to_summary(self, table: str, run_id: str) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -82,6 +83,8 @@ class Totals:
             out["nothingToDo"] = self.reason
         if self.retention:
             out["retention"] = self.retention
+        if self.iceberg_metadata:
+            out["icebergMetadata"] = self.iceberg_metadata
         return out
 
 
@@ -215,6 +218,7 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
             sweep = replace(sweep, removed=tuple(o for o in sweep.removed if o.uri not in keep))
             retention.apply(storage, sweep)
         totals.retention = sweep.summary(spec.table, spec.retention.dry_run)
+    totals.iceberg_metadata = mirror.current_metadata(spec.table, storage) if committed or spec.retention else None
     return totals
 
 

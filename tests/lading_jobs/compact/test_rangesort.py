@@ -187,7 +187,7 @@ def test_a_mirrored_append_table_keeps_identical_rows_so_iceberg_readers_stay_ex
     uri = file_uri("t/")
     build(uri, iceberg_mirror=True)
     expected = rows(uri)
-    run(uri, st.open_storage(uri))
+    totals = run(uri, st.open_storage(uri))
     snap = TableLog.open_existing(uri).snapshot()
     raw = pa.concat_tables(reader.read_part(st.open_storage(uri), snap, p) for p in snap.parts)
     same = raw.filter(pc.equal(raw.column("v"), SAME[1]))
@@ -195,6 +195,7 @@ def test_a_mirrored_append_table_keeps_identical_rows_so_iceberg_readers_stay_ex
     assert rows(uri) == expected
     state = mirror.describe(uri)
     assert state["snapshotVersion"] == snap.version and "reason" not in state
+    assert totals.to_summary(uri, "r")["icebergMetadata"] == state["metadata"]  # status.output.icebergMetadata
     iceberg = StaticTable.from_metadata(state["metadata"]).scan().to_arrow()
     assert Counter(zip(iceberg.column("k").to_pylist(), iceberg.column("v").to_pylist(), strict=True)) == expected
 
