@@ -288,6 +288,54 @@ def cmd_sample_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_table_sync(args: argparse.Namespace) -> int:
+    """``lading table sync URI``: publish the Iceberg metadata of every version the mirror lacks
+    (a writer killed between its commit and the mirror), in version order; idempotent."""
+    from lading_jobs.storage import StorageError
+    from lading_jobs.table import mirror
+    from lading_jobs.table.log import TableError
+
+    try:
+        published = mirror.sync(args.uri)
+        state = mirror.describe(args.uri)
+    except (TableError, StorageError, OSError, ValueError) as e:
+        print(f"lading: ERROR: {args.uri}: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"published": [p.version for p in published], **state}))
+        return 0
+    if state["metadata"] is None:
+        print(f"{args.uri}: the Iceberg mirror is switched off for this table (icebergMirror: false)")
+        return 0
+    print(f"published {len(published)} version(s); metadata: {state['metadata']}")
+    if "reason" in state:
+        print(f"the mirror's current snapshot is version {state.get('snapshotVersion', 'none')}; versions from "
+              f"{state['behindSince']} are not mirrored: {state['reason']}")
+    return 0
+
+
+def cmd_table_mirror(args: argparse.Namespace) -> int:
+    """``lading table mirror URI --on|--off``: switch the table's Iceberg mirror (one commit)."""
+    from dataclasses import replace
+
+    from lading_jobs.storage import StorageError
+    from lading_jobs.table.log import Change, TableError, TableLog
+
+    try:
+        log = TableLog.open_existing(args.uri)
+        meta = log.snapshot().meta
+        if meta.iceberg_mirror == args.on:
+            print(f"{args.uri}: the Iceberg mirror is already {'on' if args.on else 'off'}")
+            return 0
+        snap = log.commit(Change(operation="properties", meta=replace(meta, iceberg_mirror=args.on)))
+    except (TableError, StorageError, OSError, ValueError) as e:
+        print(f"lading: ERROR: {args.uri}: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.uri}: the Iceberg mirror is {'on' if args.on else 'off'} from version {snap.version}"
+          + (" (the mirror caught up with every version)" if args.on else ""))
+    return 0
+
+
 def cmd_render(argv: list[str]) -> int:
     try:
         module = importlib.import_module("lading_operator.render_cli")
@@ -401,7 +449,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="how many Parquet files to spread them over (default 4)")
     sample.add_argument("--seed", type=int, default=42, help="random seed; the same seed writes the same data "
                                                               "(default 42)")
+    table = sub.add_parser("table", help="maintain a lading table (table sync: catch its Iceberg mirror up)")
+    table_sub = table.add_subparsers(dest="table_command", required=True)
+    sync = table_sub.add_parser("sync", help="publish the Iceberg metadata of every version the mirror lacks")
+    sync.add_argument("uri", help="the table, e.g. s3://lake/tables/orders/ or file:///tmp/orders/")
+    sync.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    switch = table_sub.add_parser("mirror", help="switch the table's Iceberg mirror on or off (one commit)")
+    switch.add_argument("uri", help="the table")
+    onoff = switch.add_mutually_exclusive_group(required=True)
+    onoff.add_argument("--on", dest="on", action="store_true", help="mirror every version (catching up first)")
+    onoff.add_argument("--off", dest="on", action="store_false", help="stop mirroring; the metadata says so")
     args = p.parse_args(argv)
+    if args.command == "table":
+        return cmd_table_sync(args) if args.table_command == "sync" else cmd_table_mirror(args)
     if args.command == "run":
         return cmd_run(args)
     if args.command == "sample-data":

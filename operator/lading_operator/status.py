@@ -157,14 +157,14 @@ def response_from_result(result: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def output_from_result(result: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``status.output``: files, bytes, manifest, destination."""
+    """``status.output``: files, bytes, manifest, destination, and a load's table's Iceberg metadata file."""
     if not result:
         return {}
     out: dict[str, Any] = {}
     for key in ("files", "bytes"):
         if isinstance(result.get(key), int | float) and not isinstance(result.get(key), bool):
             out[key] = int(result[key])
-    for key in ("manifest", "destination"):
+    for key in ("manifest", "destination", "icebergMetadata"):
         if isinstance(result.get(key), str) and result[key]:
             out[key] = result[key]
     return out

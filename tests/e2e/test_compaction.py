@@ -142,7 +142,8 @@ def test_one_shot_compaction_succeeds_with_the_engines_figures_in_status(
     assert status["rowsConsolidated"] == before.rows - after.rows > 0
     assert (status["sinceBefore"], status["since"], status["tableVersion"]) == (0, after.since, after.version)
     assert after.since > 0 and after.version == before.version + 1
-    assert status["output"] == {"files": 1, "bytes": after.parts[0].size, "destination": uri}
+    assert status["output"] == {"files": 1, "bytes": after.parts[0].size, "destination": uri,  # and the mirror's
+                                "icebergMetadata": f"{uri}metadata/v{after.version}.metadata.json"}  # newest file
     assert status["retention"] == {"dryRun": True, "partsDeleted": 0, "orphansDeleted": 0, "bytesDeleted": 0,
                                    "uploadsAborted": 0, "wouldDelete": []}  # everything is younger than 1h
     assert "nothingToDo" not in status

@@ -44,6 +44,9 @@ def test_response_and_output_from_result() -> None:
     assert st.response_from_result(result) == {"rows": 42}
     assert st.output_from_result(result) == {"files": 2, "bytes": 1234, "manifest": "s3://b/p/_manifest.json",
                                              "destination": "s3://b/p/"}
+    loaded = {**result, "icebergMetadata": "s3://b/t/metadata/v7.metadata.json"}  # a load: its table's mirror
+    assert st.output_from_result(loaded)["icebergMetadata"] == "s3://b/t/metadata/v7.metadata.json"
+    assert "icebergMetadata" not in st.output_from_result({**result, "icebergMetadata": ""})
     assert st.response_from_result({"error": "boom"}) == {"error": "boom"}
     assert st.response_from_result({"cancelled": True}) == {"cancelled": True}
     assert st.response_from_result(None) == {}

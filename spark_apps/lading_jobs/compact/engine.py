@@ -35,6 +35,7 @@ from lading_jobs.compact.scope import bind_filter
 from lading_jobs.compact.task import GroupOutcome, RewritePlan
 from lading_jobs.engine import Cancelled, JobResult, RunContext
 from lading_jobs.table import format as fmt
+from lading_jobs.table import mirror
 from lading_jobs.table import writer as table_writer
 from lading_jobs.table.log import Snapshot, TableLog
 from lading_jobs.table.schema import arrow_type
@@ -63,6 +64,7 @@ class Totals:
     since: int = 0
     reason: str = ""
     retention: dict[str, Any] = field(default_factory=dict)
+    iceberg_metadata: str | None = None  # the table's Iceberg mirror after the run (table/mirror.py)
 
     def to_summary(self, table: str, run_id: str) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -81,6 +83,8 @@ class Totals:
             out["nothingToDo"] = self.reason
         if self.retention:
             out["retention"] = self.retention
+        if self.iceberg_metadata:
+            out["icebergMetadata"] = self.iceberg_metadata
         return out
 
 
@@ -208,8 +212,13 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
         # the store's clock ages objects, unless the caller fixed the time (now_ms: tests, replays)
         sweep = retention.plan_sweep(log, now, grace_ms, store_now=now_ms)
         if not spec.retention.dry_run:
+            # the Iceberg mirror drops the snapshots that reference these parts first; it keeps the parts of
+            # the snapshot it still shows when it is behind the log (table/mirror.py, expire)
+            keep = mirror.expire(spec.table, storage, [o.uri for o in sweep.removed])
+            sweep = replace(sweep, removed=tuple(o for o in sweep.removed if o.uri not in keep))
             retention.apply(storage, sweep)
         totals.retention = sweep.summary(spec.table, spec.retention.dry_run)
+    totals.iceberg_metadata = mirror.current_metadata(spec.table, storage) if committed or spec.retention else None
     return totals
 
 

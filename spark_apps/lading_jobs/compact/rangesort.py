@@ -173,7 +173,8 @@ def merge_range(plan: RewritePlan, staged: Sequence[Staged], cuts: pa.Array | No
     table = pa.Table.from_batches(pieces, schema=schema)
     del pieces
     snap = plan.snapshot
-    out = rewrite.consolidate(table, snap.envelope, snap.key_columns, plan.since, sort_by=plan.sort_by)
+    out = rewrite.consolidate(table, snap.envelope, snap.key_columns, plan.since, sort_by=plan.sort_by,
+                              merge_identical=not snap.meta.iceberg_mirror)
     del table
     with part_writer(plan, r, storage) as writer:
         writer.write(out.rows)

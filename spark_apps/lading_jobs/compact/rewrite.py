@@ -14,7 +14,9 @@ schema, ``_lading_time``, ``_lading_diff``, ``_lading_seq`` = part order,
 - ``diff``: rows with time < ``since`` and identical columns become one row
   whose diff is their sum (at their greatest time); zero sums vanish.
 - ``append``: the same for identical rows (diffs are positive counts). Tables
-  with columns Arrow cannot group (nested types, intervals) keep their rows.
+  with columns Arrow cannot group (nested types, intervals) keep their rows, and so do
+  tables with an Iceberg mirror (``merge_identical=False``): Iceberg readers count a row
+  once whatever its diff, so a merged row would stop the mirror (table/mirror.py).
 
 Grouping tells rows apart exactly as the reader does (``consolidate.grouping_view``):
 upsert keys by SQL's equality (-0.0 with 0.0, every NaN as one), so a delete marker
@@ -96,7 +98,7 @@ def _sum_identical(table: pa.Table, names: Sequence[str], since: int) -> pa.Tabl
 
 
 def consolidate(table: pa.Table, envelope: str, key_columns: Sequence[str], since: int, *,
-                drop_deletes: bool = False, sort_by: Sequence[str] = ()) -> Consolidated:
+                drop_deletes: bool = False, sort_by: Sequence[str] = (), merge_identical: bool = True) -> Consolidated:
     """The group's rows consolidated up to ``since`` (see the module doc), sorted by ``sort_by``."""
     rows_in = table.num_rows
     names = cons.user_columns(table)
@@ -107,7 +109,8 @@ def consolidate(table: pa.Table, envelope: str, key_columns: Sequence[str], sinc
         out = _upsert(table.combine_chunks(), key_columns, since, drop_deletes)
     elif envelope in ("diff", "append"):
         # row order carries no meaning here (every row counts): no ranking sort
-        out = _sum_identical(table, names, since) if groupable(table.schema, names) else table
+        merge = groupable(table.schema, names) and (merge_identical or envelope == "diff")
+        out = _sum_identical(table, names, since) if merge else table
     else:
         raise ValueError(f"unknown envelope {envelope!r}")
     out = out.select([*names, fmt.TIME_COLUMN, fmt.DIFF_COLUMN])

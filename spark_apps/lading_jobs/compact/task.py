@@ -90,7 +90,7 @@ def read_group(plan: RewritePlan, group: Group, storage: st.Storage) -> tuple[pa
     rows = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
     del pieces
     out = rewrite.consolidate(rows, snap.envelope, snap.key_columns, plan.since, drop_deletes=group.drop_deletes,
-                              sort_by=plan.sort_by)
+                              sort_by=plan.sort_by, merge_identical=not snap.meta.iceberg_mirror)
     return out.rows, rows.num_rows
 
 

@@ -40,7 +40,7 @@ from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, run_file
 from lading_jobs.session import wait_for_tasks
 from lading_jobs.sources import files as file_sets
-from lading_jobs.table import evolve, writer
+from lading_jobs.table import evolve, mirror, writer
 from lading_jobs.table import format as fmt
 from lading_jobs.table.log import (
     CommitStateUnknown,
@@ -291,7 +291,9 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
             raise
         _publish_manifest(publishing, manifest_uri, manifest)
     _sweep(plan, keep={u.upload_id for u in rejects} | {w.upload["upload_id"] for w in written})
-    return {**mf.result(manifest, manifest_uri), "durationSeconds": round(time.monotonic() - started, 3)}
+    out = {**mf.result(manifest, manifest_uri), "durationSeconds": round(time.monotonic() - started, 3)}
+    iceberg = mirror.current_metadata(plan.table_uri, table_storage) if committing else None
+    return {**out, "icebergMetadata": iceberg} if iceberg else out
 
 
 def _evolve(spark: SparkSession, plan: LoadPlan, tasks: list[FileTask], outcomes: list[FileOutcome],

@@ -108,11 +108,12 @@ class TableMeta:
     key_columns: tuple[str, ...] = ()
     sort_by: tuple[str, ...] = ()
     created_at: int = 0
+    iceberg_mirror: bool = True  # publish Iceberg metadata after each commit (table/mirror.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {"tableId": self.table_id, "envelope": self.envelope, "keyColumns": list(self.key_columns),
                 "sortBy": list(self.sort_by), "createdAt": self.created_at,
-                "formatVersion": fmt.FORMAT_VERSION}
+                "formatVersion": fmt.FORMAT_VERSION, **({} if self.iceberg_mirror else {"icebergMirror": False})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TableMeta:
@@ -121,7 +122,7 @@ class TableMeta:
             raise TableError(f"table format version {version} is newer than this reader's "
                              f"{fmt.FORMAT_VERSION}; upgrade lading")
         return cls(d["tableId"], d.get("envelope", "append"), tuple(d.get("keyColumns", ())),
-                   tuple(d.get("sortBy", ())), int(d.get("createdAt", 0)))
+                   tuple(d.get("sortBy", ())), int(d.get("createdAt", 0)), d.get("icebergMirror") is not False)
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,7 @@ class Change:
     upper: int | None = None
     since: int | None = None
     info: Mapping[str, Any] = field(default_factory=dict)
+    meta: TableMeta | None = None  # new table settings (only the Iceberg mirror's switch changes)
 
 
 @dataclass(frozen=True)
@@ -364,20 +366,21 @@ class TableLog:
                key_columns: Iterable[str] = (), sort_by: Iterable[str] = (), *,
                storage: st.Storage | None = None, exist_ok: bool = False,
                table_id: str | None = None, change: Change | None = None,
-               nonce: str | None = None) -> TableLog:
+               nonce: str | None = None, iceberg_mirror: bool = True) -> TableLog:
         """Create the table with commit 0; ``exist_ok`` returns an existing table instead of failing.
 
         ``change`` (parts, ledger, progress) goes into commit 0 itself, so a table
         that a first write creates exists only if that write commits. ``nonce``
         identifies the attempt (see ``commit``); an existing commit 0 carrying it
         is this call's own (a retried request whose first attempt landed).
+        ``iceberg_mirror=False`` switches the table's Iceberg mirror off (table/mirror.py).
         """
         storage = storage or st.open_storage(uri)
         keys, sort = tuple(key_columns), tuple(sort_by)
         validate_meta(schema, envelope, keys, sort)
         prove_conditional_writes(storage, uri)
         nonce = nonce or new_nonce()
-        meta = TableMeta(table_id or uuid.uuid4().hex, envelope, keys, sort, _now_ms())
+        meta = TableMeta(table_id or uuid.uuid4().hex, envelope, keys, sort, _now_ms(), iceberg_mirror)
         empty = _State(-1, meta, schema, {}, Ledger(), {}, 0, 0)
         entry = _validate(change, empty, empty) if change is not None else {}
         entry.update({"formatVersion": fmt.FORMAT_VERSION, "version": 0, "timestamp": meta.created_at,
@@ -400,6 +403,7 @@ class TableLog:
         state.apply(entry)
         log = cls(uri, storage, state)
         log._proven = True
+        _mirror(log, entry, state.snapshot(log.uri))
         return log
 
     # -- reading ----------------------------------------------------------------------
@@ -485,7 +489,9 @@ class TableLog:
             except Exception as e:  # noqa: BLE001 - a checkpoint is an optimisation, the commit stands
                 print(f"lading: checkpoint {new.version} of {self.uri} not written ({e}); "
                       "opening replays a few more commits until the next one", file=sys.stderr)
-        return new.snapshot(self.uri)
+        snap = new.snapshot(self.uri)
+        _mirror(self, entry, snap)
+        return snap
 
     def _catch_up(self, nonce: str) -> Snapshot | None:
         """Read the commits missed since this handle's state; the snapshot of the one carrying
@@ -504,6 +510,14 @@ class TableLog:
         index, state.ledger = ledger_mod.write(self.storage, self.uri, state.ledger)
         self.storage.put(fmt.checkpoint_uri(self.uri, state.version), _encode(state.to_dict(index)))
         self.storage.put(fmt.last_checkpoint_uri(self.uri), _encode({"version": state.version}))
+
+
+def _mirror(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> None:
+    """After a commit landed: publish its Iceberg metadata (best effort, never fails the commit)."""
+    if snapshot.meta.iceberg_mirror or "metadata" in entry:  # on, or being switched
+        from lading_jobs.table import mirror  # imports this module
+
+        mirror.after_commit(log, entry, snapshot)
 
 
 def snapshot_at(uri: str, storage: st.Storage, version: int, as_of: int | None = None) -> Snapshot:
@@ -694,6 +708,8 @@ def _validate(change: Change, state: _State, base: _State) -> dict[str, Any]:
         entry["sourceProgress"] = dict(change.source_progress)
     if change.info:
         entry["info"] = dict(change.info)
+    if change.meta is not None:  # only the mirror switch may change: the rest stays the table's
+        entry["metadata"] = replace(state.meta, iceberg_mirror=change.meta.iceberg_mirror).to_dict()
     return entry
 
 

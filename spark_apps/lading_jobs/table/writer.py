@@ -236,6 +236,7 @@ class NewTable:
     key_columns: tuple[str, ...] = ()
     sort_by: tuple[str, ...] = ()
     table_id: str | None = None
+    iceberg_mirror: bool = True
 
 
 def commit_parts(uri: str, written: Iterable[WrittenPart], *, log: TableLog | None = None,
@@ -287,7 +288,8 @@ def commit_parts(uri: str, written: Iterable[WrittenPart], *, log: TableLog | No
             if log is None:
                 assert create is not None
                 created = TableLog.create(uri, create.schema, create.envelope, create.key_columns, create.sort_by,
-                                          storage=storage, table_id=create.table_id, change=change, nonce=nonce)
+                                          storage=storage, table_id=create.table_id, change=change, nonce=nonce,
+                                          iceberg_mirror=create.iceberg_mirror)
                 return created.snapshot(version=0)
             return log.commit(change, nonce=nonce)
         except CommitStateUnknown:

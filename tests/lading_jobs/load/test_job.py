@@ -175,10 +175,12 @@ def test_ledger_skips_loaded_files_until_they_change_or_force(spark: Any, root: 
     assert run_load(spark, job(spec, "r1"))["rows"] == 3
     again = run_load(spark, job(spec, "r2"))
     assert again["rows"] == 0 and again["filesAlreadyLoaded"] == 2 and ids(table) == [1, 2, 3]
+    assert "icebergMetadata" not in again  # nothing committed
     assert TableLog.open(table, store(table)).snapshot().version == 0  # type: ignore[union-attr]  # nothing committed (commit 0 created the table with the first load)
     put_files(src, {"b.csv": b"3,c,3\n4,d,4\n"})  # a new version of b.csv: a different ETag and size
     changed = run_load(spark, job(spec, "r3"))
     assert changed["rows"] == 2 and changed["filesAlreadyLoaded"] == 1
+    assert changed["icebergMetadata"] == table + "metadata/v1.metadata.json"  # the table's mirror of this commit
     assert ids(table) == [1, 2, 3, 3, 4]
     forced = run_load(spark, job({**spec, "force": True}, "r4"))
     assert forced["rows"] == 4 and ids(table) == [1, 1, 2, 2, 3, 3, 3, 4, 4]

@@ -1,0 +1,204 @@
+"""The Iceberg view of a lading table, as pure functions: types, schema, metrics, exactness.
+
+The mirror (``mirror.py``) publishes Iceberg v2 metadata beside the log; everything it
+decides is here, with no I/O:
+
+* ``iceberg_type`` / ``iceberg_schema``: lading's type mapping (docs/formats.md) in
+  Iceberg's types, field ids = lading column ids. A type Iceberg cannot express (intervals,
+  ``void``, ``variant``) is an ``Unmirrorable`` naming the column; nested types are not
+  mirrored yet (their fields carry no Parquet field ids) and are refused the same way.
+* ``data_file``: a part as an Iceberg data file, its column metrics taken from lading's
+  statistics (never from the part): value and null counts, bounds in Iceberg's single-value
+  binary encoding, strings truncated to 16 characters as Iceberg's default metrics mode does
+  (the lower bound a prefix, the upper bound a prefix with its last character incremented).
+* ``inexact``: why an Iceberg reader of the snapshot would not return lading's rows (a row
+  with ``_lading_diff`` other than 1, an upsert table holding rows, a column whose default
+  older parts read), or None. The mirror publishes no snapshot for such a version.
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+import uuid
+from typing import Any
+
+from pyiceberg import types as it
+from pyiceberg.conversions import to_bytes
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.schema import Schema
+from pyiceberg.typedef import Record
+
+from lading_jobs.table import stats as stx
+from lading_jobs.table.log import Part, Snapshot
+from lading_jobs.table.schema import Column, TableSchema
+
+METRICS_STRING_LENGTH = 16
+"""Iceberg's default metrics mode, ``truncate(16)``: string bounds of at most 16 characters."""
+
+_PRIMITIVES: dict[str, it.PrimitiveType] = {
+    "boolean": it.BooleanType(), "tinyint": it.IntegerType(), "smallint": it.IntegerType(),
+    "int": it.IntegerType(), "bigint": it.LongType(), "float": it.FloatType(), "double": it.DoubleType(),
+    "string": it.StringType(), "json": it.StringType(), "uuid": it.StringType(), "binary": it.BinaryType(),
+    "date": it.DateType(), "timestamp": it.TimestamptzType(), "timestamp_ntz": it.TimestampType(),
+}
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
+_TEXT = re.compile(r"(var)?char\(\d+\)")
+_TIME = re.compile(r"time\(\d\)")
+
+
+class Unmirrorable(ValueError):
+    """A column whose type the Iceberg mirror cannot express; the message names it and the fix."""
+
+
+def iceberg_type(column: Column) -> it.PrimitiveType:
+    """The Iceberg type of a lading column type (docs/formats.md, "Iceberg"); ``Unmirrorable`` if none."""
+    t = column.type
+    if t in _PRIMITIVES:
+        return _PRIMITIVES[t]
+    if m := _DECIMAL.fullmatch(t):
+        return it.DecimalType(int(m.group(1)), int(m.group(2)))
+    if _TEXT.fullmatch(t):
+        return it.StringType()
+    if _TIME.fullmatch(t):
+        return it.TimeType()
+    if t.startswith(("array<", "map<", "struct<")):
+        why = ("nested columns are not mirrored: their fields carry no Parquet field ids in the parts, and "
+               "DuckDB's Iceberg reader, which maps nested fields by id only, would read their values as NULL "
+               "(Iceberg's name mapping serves pyiceberg, not DuckDB 1.5.5)")
+    elif t.startswith("interval"):
+        why = "Iceberg has no interval type"
+    else:
+        why = f"Iceberg v2 has no {t} type"
+    raise Unmirrorable(f"column {column.name!r} (id {column.id}) has the type {t}, which the Iceberg mirror "
+                       f"cannot express: {why}; the table stays readable through lading, and the mirror resumes "
+                       "once the column is dropped")
+
+
+def iceberg_schema(schema: TableSchema) -> Schema:
+    """The Iceberg schema of a lading schema: same ids, names and order; every field optional
+    (parts store every column nullable; NOT NULL is enforced when writing)."""
+    fields = [it.NestedField(c.id, c.name, iceberg_type(c), required=False) for c in schema.columns]
+    return Schema(*fields, schema_id=schema.schema_id)
+
+
+def table_uuid(table_id: str) -> uuid.UUID:
+    """The Iceberg table UUID of a lading table id (its hex, or a name-based UUID of it)."""
+    try:
+        return uuid.UUID(hex=table_id)
+    except ValueError:
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"lading:{table_id}")
+
+
+def snapshot_id(version: int) -> int:
+    """The Iceberg snapshot id (and sequence number) of lading version ``version``: version + 1."""
+    return version + 1
+
+
+def version_of(snapshot_id_: int) -> int:
+    return snapshot_id_ - 1
+
+
+# -- metrics ----------------------------------------------------------------------------------
+def _bound_value(t: it.PrimitiveType, value: Any, lower: bool) -> Any:
+    """A stats-domain bound as the Python value ``to_bytes`` encodes for ``t``; None to leave it out."""
+    if isinstance(t, it.StringType):
+        if not isinstance(value, str):
+            return None
+        return (stx.truncate_lower(value, METRICS_STRING_LENGTH)[0] if lower
+                else stx.truncate_upper(value, METRICS_STRING_LENGTH)[0])
+    if isinstance(t, it.DecimalType):
+        return decimal.Decimal(str(value)).quantize(decimal.Decimal(1).scaleb(-t.scale))
+    if isinstance(t, it.FloatType | it.DoubleType):
+        if not isinstance(value, int | float) or isinstance(value, bool) or not stx.finite(value):
+            return None
+        value = float(value)
+        if value == 0.0:  # Iceberg orders -0.0 below 0.0; lading's min/max may have kept either zero
+            return -0.0 if lower else 0.0
+        return value
+    if isinstance(t, it.BooleanType):
+        return value if isinstance(value, bool) else None
+    if isinstance(t, it.IntegerType | it.LongType | it.DateType | it.TimestampType | it.TimestamptzType):
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return None
+
+
+def column_metrics(part: Part, schema: TableSchema) -> dict[str, dict[int, Any]]:
+    """Value counts, null counts and bounds (Iceberg binary encoding) of a part, by column id, from
+    its lading statistics. A column the part lacks is left out (Iceberg readers read NULL, counted
+    as unknown); a bound lading does not have, or that is not of the column's type, is left out."""
+    out: dict[str, dict[int, Any]] = {"value_counts": {}, "null_value_counts": {}, "lower_bounds": {},
+                                      "upper_bounds": {}}
+    for c in schema.columns:
+        cs = part.stats.columns.get(c.id)
+        if cs is None:
+            continue
+        t = iceberg_type(c)
+        out["value_counts"][c.id] = part.rows
+        if cs.nulls is not None:
+            out["null_value_counts"][c.id] = cs.nulls
+        for key, value, lower in (("lower_bounds", cs.min, True), ("upper_bounds", cs.max, False)):
+            if value is None:
+                continue
+            try:
+                encoded = _bound_value(t, value, lower)
+                if encoded is not None:
+                    out[key][c.id] = to_bytes(t, encoded)
+            except (ValueError, TypeError, ArithmeticError, OverflowError):
+                continue  # a bound that does not fit the type: leave it out ("might match")
+    return out
+
+
+def data_file(table_root: str, part: Part, schema: TableSchema) -> DataFile:
+    """A part as an Iceberg v2 data file (unpartitioned), pointing at the part itself."""
+    m = column_metrics(part, schema)
+    return DataFile.from_args(
+        content=DataFileContent.DATA, file_path=table_root + part.path, file_format=FileFormat.PARQUET,
+        partition=Record(), record_count=part.rows, file_size_in_bytes=part.size,
+        value_counts=m["value_counts"], null_value_counts=m["null_value_counts"],
+        lower_bounds=m["lower_bounds"], upper_bounds=m["upper_bounds"], spec_id=0)
+
+
+# -- exactness ----------------------------------------------------------------------------------
+def unmirrorable_ids(schema: TableSchema) -> frozenset[int]:
+    """Ids of the columns whose type Iceberg cannot express."""
+    out = set()
+    for c in schema.columns:
+        try:
+            iceberg_type(c)
+        except Unmirrorable:
+            out.add(c.id)
+    return frozenset(out)
+
+
+def inexact(snapshot: Snapshot, unreadable: frozenset[int] = frozenset()) -> str | None:
+    """Why an Iceberg reader of this version's data files would not return exactly lading's rows,
+    or None when it would. Decided from the log and the statistics alone (no part is read);
+    anything the statistics leave open counts as inexact. ``unreadable``: ids of columns of a type
+    Iceberg cannot express, dropped or not: a part still holding one is refused by Iceberg
+    readers (pyiceberg converts every column of a file), so it is not mirrored either."""
+    try:
+        iceberg_schema(snapshot.schema)
+    except Unmirrorable as e:
+        return str(e)
+    if snapshot.envelope == "upsert" and snapshot.rows:
+        return ("an upsert table's superseded versions and delete markers would be read as rows "
+                "(delete files are not written yet)")
+    defaults = [c for c in snapshot.schema.columns if c.default is not None]
+    for p in snapshot.parts:
+        held = sorted(unreadable & p.stats.columns.keys()) if unreadable else ()
+        if held:
+            return (f"part {p.path} holds column id {held[0]}, of a type Iceberg cannot express (dropped "
+                    "from the schema, but still in the part): Iceberg readers refuse the file; a compaction "
+                    "that rewrites the part lets the mirror resume")
+        if p.rows and (p.stats.min_diff != 1 or p.stats.max_diff != 1):
+            what = ("a row counting more than once (a compaction merged identical rows)"
+                    if (p.stats.max_diff or 0) > 1 else "a retraction or delete marker")
+            if p.stats.min_diff is None or p.stats.max_diff is None:
+                what = "rows whose diffs its statistics do not record"
+            return f"part {p.path} holds {what}, which an Iceberg reader would count once per row"
+        for c in defaults:
+            if p.rows and c.id not in p.stats.columns:
+                return (f"column {c.name!r} (id {c.id}) was added with the default {c.default!r}, which part "
+                        f"{p.path} (written before it) reads in lading, while Iceberg v2 readers read NULL")
+    return None

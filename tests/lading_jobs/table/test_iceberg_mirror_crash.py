@@ -1,0 +1,132 @@
+"""The Iceberg mirror's publish killed at every step (issue 31, "Failure").
+
+A child process (tests/support/crash_child.py) commits version 2 of a mirrored table through a
+storage wrapper that SIGKILLs it (or fails a call) at one step of the mirror's publish, after
+the lading commit landed: before the manifest, around the manifest list, around the conditional
+create of ``v2.metadata.json``, after ``version-hint.text``. Afterwards the log holds version 2
+(the mirror never undoes or blocks a commit); the Iceberg readers (DuckDB through the version
+hint, pyiceberg through the metadata file the hint names) see version 1 or version 2, whole;
+every file any metadata file references exists; ``mirror.sync`` (or the next writer) catches the
+mirror up, and a second sync does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.table import StaticTable
+from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
+
+from lading import cli
+from lading_jobs.table import format as fmt
+from lading_jobs.table import iceberg as ice
+from lading_jobs.table import mirror, reader, writer
+from lading_jobs.table.log import TableLog, snapshot_at
+from lading_jobs.table.schema import TableSchema
+
+pytestmark = [pytest.mark.slow]
+CHILD = Path(__file__).resolve().parents[2] / "support" / "crash_child.py"
+SCHEMA = TableSchema.of([("id", "bigint"), ("name", "string")])
+STEPS = {  # (method, match, action); v2's publish only: v0 and v1 are mirrored before the child runs
+    "before the manifest": ("put", "-m0.avro", "kill"),
+    "before the manifest list": ("put", "/snap-3-", "kill"),
+    "after the manifest list": ("put", "/snap-3-", "kill_after"),
+    "before the metadata file": ("put_if_absent", "v2.metadata.json", "kill"),
+    "after the metadata file": ("put_if_absent", "v2.metadata.json", "kill_after"),
+    "after the version hint": ("put", mirror.VERSION_HINT, "kill_after"),
+    "the metadata write fails": ("put_if_absent", "v2.metadata.json", "raise"),
+    "the manifest write fails": ("put", "-m0.avro", "raise"),
+}
+PUBLISHED = ("after the metadata file", "after the version hint")  # v2.metadata.json exists when it dies
+
+
+def _rows(first: int, n: int) -> pa.Table:
+    return pa.table({"id": pa.array(range(first, first + n), pa.int64()), "name": [f"n{i}" for i in range(n)]})
+
+
+def _commit(uri: str, rows: pa.Table, *, create: bool = False) -> None:
+    written = writer.write_parts(uri, [rows], SCHEMA, write_id=fmt.new_write_id())
+    writer.commit_parts(uri, written, create=writer.NewTable(SCHEMA) if create else None)
+
+
+def _lading(uri: str, version: int) -> pa.Table:
+    return reader.scan(uri, snapshot=snapshot_at(uri, TableLog.open_existing(uri).storage, version))
+
+
+def _hinted_metadata(root: Path) -> str:
+    return str(root / "metadata" / f"v{(root / 'metadata' / mirror.VERSION_HINT).read_text()}.metadata.json")
+
+
+def _referenced_files_exist(root: Path) -> None:
+    """Every manifest list, manifest and data file any metadata file names exists."""
+    for meta_file in sorted((root / "metadata").glob("v*.metadata.json")):
+        table = StaticTable.from_metadata(str(meta_file))
+        for snap in table.metadata.snapshots:
+            assert Path(snap.manifest_list.removeprefix("file://")).exists(), (meta_file, snap.manifest_list)
+            for manifest in snap.manifests(table.io):
+                assert Path(manifest.manifest_path.removeprefix("file://")).exists()
+                for entry in manifest.fetch_manifest_entry(table.io):
+                    assert Path(entry.data_file.file_path.removeprefix("file://")).exists()
+
+
+def _run_child(uri: str, method: str, match: str, action: str) -> subprocess.CompletedProcess[str]:
+    written = writer.write_parts(uri, [_rows(100, 4)], SCHEMA, write_id=fmt.new_write_id())
+    args = {"kind": "table", "table": uri, "written": [w.to_json() for w in written],
+            "fault": {"method": method, "match": match, "action": action}}
+    return subprocess.run([sys.executable, str(CHILD), json.dumps(args)], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_a_publish_killed_at_any_step_leaves_the_previous_snapshot_and_sync_catches_up(
+        tmp_path: Path, step: str, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _commit(uri, _rows(0, 5), create=True)
+    _commit(uri, _rows(5, 3))
+    method, match, action = STEPS[step]
+    done = _run_child(uri, method, match, action)
+    if action == "raise":
+        assert done.returncode == 0, done.stderr[-2000:]  # a failing mirror never fails the commit
+        assert "Iceberg mirror" in done.stderr and "behind version 2" in done.stderr
+    else:
+        assert done.returncode == -9, done.stderr[-2000:]
+    assert TableLog.open_existing(uri).version == 2  # the commit landed before the mirror began
+    v1, v2 = multiset(_lading(uri, 1)), multiset(_lading(uri, 2))
+    seen = v2 if step == "after the version hint" else v1  # the hint names version 1 until it is rewritten
+    assert multiset(pyiceberg_rows(_hinted_metadata(root))) == seen
+    assert multiset(duckdb_rows(str(root), [None])[0]) == seen
+    assert (root / "metadata" / "v2.metadata.json").exists() == (step in PUBLISHED)
+    if step in PUBLISHED:
+        assert multiset(pyiceberg_rows(str(root / "metadata" / "v2.metadata.json"))) == v2
+    _referenced_files_exist(root)
+
+    assert cli.main(["table", "sync", uri, "--json"]) == 0  # what a user runs: `lading table sync URI`
+    out = json.loads(capsys.readouterr().out)
+    assert out["published"] == ([] if step in PUBLISHED else [2])
+    assert out["metadata"] == f"{uri}metadata/v2.metadata.json" and out["snapshotVersion"] == 2
+    assert (root / "metadata" / mirror.VERSION_HINT).read_text() == "2"
+    assert multiset(pyiceberg_rows(_hinted_metadata(root))) == v2
+    assert multiset(duckdb_rows(str(root), [None])[0]) == v2
+    assert mirror.sync(uri) == []  # idempotent
+    _referenced_files_exist(root)
+
+
+def test_the_next_writer_catches_a_killed_mirror_up_in_version_order(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _commit(uri, _rows(0, 5), create=True)
+    _commit(uri, _rows(5, 3))
+    assert _run_child(uri, "put_if_absent", "v2.metadata.json", "kill").returncode == -9
+    _commit(uri, _rows(200, 2))  # version 3: its writer publishes 2, then 3
+    latest = StaticTable.from_metadata(str(root / "metadata" / "v3.metadata.json")).metadata
+    assert [s.snapshot_id for s in latest.snapshots] == [ice.snapshot_id(v) for v in range(4)]
+    assert [e.metadata_file for e in latest.metadata_log][-1] == f"{uri}metadata/v2.metadata.json"
+    for v in (2, 3):
+        assert multiset(pyiceberg_rows(str(root / "metadata" / "v3.metadata.json"), ice.snapshot_id(v))) \
+            == multiset(_lading(uri, v))

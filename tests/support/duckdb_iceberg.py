@@ -1,0 +1,30 @@
+"""Runs in .tools/iceberg-reader (duckdb 1.5.5 + its iceberg and avro extensions, scripts/bootstrap),
+not in the project's venv: ``python duckdb_iceberg.py SITE_PACKAGES JOBS_JSON``.
+
+Each job ``{"table": dir, "out": parquet path, "snapshot": id or null}`` reads the Iceberg table with
+DuckDB's own ``iceberg_scan`` (through ``version-hint.text``; ``snapshot_from_id`` for time travel)
+and writes the rows to ``out`` as Parquet. Extensions load by file path, autoinstall and autoload off.
+"""
+
+import json
+import sys
+
+import duckdb
+
+
+def main() -> int:
+    site, jobs = sys.argv[1], json.loads(sys.argv[2])
+    con = duckdb.connect()
+    con.execute("SET autoinstall_known_extensions=false; SET autoload_known_extensions=false")
+    for name in ("avro", "iceberg"):
+        con.execute(f"LOAD '{site}/duckdb_extension_{name}/extensions/v1.5.5/{name}.duckdb_extension'")
+    for job in jobs:
+        table = job["table"].replace("'", "''")
+        args = f", snapshot_from_id={int(job['snapshot'])}" if job.get("snapshot") is not None else ""
+        out = job["out"].replace("'", "''")
+        con.execute(f"COPY (SELECT * FROM iceberg_scan('{table}'{args})) TO '{out}' (FORMAT parquet)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
