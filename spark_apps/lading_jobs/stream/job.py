@@ -40,8 +40,8 @@ from lading_jobs.load.infer import infer_schema
 from lading_jobs.load.stores import storage_for
 from lading_jobs.stream import batch as bt
 from lading_jobs.stream import kafka as kf
+from lading_jobs.stream import memory, records
 from lading_jobs.stream import positions as pos
-from lading_jobs.stream import records
 from lading_jobs.stream.progress import Progress, ProgressServer, iso
 from lading_jobs.stream.sources import FilesSource, KafkaSource, now_ms
 from lading_jobs.table import format as fmt
@@ -143,7 +143,8 @@ class Stream:
         self.tag = stream_tag(doc, self.table_uri)
         self.key = counters_key(doc)
         self.source: KafkaSource | FilesSource = (
-            KafkaSource(spec.source, _group(spec.source, doc)) if isinstance(spec.source, KafkaSpec)
+            KafkaSource(spec.source, _group(spec.source, doc), memory.task_bytes_of(spark))
+            if isinstance(spec.source, KafkaSpec)
             else FilesSource(spec.source, self.settings))
         self.log = TableLog.open(self.table_uri, self.storage)
         self.rows_run = 0

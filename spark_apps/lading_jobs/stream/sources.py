@@ -20,6 +20,7 @@ from lading_jobs.load.job import plan_tasks
 from lading_jobs.load.stores import storage_for
 from lading_jobs.load.transform import TransformPlan
 from lading_jobs.stream import kafka as kf
+from lading_jobs.stream import memory
 from lading_jobs.stream import positions as pos
 from lading_jobs.stream.batch import (
     TASK_ROWS,
@@ -51,7 +52,7 @@ DEFAULT_MESSAGE_BYTES = 1024
 class KafkaSource:
     kind = "kafka"
 
-    def __init__(self, spec: KafkaSpec, group: str) -> None:
+    def __init__(self, spec: KafkaSpec, group: str, task_bytes: int = memory.DEFAULT_TASK_BYTES) -> None:
         self.spec, self.group = spec, group
         self.config = kf.consumer_config(spec.bootstrap_servers, spec.consumer, group)
         self.consumer = kf.open_consumer(self.config)
@@ -59,7 +60,7 @@ class KafkaSource:
         self.topic_ids: dict[str, str | None] = {}  # the broker's, at the last plan
         self.bytes_per_message: float | None = None
         self.read = KafkaRead(spec.bootstrap_servers, tuple(sorted(spec.consumer.items())), group,
-                              spec.value_format)
+                              spec.value_format, task_bytes)
 
     def close(self) -> None:
         self.consumer.close()
