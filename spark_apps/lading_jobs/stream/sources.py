@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from lading_jobs import storage as st
@@ -162,14 +163,26 @@ class FilesSource:
     def progress_of(self, snapshot: Snapshot | None) -> pos.FilesProgress:
         return pos.FilesProgress.from_dict(None if snapshot is None else snapshot.source_progress.get(self.key))
 
-    def choose(self, snapshot: Snapshot | None, now_ms: int, max_bytes: int | None) -> pos.FileChoice:
-        progress = self.progress_of(snapshot)
-        window = int(self.spec.late_arrival * 1000)
-        start = pos.listing_start(progress, now_ms, window)
-        listed = (o for o in self.storage.list_objects_after(self.prefix, start)
-                  if visible(o.uri, self.prefix, self.spec.pattern))
+    def _listed(self, snapshot: Snapshot | None, now_ms: int, storage: st.Storage | None = None
+                ) -> Iterator[st.ObjectInfo]:
+        """The visible objects from where a listing starts (the late-arrival window), in key order."""
+        start = pos.listing_start(self.progress_of(snapshot), now_ms, int(self.spec.late_arrival * 1000))
+        return (o for o in (storage or self.storage).list_objects_after(self.prefix, start)
+                if visible(o.uri, self.prefix, self.spec.pattern))
+
+    def waiting(self, snapshot: Snapshot | None, now_ms: int, storage: st.Storage | None = None
+                ) -> tuple[int, bool]:
+        """The files a listing now finds that the table (``snapshot``) has not loaded: the lag, and
+        whether the count stopped at its bound (``PENDING_COUNT_LIMIT``). ``storage``: another
+        thread's own (the lag watcher's)."""
         ledger = snapshot.ledger if snapshot is not None else {}
-        choice = pos.choose_files(listed, ledger, max_bytes, MAX_FILES_PER_BATCH, PENDING_COUNT_LIMIT)
+        choice = pos.choose_files(self._listed(snapshot, now_ms, storage), ledger, None, 0, PENDING_COUNT_LIMIT)
+        return choice.pending, choice.pending_at_least
+
+    def choose(self, snapshot: Snapshot | None, now_ms: int, max_bytes: int | None) -> pos.FileChoice:
+        ledger = snapshot.ledger if snapshot is not None else {}
+        choice = pos.choose_files(self._listed(snapshot, now_ms), ledger, max_bytes, MAX_FILES_PER_BATCH,
+                                  PENDING_COUNT_LIMIT)
         for o in choice.rewritten:
             if (o.uri, o.etag) not in self.reported:
                 self.reported.add((o.uri, o.etag))
