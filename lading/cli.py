@@ -195,10 +195,17 @@ def compaction_summary(out: dict[str, Any]) -> str:
 
 
 def _batch_line(reported: Mapping[str, Any]) -> None:
-    """The live line of ``lading run`` for one committed stream batch (from the engine's report)."""
+    """The live line of ``lading run`` for one committed stream batch, or for a new lag the
+    watcher found between or during batches (``event: lag``), from the engine's report."""
     batch, progress = reported.get("batch") or {}, reported.get("progress") or {}
     lag = (progress.get("lag") or {}).get("total", 0)
     at_least = "≥" if (progress.get("lag") or {}).get("atLeast") else ""
+    if reported.get("event") == "lag":
+        version = progress.get("tableVersion")
+        where = "no table yet" if version is None else f"table v{version}"
+        print(f"lag {at_least}{lag:,} ({where}, {progress.get('rowsTotal', 0):,} rows in all)",
+              file=sys.stderr, flush=True)
+        return
     print(f"batch {progress.get('batches')}: {batch.get('rows', 0):,} rows in {batch.get('seconds', 0):.2f} s, "
           f"lag {at_least}{lag:,}, {batch.get('rejected', 0):,} rejected, "
           + (f"{batch['filtered']:,} filtered, " if batch.get("filtered") else "")

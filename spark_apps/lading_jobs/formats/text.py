@@ -17,10 +17,17 @@ import pyarrow.compute as pc
 MICROS_PER_SECOND = 1_000_000
 
 
+LINE_BLOCK = 1024 * 1024
+"""Bytes compared at a time when looking for newlines (the comparison's temporary array)."""
+
+
 def line_bounds(data: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (exclusive, before the newline) byte offsets of every line."""
+    """Start and end (exclusive, before the newline) byte offsets of every line. The newlines are
+    found a block of ``LINE_BLOCK`` bytes at a time: no array as long as the input."""
     buf = np.frombuffer(data, dtype=np.uint8)
-    newlines = np.flatnonzero(buf == 10).astype(np.int64)
+    found = [np.flatnonzero(buf[at:at + LINE_BLOCK] == 10).astype(np.int64) + at
+             for at in range(0, len(buf), LINE_BLOCK)]
+    newlines = np.concatenate(found) if found else np.zeros(0, np.int64)
     starts = np.concatenate([np.zeros(1, np.int64), newlines + 1])
     ends = np.concatenate([newlines, np.array([len(data)], np.int64)])
     if len(data) and data.endswith(b"\n"):  # the empty "line" after the final newline is no line

@@ -14,25 +14,35 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 # one definition of a file's lines, for the load's decoders and the JSON lines reader
 from lading_jobs.formats.text import line_bounds as line_bounds
 
 IntArray = npt.NDArray[np.int64]
-_WS = np.zeros(256, dtype=bool)
-_WS[[ord(" "), ord("\t"), ord("\r"), ord("\n")]] = True
+_BLANK = r"^[ \t\r\n]*$"
 
 
 def blank_lines(data: bytes, starts: IntArray, ends: IntArray, *, whitespace: bool = True) -> npt.NDArray[np.bool_]:
     """Which lines the decoder skips: whitespace only (JSON lines) or, with
-    ``whitespace=False``, empty only (CSV, where a line of spaces is a record)."""
-    buf = np.frombuffer(data, dtype=np.uint8)
+    ``whitespace=False``, empty only (CSV, where a line of spaces is a record).
+
+    Whitespace is found per line by one regular expression over the lines as an Arrow
+    binary array that shares ``data``'s buffer (each line with the separator after it,
+    itself whitespace): no array per byte of the input."""
+    if not len(starts):
+        return np.zeros(0, dtype=bool)
     if not whitespace:
+        buf = np.frombuffer(data, dtype=np.uint8)
         length = ends - starts
         first = buf[np.minimum(starts, max(len(buf) - 1, 0))] if len(buf) else np.zeros(len(starts), np.uint8)
         return np.asarray((length == 0) | ((length == 1) & (first == 13)))
-    solid = np.concatenate([np.zeros(1, np.int64), np.cumsum(~_WS[buf], dtype=np.int64)])
-    return np.asarray((solid[ends] - solid[starts]) == 0)
+    bounds = np.append(starts.astype(np.int64), np.int64(max(int(ends[-1]), int(starts[-1]))))
+    lines = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(starts),
+                                             [None, pa.py_buffer(bounds), pa.py_buffer(data)])
+    blank = pc.match_substring_regex(lines, _BLANK)
+    return np.asarray(blank.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def csv_record_lines(first_line: int, first_record: int, good_spans: IntArray,

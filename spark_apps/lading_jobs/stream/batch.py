@@ -38,10 +38,12 @@ from lading_jobs.load.policy import FileOutcome
 from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, is_unreadable, run_file, sort_rows
 from lading_jobs.stream import kafka as kf
+from lading_jobs.stream import memory
 from lading_jobs.stream import positions as pos
-from lading_jobs.stream.records import decode_messages, source_batches
+from lading_jobs.stream.records import decode_messages, first_of_each, source_batches
 from lading_jobs.table import evolve, writer
 from lading_jobs.table import format as fmt
+from lading_jobs.table.evolve import Found
 from lading_jobs.table.log import LedgerEntry, Snapshot, TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_spec.copyjob import LoadOptions
@@ -102,6 +104,8 @@ class Outcome:
     file_error: str | None = None
     new_columns: list[list[str]] = field(default_factory=list)  # schemaEvolution: evolve.Found.to_list()
     unread: str | None = None  # the file could not be read (changed since listed, storage failed): why
+    chunks: int = 0  # Kafka: chunks the range was read in (``kf.read_chunks``)
+    peak_bytes: int = 0  # Kafka: the largest chunk's bytes of keys and values (``memory.chunk_bytes``)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -188,30 +192,53 @@ class KafkaRead:
     consumer: tuple[tuple[str, str], ...]
     group: str
     value_format: str
+    task_bytes: int = memory.DEFAULT_TASK_BYTES  # a task's byte budget (``stream.memory``)
 
 
 def run_range(target: Target, source: KafkaRead, index: int, rng: pos.Range) -> Outcome:
-    """One Spark task: read ``rng``, decode, write pending parts and a pending dead-letter file."""
+    """One Spark task: read ``rng`` in chunks of an eighth of ``source.task_bytes``
+    (``kf.read_chunks``, ``memory.chunk_bytes``), decode each and stream its rows into pending
+    parts before reading the next; rejects go to a pending dead-letter file. The task loads the
+    whole range or nothing (its parts are pending until the batch commits), so chunking changes
+    its memory, never what it loads. An upsert range's later chunk holds a key's later messages:
+    its rows come later in the task's parts, and the later row wins (``consolidate``: same
+    time, greater part order or position)."""
     config = kf.consumer_config(source.bootstrap, dict(source.consumer), source.group)
-    msgs = kf.read_range(config, rng)
     schema = target.schema
-    rows = decode_messages(msgs, schema, source.value_format, target.envelope, target.key_columns,
-                           discover=str(rng) if target.discover else None)
-    out = Outcome(index, str(rng), read=len(msgs), good=len(msgs) - len(rows.rejects), rejected=len(rows.rejects),
-                  bytes=msgs.bytes, first_errors=rows.rejects[:FIRST_ERRORS],
-                  new_columns=[f.to_list() for f in rows.found])
+    chunk = memory.chunk_bytes(source.task_bytes)
+    out = Outcome(index, str(rng))
+    rejects: list[dict[str, Any]] = []
+    found: list[Found] = []
+
+    def tables() -> Iterator[pa.Table]:
+        for msgs in kf.read_chunks(config, rng, chunk):
+            rows = decode_messages(msgs, schema, source.value_format, target.envelope, target.key_columns,
+                                   discover=str(rng) if target.discover else None)
+            out.read += len(msgs)
+            out.bytes += msgs.bytes
+            out.chunks += 1
+            out.peak_bytes = max(out.peak_bytes, msgs.bytes)
+            rejects.extend(rows.rejects)
+            found.extend(rows.found)
+            table = rows.table
+            del msgs, rows  # only the chunk's rows stay while the writer takes them
+            if table.num_rows:
+                yield sort_rows(table, target.sort_by, target.envelope, target.key_columns)
+            del table
+
     storage = storage_for(target.table_uri, target.settings)
     written: list[writer.WrittenPart] = []
     try:
-        if rows.table.num_rows:
-            written = writer.write_parts(
-                target.table_uri, [sort_rows(rows.table, target.sort_by, target.envelope, target.key_columns)],
-                schema, write_id=target.write_id,
-                task=index, logical_time=target.time, table_id=target.table_id, envelope=target.envelope,
-                storage=storage, single_put=True)
-        if rows.rejects and target.dead_letter:
+        written = writer.write_parts(
+            target.table_uri, tables(), schema, write_id=target.write_id,
+            task=index, logical_time=target.time, table_id=target.table_id, envelope=target.envelope,
+            storage=storage, single_put=True, row_group_bytes=chunk)
+        out.good, out.rejected = out.read - len(rejects), len(rejects)
+        out.first_errors = rejects[:FIRST_ERRORS]
+        out.new_columns = [f.to_list() for f in first_of_each(found)]
+        if rejects and target.dead_letter:
             out.dead_letters = [write_dead_letter(storage_for(target.dead_letter, target.settings),
-                                                  target.dead_letter, index, rows.rejects)]
+                                                  target.dead_letter, index, rejects)]
     except BaseException:
         writer.abort_parts(target.table_uri, written, storage=storage)
         raise
@@ -285,7 +312,8 @@ def _transform_stage(spark: Any, target: Target, source: Any, items: list[Any], 
     if kind == "kafka":
         def decode(i: int) -> Iterator[pa.RecordBatch]:
             config = kf.consumer_config(source.bootstrap, dict(source.consumer), source.group)
-            return source_batches(kf.read_range(config, items[i]), source.value_format, tplan.source)
+            return source_batches(kf.read_chunks(config, items[i], memory.chunk_bytes(source.task_bytes)),
+                                  source.value_format, tplan.source)
 
         def finish(i: int, batches: Iterator[pa.RecordBatch]) -> str:
             return range_transformed(target, i, items[i], tplan, batches).to_json()

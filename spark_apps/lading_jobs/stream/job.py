@@ -40,8 +40,8 @@ from lading_jobs.load.infer import infer_schema
 from lading_jobs.load.stores import storage_for
 from lading_jobs.stream import batch as bt
 from lading_jobs.stream import kafka as kf
+from lading_jobs.stream import memory, records
 from lading_jobs.stream import positions as pos
-from lading_jobs.stream import records
 from lading_jobs.stream.progress import Progress, ProgressServer, iso
 from lading_jobs.stream.sources import FilesSource, KafkaSource, now_ms
 from lading_jobs.table import format as fmt
@@ -143,12 +143,14 @@ class Stream:
         self.tag = stream_tag(doc, self.table_uri)
         self.key = counters_key(doc)
         self.source: KafkaSource | FilesSource = (
-            KafkaSource(spec.source, _group(spec.source, doc)) if isinstance(spec.source, KafkaSpec)
+            KafkaSource(spec.source, _group(spec.source, doc), memory.task_bytes_of(spark))
+            if isinstance(spec.source, KafkaSpec)
             else FilesSource(spec.source, self.settings))
         self.log = TableLog.open(self.table_uri, self.storage)
         self.rows_run = 0
         self.filtered_run = 0
         self.position: dict[str, int] = {}
+        self.committed: Snapshot | None = None  # files: the table as last read (its ledger), for the lag
         self.epoch: int | None = None  # claimed in the table (``claim``) before the first batch
 
     def write_prefix(self) -> str:
@@ -197,10 +199,10 @@ class Stream:
         """Progress starts from what the table holds (counters and position), not from zero, and
         the lag from the broker's end offsets now (before the first batch commits)."""
         if self.log is None:
-            with contextlib.suppress(kf.KafkaError):
+            with contextlib.suppress(kf.KafkaError, st.StorageError, OSError):
                 self.refresh_lag()
             return
-        snap = self.log.snapshot()
+        snap = self.committed = self.log.snapshot()
         counters = snap.source_progress.get(self.key) or {}
         if isinstance(self.source, KafkaSource):
             committed = pos.committed_offsets(snap.source_progress, self.source.spec.topics)
@@ -212,14 +214,19 @@ class Stream:
         self.progress.update(rowsTotal=int(counters.get("rowsTotal", 0)), batches=int(counters.get("batches", 0)),
                              tableVersion=snap.version, upper=snap.upper, offsets=offsets,
                              lastBatch={"time": iso(last)} if isinstance(last, int) else None)
-        with contextlib.suppress(kf.KafkaError):  # the first plan reports an unreachable broker
+        with contextlib.suppress(kf.KafkaError, st.StorageError, OSError):  # the first plan reports them
             self.refresh_lag()
 
-    def refresh_lag(self, consumer: Any = None) -> None:
+    def refresh_lag(self, consumer: Any = None, storage: st.Storage | None = None) -> None:
         """Kafka: the lag is the broker's end offsets *now* minus the committed position (a topic
         not committed yet: where ``startingOffsets`` starts it), per partition and in total.
-        ``consumer``: another thread's own (the lag watcher's); default the planner's."""
-        if not isinstance(self.source, KafkaSource):
+        Files: the visible objects a listing finds now that the table has not loaded.
+        ``consumer``, ``storage``: another thread's own (the lag watcher's); default the planner's."""
+        if isinstance(self.source, FilesSource):
+            table = self.committed  # replaced whole when the table moves: an older count is not written
+            pending, at_least = self.source.waiting(table, now_ms(), storage)
+            if table is self.committed:
+                self.progress.update(lag={"total": pending, "filesPending": pending, "atLeast": at_least})
             return
         spec = self.source.spec
         position = self.position  # replaced whole at each commit: a lag of an older one is not written
@@ -254,6 +261,7 @@ class Stream:
             return self.source.plan(snap, now, writer.default_time(snap), limits.max_batch_rows,
                                     limits.max_batch_bytes)
         current = self.log.snapshot() if self.log is not None else None
+        self.committed = current
         choice = self.source.choose(current, now, limits.max_batch_bytes)
         if current is None:
             if not choice.batch:
@@ -264,7 +272,7 @@ class Stream:
         if self.epoch is None:
             self.claim()
             assert self.log is not None
-            current = self.log.snapshot()
+            current = self.committed = self.log.snapshot()
         plan = self.source.plan_files(current, choice, now, writer.default_time(current))
         plan.lag = {"total": choice.pending, "filesPending": choice.pending, "atLeast": choice.pending_at_least}
         return plan
@@ -356,6 +364,7 @@ class Stream:
                 raise self._superseded(table_epoch, plan.describe) from e
             raise Replan(f"batch {plan.describe} was not committed: {e}; it is planned again") from e
         self.source.after_commit(plan)
+        self.committed = new
         self.rows_run += rows
         self.filtered_run += filtered
         self.position = {k: v for k, v in plan.end.items() if isinstance(v, int)}
@@ -395,22 +404,37 @@ class Stream:
 
 
 class LagWatcher:
-    """Refreshes a Kafka stream's lag every ``LAG_SECONDS`` on its own consumer, whether a batch
-    runs or the stream waits for its next cut (``Stream.refresh_lag``)."""
+    """Refreshes a stream's lag every ``LAG_SECONDS`` (Kafka: on its own consumer; files: a listing
+    on its own storage client), whether a batch runs or the stream waits for its next cut
+    (``Stream.refresh_lag``)."""
 
-    def __init__(self, stream: Stream, interval: float = LAG_SECONDS) -> None:
-        self.stream, self.interval = stream, interval
+    def __init__(self, stream: Stream, interval: float = LAG_SECONDS,
+                 on_lag: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.stream, self.interval, self.on_lag = stream, interval, on_lag
+        self.shown: int | None = None  # the total last handed to ``on_lag``
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, name="lading-lag", daemon=True)
 
+    def tick(self, consumer: Any = None, storage: st.Storage | None = None) -> None:
+        """One refresh; ``on_lag`` gets the progress when the total changed since it last did."""
+        self.stream.refresh_lag(consumer, storage)
+        total = (self.stream.progress.get("lag") or {}).get("total")
+        if self.on_lag is not None and total != self.shown:
+            self.shown = total
+            self.on_lag(self.stream.progress.snapshot())
+
     def start(self) -> LagWatcher:
-        if isinstance(self.stream.source, KafkaSource):
-            self.thread.start()
+        self.thread.start()
         return self
 
     def _run(self) -> None:
         source = self.stream.source
-        assert isinstance(source, KafkaSource)
+        if isinstance(source, FilesSource):
+            storage = storage_for(source.prefix, source.settings)
+            while not self.done.wait(self.interval):
+                with contextlib.suppress(st.StorageError, OSError):
+                    self.tick(storage=storage)
+            return
         try:
             consumer = kf.open_consumer(source.config)
         except kf.KafkaError:
@@ -418,7 +442,7 @@ class LagWatcher:
         try:
             while not self.done.wait(self.interval):
                 with contextlib.suppress(kf.KafkaError):
-                    self.stream.refresh_lag(consumer)
+                    self.tick(consumer)
         finally:
             consumer.close()
 
@@ -446,12 +470,14 @@ def _wait(cancel: threading.Event, until: float, stream: Stream) -> None:
 def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
                cancel: threading.Event | None = None, *, once: bool = False,
                on_batch: Callable[[bt.Result, dict[str, Any]], None] | None = None,
+               on_lag: Callable[[dict[str, Any]], None] | None = None,
                progress_port: int | None = -1, progress_host: str | None = None,
                progress: Progress | None = None, **_: Any) -> dict[str, Any]:
     """Run the StreamCopy ``doc`` until cancelled (or, with ``once``, until nothing new is left).
 
     ``progress_port``: -1 reads ``$LADING_PROGRESS_PORT`` (default 8090), None serves nothing,
-    0 any free port. Returns the job result (``rows`` with ``once``; ``cancelled``; or ``error``
+    0 any free port. ``on_lag``: the progress, each time the lag watcher finds a new total
+    (between batches and during them). Returns the job result (``rows`` with ``once``; ``cancelled``; or ``error``
     with ``reason``)."""
     from lading_spec.streamprogress import PROGRESS_PORT
 
@@ -475,7 +501,7 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
         stream.resume()
         if stream.log is not None:
             stream.claim()
-        watcher = LagWatcher(stream).start()
+        watcher = LagWatcher(stream, on_lag=on_lag).start()
         progress.update(state="running")
         next_cut = time.monotonic()
         while not cancel.is_set():

@@ -27,7 +27,7 @@ is its offset.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -308,12 +308,21 @@ def decode_messages(msgs: Messages, schema: TableSchema, value_format: str, enve
                           + [pa.field(POS, pa.int64()), pa.field(fmt.DIFF_COLUMN, pa.int64())]).empty_table()
     if upsert:
         table = last_per_key(table, key_columns)
-    table = table.sort_by(POS).drop_columns([POS])
+    table = in_order(table).drop_columns([POS])
     rejects.entries.sort(key=lambda e: e["offset"])
-    return Rows(table, rejects.entries, _first_of_each(found))
+    return Rows(table, rejects.entries, first_of_each(found))
 
 
-def _first_of_each(found: list[Found]) -> list[Found]:
+def in_order(table: pa.Table) -> pa.Table:
+    """``table`` in ``POS`` order; rows already in order (most ranges: pieces decode in message
+    order) are not copied."""
+    at = table.column(POS)
+    if table.num_rows < 2 or pc.all(pc.less(at.slice(0, len(at) - 1), at.slice(1))).as_py():
+        return table
+    return table.sort_by(POS)
+
+
+def first_of_each(found: list[Found]) -> list[Found]:
     """One report per column name and type, in the order first seen (``evolve`` merges the rest)."""
     out: dict[tuple[str, str], Found] = {}
     for f in found:
@@ -359,27 +368,34 @@ def _text_table(table: pa.Table, source: pa.Schema) -> pa.Table:
                                  else pa.nulls(n, pa.string()) for f in source], schema=source)
 
 
-def source_batches(msgs: Messages, value_format: str, source: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """One range as the transform's decode step: its records as rows of ``source`` at their
-    offsets, the messages that do not decode as REJECT rows, then one SUMMARY row."""
-    offsets = np.asarray(msgs.offsets, dtype=np.int64)
-    rejects = _Rejects(msgs)
-    if value_format == "raw":
-        if len(msgs):
-            yield from tf.data_batches(msgs.raw_table(), offsets, source)
-    else:
-        decoded, index = _json_pieces(msgs, rejects, source.names)
-        for r in decoded.rejects:
-            rejects.add(int(index[r.position - 1]), r.reason, r.column)
-        for i, v in enumerate(msgs.values):
-            if v is None:
-                rejects.add(i, "a message without a value (a tombstone) deletes only in an upsert table")
-        for piece in decoded.iter_pieces():
-            yield from tf.data_batches(_text_table(piece.table, source), offsets[index[piece.positions - 1]],
-                                       source)
-    if rejects.entries:
-        info = [json.dumps({"reason": e["reason"], "column": e["column"], "record": e["record"]})
-                for e in rejects.entries]
-        yield tf.meta_batch(len(info), tf.REJECT, info, [e["offset"] for e in rejects.entries], source)
-    summary = {"unit": "offset", "rowsRead": len(msgs), "bytes": msgs.bytes}
+def source_batches(chunks: Iterable[Messages], value_format: str, source: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """One range (its chunks, ``kf.read_chunks``) as the transform's decode step: its records as rows
+    of ``source`` at their offsets, chunk by chunk, the messages that do not decode as REJECT rows,
+    then one SUMMARY row."""
+    entries: list[dict[str, Any]] = []
+    read = size = 0
+    for msgs in chunks:
+        read += len(msgs)
+        size += msgs.bytes
+        offsets = np.asarray(msgs.offsets, dtype=np.int64)
+        rejects = _Rejects(msgs)
+        if value_format == "raw":
+            if len(msgs):
+                yield from tf.data_batches(msgs.raw_table(), offsets, source)
+        else:
+            decoded, index = _json_pieces(msgs, rejects, source.names)
+            for r in decoded.rejects:
+                rejects.add(int(index[r.position - 1]), r.reason, r.column)
+            for i, v in enumerate(msgs.values):
+                if v is None:
+                    rejects.add(i, "a message without a value (a tombstone) deletes only in an upsert table")
+            for piece in decoded.iter_pieces():
+                yield from tf.data_batches(_text_table(piece.table, source), offsets[index[piece.positions - 1]],
+                                           source)
+        entries.extend(rejects.entries)
+        del msgs
+    if entries:
+        info = [json.dumps({"reason": e["reason"], "column": e["column"], "record": e["record"]}) for e in entries]
+        yield tf.meta_batch(len(info), tf.REJECT, info, [e["offset"] for e in entries], source)
+    summary = {"unit": "offset", "rowsRead": read, "bytes": size}
     yield tf.meta_batch(1, tf.SUMMARY, [json.dumps(summary)], [0], source)

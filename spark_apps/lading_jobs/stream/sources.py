@@ -21,6 +21,7 @@ from lading_jobs.load.job import plan_tasks
 from lading_jobs.load.stores import storage_for
 from lading_jobs.load.transform import TransformPlan
 from lading_jobs.stream import kafka as kf
+from lading_jobs.stream import memory
 from lading_jobs.stream import positions as pos
 from lading_jobs.stream.batch import (
     TASK_ROWS,
@@ -54,7 +55,7 @@ DEFAULT_MESSAGE_BYTES = 1024
 class KafkaSource:
     kind = "kafka"
 
-    def __init__(self, spec: KafkaSpec, group: str) -> None:
+    def __init__(self, spec: KafkaSpec, group: str, task_bytes: int = memory.DEFAULT_TASK_BYTES) -> None:
         self.spec, self.group = spec, group
         self.config = kf.consumer_config(spec.bootstrap_servers, spec.consumer, group)
         self.consumer = kf.open_consumer(self.config)
@@ -62,7 +63,7 @@ class KafkaSource:
         self.topic_ids: dict[str, str | None] = {}  # the broker's, at the last plan
         self.bytes_per_message: float | None = None
         self.read = KafkaRead(spec.bootstrap_servers, tuple(sorted(spec.consumer.items())), group,
-                              spec.value_format)
+                              spec.value_format, task_bytes)
 
     def close(self) -> None:
         self.consumer.close()
@@ -180,16 +181,28 @@ class FilesSource:
     def progress_of(self, snapshot: Snapshot | None) -> pos.FilesProgress:
         return pos.FilesProgress.from_dict(None if snapshot is None else snapshot.source_progress.get(self.key))
 
-    def choose(self, snapshot: Snapshot | None, now_ms: int, max_bytes: int | None) -> pos.FileChoice:
-        progress = self.progress_of(snapshot)
-        window = int(self.spec.late_arrival * 1000)
-        start = pos.listing_start(progress, now_ms, window)
-        listed: Iterator[st.ObjectInfo] = (o for o in self.storage.list_objects_after(self.prefix, start)
+    def _listed(self, snapshot: Snapshot | None, now_ms: int, storage: st.Storage | None = None
+                ) -> Iterator[st.ObjectInfo]:
+        """The visible objects from where a listing starts (the late-arrival window), in key order, with
+        their ledger shards read ahead (``read_ahead``)."""
+        start = pos.listing_start(self.progress_of(snapshot), now_ms, int(self.spec.late_arrival * 1000))
+        listed: Iterator[st.ObjectInfo] = (o for o in (storage or self.storage).list_objects_after(self.prefix, start)
                                            if visible(o.uri, self.prefix, self.spec.pattern))
+        return listed if snapshot is None else read_ahead(listed, snapshot)
+
+    def waiting(self, snapshot: Snapshot | None, now_ms: int, storage: st.Storage | None = None
+                ) -> tuple[int, bool]:
+        """The files a listing now finds that the table (``snapshot``) has not loaded: the lag, and
+        whether the count stopped at its bound (``PENDING_COUNT_LIMIT``). ``storage``: another
+        thread's own (the lag watcher's)."""
         ledger = snapshot.ledger if snapshot is not None else {}
-        if snapshot is not None:
-            listed = read_ahead(listed, snapshot)
-        choice = pos.choose_files(listed, ledger, max_bytes, MAX_FILES_PER_BATCH, PENDING_COUNT_LIMIT)
+        choice = pos.choose_files(self._listed(snapshot, now_ms, storage), ledger, None, 0, PENDING_COUNT_LIMIT)
+        return choice.pending, choice.pending_at_least
+
+    def choose(self, snapshot: Snapshot | None, now_ms: int, max_bytes: int | None) -> pos.FileChoice:
+        ledger = snapshot.ledger if snapshot is not None else {}
+        choice = pos.choose_files(self._listed(snapshot, now_ms), ledger, max_bytes, MAX_FILES_PER_BATCH,
+                                  PENDING_COUNT_LIMIT)
         for o in choice.rewritten:
             if (o.uri, o.etag) not in self.reported:
                 self.reported.add((o.uri, o.etag))

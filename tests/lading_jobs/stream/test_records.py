@@ -45,7 +45,7 @@ def test_json_keys_are_text_exact_numbers_and_strings_kept_as_written() -> None:
               b"{not json",
               None,
               json.dumps({"id": "x7", "amount": 10}).encode()]
-    data, rejects, summary = split(list(source_batches(messages(values), "json", source)))
+    data, rejects, summary = split(list(source_batches([messages(values)], "json", source)))
     assert data == [
         {"id": "1", "amount": "2.675", "at": "2026-01-02T03:04:05Z", "tags": '{"a": [1, 2]}', "ok": "true",
          "missing": None, "offset@": 40},
@@ -63,7 +63,7 @@ def test_json_strings_that_look_like_times_stay_as_written() -> None:
     source = transform_source("json", ("id", "at"), TableSchema.of([("x", "bigint")]))
     values = [json.dumps({"id": i, "at": t}).encode() for i, t in
               enumerate(["2026-01-02T03:04:05+02:00", "2026-01-02 03:04:05"])]
-    rows = pa.Table.from_batches(list(source_batches(messages(values, start=0), "json", source))).to_pylist()
+    rows = pa.Table.from_batches(list(source_batches([messages(values, start=0)], "json", source))).to_pylist()
     assert [r["at"] for r in rows if r[tf.KIND] == tf.DATA] == ["2026-01-02T03:04:05+02:00", "2026-01-02 03:04:05"]
     assert [r[tf.POS] for r in rows if r[tf.KIND] == tf.DATA] == [0, 1]
 
@@ -72,7 +72,7 @@ def test_without_fields_a_json_source_has_the_tables_columns_and_raw_its_fixed_c
     schema = TableSchema.of([("order_id", "bigint"), ("note", "string")])
     assert transform_source("json", (), schema).names == ["order_id", "note"]
     assert transform_source("raw", (), schema) == RAW_SOURCE
-    data, rejects, summary = split(list(source_batches(messages([b"v0", None]), "raw", RAW_SOURCE)))
+    data, rejects, summary = split(list(source_batches([messages([b"v0", None])], "raw", RAW_SOURCE)))
     assert [(d["value"], d["offset"], d["topic"], d["partition"], d["offset@"]) for d in data] == [
         (b"v0", 40, "ev", 2, 40), (None, 41, "ev", 2, 41)]
     assert not rejects and summary["rowsRead"] == 2

@@ -18,7 +18,7 @@ from lading import cli
 from lading_jobs import storage as st
 from lading_jobs.stream import batch as bt
 from lading_jobs.stream import sources
-from lading_jobs.stream.job import Replan, Stream, run_stream
+from lading_jobs.stream.job import LagWatcher, Replan, Stream, run_stream
 from lading_jobs.stream.progress import Progress
 from lading_jobs.table.log import TableLog
 from lading_jobs.table.reader import read_table
@@ -328,3 +328,69 @@ def test_after_a_lost_commit_only_a_newer_epoch_stops_the_driver() -> None:
     assert after_conflict(3, 4) == "stop"
     assert after_conflict(3, 3) == "replan"  # a load's ledger, since, a schema change: plan again
     assert after_conflict(3, 0) == "replan"
+
+
+def test_files_lag_is_the_objects_listed_and_not_loaded_refreshed_while_idle_and_mid_batch(
+        spark: Any, tmp_path: Path, file_uri: Any) -> None:
+    """``lag`` counts the visible objects under the prefix that the table has not loaded: when the
+    driver starts (before any table), after each batch (as of its listing), and from a fresh
+    listing at each tick of the lag watcher, while the stream waits or a batch runs; a tick that
+    finds a new total hands it on (``lading run`` prints it), one that finds the same does not."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for name in ("a", "b", "c"):
+        put(landing, f"{name}.csv", f"id,name\n1,{name}\n")
+    put(landing, "_SUCCESS", "")  # hidden: never waits
+    spec = {"source": {"files": {"uri": file_uri("landing/"), "format": "csv", "options": {"header": True}}},
+            "target": {"table": file_uri("t/")}, "batching": {"maxBatchBytes": "8B"}}  # a file a batch
+    parsed = parse_streamcopy(spec)
+    never = threading.Event()
+
+    def lag(progress: Progress) -> int:
+        doc = progress.get("lag")
+        assert doc["filesPending"] == doc["total"] and doc["atLeast"] is False, doc
+        return int(doc["total"])
+
+    progress = Progress("lag", "files")
+    s = Stream(spark, job(spec), parsed, progress)
+    shown: list[int] = []
+    watcher = LagWatcher(s, on_lag=lambda doc: shown.append(doc["lag"]["total"]))  # ticked here, not started
+    try:
+        s.resume()  # no table yet: the three files wait
+        assert lag(progress) == 3
+        plan = s.plan()
+        assert plan is not None
+        s.run_batch(plan, never)
+        assert lag(progress) == 2
+        put(landing, "d.csv", "id,name\n4,d\n")  # arrives while the stream waits for its next cut
+        put(landing, "e.csv", "id,name\n5,e\n")
+        watcher.tick()  # what the lag watcher does every few seconds
+        assert lag(progress) == 4 and shown == [4]
+        watcher.tick()
+        assert shown == [4]  # nothing new: nothing printed
+        plan = s.plan()
+        assert plan is not None and [o.uri.rsplit("/", 1)[1] for o in plan.files] == ["b.csv"]
+        put(landing, "f.csv", "id,name\n6,f\n")
+        watcher.tick()  # mid-batch: b.csv is not loaded until the batch commits
+        assert lag(progress) == 5 and shown == [4, 5]
+        s.run_batch(plan, never)
+        assert lag(progress) == 3  # as of the batch's listing (c, d, e) ...
+        watcher.tick()
+        assert lag(progress) == 4 and shown == [4, 5, 4]  # ... and f.csv, listed since
+    finally:
+        s.close()
+    again = Progress("again", "files")
+    restarted = Stream(spark, job(spec, generation=2), parsed, again)
+    try:
+        restarted.resume()  # a restart: the true lag before its first batch commits
+        assert lag(again) == 4
+    finally:
+        restarted.close()
+
+
+def test_lading_run_prints_a_line_for_a_new_lag_between_batches(capsys: pytest.CaptureFixture[str]) -> None:
+    cli._batch_line({"event": "lag", "progress": {"lag": {"total": 1207}, "tableVersion": 14, "rowsTotal": 120000},
+                     "batch": {"rows": 5}})
+    cli._batch_line({"event": "lag", "progress": {"lag": {"total": 10000, "atLeast": True}, "tableVersion": None}})
+    assert capsys.readouterr().err.splitlines() == ["lag 1,207 (table v14, 120,000 rows in all)",
+                                                    "lag ≥10,000 (no table yet, 0 rows in all)"]
