@@ -446,8 +446,11 @@ def register(spark: Any) -> None:
 
 def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int | None = None,
                endpoint: str | None = None, view: str | None = None, pushdown: bool = True,
-               scan_filter: ScanFilter | None = None) -> Any:
+               scan_filter: ScanFilter | None = None, where: str | None = None) -> Any:
     """The table as a DataFrame, consolidated as of logical time ``as_of``, in the table's own types.
+
+    ``where`` (Spark SQL over the table's columns) filters it, skipping the parts where the
+    filter cannot hold (its analysed form, ``scan_filters``), filters over expressions too.
 
     The table is opened once: the DataFrame reads that commit's state (``version``)
     however late it is evaluated, and its schema and data always agree.
@@ -461,6 +464,15 @@ def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int |
     (``format("lading")`` alone shows year-month intervals as int months: a Python
     data source cannot return them; this restores them in Spark SQL.)"""
     register(spark)
+    if where is not None:
+        name = view or FILTERED_VIEW
+        first = read_table(spark, uri, as_of, version=version, endpoint=endpoint, view=name, pushdown=pushdown,
+                           scan_filter=scan_filter).where(where)
+        found = scan_filters(first).get(name.lower()) if scan_filter is None else None
+        if found is None:
+            return first
+        return read_table(spark, uri, as_of, version=version, endpoint=endpoint, view=name, pushdown=pushdown,
+                          scan_filter=found).where(where)
     options = {"path": fmt.table_root(uri)}
     if as_of is not None:
         options["asOf"] = str(as_of)
@@ -481,6 +493,10 @@ def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int |
     options[catalyst.COLUMNS_OPTION] = _columns_option(snapshot)
     df = spark.read.format("lading").options(**options).load()
     return spark_formats.from_transfer(df, snapshot.schema.spark_schema())
+
+
+FILTERED_VIEW = "_lading_read_table"
+"""The ``view`` option ``read_table(where=...)`` gives its relation, to find its filter."""
 
 
 def _columns_option(snapshot: Snapshot) -> str:

@@ -138,3 +138,13 @@ def test_upsert_tables_skip_by_key_conjuncts_only(spark: Any, file_uri: Callable
     assert len(kept) == 2
     delete_others(uri, kept, every)
     assert ids(df) == [0, 1, 2, 3, 10]
+
+
+def test_read_table_with_a_filter_skips_parts(spark: Any, file_uri: Callable[[str], str]) -> None:
+    uri = file_uri("where/")
+    rows = make_table(uri, NOV1)
+    snapshot = TableLog.open_existing(uri).snapshot()
+    keep = [p for p in snapshot.parts if p.stats.min_time == 4]  # Nov 1's part (logical time = day)
+    df = reader.read_table(spark, uri, where="date_trunc('DAY', ts) = DATE'2026-11-01' AND amount >= 0")
+    delete_others(uri, keep, list(snapshot.parts))
+    assert ids(df) == sorted(r["id"] for r in rows if r["ts"].date() == dt.date(2026, 11, 1))
