@@ -75,7 +75,7 @@ def ids(df: Any) -> list[int]:
 NOV1 = dt.datetime(2026, 10, 28, tzinfo=UTC)
 
 
-@pytest.mark.parametrize(("where", "expected_parts", "match"), [
+CASES = [
     ("date_trunc('DAY', ts) = DATE'2026-11-01'", 1, lambda r: r["ts"].date() == dt.date(2026, 11, 1)),
     ("CAST(ts AS DATE) BETWEEN DATE'2026-11-02' AND DATE'2026-11-03'", 2,
      lambda r: dt.date(2026, 11, 2) <= r["ts"].date() <= dt.date(2026, 11, 3)),
@@ -86,16 +86,30 @@ NOV1 = dt.datetime(2026, 10, 28, tzinfo=UTC)
      lambda r: r["ts"] >= dt.datetime(2026, 11, 7, 23, 59, 59, tzinfo=UTC)),
     ("ts + INTERVAL 1 HOUR < TIMESTAMP'2026-10-29 01:00:00' OR id IS NULL", 1,
      lambda r: r["ts"] < dt.datetime(2026, 10, 29, tzinfo=UTC)),
-])
-def test_filters_over_expressions_skip_parts_spark_never_fetches(
-        spark: Any, file_uri: Callable[[str], str], where: str, expected_parts: int,
-        match: Callable[[dict[str, Any]], bool]) -> None:
+]
+
+
+@pytest.mark.parametrize("case", [0, 1])
+def test_filters_over_expressions_skip_parts_spark_never_fetches(spark: Any, file_uri: Callable[[str], str],
+                                                                 case: int) -> None:
+    where, expected_parts, match = CASES[case]
     uri = file_uri("events/")
     rows = make_table(uri, NOV1)
     df, kept, every = planned(spark, f"SELECT id FROM events WHERE {where}", uri)
     assert len(kept) == expected_parts
     delete_others(uri, kept, every)
     assert ids(df) == sorted(r["id"] for r in rows if match(r))
+
+
+def test_every_annotated_shape_skips_and_answers_right(spark: Any, file_uri: Callable[[str], str]) -> None:
+    """All cases on one table (parts kept, so one table serves them all): the parts planned and
+    Spark's rows."""
+    uri = file_uri("events/")
+    rows = make_table(uri, NOV1)
+    for where, expected_parts, match in CASES[2:]:
+        df, kept, _ = planned(spark, f"SELECT id FROM events WHERE {where}", uri)
+        assert len(kept) == expected_parts, where
+        assert ids(df) == sorted(r["id"] for r in rows if match(r)), where
 
 
 def test_current_timestamp_window_skips_old_parts(spark: Any, file_uri: Callable[[str], str]) -> None:
@@ -113,20 +127,23 @@ def test_current_timestamp_window_skips_old_parts(spark: Any, file_uri: Callable
     assert got <= {r["id"] for r in rows if r["ts"] > before - dt.timedelta(days=3)}
 
 
-@pytest.mark.parametrize("query", [
+SHAPES = [
     # HAVING sits above the aggregate: it says nothing about which rows the scan returns
     "SELECT d AS id FROM (SELECT day(ts) AS d, count(*) AS n FROM events GROUP BY day(ts)) WHERE d = 3",
     # two scans of one table: each keeps its own rows (shared_scans), nothing is skipped
     "SELECT a.id FROM events a JOIN events b ON a.id = b.id WHERE day(a.ts) = 3 OR day(b.ts) = 4",
     # a limit under the filter: which rows it takes depends on every part
     "SELECT id FROM (SELECT * FROM events LIMIT 100) WHERE day(ts) = 3",
-])
-def test_shapes_that_must_not_skip(spark: Any, file_uri: Callable[[str], str], query: str) -> None:
+]
+
+
+def test_shapes_that_must_not_skip(spark: Any, file_uri: Callable[[str], str]) -> None:
     uri = file_uri("shapes/")
     make_table(uri, NOV1)
-    df, kept, every = planned(spark, query, uri)
-    assert len(kept) == len(every)
-    assert len(ids(df)) >= 1
+    for query in SHAPES:
+        df, kept, every = planned(spark, query, uri)
+        assert len(kept) == len(every), query
+        assert len(ids(df)) >= 1, query
 
 
 def test_upsert_tables_skip_by_key_conjuncts_only(spark: Any, file_uri: Callable[[str], str]) -> None:
