@@ -91,8 +91,7 @@ def kind(type_: str) -> str:
         return "decimal"
     if type_ in ("boolean", "string", "date", "timestamp", "timestamp_ntz"):
         return type_
-    if type_.startswith("interval") and " month" not in type_ and " year" not in type_ \
-            and type_ not in ("interval month", "interval year"):
+    if type_.startswith("interval") and "year" not in type_ and "month" not in type_:
         return "daytime"
     return "other"
 
