@@ -133,6 +133,8 @@ def _convert(node: Any, common: dict[int, vx.Node]) -> vx.Node:  # noqa: C901 - 
         return vx.call("cast", convert(kids[0], common), type=type_, params=(_eval_mode(node),))
     if name in ("TimestampAddInterval", "TimeAdd"):
         return vx.call("time_add", convert(kids[0], common), convert(kids[1], common), type=type_)
+    if name in ("TimestampAddYMInterval", "DateAddYMInterval", "AddMonths"):
+        return vx.call("add_months", *(convert(c, common) for c in kids), type=type_)
     if name in ("DateAdd", "DateSub"):
         return vx.call("date_add" if name == "DateAdd" else "date_sub", *(convert(c, common) for c in kids), type=type_)
     if name == "TruncTimestamp" and kids[0].foldable():

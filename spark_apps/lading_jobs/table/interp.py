@@ -27,6 +27,7 @@ and Java's and Python's zone data may differ by a release; the slack covers both
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import decimal
 import math
@@ -555,6 +556,28 @@ def _time_add(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     return _overflowing(out, _MIN_MICROS, _MAX_MICROS, "ANSI")
 
 
+def _plus_months(t: dt.datetime, months: int) -> dt.datetime:
+    """Java's ``plusMonths``: the day of month clamped to the new month's length."""
+    year, month = divmod(t.year * 12 + t.month - 1 + months, 12)
+    return t.replace(year=year, month=month + 1, day=min(t.day, calendar.monthrange(year, month + 1)[1]))
+
+
+def _add_months(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """``ts ± INTERVAL n MONTH`` (a year-month interval literal) and ``add_months(date, n)``:
+    local date-time plus months, the day clamped; non-decreasing in the timestamp or date."""
+    s, n = args
+    if not isinstance(node.args[1], vx.Lit) or n.empty or s.type not in ("timestamp", "timestamp_ntz", "date"):
+        return anything(node.type)
+    months = n.lo
+    if s.type == "date":
+        out = _monotone(s, "date", lambda d: _date_days(_plus_months(_day_start(d), months)))
+    elif s.type == "timestamp_ntz":
+        out = _monotone(s, node.type, lambda m: _naive_micros(_plus_months(_from_naive_micros(m), months)))
+    else:
+        out = _zoned(s, node.type, env, lambda m, z: _local_to_micros(_plus_months(_micros_to_local(m, z), months), z))
+    return out if s.lo is not None and s.hi is not None else replace(out, fallible=True)
+
+
 def _year(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     (s,) = args
     if s.type != "date":
@@ -604,6 +627,6 @@ FUNCTIONS: dict[str, Callable[[vx.Call, list[Spec], Env], Spec]] = {
     "eqns": _comparison, "in": _in, "coalesce": _coalesce,
     "add": _arith, "sub": _arith, "mul": _arith, "neg": _negate, "cast": _cast_call,
     "date_trunc": _date_trunc, "trunc": _trunc_date, "date_add": _date_add, "date_sub": _date_add,
-    "time_add": _time_add, "year": _year, "month": _month, "day": _day, "unix_timestamp": _unix_timestamp,
+    "time_add": _time_add, "add_months": _add_months, "year": _year, "month": _month, "day": _day, "unix_timestamp": _unix_timestamp,
 }
 """The annotated functions; any other ``Call`` may return anything."""

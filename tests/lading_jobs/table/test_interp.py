@@ -260,3 +260,13 @@ def test_date_trunc_hour_never_loses_a_row_around_transitions(zone: str) -> None
         target = (trunc - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
         f = cmp("eq", vx.call("date_trunc", ts, type="timestamp", params=("HOUR",)), lit("timestamp", target))
         assert may(f, part(rows=1, c1=ColumnStats(nulls=0, min=m, max=m)), env)
+
+
+def test_add_months_clamps_the_day_and_stays_monotone() -> None:
+    """``ts - INTERVAL 1 MONTH < TIMESTAMP'2026-02-28 12:00'``: Mar 29 … 31 all land on Feb 28."""
+    ts = col("timestamp")
+    back = vx.call("add_months", ts, lit("interval month", -1), type="timestamp")
+    f = cmp("lt", back, lit("timestamp", micros(2026, 2, 28, 12)))
+    assert may(f, part(c1=ColumnStats(nulls=0, min=micros(2026, 3, 31), max=micros(2026, 4, 5))))  # Mar 31 - 1 month
+    assert not may(f, part(c1=ColumnStats(nulls=0, min=micros(2026, 3, 31, 12), max=micros(2026, 4, 5))))
+    assert may(f, part(c1=ColumnStats(nulls=0, max=micros(2026, 4, 5))))  # no lower bound: may fail

@@ -11,6 +11,7 @@ is printed (``pytest -s``)."""
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import decimal
 import math
@@ -129,6 +130,8 @@ def families() -> list[list[vx.Node]]:
         [vx.call("time_add", x, vx.Lit("interval day", iv), type="timestamp")
          for x in (col("ts"), vx.Now("timestamp")) for iv in (-30 * DAY, -HOUR, HOUR, DAY, 90 * 60_000_000)],
         [vx.Now("timestamp"), vx.Now("date"), to_date, vx.call("cast", to_date, type="timestamp", params=("ANSI",))],
+        [vx.call("add_months", x, vx.Lit(t, n), type=x.type) for n in (1, -1, 13)
+         for x, t in ((col("ts"), "interval month"), (to_date, "int"))],
         [vx.call("trunc", to_date, type="date", params=(u,)) for u in ("YEAR", "MONTH", "WEEK", "QUARTER")]
         + [vx.call("date_add", to_date, vx.Lit("int", n), type="date") for n in (-40, 3)]
         + [vx.call("date_sub", to_date, vx.Lit("int", 3), type="date")],
@@ -319,6 +322,13 @@ def conc(node: vx.Node, row: dict[str, Any], z: dt.tzinfo, now: int) -> Any:  # 
     if fn == "trunc":
         local = dt.datetime.combine(dt.date(1970, 1, 1) + dt.timedelta(days=args[0]), dt.time())
         return (trunc_local(local, node.params[0]).date() - dt.date(1970, 1, 1)).days
+    if fn == "add_months":  # Java's plusMonths on the local date-time, the day clamped
+        value, months = args
+        local = (to_local(value, z).replace(tzinfo=None) if node.type == "timestamp"
+                 else dt.datetime.combine(dt.date(1970, 1, 1) + dt.timedelta(days=value), dt.time()))
+        y, m = divmod(local.year * 12 + local.month - 1 + months, 12)
+        moved = local.replace(year=y, month=m + 1, day=min(local.day, calendar.monthrange(y, m + 1)[1]))
+        return from_local(moved, z) if node.type == "timestamp" else (moved.date() - dt.date(1970, 1, 1)).days
     if fn in ("date_add", "date_sub"):
         return args[0] + args[1] if fn == "date_add" else args[0] - args[1]
     if fn == "time_add":

@@ -86,6 +86,10 @@ CASES = [
      lambda r: r["ts"] >= dt.datetime(2026, 11, 7, 23, 59, 59, tzinfo=UTC)),
     ("ts + INTERVAL 1 HOUR < TIMESTAMP'2026-10-29 01:00:00' OR id IS NULL", 1,
      lambda r: r["ts"] < dt.datetime(2026, 10, 29, tzinfo=UTC)),
+    # Oct 28 … 31 go back to Sep 28 … 30, Nov 1 00:00 to Oct 1 00:00
+    ("ts - INTERVAL 1 MONTH < TIMESTAMP'2026-10-01 06:00:00'", 5,
+     lambda r: r["ts"] < dt.datetime(2026, 11, 1, 6, tzinfo=UTC)),
+    ("add_months(CAST(ts AS DATE), 1) = DATE'2026-12-01'", 1, lambda r: r["ts"].date() == dt.date(2026, 11, 1)),
 ]
 
 
