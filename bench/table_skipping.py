@@ -1,6 +1,7 @@
 """Table skipping benchmark: bytes and parts fetched by a selective query, with and without skipping.
 
   python bench/table_skipping.py [--parts 200] [--rows-per-part 20000] [--spark]
+  python bench/table_skipping.py --temporal [--rows-per-part 2000]
 
 Starts moto's S3 server in process behind a middleware that counts GET requests
 and response bytes per object, writes a table of ``--parts`` parts whose event
@@ -11,6 +12,12 @@ filter applied after). Prints parts fetched, GETs, MB fetched and seconds per
 query, and checks both give the same rows. ``--spark`` also runs the query
 through Spark's ``lading`` data source. A script, not a test: record the output
 in docs/benchmarks.md ("Tables").
+
+``--temporal``: an append table of 365 daily parts ending today, queried through a
+CopyJob's ``from.query`` path (``sources.files.query_frame``: the plan's filter on the
+scan, ``table.interp``) with ``ts > now() - INTERVAL 30 DAYS`` and
+``date_trunc('DAY', ts) = <a day>``, beside the same query over the same Parquet
+objects read as plain files (a ``files`` input), which opens every part.
 """
 
 from __future__ import annotations
@@ -139,5 +146,81 @@ def main() -> None:
         spark.stop()
 
 
+def build_daily(uri: str, days: int, rows_per_part: int) -> Any:
+    """One part per day, the last one today (UTC); rows spread over each day. Returns day 0."""
+    import datetime as dt
+
+    import numpy as np
+    import pyarrow as pa
+
+    from lading_jobs.table import format as fmt
+    from lading_jobs.table import writer
+    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.schema import TableSchema
+
+    log = TableLog.create(uri, TableSchema.of([("id", "bigint"), ("ts", "timestamp"), ("value", "double")]))
+    schema = log.snapshot().schema
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    first = today - dt.timedelta(days=days - 1)
+    rng = np.random.default_rng(7)
+    day_us = 86_400_000_000
+    first_us = int(first.timestamp()) * 1_000_000
+
+    def tables() -> Any:
+        for d in range(days):
+            ts = np.sort(rng.integers(0, day_us, rows_per_part)) + first_us + d * day_us
+            yield pa.table({"id": np.arange(d * rows_per_part, (d + 1) * rows_per_part, dtype=np.int64),
+                            "ts": pa.array(ts, pa.timestamp("us", tz="UTC")), "value": rng.random(rows_per_part),
+                            fmt.TIME_COLUMN: np.full(rows_per_part, d, dtype=np.int64)})
+
+    written = writer.write_parts(uri, tables(), schema, write_id=fmt.new_write_id(), one_part_per_table=True)
+    writer.commit_parts(uri, written, log=log)
+    return first
+
+
+def temporal(rows_per_part: int) -> None:
+    import datetime as dt
+
+    import boto3
+
+    from lading_jobs.session import build_session
+    from lading_jobs.sources import files as sources_files
+    from lading_spec.copyjob import Input
+    from lading_spec.formats import FileSet
+
+    endpoint, counting = start_server()
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="bench")
+    uri, days = "s3://bench/daily/", 365
+    t0 = time.perf_counter()
+    first = build_daily(uri, days, rows_per_part)
+    print(f"table: {days} daily parts, {days * rows_per_part:,} rows, built in {time.perf_counter() - t0:.1f}s")
+    spark = build_session(master="local[2]", app_name="lading-bench")
+    day = (first + dt.timedelta(days=200)).date().isoformat()
+    filters = [("ts > now() - INTERVAL 30 DAYS", 31), (f"date_trunc('DAY', ts) = DATE'{day}'", 2)]
+    inputs = {"lading table": [Input(name="events", table=uri)],
+              "plain Parquet (files input)": [Input(name="events", files=FileSet(uri=uri + "data/"))]}
+    print("| filter | read | parts fetched | GETs | MB fetched | seconds | rows |")
+    print("|---|---|---|---|---|---|---|")
+    for where, limit in filters:
+        counts = {}
+        for label, input_ in inputs.items():
+            df = sources_files.query_frame(spark, f"SELECT count(*) AS n FROM events WHERE {where}", input_)
+            counting.reset()
+            t = time.perf_counter()
+            counts[label] = df.collect()[0].n
+            print(f"| `{where}` | {label} | {len(counting.objects)} / {days} | {counting.gets} | "
+                  f"{counting.bytes / 1e6:.2f} | {time.perf_counter() - t:.2f} | {counts[label]:,} |")
+            if label == "lading table":
+                assert len(counting.objects) <= limit, f"{where}: {len(counting.objects)} parts fetched, over {limit}"
+        # now() is each query's own instant: rows may cross the cut between the two queries
+        if "now()" not in where:
+            assert len(set(counts.values())) == 1, f"{where}: the reads disagree: {counts}"
+    spark.stop()
+
+
 if __name__ == "__main__":
-    main()
+    if "--temporal" in sys.argv:
+        rows = sys.argv[sys.argv.index("--rows-per-part") + 1] if "--rows-per-part" in sys.argv else "2000"
+        temporal(int(rows))
+    else:
+        main()

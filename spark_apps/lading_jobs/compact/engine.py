@@ -31,11 +31,11 @@ from lading_jobs.compact import commit as landing
 from lading_jobs.compact import frontier, rangesort, retention
 from lading_jobs.compact import plan as planner
 from lading_jobs.compact import task as compact_task
-from lading_jobs.compact.scope import bind_filter
+from lading_jobs.compact.scope import scope_filters
 from lading_jobs.compact.task import GroupOutcome, RewritePlan
 from lading_jobs.engine import Cancelled, JobResult, RunContext
 from lading_jobs.table import format as fmt
-from lading_jobs.table import mirror
+from lading_jobs.table import interp, mirror
 from lading_jobs.table import writer as table_writer
 from lading_jobs.table.log import Snapshot, TableLog
 from lading_jobs.table.schema import arrow_type
@@ -157,11 +157,16 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
             first = False
         _check_sort_by(snap, spec.sort_by)
         since = frontier.advance(snap.since, snap.upper, frontier.requested(spec.since, now))
-        scope = bind_filter(spark, spec.scope_filter, snap.schema) if spec.scope_filter else None
+        scope, scope_tree = scope_filters(spark, spec.scope_filter, snap.schema) if spec.scope_filter else (None, None)
+        # the filter's current_timestamp() is the wall clock when it is bound (as Spark evaluates it
+        # for scope_filters' predicates), within a second; its time zone is the session's
+        wall = time.time_ns() // 1000
+        env = interp.Env(now_lo=wall - 1_000_000, now_hi=wall + 1_000_000,
+                         time_zone=str(spark.conf.get("spark.sql.session.timeZone")))
         sort_by = spec.sort_by or snap.sort_by
         cluster = snap.schema.column(sort_by[0]).id if sort_by else None
         options = planner.Options(spec.target_file_size, spec.min_input_files, since, spec.max_bytes_per_run, scope,
-                                  cluster)
+                                  cluster, None if scope_tree is None else (scope_tree, env))
         the_plan = planner.plan(snap, options)
         totals.reason = the_plan.reason
         ctx.report(phase="rewriting", groups=len(the_plan.groups), parts=len(the_plan.parts))

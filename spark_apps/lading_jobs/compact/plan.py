@@ -46,6 +46,8 @@ from typing import Any
 
 from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
+from lading_jobs.table import interp
+from lading_jobs.table import vexpr as vx
 from lading_jobs.table.log import Part, Snapshot
 
 SMALL_FRACTION = 0.5
@@ -66,6 +68,7 @@ class Options:
     max_bytes_per_run: int | None = None
     scope: ex.Expr | None = None  # bound to the table's schema
     cluster_column: int | None = None  # id of sortBy's first column: packs parts of nearby values together
+    scope_tree: tuple[vx.Node, interp.Env] | None = None  # scope's filter again, for table.interp
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,12 @@ class Plan:
 def is_candidate(part: Part, options: Options) -> bool:
     if part.size >= SMALL_FRACTION * options.target_file_size:
         return False
-    return options.scope is None or ex.might_match(options.scope, part.stats)
+    if options.scope is not None and not ex.might_match(options.scope, part.stats):
+        return False
+    if options.scope_tree is None:
+        return True
+    tree, env = options.scope_tree
+    return interp.might_match(tree, part.stats, env)
 
 
 def _cluster_key(part: Part, column: int | None) -> tuple[bool, Any]:

@@ -18,7 +18,9 @@ import decimal
 import struct
 from typing import Any
 
+from lading_jobs.table import catalyst
 from lading_jobs.table import expr as ex
+from lading_jobs.table import vexpr as vx
 from lading_jobs.table.schema import TableSchema
 from lading_jobs.unload import sqlshape
 from lading_spec.errors import SpecError
@@ -129,6 +131,13 @@ def _translate(node: Any, negated: bool) -> ex.Expr:
 
 def bind_filter(spark: Any, text: str, schema: TableSchema) -> ex.Expr:
     """``text`` analysed by Spark against ``schema`` and bound for ``ex.might_match``."""
+    return scope_filters(spark, text, schema)[0]
+
+
+def scope_filters(spark: Any, text: str, schema: TableSchema) -> tuple[ex.Expr, vx.Node]:
+    """``text`` analysed by Spark against ``schema``: bound for ``ex.might_match``, and as a
+    ``table.vexpr`` tree for the ResultSpec interpreter (``table.interp``), which also skips
+    parts by filters over expressions (``date_trunc('DAY', ts) = …``, ``id * 2 + 1 < 100``)."""
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
@@ -155,7 +164,25 @@ def bind_filter(spark: Any, text: str, schema: TableSchema) -> ex.Expr:
             raise SpecError("scope.filter", f"{text!r} is not a filter")
         plan = kids[0]
     tree = _translate(plan.condition(), False)
-    return _bind_leaves(tree, schema)
+    return _bind_leaves(tree, schema), _value_tree(plan, schema)
+
+
+def _value_tree(plan: Any, schema: TableSchema) -> vx.Node:
+    """The Filter's condition over the table's columns (``table.catalyst.convert``)."""
+    from lading_jobs.formats import spark as spark_formats
+
+    spark_schema = spark_formats.transfer_schema(schema.spark_schema())
+    types = {f.name: f.dataType.simpleString() for f in spark_schema.fields}
+    columns: dict[int, vx.Node] = {}
+    for a in _seq(plan.child().output()):
+        c = schema.find(str(a.name()))
+        if c is not None and types.get(c.name) == str(a.dataType().simpleString()):
+            columns[int(a.exprId().id())] = vx.Col(types[c.name], c.id)
+    return catalyst.substitute(catalyst.convert(plan.condition()), lambda r: columns.get(r.expr_id, vx.Opaque(r.type)))
+
+
+def _seq(value: Any) -> list[Any]:
+    return [value.apply(i) for i in range(value.size())]
 
 
 def _bind_leaves(e: ex.Expr, schema: TableSchema) -> ex.Expr:

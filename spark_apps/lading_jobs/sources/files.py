@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import json
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -356,9 +357,11 @@ def read_fileset(session: SparkSession, fs: FileSet, schema: T.StructType | None
 
 
 def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Input], *,
-                    sort: bool = False, shared: frozenset[str] | set[str] = frozenset()) -> None:
+                    sort: bool = False, shared: frozenset[str] | set[str] = frozenset(),
+                    scan_filters: dict[str, Any] | None = None) -> None:
     """Register every input as a temporary view named after it (for ``from.query``); table
-    inputs named in ``shared`` (lower case) take no pushed filter (``reader.shared_scans``)."""
+    inputs named in ``shared`` (lower case) take no pushed filter (``reader.shared_scans``),
+    those in ``scan_filters`` skip parts by the query's filter on them (``reader.scan_filters``)."""
     for i, item in enumerate(inputs):
         if item.files is not None:
             read_fileset(session, item.files, sort=sort, field=f"from.inputs[{i}]").createOrReplaceTempView(item.name)
@@ -369,7 +372,8 @@ def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Inpu
             raise RuntimeError(f"input {item.name!r}: table inputs need lading_jobs.table.reader, "
                                "which this build lacks") from e
         assert item.table is not None
-        reader.register_table_view(session, item.name, item.table, item.as_of, pushdown=item.name.lower() not in shared)
+        reader.register_table_view(session, item.name, item.table, item.as_of, pushdown=item.name.lower() not in shared,
+                                   scan_filter=(scan_filters or {}).get(item.name.lower()))
 
 
 def query_frame(session: SparkSession, query: str, inputs: tuple[Input, ...] | list[Input], *,
@@ -377,7 +381,9 @@ def query_frame(session: SparkSession, query: str, inputs: tuple[Input, ...] | l
     """``from.query`` over its inputs, checked by the sandbox. A table input that several scans
     of the query read (a self-join, a UNION of two filters, a subquery, a CTE used twice) is
     registered again without filter pushdown, so each scan gets its own rows
-    (``reader.shared_scans``); a table read once keeps its part skipping."""
+    (``reader.shared_scans``); a table read once keeps its part skipping, and is registered
+    again with the filter the query's plan puts on its scan (``reader.scan_filters``), which
+    skips parts for filters over expressions too (``date_trunc('DAY', ts) = …``)."""
     from lading_jobs import sandbox
 
     names = [i.name for i in inputs]
@@ -388,7 +394,12 @@ def query_frame(session: SparkSession, query: str, inputs: tuple[Input, ...] | l
     from lading_jobs.table import reader
 
     shared = reader.shared_scans(df)
-    if not shared:
+    if shared:
+        register_inputs(session, [i for i in inputs if i.name.lower() in shared], sort=sort, shared=shared)
+        df = sandbox.query_frame(session, query, names)
+    filters = {view: f for view, f in reader.scan_filters(df).items() if view not in shared}
+    tables = [i for i in inputs if i.table is not None and i.name.lower() in filters]
+    if not tables:
         return df
-    register_inputs(session, [i for i in inputs if i.name.lower() in shared], sort=sort, shared=shared)
+    register_inputs(session, tables, sort=sort, shared=shared, scan_filters=filters)
     return sandbox.query_frame(session, query, names)

@@ -23,6 +23,7 @@ column types (``table.bucket``), never on the part that holds the row.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -40,9 +41,11 @@ from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.formats import types as format_types
 from lading_jobs.table import bucket as kb
+from lading_jobs.table import catalyst, interp
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
+from lading_jobs.table import vexpr as vx
 from lading_jobs.table.log import Part, Snapshot, TableError, TableLog, snapshot_at, superseded_at
 from lading_jobs.table.schema import conform, field_id
 from lading_jobs.table.stats import ColumnStats, PartStats, to_stats_domain
@@ -77,10 +80,52 @@ def part_might_match(part: Part, predicate: ex.Expr, as_of: int | None) -> bool:
     return ex.might_match(predicate, part.stats)
 
 
-def plan_scan(snapshot: Snapshot, predicate: ex.Expr | None = None) -> list[Part]:
-    """The parts a read of ``snapshot`` (as of ``snapshot.as_of``) with ``predicate`` must fetch."""
+@dataclass(frozen=True)
+class ScanFilter:
+    """The filter Spark's plan puts on a table's scan (``table.catalyst.scan_filters``), for the
+    ResultSpec interpreter (``table.interp``), with the query's settings."""
+
+    tree: vx.Node
+    env: interp.Env
+    version: int | None = None
+    """The commit whose column ids ``tree`` names: the read is pinned to it."""
+
+    def to_options(self) -> dict[str, str]:
+        out = {"scanFilter": vx.to_json(self.tree), "scanFilterZone": self.env.time_zone}
+        if self.env.now_lo is not None:
+            out["scanFilterNow"] = str(self.env.now_lo)
+        return out
+
+    @classmethod
+    def from_options(cls, options: dict[str, str]) -> ScanFilter | None:
+        tree = options.get("scanFilter") or options.get("scanfilter")
+        if not tree:
+            return None
+        now = options.get("scanFilterNow") or options.get("scanfilternow")
+        zone = options.get("scanFilterZone") or options.get("scanfilterzone") or "UTC"
+        return cls(vx.from_json(tree), interp.Env(now_lo=int(now) if now else None, time_zone=zone))
+
+
+def skipping_tree(snapshot: Snapshot, scan_filter: ScanFilter | None) -> vx.Node | None:
+    """The part of ``scan_filter`` that may skip parts: in an upsert table, its conjuncts over
+    key columns only (see the module doc)."""
+    if scan_filter is None:
+        return None
+    tree = scan_filter.tree
+    if snapshot.envelope == "upsert":
+        key_ids = {snapshot.schema.column(k).id for k in snapshot.key_columns}
+        tree = vx.and_all([c for c in vx.conjuncts(tree) if vx.column_ids(c) <= key_ids])
+    return None if vx.is_trivial(tree) else tree
+
+
+def plan_scan(snapshot: Snapshot, predicate: ex.Expr | None = None,
+              scan_filter: ScanFilter | None = None) -> list[Part]:
+    """The parts a read of ``snapshot`` (as of ``snapshot.as_of``) with ``predicate`` (pushed
+    conjuncts) and ``scan_filter`` (the plan's filter on the scan) must fetch."""
     skip = skipping_predicate(snapshot, predicate)
-    return [p for p in snapshot.parts if part_might_match(p, skip, snapshot.as_of)]
+    tree = skipping_tree(snapshot, scan_filter)
+    return [p for p in snapshot.parts if part_might_match(p, skip, snapshot.as_of)
+            and (tree is None or scan_filter is None or interp.might_match(tree, p.stats, scan_filter.env))]
 
 
 # -- reading one part -----------------------------------------------------------------------
@@ -216,10 +261,11 @@ class ReadTask:
     buckets: int
 
 
-def plan_tasks(snapshot: Snapshot, predicate: ex.Expr | None = None) -> list[ReadTask]:
+def plan_tasks(snapshot: Snapshot, predicate: ex.Expr | None = None,
+               scan_filter: ScanFilter | None = None) -> list[ReadTask]:
     """The read's tasks: append tables in groups of parts of about ``APPEND_TASK_BYTES``;
     upsert and diff tables as ``n`` key buckets over every planned part (see the module doc)."""
-    parts = plan_scan(snapshot, predicate)
+    parts = plan_scan(snapshot, predicate, scan_filter)
     if not parts:
         return [ReadTask((), 0, 1)]
     if snapshot.envelope == "append":
@@ -372,7 +418,8 @@ class LadingReader(DataSourceReader):
         return ex.and_all(self.predicates) if self.predicates else None
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [LadingPartition(t) for t in plan_tasks(self.snapshot, self.predicate())]
+        scan_filter = ScanFilter.from_options(self.options)
+        return [LadingPartition(t) for t in plan_tasks(self.snapshot, self.predicate(), scan_filter)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         task: ReadTask = partition.value
@@ -398,8 +445,12 @@ def register(spark: Any) -> None:
 
 
 def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int | None = None,
-               endpoint: str | None = None, view: str | None = None, pushdown: bool = True) -> Any:
+               endpoint: str | None = None, view: str | None = None, pushdown: bool = True,
+               scan_filter: ScanFilter | None = None, where: str | None = None) -> Any:
     """The table as a DataFrame, consolidated as of logical time ``as_of``, in the table's own types.
+
+    ``where`` (Spark SQL over the table's columns) filters it, skipping the parts where the
+    filter cannot hold (its analysed form, ``scan_filters``), filters over expressions too.
 
     The table is opened once: the DataFrame reads that commit's state (``version``)
     however late it is evaluated, and its schema and data always agree.
@@ -407,10 +458,21 @@ def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int |
     ``view`` names the temporary view the DataFrame backs (``shared_scans`` reports it);
     ``pushdown=False`` makes the source take no filter, so Spark evaluates them all and
     every part is read (for a relation several scans share, see ``shared_scans``).
+    ``scan_filter`` skips parts where the query's filter on this scan cannot hold
+    (``scan_filters``); Spark still applies the filter to the rows.
 
     (``format("lading")`` alone shows year-month intervals as int months: a Python
     data source cannot return them; this restores them in Spark SQL.)"""
     register(spark)
+    if where is not None:
+        name = view or FILTERED_VIEW
+        first = read_table(spark, uri, as_of, version=version, endpoint=endpoint, view=name, pushdown=pushdown,
+                           scan_filter=scan_filter).where(where)
+        found = scan_filters(first).get(name.lower()) if scan_filter is None else None
+        if found is None:
+            return first
+        return read_table(spark, uri, as_of, version=version, endpoint=endpoint, view=name, pushdown=pushdown,
+                          scan_filter=found).where(where)
     options = {"path": fmt.table_root(uri)}
     if as_of is not None:
         options["asOf"] = str(as_of)
@@ -422,16 +484,31 @@ def read_table(spark: Any, uri: str, as_of: int | None = None, *, version: int |
         options["view"] = view
     if not pushdown:
         options["pushdown"] = "false"
+    if scan_filter is not None:
+        options.update(scan_filter.to_options())
+        if scan_filter.version is not None:
+            options["version"] = str(scan_filter.version)
     snapshot, _ = _open_snapshot(options)
     options["version"] = str(snapshot.version)  # one snapshot: Spark's schema and scan open this version
+    options[catalyst.COLUMNS_OPTION] = _columns_option(snapshot)
     df = spark.read.format("lading").options(**options).load()
     return spark_formats.from_transfer(df, snapshot.schema.spark_schema())
 
 
+FILTERED_VIEW = "_lading_read_table"
+"""The ``view`` option ``read_table(where=...)`` gives its relation, to find its filter."""
+
+
+def _columns_option(snapshot: Snapshot) -> str:
+    spark_schema = spark_formats.transfer_schema(snapshot.schema.spark_schema())
+    return json.dumps({c.name.lower(): [c.id, f.dataType.simpleString()]
+                       for c, f in zip(snapshot.schema.columns, spark_schema.fields, strict=True)})
+
+
 def register_table_view(spark: Any, name: str, uri: str, as_of: int | None = None, *,
-                        pushdown: bool = True) -> Any:
+                        pushdown: bool = True, scan_filter: ScanFilter | None = None) -> Any:
     """A temporary view ``name`` over the table, for SQL (``from.query`` inputs)."""
-    df = read_table(spark, uri, as_of, view=name, pushdown=pushdown)
+    df = read_table(spark, uri, as_of, view=name, pushdown=pushdown, scan_filter=scan_filter)
     df.createOrReplaceTempView(name)
     return df
 
@@ -468,3 +545,23 @@ def shared_scans(df: Any) -> set[str]:
 
 def _seq(value: Any) -> list[Any]:
     return [value.apply(i) for i in range(value.size())]
+
+
+# -- the plan's filter on each scan ------------------------------------------------------------
+NOW_MARGIN_MICROS = 1_000_000
+"""Taken off the instant a scan filter records as the earliest the query can run at."""
+
+
+def scan_filters(df: Any) -> dict[str, ScanFilter]:
+    """Per view (``read_table(view=...)``, lower case) that ``df``'s analysed plan scans once:
+    the filter Spark applies to its rows (``table.catalyst.scan_filters``), with the session
+    time zone and, as the query's current time, an instant no later than any query that is
+    planned after this call runs at (the instant itself is the optimiser's, later)."""
+    plan = df._jdf.queryExecution().analyzed()
+    trees = catalyst.scan_filters(plan)
+    if not trees:
+        return {}
+    zone = str(df.sparkSession.conf.get("spark.sql.session.timeZone"))
+    env = interp.Env(now_lo=time.time_ns() // 1000 - NOW_MARGIN_MICROS, time_zone=zone)
+    return {view: ScanFilter(tree, env, None if version is None else int(version))
+            for view, (tree, version) in trees.items()}

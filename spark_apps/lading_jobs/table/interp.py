@@ -1,0 +1,632 @@
+"""The ResultSpec interpreter: what may an expression return over one part's rows?
+
+Abstract interpretation over a part's statistics (seed 004): every expression of a
+``table.vexpr`` tree evaluates to a ``Spec`` — may it be NULL, may it fail (an ANSI
+error: overflow, an invalid cast), and an inclusive range of its non-null values.
+Columns take theirs from the part's statistics (a missing bound: unbounded; a
+truncated string bound is still a bound), literals are exact, the query's current
+time is the range ``Env`` gives. A function is *annotated* when this module knows
+how its result moves with its arguments (``FUNCTIONS``); it then maps the ends of
+its argument's range (monotone functions) or gives the range piecewise (``month``,
+``day``). Any other function may return anything, NULL and errors included.
+
+A filter keeps a part unless its Spec can be neither TRUE nor an error
+(``might_match``): Spark would raise on an error, so a part where the filter may
+fail is read and Spark decides.
+
+Spark's semantics, corner by corner: comparisons are three-valued (NULL when a side
+is NULL); floats order NaN above every number and ``-0.0 = 0.0`` (a float range
+without an upper bound holds NaN); integer arithmetic under ANSI fails on overflow
+(``TRY`` gives NULL, legacy wraps: anything); decimal arithmetic is not annotated.
+Functions of the session time zone (``timestamp`` ↔ ``date``, ``date_trunc``,
+timestamp + day-time interval, ``current_date``) are computed at the range's ends in
+that zone and, unless the zone is a fixed offset, widened by ``ZONE_SLACK_MICROS``
+(dates: ``ZONE_SLACK_DAYS``): local time is not monotone across an offset change,
+and Java's and Python's zone data may differ by a release; the slack covers both.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import decimal
+import math
+import re
+import zoneinfo
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from lading_jobs.table import vexpr as vx
+from lading_jobs.table.stats import PartStats
+
+MICROS_PER_DAY = 86_400_000_000
+ZONE_SLACK_MICROS = 26 * 3_600_000_000
+"""How far a local-time conversion may stray from monotone: the largest offset change
+on record (America/Sitka, 1867: a day back) plus two hours."""
+ZONE_SLACK_DAYS = 2
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MIN_MICROS = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
+_MAX_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z
+NOW_CAP_MICROS = 221_845_392_000_000_000  # 9000-01-01T00:00:00Z
+"""The query's instant when ``Env`` gives no upper end: some time before the year 9000, so
+arithmetic on it does not look like it may overflow."""
+_INT_BITS = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
+
+
+@dataclass(frozen=True)
+class Env:
+    """The query's settings: its current instant as a range of epoch microseconds (``None``:
+    unbounded on that side) and the session time zone (Spark's ``spark.sql.session.timeZone``)."""
+
+    now_lo: int | None = None
+    now_hi: int | None = None
+    time_zone: str = "UTC"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What an expression may return: NULL (``nullable``), an error (``fallible``), and its
+    non-null values: none (``empty``) or within ``[lo, hi]`` (``None``: unbounded)."""
+
+    type: str
+    nullable: bool = False
+    fallible: bool = False
+    empty: bool = False
+    lo: Any = None
+    hi: Any = None
+
+
+def anything(type_: str) -> Spec:
+    return Spec(type_, nullable=True, fallible=True)
+
+
+def kind(type_: str) -> str:
+    """How values of a Spark type compare here: integer, float, decimal, boolean, string,
+    date, timestamp, timestamp_ntz, daytime (a day-time interval) or other."""
+    if type_ in _INT_BITS:
+        return "integer"
+    if type_ in ("float", "double"):
+        return "float"
+    if type_.startswith("decimal"):
+        return "decimal"
+    if type_ in ("boolean", "string", "date", "timestamp", "timestamp_ntz"):
+        return type_
+    if type_.startswith("interval") and "year" not in type_ and "month" not in type_:
+        return "daytime"
+    return "other"
+
+
+def int_range(type_: str) -> tuple[int, int]:
+    bits = _INT_BITS[type_]
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+# -- order (Spark's: NaN above every number) ---------------------------------------------
+def _key(v: Any) -> tuple[int, Any]:
+    if isinstance(v, float) and math.isnan(v):
+        return (1, 0.0)
+    return (0, v)
+
+
+def _le(a: Any, b: Any) -> bool:
+    """a ≤ b, where ``None`` on either side is unbounded (always possible)."""
+    return a is None or b is None or _key(a) <= _key(b)
+
+
+def _lt(a: Any, b: Any) -> bool:
+    return a is None or b is None or _key(a) < _key(b)
+
+
+def _min(a: Any, b: Any) -> Any:
+    return None if a is None or b is None else (a if _key(a) <= _key(b) else b)
+
+
+def _max(a: Any, b: Any) -> Any:
+    return None if a is None or b is None else (a if _key(a) >= _key(b) else b)
+
+
+# -- booleans ----------------------------------------------------------------------------
+def may_be_true(s: Spec) -> bool:
+    return not s.empty and (s.hi is None or s.hi is True)
+
+
+def may_be_false(s: Spec) -> bool:
+    return not s.empty and (s.lo is None or s.lo is False)
+
+
+def boolean(true: bool, false: bool, null: bool, fallible: bool) -> Spec:
+    if not true and not false:
+        return Spec("boolean", null, fallible, empty=True)
+    return Spec("boolean", null, fallible, lo=not false, hi=true)
+
+
+# -- columns and the root ----------------------------------------------------------------
+def column_spec(col: vx.Col, stats: PartStats) -> Spec:
+    """A column's Spec from a part's statistics; anything the statistics do not say is open."""
+    if stats.rows == 0:
+        return Spec(col.type, empty=True)
+    cs = stats.columns.get(col.column_id)
+    if cs is None:
+        return Spec(col.type, nullable=True)
+    nullable = cs.nulls is None or cs.nulls > 0
+    if cs.nulls is not None and cs.nulls >= stats.rows:
+        return Spec(col.type, nullable=True, empty=True)
+    return Spec(col.type, nullable, lo=_bound(cs.min, col.type), hi=_bound(cs.max, col.type))
+
+
+def _bound(v: Any, type_: str) -> Any:
+    """A stats-domain bound as a value of ``type_``, or None when it is missing or mistyped."""
+    k = kind(type_)
+    if v is None or isinstance(v, bool) != (k == "boolean"):
+        return None
+    if k in ("integer", "date", "timestamp", "timestamp_ntz"):
+        return v if isinstance(v, int) else None
+    if k == "float":
+        return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
+    if k == "decimal":
+        try:
+            d = decimal.Decimal(v) if isinstance(v, str | int) else None
+        except decimal.InvalidOperation:
+            return None
+        return d if d is not None and d.is_finite() else None
+    if k in ("string", "boolean"):
+        return v if isinstance(v, str if k == "string" else bool) else None
+    return None
+
+
+def evaluate(node: vx.Node, stats: PartStats, env: Env) -> Spec:
+    """The Spec of ``node`` over the rows ``stats`` describes."""
+    if isinstance(node, vx.Col):
+        return column_spec(node, stats)
+    if isinstance(node, vx.Lit):
+        if node.value is None:
+            return Spec(node.type, nullable=True, empty=True)
+        return Spec(node.type, lo=node.value, hi=node.value)
+    if isinstance(node, vx.Now):
+        now = Spec("timestamp", lo=env.now_lo, hi=env.now_hi if env.now_hi is not None else NOW_CAP_MICROS)
+        return now if node.type == "timestamp" else _cast(now, "date", "ANSI", env)
+    if isinstance(node, vx.Call):
+        fn = FUNCTIONS.get(node.fn)
+        if fn is None:
+            return anything(node.type)
+        args = [evaluate(a, stats, env) for a in node.args]
+        try:
+            return fn(node, args, env)
+        except (ArithmeticError, ValueError, TypeError, OverflowError, decimal.InvalidOperation):
+            return anything(node.type)  # outside what this module computes exactly: open
+    return anything(node.type)
+
+
+def might_match(node: vx.Node, stats: PartStats, env: Env) -> bool:
+    """False only when the filter ``node`` can be neither TRUE nor an error for any row."""
+    s = evaluate(node, stats, env)
+    return s.fallible or may_be_true(s)
+
+
+# -- logic and comparisons ---------------------------------------------------------------
+def _and(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    a, b = args
+    return boolean(may_be_true(a) and may_be_true(b), may_be_false(a) or may_be_false(b),
+                   (a.nullable and (b.nullable or may_be_true(b))) or (b.nullable and may_be_true(a)),
+                   a.fallible or b.fallible)
+
+
+def _or(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    a, b = args
+    return boolean(may_be_true(a) or may_be_true(b), may_be_false(a) and may_be_false(b),
+                   (a.nullable and (b.nullable or may_be_false(b))) or (b.nullable and may_be_false(a)),
+                   a.fallible or b.fallible)
+
+
+def _not(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    (a,) = args
+    return boolean(may_be_false(a), may_be_true(a), a.nullable, a.fallible)
+
+
+def _isnull(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    (a,) = args
+    return boolean(a.nullable, not a.empty, False, a.fallible)
+
+
+def _isnotnull(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    (a,) = args
+    return boolean(not a.empty, a.nullable, False, a.fallible)
+
+
+def _compare(op: str, a: Spec, b: Spec) -> tuple[bool, bool]:
+    """(may be TRUE, may be FALSE) of ``x op y`` for non-null x of ``a`` and y of ``b``."""
+    if op == "gt":
+        return _compare("lt", b, a)
+    if op == "ge":
+        return _compare("le", b, a)
+    if op == "lt":
+        return _lt(a.lo, b.hi), _le(b.lo, a.hi)
+    if op == "le":
+        return _le(a.lo, b.hi), _lt(b.lo, a.hi)
+    # eq: TRUE needs the ranges to meet; FALSE is impossible only when both are one same value
+    single = a.lo is not None and b.lo is not None and _key(a.lo) == _key(a.hi) == _key(b.lo) == _key(b.hi)
+    return _le(a.lo, b.hi) and _le(b.lo, a.hi), not single
+
+
+def _comparison(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    a, b = args
+    if kind(a.type) != kind(b.type) or kind(a.type) == "other" or \
+            (kind(a.type) == "string" and (a.type != "string" or b.type != "string")):
+        return anything("boolean")
+    fallible = a.fallible or b.fallible
+    if node.fn == "eqns":  # <=>: never NULL
+        t, f = (False, False) if a.empty or b.empty else _compare("eq", a, b)
+        return boolean(t or (a.nullable and b.nullable), f or a.nullable or b.nullable, False, fallible)
+    if a.empty or b.empty:
+        return boolean(False, False, a.nullable or b.nullable, fallible)
+    t, f = _compare(node.fn, a, b)
+    return boolean(t, f, a.nullable or b.nullable, fallible)
+
+
+def _in(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """``x IN (a, b, ...)`` is ``x = a OR x = b OR ...`` in three-valued logic."""
+    value, items = args[0], args[1:]
+    if not items:
+        return anything("boolean")
+    out: Spec | None = None
+    for item in items:
+        eq = _comparison(vx.call("eq"), [value, item], env)
+        out = eq if out is None else _or(node, [out, eq], env)
+    assert out is not None
+    return out
+
+
+def _coalesce(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    fallible, empty, lo, hi, nullable = False, True, None, None, True
+    for s in args:
+        fallible = fallible or s.fallible
+        if not s.empty:
+            lo, hi = (s.lo, s.hi) if empty else (_min(lo, s.lo), _max(hi, s.hi))
+            empty = False
+        if not s.nullable:
+            nullable = False
+            break
+    return Spec(node.type, nullable, fallible, empty, None if empty else lo, None if empty else hi)
+
+
+# -- monotone functions ------------------------------------------------------------------
+def _monotone(s: Spec, type_: str, f: Callable[[Any], Any], increasing: bool = True) -> Spec:
+    """``f`` of every value of ``s``, for ``f`` non-decreasing (or non-increasing) on its domain;
+    a missing bound stays missing."""
+    if s.empty:
+        return Spec(type_, s.nullable, s.fallible, empty=True)
+    a = None if s.lo is None else f(s.lo)
+    b = None if s.hi is None else f(s.hi)
+    if not increasing:
+        a, b = b, a
+    return Spec(type_, s.nullable, s.fallible, lo=a, hi=b)
+
+
+def _overflowing(s: Spec, lo: Any, hi: Any, mode: str) -> Spec:
+    """``s`` whose values should lie in ``[lo, hi]``: values outside overflow, which fails under
+    ANSI, is NULL under TRY and wraps (anything) in legacy mode."""
+    if s.empty or (s.lo is not None and s.hi is not None and lo <= s.lo and s.hi <= hi):
+        return s
+    if mode == "ANSI":
+        return replace(s, fallible=True, lo=_clip(s.lo, lo, hi, lo), hi=_clip(s.hi, lo, hi, hi))
+    if mode == "TRY":
+        return replace(s, nullable=True, lo=_clip(s.lo, lo, hi, lo), hi=_clip(s.hi, lo, hi, hi))
+    return anything(s.type)
+
+
+def _clip(v: Any, lo: Any, hi: Any, missing: Any) -> Any:
+    return missing if v is None else min(max(v, lo), hi)
+
+
+def _arith(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """``x + c``, ``x - c``, ``c - x``, ``x * c``, ``c * x`` for a literal ``c`` (integers and doubles)."""
+    a, b = args
+    mode = node.params[0] if node.params else "ANSI"
+    lit_left = isinstance(node.args[0], vx.Lit) and not isinstance(node.args[1], vx.Lit)
+    x, c = (b, a) if lit_left else (a, b)
+    if not isinstance(node.args[0 if lit_left else 1], vx.Lit) or c.empty:
+        return anything(node.type) if not c.empty else Spec(node.type, True, x.fallible, empty=True)
+    k = kind(node.type)
+    if k not in ("integer", "float") or node.type == "float" or kind(x.type) != k:
+        return anything(node.type)
+    cv = c.lo
+    if k == "float" and not math.isfinite(cv):
+        return anything(node.type)
+    if node.fn == "add":
+        out = _monotone(x, node.type, lambda v: v + cv)
+    elif node.fn == "sub":
+        out = _monotone(x, node.type, (lambda v: cv - v) if lit_left else (lambda v: v - cv), not lit_left)
+    else:
+        out = _monotone(x, node.type, lambda v: v * cv, cv >= 0)
+    if k == "integer":
+        out = _overflowing(out, *int_range(node.type), mode)
+    return out
+
+
+def _negate(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    (a,) = args
+    if kind(node.type) != "integer":
+        return anything(node.type)
+    mode = node.params[0] if node.params else "ANSI"
+    return _overflowing(_monotone(a, node.type, lambda v: -v, False), *int_range(node.type), mode)
+
+
+# -- casts -------------------------------------------------------------------------------
+def _cast_call(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    mode = node.params[0] if node.params else "ANSI"
+    return _cast(args[0], node.type, mode, env)
+
+
+def _cast(s: Spec, to: str, mode: str, env: Env) -> Spec:
+    src, dst = kind(s.type), kind(to)
+    if s.type == to:
+        return s
+    if src == dst and src in ("integer",):
+        return _overflowing(replace(s, type=to), *int_range(to), mode)
+    if src == "integer" and to == "double":
+        return _monotone(s, to, float)
+    if src == "decimal" and to == "double":  # Spark may divide a long by a power of ten: 2 ulps
+        out = _monotone(s, to, float)
+        return replace(out, lo=None if out.lo is None else math.nextafter(math.nextafter(out.lo, -math.inf), -math.inf),
+                       hi=None if out.hi is None else math.nextafter(math.nextafter(out.hi, math.inf), math.inf))
+    if src == "integer" and dst == "decimal":
+        return _to_decimal(replace(s, lo=_dec(s.lo), hi=_dec(s.hi)), to, mode)
+    if src == "decimal" and dst == "decimal":
+        return _to_decimal(s, to, mode)
+    if src in ("decimal", "float") and dst == "integer":
+        lo_t, hi_t = int_range(to)
+        if src == "float" and (s.lo is None or s.hi is None) and mode == "LEGACY":
+            return anything(to)  # NaN and ±inf cast to 0 and the type's ends
+        out = _monotone(s, to, lambda v: int(v))  # truncation toward zero, as Spark
+        return _overflowing(_open_ends_fail(out, s, mode), lo_t, hi_t, mode)
+    if src == "date" and dst == "timestamp_ntz":
+        return _monotone(s, to, lambda d: d * MICROS_PER_DAY)
+    if src == "timestamp_ntz" and dst == "date":
+        return _monotone(s, to, lambda m: m // MICROS_PER_DAY)
+    if src == "date" and dst == "timestamp":
+        return _zoned(s, to, env, lambda d, z: _local_to_micros(_day_start(d), z))
+    if src == "timestamp" and dst == "date":
+        return _zoned(s, to, env, lambda m, z: _date_days(_micros_to_local(m, z)))
+    if src == "timestamp" and dst == "timestamp_ntz":
+        return _zoned(s, to, env, lambda m, z: _naive_micros(_micros_to_local(m, z)))
+    if src == "timestamp_ntz" and dst == "timestamp":
+        return _zoned(s, to, env, lambda m, z: _local_to_micros(_from_naive_micros(m), z))
+    return anything(to)
+
+
+def _dec(v: Any) -> Any:
+    return None if v is None else decimal.Decimal(v)
+
+
+def _open_ends_fail(out: Spec, s: Spec, mode: str) -> Spec:
+    """A float without one of its bounds may hold NaN or an infinity, which no integer holds."""
+    if s.empty or (s.lo is not None and s.hi is not None):
+        return out
+    return replace(out, fallible=out.fallible or mode == "ANSI", nullable=out.nullable or mode != "ANSI")
+
+
+_DECIMAL_TYPE = re.compile(r"decimal\((\d+),(\d+)\)$")
+
+
+def _to_decimal(s: Spec, to: str, mode: str) -> Spec:
+    """Rounding half up to the scale is monotone; a value too wide for the precision overflows
+    (ANSI: fails; TRY and legacy: NULL)."""
+    m = _DECIMAL_TYPE.match(to)
+    if m is None:
+        return anything(to)
+    precision, scale = int(m.group(1)), int(m.group(2))
+    quantum = decimal.Decimal(1).scaleb(-scale)
+    ctx = decimal.Context(prec=100)
+    out = _monotone(s, to, lambda v: v.quantize(quantum, rounding=decimal.ROUND_HALF_UP, context=ctx))
+    limit = decimal.Decimal(10) ** (precision - scale) - quantum
+    return _overflowing(out, -limit, limit, mode if mode != "LEGACY" else "TRY")
+
+
+# -- time zones --------------------------------------------------------------------------
+_FIXED = re.compile(r"^(?:UTC|GMT|UT|Z|Etc/UTC|Etc/GMT|Etc/UCT|UCT|Etc/Universal|Universal|Zulu|Etc/Zulu)"
+                    r"|(?:(?:UTC|GMT)?([+-])(\d{1,2})(?::?(\d{2}))?)$")
+
+
+def zone(name: str) -> tuple[dt.tzinfo, bool]:
+    """The session time zone and whether it is a fixed offset (no slack needed)."""
+    m = _FIXED.fullmatch(name)
+    if m is not None:
+        if m.group(1) is None:
+            return dt.UTC, True
+        offset = dt.timedelta(hours=int(m.group(2)), minutes=int(m.group(3) or 0))
+        return dt.timezone(-offset if m.group(1) == "-" else offset), True
+    return zoneinfo.ZoneInfo(name), False
+
+
+def _zoned(s: Spec, to: str, env: Env, f: Callable[[Any, dt.tzinfo], int]) -> Spec:
+    z, fixed = zone(env.time_zone)
+    out = _monotone(s, to, lambda v: f(v, z))
+    if fixed or out.empty:
+        return out
+    slack = ZONE_SLACK_DAYS if kind(to) == "date" else ZONE_SLACK_MICROS
+    return replace(out, lo=None if out.lo is None else out.lo - slack, hi=None if out.hi is None else out.hi + slack)
+
+
+def _micros_to_local(m: int, z: dt.tzinfo) -> dt.datetime:
+    if not _MIN_MICROS + MICROS_PER_DAY <= m <= _MAX_MICROS - MICROS_PER_DAY:
+        raise OverflowError("outside years 1 … 9999")
+    return (_EPOCH + dt.timedelta(microseconds=m)).astimezone(z).replace(tzinfo=None)
+
+
+def _local_to_micros(local: dt.datetime, z: dt.tzinfo) -> int:
+    delta = local.replace(tzinfo=z) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _naive_micros(local: dt.datetime) -> int:
+    return _local_to_micros(local, dt.UTC)
+
+
+def _from_naive_micros(m: int) -> dt.datetime:
+    return _micros_to_local(m, dt.UTC)
+
+
+def _date_days(local: dt.datetime) -> int:
+    return (local.date() - dt.date(1970, 1, 1)).days
+
+
+def _day_start(days: int) -> dt.datetime:
+    return dt.datetime.combine(dt.date(1970, 1, 1) + dt.timedelta(days=days), dt.time())
+
+
+def _date(days: int) -> dt.date:
+    return dt.date(1970, 1, 1) + dt.timedelta(days=days)
+
+
+# -- date and time functions -------------------------------------------------------------
+_TRUNC_UNITS = {"YEAR": "year", "YYYY": "year", "YY": "year", "QUARTER": "quarter", "MONTH": "month",
+                "MM": "month", "MON": "month", "WEEK": "week", "DAY": "day", "DD": "day", "HOUR": "hour",
+                "MINUTE": "minute", "SECOND": "second", "MILLISECOND": "millisecond",
+                "MICROSECOND": "microsecond"}
+_EXACT_UNITS = {"microsecond": 1, "millisecond": 1_000, "second": 1_000_000}
+
+
+def _trunc_local(t: dt.datetime, unit: str) -> dt.datetime:
+    if unit == "year":
+        return dt.datetime(t.year, 1, 1)
+    if unit == "quarter":
+        return dt.datetime(t.year, (t.month - 1) // 3 * 3 + 1, 1)
+    if unit == "month":
+        return dt.datetime(t.year, t.month, 1)
+    if unit == "week":
+        return dt.datetime.combine(t.date() - dt.timedelta(days=t.weekday()), dt.time())
+    if unit == "day":
+        return dt.datetime.combine(t.date(), dt.time())
+    if unit == "hour":
+        return t.replace(minute=0, second=0, microsecond=0)
+    return t.replace(second=0, microsecond=0)  # minute
+
+
+def _date_trunc(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """``date_trunc(unit, ts)``: non-decreasing in ``ts`` for every unit."""
+    unit = _TRUNC_UNITS.get(str(node.params[0]).upper()) if node.params else None
+    (s,) = args
+    if unit is None or kind(s.type) not in ("timestamp", "timestamp_ntz"):
+        return anything(node.type)
+    if unit in _EXACT_UNITS:  # no zone involved
+        q = _EXACT_UNITS[unit]
+        return _monotone(s, node.type, lambda m: m - m % q)
+    if s.type == "timestamp_ntz":
+        return _monotone(s, node.type, lambda m: _naive_micros(_trunc_local(_from_naive_micros(m), unit)))
+    return _zoned(s, node.type, env, lambda m, z: _local_to_micros(_trunc_local(_micros_to_local(m, z), unit), z))
+
+
+def _trunc_date(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """``trunc(date, unit)`` for year, quarter, month and week: non-decreasing."""
+    unit = _TRUNC_UNITS.get(str(node.params[0]).upper()) if node.params else None
+    (s,) = args
+    if unit not in ("year", "quarter", "month", "week") or s.type != "date":
+        return anything(node.type)
+    return _monotone(s, "date", lambda d: _date_days(_trunc_local(_day_start(d), unit)))
+
+
+def _date_add(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """``date_add(d, n)`` / ``date_sub(d, n)``: non-decreasing in ``d``, monotone in ``n``."""
+    d, n = args
+    if d.type != "date" or kind(n.type) != "integer":
+        return anything(node.type)
+    sign = 1 if node.fn == "date_add" else -1
+    if d.empty or n.empty:
+        return Spec("date", d.nullable or n.nullable, d.fallible or n.fallible, empty=True)
+    lo_n, hi_n = (n.lo, n.hi) if sign > 0 else (None if n.hi is None else -n.hi, None if n.lo is None else -n.lo)
+    lo = None if d.lo is None or lo_n is None else d.lo + lo_n
+    hi = None if d.hi is None or hi_n is None else d.hi + hi_n
+    out = Spec("date", d.nullable or n.nullable, d.fallible or n.fallible, lo=lo, hi=hi)
+    return _overflowing(out, -(1 << 31), (1 << 31) - 1, "ANSI")
+
+
+def _time_add(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """``ts + interval`` for a day-time interval literal: local time plus the interval
+    (Spark adds days in the session zone), so exact in a fixed-offset zone, else with slack."""
+    s, iv = args
+    if kind(s.type) not in ("timestamp", "timestamp_ntz") or kind(iv.type) != "daytime" \
+            or not isinstance(node.args[1], vx.Lit) or iv.empty:
+        return anything(node.type)
+    add = iv.lo
+    if s.type == "timestamp_ntz":
+        out = _monotone(s, node.type, lambda m: m + add)
+    else:
+        out = _zoned(s, node.type, env, lambda m, z: m + add)
+    return _overflowing(out, _MIN_MICROS, _MAX_MICROS, "ANSI")
+
+
+def _plus_months(t: dt.datetime, months: int) -> dt.datetime:
+    """Java's ``plusMonths``: the day of month clamped to the new month's length."""
+    year, month = divmod(t.year * 12 + t.month - 1 + months, 12)
+    return t.replace(year=year, month=month + 1, day=min(t.day, calendar.monthrange(year, month + 1)[1]))
+
+
+def _add_months(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """``ts ± INTERVAL n MONTH`` (a year-month interval literal) and ``add_months(date, n)``:
+    local date-time plus months, the day clamped; non-decreasing in the timestamp or date."""
+    s, n = args
+    if not isinstance(node.args[1], vx.Lit) or n.empty or s.type not in ("timestamp", "timestamp_ntz", "date"):
+        return anything(node.type)
+    months = n.lo
+    if s.type == "date":
+        out = _monotone(s, "date", lambda d: _date_days(_plus_months(_day_start(d), months)))
+    elif s.type == "timestamp_ntz":
+        out = _monotone(s, node.type, lambda m: _naive_micros(_plus_months(_from_naive_micros(m), months)))
+    else:
+        out = _zoned(s, node.type, env, lambda m, z: _local_to_micros(_plus_months(_micros_to_local(m, z), months), z))
+    return out if s.lo is not None and s.hi is not None else replace(out, fallible=True)
+
+
+def _year(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    (s,) = args
+    if s.type != "date":
+        return anything(node.type)
+    return _monotone(s, node.type, lambda d: _date(d).year)
+
+
+def _month(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """Piecewise: within one year month is non-decreasing; across years it is 1 … 12."""
+    (s,) = args
+    if s.type != "date":
+        return anything(node.type)
+    if s.empty:
+        return Spec(node.type, s.nullable, s.fallible, empty=True)
+    if s.lo is None or s.hi is None or _date(s.lo).year != _date(s.hi).year:
+        return Spec(node.type, s.nullable, s.fallible, lo=1, hi=12)
+    return Spec(node.type, s.nullable, s.fallible, lo=_date(s.lo).month, hi=_date(s.hi).month)
+
+
+def _day(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """Piecewise: within one month day is non-decreasing; across months it is 1 … 31."""
+    (s,) = args
+    if s.type != "date":
+        return anything(node.type)
+    if s.empty:
+        return Spec(node.type, s.nullable, s.fallible, empty=True)
+    if s.lo is None or s.hi is None or _date(s.lo).replace(day=1) != _date(s.hi).replace(day=1):
+        return Spec(node.type, s.nullable, s.fallible, lo=1, hi=31)
+    return Spec(node.type, s.nullable, s.fallible, lo=_date(s.lo).day, hi=_date(s.hi).day)
+
+
+def _unix_timestamp(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """``unix_timestamp(ts)`` of a timestamp: seconds, non-decreasing (rounded down at the lower
+    end and toward zero at the upper, so Java's division toward zero and a floor are both inside)."""
+    s = args[0]
+    if s.type != "timestamp":
+        return anything(node.type)
+    out = _monotone(s, node.type, lambda m: m // 1_000_000)
+    if out.hi is None:
+        return out
+    return replace(out, hi=-((-s.hi) // 1_000_000) if s.hi < 0 else s.hi // 1_000_000)
+
+
+FUNCTIONS: dict[str, Callable[[vx.Call, list[Spec], Env], Spec]] = {
+    "and": _and, "or": _or, "not": _not, "isnull": _isnull, "isnotnull": _isnotnull,
+    "eq": _comparison, "lt": _comparison, "le": _comparison, "gt": _comparison, "ge": _comparison,
+    "eqns": _comparison, "in": _in, "coalesce": _coalesce,
+    "add": _arith, "sub": _arith, "mul": _arith, "neg": _negate, "cast": _cast_call,
+    "date_trunc": _date_trunc, "trunc": _trunc_date, "date_add": _date_add, "date_sub": _date_add,
+    "time_add": _time_add, "add_months": _add_months, "year": _year, "month": _month, "day": _day, "unix_timestamp": _unix_timestamp,
+}
+"""The annotated functions; any other ``Call`` may return anything."""
