@@ -4,7 +4,9 @@ The same Parquet file writer as unload files (``unload.parquetfile.ParquetFile``
 compressed size, footer included, never above the ceiling; each file but a
 group's last at least 95 % of it) writing the table's part schema (column ids,
 time and diff columns, table metadata) into ``data/c-<write id>/``. Statistics
-are computed from the rows each part received (never by reading it back).
+are computed from the rows each part received (never by reading it back), row group by
+row group as they are written (``stats.Accumulator``), so no part's rows are held until it
+closes.
 Nothing is completed here: the driver's commit does that; on an exception the
 writer aborts its own uploads.
 """
@@ -12,7 +14,7 @@ writer aborts its own uploads.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -40,7 +42,7 @@ class _Open:
     path: str
     sink: PartSink
     file: ParquetFile
-    handed: list[pa.Table] = field(default_factory=list)
+    stats: stx.Accumulator
 
 
 def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -80,10 +82,11 @@ class CeilingPartWriter:
         self._n += 1
         sink = PartSink(self.storage, fmt.part_uri(self.uri, path), self.buffer_size)
         self.begun.append(sink)
-        # the part's statistics come from stx.table_stats at close (by column id), not the unload's
+        # the part's statistics are the table's (by column id), gathered per row group, not the unload's
+        acc = stx.Accumulator(self.arrow_schema, self.ids)
         f = ParquetFile(sink, self.arrow_schema, dict(self._options), self._footer, self.max_size,
-                        self.row_group_rows, self._ratio, column_stats=False)
-        return _Open(path, sink, f)
+                        self.row_group_rows, self._ratio, column_stats=False, observe=acc.add)
+        return _Open(path, sink, f, acc)
 
     def write(self, rows: pa.Table) -> None:
         """Part rows (user columns, time, diff), in the order they should be stored."""
@@ -96,7 +99,6 @@ class CeilingPartWriter:
             while rest is not None and rest.num_rows:
                 if self._open is None:
                     self._open = self._start(pa.Table.from_batches([rest]))
-                self._open.handed.append(pa.Table.from_batches([rest]))
                 rest = self._open.file.write(rest)
                 if rest is not None or self._open.file.full:
                     leftover = self._close()
@@ -112,10 +114,10 @@ class CeilingPartWriter:
         rest = cur.file._flush()
         cur.file.close()
         upload = cur.sink.finish()
-        handed = pa.concat_tables(cur.handed)
-        kept = cur.file.stats.rows
-        stats = stx.table_stats(handed.slice(0, kept), self.ids)
-        stats = replace(stats, bytes=cur.sink.size)
+        if cur.stats.rows != cur.file.stats.rows:
+            raise RuntimeError(f"internal: statistics of {cur.stats.rows} rows for a part of {cur.file.stats.rows}; "
+                               "please report this")
+        stats = replace(cur.stats.result(), bytes=cur.sink.size)
         seq, index = self.keep_order if self.keep_order is not None else (-1, 0)
         self.done.append(WrittenPart(upload.to_dict(), Part(cur.path, cur.sink.size, stats, seq=seq,
                                                             schema_id=self.schema.schema_id, index=index)))

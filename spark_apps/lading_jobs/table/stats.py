@@ -228,3 +228,71 @@ def merge(a: PartStats, b: PartStats, decimal_ids: frozenset[int] = frozenset())
             for k in set(a.columns) | set(b.columns)}
     return PartStats(a.rows + b.rows, a.bytes + b.bytes, lo(a.min_time, b.min_time), hi(a.max_time, b.max_time),
                      lo(a.min_diff, b.min_diff), hi(a.max_diff, b.max_diff), cols)
+
+
+class Accumulator:
+    """A part's statistics gathered row group by row group, equal to ``table_stats`` of all its rows.
+
+    A writer that hands its rows over in row groups need not keep them until the part
+    closes (a compaction part holds ``targetFileSize`` of decoded rows) to compute the
+    statistics once: each row group adds its null counts, NaN flags and the minimum and
+    maximum of each column, as Arrow values, and ``result`` takes the extremes of those
+    and turns them into the stats domain exactly as ``column_stats`` does (truncating a
+    string bound once, at the end, so the truncation flags are the whole part's too). A
+    string or binary column's ``min_max`` the writer computed already (its footer reserve)
+    may be given with the row group. The one difference: a float bound of zero may have
+    the other sign than ``table_stats`` over the whole part finds (-0.0 and 0.0 are tied).
+    """
+
+    def __init__(self, schema: pa.Schema, column_ids: dict[str, int]) -> None:
+        self.positions = {name: schema.get_field_index(name) for name in column_ids}
+        self.column_ids = column_ids
+        self.types = {name: schema.field(name).type for name in column_ids}
+        self.rows = 0
+        self.nulls = dict.fromkeys(column_ids, 0)
+        self.nan = dict.fromkeys(column_ids, False)
+        self.extremes: dict[str, list[pa.Scalar]] = {name: [] for name in column_ids}
+        self.times: list[int] = []
+        self.diffs: list[int] = []
+
+    def add(self, table: pa.Table, bounds: dict[int, tuple[pa.Scalar, pa.Scalar]] | None = None) -> None:
+        """One row group's rows (``bounds``: ``min_max`` of some columns, by position in the schema)."""
+        if table.num_rows == 0:
+            return
+        self.rows += table.num_rows
+        for name, t in self.types.items():
+            column = table.column(name)
+            nulls = column.null_count
+            self.nulls[name] += nulls
+            if nulls == len(column) or not _has_bounds(t) or self.nan[name]:
+                continue
+            if pa.types.is_floating(t) and pc.any(pc.is_nan(column)).as_py():
+                self.nan[name] = True
+                self.extremes[name] = []
+                continue
+            known = bounds.get(self.positions[name]) if bounds is not None else None
+            if known is None:
+                mm = pc.min_max(column)
+                known = (mm["min"], mm["max"])
+            self.extremes[name] += known
+        for column, out in ((fmt.TIME_COLUMN, self.times), (fmt.DIFF_COLUMN, self.diffs)):
+            mm = pc.min_max(table.column(column))
+            out += (mm["min"].as_py(), mm["max"].as_py())
+
+    def result(self) -> PartStats:
+        cols = {}
+        for name, cid in self.column_ids.items():
+            nulls = self.nulls[name]
+            if nulls == self.rows or not self.extremes[name]:
+                cols[cid] = ColumnStats(nulls=nulls)
+                continue
+            found = column_stats(pa.array(self.extremes[name], self.types[name]))
+            cols[cid] = ColumnStats(nulls, found.min, found.max, found.min_truncated, found.max_truncated)
+        return PartStats(
+            rows=self.rows,
+            min_time=min(self.times) if self.times else None,
+            max_time=max(self.times) if self.times else None,
+            min_diff=min(self.diffs) if self.diffs else None,
+            max_diff=max(self.diffs) if self.diffs else None,
+            columns=cols,
+        )

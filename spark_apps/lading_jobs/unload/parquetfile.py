@@ -20,6 +20,7 @@ would give; floats are computed (see ``stats``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -171,11 +172,14 @@ def _encoded_size(table: pa.Table, schema: pa.Schema, options: dict[str, Any]) -
 
 class ParquetFile:
     def __init__(self, sink: PartSink, schema: pa.Schema, options: dict[str, Any], footer: FooterModel,
-                 max_size: int, row_group_rows: int, ratio: list[float], column_stats: bool = True) -> None:
-        """``column_stats=False``: count rows only (a caller that computes its own statistics)."""
+                 max_size: int, row_group_rows: int, ratio: list[float], column_stats: bool = True,
+                 observe: Callable[[pa.Table, dict[int, tuple[pa.Scalar, pa.Scalar]]], None] | None = None) -> None:
+        """``column_stats=False``: count rows only (a caller that computes its own statistics);
+        ``observe`` is called with each row group written and its byte-array bounds (``FooterModel.bounds``)."""
         self.sink, self.schema, self.options, self.footer = sink, schema, options, footer
         self.max_size, self.row_group_rows = max_size, row_group_rows
         self.ratio = ratio  # shared per task: [largest parquet bytes / arrow bytes seen]
+        self.observe = observe
         self.stats = FileStats(schema, columns=column_stats)
         self.later = frozenset(p for p, _ in footer.footer_columns) if column_stats else frozenset()
         self.collected: list[pq.FileMetaData] = []
@@ -227,6 +231,8 @@ class ParquetFile:
         self.row_groups += 1
         self.footer_reserved += self.footer.reserve(table, bounds)
         self.stats.update(table, {i: (lo.as_py(), hi.as_py()) for i, (lo, hi) in bounds.items()}, self.later)
+        if self.observe is not None:
+            self.observe(table, bounds)
         if table.nbytes:
             self.ratio[0] = max(self.ratio[0], (self.sink.size - before) / table.nbytes)
 

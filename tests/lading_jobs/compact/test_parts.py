@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lading_jobs import storage as st
@@ -71,3 +72,30 @@ def test_a_group_over_the_ceiling_fills_parts_to_95_percent_never_above_and_keep
     got, handed = pa.concat_tables(parts), pa.concat_tables(pieces)
     assert all(got.column(c).equals(handed.column(c)) for c in ("k", "v", fmt.TIME_COLUMN)), \
         "every row, in the order handed over"
+
+
+def test_a_part_s_rows_are_not_held_until_it_closes(file_uri: Callable[[str], str]) -> None:
+    """The statistics are gathered per row group as it is written, so the writer holds at most
+    about a row group of Arrow data, however many the part takes (before, it kept every row
+    handed to the open part, a whole ``targetFileSize`` decoded, to compute them at close)."""
+    uri = file_uri("t/")
+    storage = st.open_storage(uri)
+    rows = 100_000
+    writer = CeilingPartWriter(uri, SCHEMA, "c-test", 0, table_id="tid", envelope="append", storage=storage,
+                               max_size=256 * 1024**2, row_group_rows=rows)
+    piece_bytes, held = 0, []
+    for piece in range(12):
+        # every buffer in Arrow's pool (numpy's memory would not be counted)
+        table = pa.table({"k": pc.add(pa.array(np.arange(piece * rows, (piece + 1) * rows, dtype=np.int64)), 0),
+                          "v": pa.array(["x"] * rows),
+                          fmt.TIME_COLUMN: pa.repeat(pa.scalar(piece, pa.int64()), rows),
+                          fmt.DIFF_COLUMN: pa.repeat(pa.scalar(1, pa.int64()), rows)})
+        piece_bytes = table.nbytes
+        writer.write(table)
+        del table
+        held.append(pa.total_allocated_bytes())
+    (written,) = writer.finish()
+    assert written.part.stats.rows == 12 * rows
+    k = written.part.stats.columns[SCHEMA.column("k").id]
+    assert (k.min, k.max, k.nulls) == (0, 12 * rows - 1, 0)
+    assert max(held) < 4 * piece_bytes, (held, piece_bytes)
