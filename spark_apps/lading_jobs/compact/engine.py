@@ -160,13 +160,16 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
         scope, scope_tree = scope_filters(spark, spec.scope_filter, snap.schema) if spec.scope_filter else (None, None)
         # the filter's current_timestamp() is the wall clock when it is bound (as Spark evaluates it
         # for scope_filters' predicates), within a second; its time zone is the session's
-        wall = time.time_ns() // 1000
-        env = interp.Env(now_lo=wall - 1_000_000, now_hi=wall + 1_000_000,
-                         time_zone=str(spark.conf.get("spark.sql.session.timeZone")))
+        # (only a scope filter needs it: without one there may be no session, as in-process tests run)
+        env = None
+        if scope_tree is not None:
+            wall = time.time_ns() // 1000
+            env = interp.Env(now_lo=wall - 1_000_000, now_hi=wall + 1_000_000,
+                             time_zone=str(spark.conf.get("spark.sql.session.timeZone")))
         sort_by = spec.sort_by or snap.sort_by
         cluster = snap.schema.column(sort_by[0]).id if sort_by else None
         options = planner.Options(spec.target_file_size, spec.min_input_files, since, spec.max_bytes_per_run, scope,
-                                  cluster, None if scope_tree is None else (scope_tree, env))
+                                  cluster, None if scope_tree is None or env is None else (scope_tree, env))
         the_plan = planner.plan(snap, options)
         totals.reason = the_plan.reason
         ctx.report(phase="rewriting", groups=len(the_plan.groups), parts=len(the_plan.parts))
