@@ -25,10 +25,12 @@ CONNECTIONS: dict[str, tuple[frozenset[str] | None, str]] = {
     "urllib3": (frozenset(), ""),
     "requests": (frozenset(), ""),
     "httpx": (frozenset(), ""),
-    "socket": (frozenset(), ""),
+    # a standby replica answers the liveness probe itself (kopf is not running): a listener, no connection out
+    "socket": (frozenset({"election.py"}), "the kubelet's liveness probe"),
     "prometheus_client": (frozenset({"metrics.py"}), "Prometheus"),
 }
-LISTENERS = {"main.py": "the kubelet's liveness probe", "metrics.py": "Prometheus"}
+LISTENERS = {"main.py": "the kubelet's liveness probe", "election.py": "the kubelet's liveness probe",
+             "metrics.py": "Prometheus"}
 
 
 def _imports(path: Path) -> set[str]:
