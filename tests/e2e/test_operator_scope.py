@@ -31,4 +31,6 @@ def test_cluster_wide_operator_never_watches_crds_or_namespaces(
     assert counts["watch copyjobs"] >= 1, counts  # the log holds the operator's requests
     assert counts["watch customresourcedefinitions"] == 0 and counts["list customresourcedefinitions"] == 0
     assert counts["watch namespaces"] == 0 and counts["list namespaces"] == 0
-    assert [r for r in requests if r.code == 403] == []
+    # cluster-wide requests and this test's namespace: the log is the worker's control plane's, and other
+    # tests (the controller's real-Role 403 tests) take a verb from this identity in their own namespaces
+    assert [r for r in requests if r.code == 403 and r.namespace in ("", kube_namespace)] == []
