@@ -585,28 +585,28 @@ def _year(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     return _monotone(s, node.type, lambda d: _date(d).year)
 
 
-def _month(node: vx.Call, args: list[Spec], env: Env) -> Spec:
-    """Piecewise: within one year month is non-decreasing; across years it is 1 … 12."""
-    (s,) = args
+def _piecewise(node: vx.Call, s: Spec, period: Callable[[dt.date], Any], field: Callable[[dt.date], int],
+               full: tuple[int, int]) -> Spec:
+    """A date field non-decreasing within one ``period`` of the dates; across periods it is ``full``."""
     if s.type != "date":
         return anything(node.type)
     if s.empty:
         return Spec(node.type, s.nullable, s.fallible, empty=True)
-    if s.lo is None or s.hi is None or _date(s.lo).year != _date(s.hi).year:
-        return Spec(node.type, s.nullable, s.fallible, lo=1, hi=12)
-    return Spec(node.type, s.nullable, s.fallible, lo=_date(s.lo).month, hi=_date(s.hi).month)
+    if s.lo is None or s.hi is None or period(_date(s.lo)) != period(_date(s.hi)):
+        return Spec(node.type, s.nullable, s.fallible, lo=full[0], hi=full[1])
+    return Spec(node.type, s.nullable, s.fallible, lo=field(_date(s.lo)), hi=field(_date(s.hi)))
+
+
+def _month(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """Piecewise: within one year month is non-decreasing; across years it is 1 … 12."""
+    (s,) = args
+    return _piecewise(node, s, lambda d: d.year, lambda d: d.month, (1, 12))
 
 
 def _day(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     """Piecewise: within one month day is non-decreasing; across months it is 1 … 31."""
     (s,) = args
-    if s.type != "date":
-        return anything(node.type)
-    if s.empty:
-        return Spec(node.type, s.nullable, s.fallible, empty=True)
-    if s.lo is None or s.hi is None or _date(s.lo).replace(day=1) != _date(s.hi).replace(day=1):
-        return Spec(node.type, s.nullable, s.fallible, lo=1, hi=31)
-    return Spec(node.type, s.nullable, s.fallible, lo=_date(s.lo).day, hi=_date(s.hi).day)
+    return _piecewise(node, s, lambda d: d.replace(day=1), lambda d: d.day, (1, 31))
 
 
 def _unix_timestamp(node: vx.Call, args: list[Spec], env: Env) -> Spec:
