@@ -115,18 +115,75 @@ def consolidate(table: pa.Table, envelope: str, key_columns: Sequence[str] = (),
     raise ValueError(f"unknown envelope {envelope!r}")
 
 
-def _latest_per_key(table: pa.Table, keys: list[str], names: list[str]) -> pa.Table:
-    if table.num_rows == 0:
-        return table.select(names)
+def latest_per_key(table: pa.Table, keys: Sequence[str]) -> pa.Array:
+    """Upsert's rule: the index (into ``table``) of each key's winning row, the one with the
+    greatest (time, seq, pos); rows equal in all three are decided by their place in ``table``
+    (the first wins). The winner may be a delete marker (diff < 0). The reader and the Iceberg
+    mirror's delete files (``table.deletes``) both decide with this."""
     for needed in (SEQ_COLUMN, POS_COLUMN):
         if needed not in table.column_names:
             table = table.append_column(needed, pa.array(np.zeros(table.num_rows, dtype=np.int64)))
-    order = [(fmt.TIME_COLUMN, "descending"), (SEQ_COLUMN, "descending"), (POS_COLUMN, "descending")]
-    ranked = table.sort_by(order)
+    order = pc.sort_indices(table, sort_keys=[(fmt.TIME_COLUMN, "descending"), (SEQ_COLUMN, "descending"),
+                                              (POS_COLUMN, "descending")])  # stable: ties keep table order
+    ranked = table.take(order)
     firsts = rank_per_key(ranked, keys, pa.array(np.arange(ranked.num_rows, dtype=np.int64)), "min")
-    winners = ranked.take(firsts)
+    return order.take(firsts)
+
+
+def _latest_per_key(table: pa.Table, keys: list[str], names: list[str]) -> pa.Table:
+    if table.num_rows == 0:
+        return table.select(names)
+    winners = table.take(latest_per_key(table, keys))
     winners = winners.filter(pc.greater(winners.column(fmt.DIFF_COLUMN), 0))
     return winners.select(names)
+
+
+def group_of(table: pa.Table, columns: Sequence[str], *, sql: bool) -> np.ndarray:
+    """Per row of ``table``, a number naming its group of equal ``columns``: upsert keys with
+    ``sql`` (SQL's equality, as ``rank_per_key`` groups them), a diff table's rows without (as
+    ``_sum_diffs`` groups them: bit for bit)."""
+    n = table.num_rows
+    cols: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for i, name in enumerate(columns):
+        view = grouping_view(table.column(name)) if sql else None
+        cols[f"k{i}"] = table.column(name) if view is None else view
+    cols["_lading_idx"] = pa.array(np.arange(n, dtype=np.int64))
+    grouped = pa.table(cols).group_by([f"k{i}" for i in range(len(columns))], use_threads=False).aggregate(
+        [("_lading_idx", "list")])
+    lists = grouped.column("_lading_idx_list").combine_chunks()
+    out = np.empty(n, dtype=np.int64)
+    out[np.asarray(pc.list_flatten(lists).to_numpy(zero_copy_only=False), dtype=np.int64)] = np.asarray(
+        pc.list_parent_indices(lists).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return out
+
+
+def _int_column(table: pa.Table, name: str) -> np.ndarray:
+    if name not in table.column_names:
+        return np.zeros(table.num_rows, dtype=np.int64)
+    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def diff_survivors(table: pa.Table, names: Sequence[str]) -> np.ndarray:
+    """Diff's rule as a choice of rows, for a reader that counts each row once (the Iceberg mirror's
+    delete files, ``table.deletes``): per distinct row (``names``, grouped as ``_sum_diffs`` groups
+    them) whose diffs sum to s > 0, the s latest rows (by seq, pos) whose diff is exactly 1 survive;
+    no other row does. The same multiset as ``consolidate`` when no row has a diff above 1. Adding
+    rows of a later seq never revives a row: the survivors of the old rows only shrink. A mask."""
+    n = table.num_rows
+    keep = np.zeros(n, dtype=bool)
+    if n == 0:
+        return keep
+    group = group_of(table, names, sql=False)
+    diffs = _int_column(table, fmt.DIFF_COLUMN)
+    sums = np.zeros(int(group.max()) + 1, dtype=np.int64)
+    np.add.at(sums, group, diffs)
+    seq, pos = _int_column(table, SEQ_COLUMN), _int_column(table, POS_COLUMN)
+    ones = np.flatnonzero(diffs == 1)
+    ones = ones[np.lexsort((-pos[ones], -seq[ones], group[ones]))]  # by group, the latest first
+    g = group[ones]
+    rank = np.arange(len(ones)) - np.searchsorted(g, g, side="left")
+    keep[ones[rank < np.maximum(sums[g], 0)]] = True
+    return keep
 
 
 def _sum_diffs(table: pa.Table, names: list[str]) -> pa.Table:
