@@ -11,9 +11,10 @@ decides is here, with no I/O:
   statistics (never from the part): value and null counts, bounds in Iceberg's single-value
   binary encoding, strings truncated to 16 characters as Iceberg's default metrics mode does
   (the lower bound a prefix, the upper bound a prefix with its last character incremented).
-* ``inexact``: why an Iceberg reader of the snapshot would not return lading's rows (a row
-  with ``_lading_diff`` other than 1, an upsert table holding rows, a column whose default
-  older parts read), or None. The mirror publishes no snapshot for such a version.
+* ``inexact``: why an Iceberg reader of the snapshot would not return lading's rows, even with
+  the delete files the mirror writes for upsert and diff tables (``table.deletes``): a row
+  counting more than once, a retraction in an append table, a column whose default older parts
+  read; or None. The mirror publishes no snapshot for such a version.
 """
 
 from __future__ import annotations
@@ -171,6 +172,23 @@ def unmirrorable_ids(schema: TableSchema) -> frozenset[int]:
     return frozenset(out)
 
 
+def _diff_problem(envelope: str, p: Part) -> str | None:
+    """Why the diffs of part ``p``'s rows cannot be read exactly by a reader that counts each row
+    once, given the delete files the mirror writes (``table.deletes``): upsert tables, none (a row
+    is in or out, by its key's winner); diff tables, a row counting more than once; append tables
+    (no delete files), any diff other than 1."""
+    if not p.rows or envelope == "upsert":
+        return None
+    if p.stats.min_diff is None or p.stats.max_diff is None:
+        return "rows whose diffs its statistics do not record, which an Iceberg reader would count once per row"
+    if p.stats.max_diff > 1:
+        return ("a row counting more than once (a compaction merged identical rows), which an Iceberg reader "
+                "would count once")
+    if envelope != "diff" and p.stats.min_diff != 1:
+        return "a retraction or delete marker, which an Iceberg reader would count once per row"
+    return None
+
+
 def inexact(snapshot: Snapshot, unreadable: frozenset[int] = frozenset()) -> str | None:
     """Why an Iceberg reader of this version's data files would not return exactly lading's rows,
     or None when it would. Decided from the log and the statistics alone (no part is read);
@@ -181,9 +199,6 @@ def inexact(snapshot: Snapshot, unreadable: frozenset[int] = frozenset()) -> str
         iceberg_schema(snapshot.schema)
     except Unmirrorable as e:
         return str(e)
-    if snapshot.envelope == "upsert" and snapshot.rows:
-        return ("an upsert table's superseded versions and delete markers would be read as rows "
-                "(delete files are not written yet)")
     defaults = [c for c in snapshot.schema.columns if c.default is not None]
     for p in snapshot.parts:
         held = sorted(unreadable & p.stats.columns.keys()) if unreadable else ()
@@ -191,12 +206,9 @@ def inexact(snapshot: Snapshot, unreadable: frozenset[int] = frozenset()) -> str
             return (f"part {p.path} holds column id {held[0]}, of a type Iceberg cannot express (dropped "
                     "from the schema, but still in the part): Iceberg readers refuse the file; a compaction "
                     "that rewrites the part lets the mirror resume")
-        if p.rows and (p.stats.min_diff != 1 or p.stats.max_diff != 1):
-            what = ("a row counting more than once (a compaction merged identical rows)"
-                    if (p.stats.max_diff or 0) > 1 else "a retraction or delete marker")
-            if p.stats.min_diff is None or p.stats.max_diff is None:
-                what = "rows whose diffs its statistics do not record"
-            return f"part {p.path} holds {what}, which an Iceberg reader would count once per row"
+        why = _diff_problem(snapshot.envelope, p)
+        if why is not None:
+            return f"part {p.path} holds {why}"
         for c in defaults:
             if p.rows and c.id not in p.stats.columns:
                 return (f"column {c.name!r} (id {c.id}) was added with the default {c.default!r}, which part "

@@ -40,9 +40,11 @@ from typing import Any
 
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 from pyiceberg.manifest import (
+    ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
+    ManifestWriterV2,
     read_manifest_list,
     write_manifest,
     write_manifest_list,
@@ -57,6 +59,7 @@ from pyiceberg.table.sorting import NullOrder, SortDirection, SortField, SortOrd
 from pyiceberg.transforms import IdentityTransform
 
 from lading_jobs import storage as st
+from lading_jobs.table import deletes
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
 from lading_jobs.table.log import Snapshot, TableError, TableLog, read_commit, snapshot_at
@@ -271,6 +274,45 @@ def _manifests(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 
     return [*reused, w.to_manifest_file()]
 
 
+class _DeleteManifestWriter(ManifestWriterV2):
+    """pyiceberg's v2 manifest writer, for a manifest of delete files (``content: deletes``)."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+def _with_deletes(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 | None,
+                  manifests: list[ManifestFile], storage: st.Storage, written: list[str]) -> list[ManifestFile]:
+    """Beside the data manifests of an upsert or diff table's version: a position delete file
+    naming the rows that are not in lading's answer (``table.deletes``), in a delete manifest of
+    its own. Incremental after an exact snapshot of the version before when the commit only adds
+    parts (the parent's delete manifests stay); otherwise decided over every live part, and the
+    parent's delete manifests go."""
+    root, v = fmt.table_root(snapshot.uri), snapshot.version
+    sid = ice.snapshot_id(v)
+    parent = prev.current_snapshot() if prev is not None else None
+    reused = any(m.manifest_path not in written for m in manifests)
+    incremental = (parent is not None and parent.snapshot_id == ice.snapshot_id(v - 1) and reused
+                   and not entry.get("remove") and not (snapshot.envelope == "diff" and "schema" in entry))
+    kept = manifests if incremental else [m for m in manifests if m.content == ManifestContent.DATA]
+    added = {raw["path"] for raw in entry.get("add", ())} if incremental else None
+    positions = deletes.plan(storage, snapshot, added)
+    if not positions:
+        return kept
+    delete_file = deletes.write(storage, root, positions, written)
+    out = _Output(f"{root}{METADATA_DIR}/{uuid.uuid4().hex}-d0.avro")
+    with _DeleteManifestWriter(PartitionSpec(spec_id=0), ice.iceberg_schema(snapshot.schema), out, sid,
+                               "deflate") as w:
+        w.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=sid, sequence_number=sid,
+                                            file_sequence_number=sid, data_file=delete_file))
+    _write_avro(storage, out, written)
+    return [*kept, w.to_manifest_file()]
+
+
 def build_metadata(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 | None,
                    prev_uri: str | None, new_snapshot: IcebergSnapshot | None, reason: str | None) -> TableMetadataV2:
     """The metadata of lading version ``snapshot.version``: ``prev``'s plus ``new_snapshot`` (None for
@@ -349,13 +391,19 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
         new_snapshot = None
         if reason is None:
             manifests = _manifests(snapshot, entry, prev, prev_uri, storage, written, prev_manifests)
+            if deletes.needed(snapshot):
+                manifests = _with_deletes(snapshot, entry, prev, manifests, storage, written)
             sid = ice.snapshot_id(v)
             out = _Output(f"{uri}{METADATA_DIR}/snap-{sid}-{uuid.uuid4().hex}.avro")
             parent = prev.current_snapshot_id if prev is not None else None
             with write_manifest_list(2, out, sid, parent, sid, "deflate") as lw:
                 lw.add_manifests(manifests)
             _write_avro(storage, out, written)
-            summary = Summary(_operation(entry), **{
+            operation = _operation(entry)
+            if operation == Operation.APPEND and any(m.content == ManifestContent.DELETES and m.manifest_path in written
+                                                     for m in manifests):
+                operation = Operation.OVERWRITE  # rows it supersedes are deleted: not an append
+            summary = Summary(operation, **{
                 "lading.version": str(v), "lading.operation": str(entry.get("operation", "")),
                 "added-data-files": str(len(entry.get("add", ()))),
                 "deleted-data-files": str(len(entry.get("remove", ()))),

@@ -1,0 +1,241 @@
+"""The Iceberg mirror of upsert and diff tables (issue 31): position delete files make every version
+exact. At every version, lading's reader, pyiceberg's ``StaticTable`` (that version's metadata file,
+and by snapshot id from the latest) and DuckDB's own ``iceberg_scan`` (by snapshot id) return the
+same multiset of rows: loads, delete markers, a key re-inserted after its delete, late rows that
+lose, ties on (key, time) across two parts of one commit, compactions (bin-pack and sorted, the
+engine's own run), retention; retractions and duplicates of diff tables. The rule the delete files
+follow is lading's own (``consolidate``), checked here against ``consolidate`` directly too.
+
+Local ``file://`` tables written without Spark keep the module cheap; compactions run the engine in
+this process (``compact_task.in_process``); one DuckDB subprocess reads every snapshot at once.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.manifest import DataFileContent
+from pyiceberg.table import StaticTable
+from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
+
+from lading_jobs import storage as st
+from lading_jobs.compact import task as compact_task
+from lading_jobs.compact.engine import compact
+from lading_jobs.engine import RunContext
+from lading_jobs.table import consolidate as cons
+from lading_jobs.table import deletes, mirror, reader, writer
+from lading_jobs.table import format as fmt
+from lading_jobs.table import iceberg as ice
+from lading_jobs.table.log import Change, TableLog, read_commit, snapshot_at
+from lading_jobs.table.schema import TableSchema
+from lading_spec.compaction import parse_compaction
+
+SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
+
+
+def _batch(keys: list[int], values: list[str | None], times: list[int], diffs: list[int]) -> pa.Table:
+    return pa.table({"k": pa.array(keys, pa.int64()), "v": pa.array(values, pa.string()),
+                     fmt.TIME_COLUMN: pa.array(times, pa.int64()), fmt.DIFF_COLUMN: pa.array(diffs, pa.int64())})
+
+
+def _commit(uri: str, *tables: pa.Table, create: writer.NewTable | None = None) -> None:
+    """One commit; each table one part (in this order)."""
+    written = writer.write_parts(uri, list(tables), SCHEMA, write_id=fmt.new_write_id(), one_part_per_table=True)
+    writer.commit_parts(uri, written, create=create)
+
+
+def _lading(uri: str, version: int) -> pa.Table:
+    return reader.scan(uri, snapshot=snapshot_at(uri, TableLog.open_existing(uri).storage, version))
+
+
+def _compact(uri: str, sort_by: tuple[str, ...] = (), target_kb: int = 64, since: int = 0) -> None:
+    """The engine's own compaction run, its groups rewritten in this process; consolidating up to
+    logical time ``since``."""
+    doc: dict[str, Any] = {"table": uri, "since": {"version": since}, "targetFileSize": f"{target_kb}kB",
+                           "minInputFiles": 2, "sortBy": list(sort_by)}
+    storage = st.open_storage(uri)
+    compact(None, parse_compaction(doc), RunContext(), storage=storage, runner=compact_task.in_process(storage))
+
+
+def _check_every_version(uri: str, root: Path) -> None:
+    """At every version: a current snapshot of that version (never behind), holding lading's rows for
+    pyiceberg (that version's metadata file, and by id from the latest) and for DuckDB (by id)."""
+    latest = TableLog.open_existing(uri).version
+    last = str(root / "metadata" / f"v{latest}.metadata.json")
+    versions = list(range(latest + 1))
+    duck = duckdb_rows(str(root), [None, *(ice.snapshot_id(v) for v in versions)])
+    assert multiset(duck[0], ["k", "v"]) == multiset(_lading(uri, latest))
+    for v, by_id in zip(versions, duck[1:], strict=True):
+        want = multiset(_lading(uri, v))
+        meta_file = str(root / "metadata" / f"v{v}.metadata.json")
+        meta = StaticTable.from_metadata(meta_file).metadata
+        assert meta.current_snapshot_id == ice.snapshot_id(v), (v, meta.properties.get(mirror.PROP_REASON))
+        assert multiset(pyiceberg_rows(meta_file), ["k", "v"]) == want, v
+        assert multiset(pyiceberg_rows(last, ice.snapshot_id(v)), ["k", "v"]) == want, v
+        assert multiset(by_id, ["k", "v"]) == want, v
+
+
+def _delete_files(meta_file: str) -> list[Any]:
+    table = StaticTable.from_metadata(meta_file)
+    snap = table.metadata.current_snapshot()
+    assert snap is not None
+    return [e.data_file for m in snap.manifests(table.io) for e in m.fetch_manifest_entry(table.io)
+            if e.data_file.content == DataFileContent.POSITION_DELETES]
+
+
+# -- the rule is lading's own ------------------------------------------------------------------------
+def _random_rows(rnd: random.Random, envelope: str, n: int, seq: int) -> pa.Table:
+    keys = [rnd.choice([1, 2, 3, None]) for _ in range(n)]
+    diffs = [rnd.choice([1, 1, -1]) for _ in range(n)]
+    return pa.table({"k": pa.array(keys, pa.int64()),
+                     "v": pa.array([rnd.choice(["a", "b"]) if envelope == "diff" else f"v{seq}-{i}"
+                                    for i in range(n)], pa.string()),
+                     fmt.TIME_COLUMN: pa.array([rnd.randint(0, 3) for _ in range(n)], pa.int64()),
+                     fmt.DIFF_COLUMN: pa.array(diffs, pa.int64()),
+                     cons.SEQ_COLUMN: pa.array([seq] * n, pa.int64()),
+                     cons.POS_COLUMN: pa.array(range(n), pa.int64())})
+
+
+@pytest.mark.parametrize("envelope", ["upsert", "diff"])
+def test_the_rows_left_alive_are_consolidates_answer_also_when_decided_commit_by_commit(envelope: str) -> None:
+    """Pure: for random commits of small parts (delete markers, retractions, equal times, NULL keys),
+    the rows the delete files leave are exactly ``consolidate``'s rows; deciding commit by commit
+    (``decide`` with the new rows) names each row once and ends where deciding in full ends."""
+    identity = ["k"] if envelope == "upsert" else ["k", "v"]
+    for seed in range(30):
+        rnd = random.Random(seed)
+        table = _random_rows(rnd, envelope, 0, 0)
+        named = np.zeros(0, dtype=bool)
+        for seq in range(1, 6):
+            table = pa.concat_tables([table, _random_rows(rnd, envelope, rnd.randint(1, 4), seq)])
+            new = np.asarray(table.column(cons.SEQ_COLUMN).to_numpy()) == seq
+            now = deletes.decide(table, envelope, identity, new)
+            named = np.concatenate([named, np.zeros(int(new.sum()), dtype=bool)])
+            assert not (named & now).any(), seed  # a row is named once
+            named |= now
+            assert (named == deletes.decide(table, envelope, identity)).all(), seed
+            want = cons.consolidate(table, envelope, identity)
+            assert multiset(table.filter(pa.array(~named)), ["k", "v"]) == multiset(want, ["k", "v"]), seed
+
+
+def test_candidate_parts_come_from_key_statistics_and_keep_part_order(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _commit(uri, _batch([1, 2], ["a", "b"], [1, 1], [1, 1]), _batch([10, 12], ["c", "d"], [1, 1], [1, 1]),
+            create=writer.NewTable(SCHEMA, "upsert", ("k",)))
+    _commit(uri, _batch([5, 6], ["e", "f"], [1, 1], [1, 1]), _batch([2, 2], ["g", "h"], [2, 2], [1, 1]))
+    snap = TableLog.open_existing(uri).snapshot()
+    parts = list(snap.parts)
+    touched = [parts[3]]  # keys 2..2
+    assert deletes.candidates(parts, touched, [1]) == [parts[0], parts[3]]  # not 10..12, not 5..6
+    assert deletes.candidates(parts, touched, [1], floating={1}) == parts  # float keys: every part
+
+
+# -- upsert tables -----------------------------------------------------------------------------------
+def test_an_upsert_table_is_exact_at_every_version(tmp_path: Path) -> None:
+    """Loads, delete markers, a re-insert after a delete, a late row that loses, ties on (key, time)
+    across two parts of one commit, a bin-pack and a sorted compaction: every version mirrored."""
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _commit(uri, _batch([1, 2, 3, 4, 5, 6], list("abcdef"), [1] * 6, [1] * 6),
+            create=writer.NewTable(SCHEMA, "upsert", ("k",)))  # v0: a load
+    _commit(uri, _batch([2, 3, 4, 7, 2], ["b2", "c2", None, "g", "b3"], [2, 2, 2, 2, 3], [1, 1, -1, 1, 1]))  # v1
+    _commit(uri, _batch([4, 5], ["d2", "late"], [3, 0], [1, 1]))  # v2: 4 re-inserted; 5's row is older: it loses
+    _commit(uri, _batch([1, 6], ["tie-first", None], [5, 4], [1, -1]),  # v3: two parts, same (key, time):
+            _batch([1, 8], ["tie-second", "h"], [5, 4], [1, 1]))  # the later part wins
+    _commit(uri, _batch([9, 9, 3], ["i", "i2", None], [1, 1, 9], [1, 1, -1]))  # v4: a tie inside one part
+    assert multiset(_lading(uri, 3))[(1, "tie-second")] == 1
+    files = _delete_files(str(root / "metadata" / "v4.metadata.json"))
+    alive = _lading(uri, 4).num_rows
+    assert alive == 7 and sum(f.record_count for f in files) == 20 - alive  # each row not in the answer once
+    _compact(uri)  # v5: bin-pack
+    _commit(uri, _batch([5, 10], ["e2", "j"], [7, 7], [1, 1]), _batch([10, 11], ["j2", "k"], [7, 7], [1, 1]))  # v6
+    _compact(uri, ("v",))  # v7: sorted
+    _commit(uri, _batch([10], [None], [8], [-1]))  # v8
+    storage = TableLog.open_existing(uri).storage
+    assert [read_commit(uri, storage, v)["operation"] for v in (5, 7)] == ["compact", "compact"]
+    _check_every_version(uri, root)
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v7.metadata.json")).metadata
+    summary = meta.snapshot_by_id(ice.snapshot_id(7)).summary  # type: ignore[union-attr]
+    assert summary is not None and summary.operation.value == "replace"
+
+
+def test_retention_after_a_compaction_leaves_readers_exact(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _commit(uri, _batch([1, 2, 3], list("abc"), [1, 1, 1], [1, 1, 1]),
+            create=writer.NewTable(SCHEMA, "upsert", ("k",)))
+    _commit(uri, _batch([2, 3], ["b2", None], [2, 2], [1, -1]))
+    log = TableLog.open_existing(uri)
+    before = log.snapshot()
+    _compact(uri)
+    removed = [before.part_uri(p) for p in before.parts if p.path not in {q.path for q in log.snapshot().parts}]
+    assert removed
+    _commit(uri, _batch([1, 4], ["a2", "d"], [3, 3], [1, 1]))
+    assert mirror.expire(uri, log.storage, removed) == set()
+    for u in removed:  # what retention.apply then does
+        Path(u.removeprefix("file://")).unlink()
+    hinted = str(root / "metadata" / f"v{(root / 'metadata' / mirror.VERSION_HINT).read_text()}.metadata.json")
+    meta = StaticTable.from_metadata(hinted)
+    latest = TableLog.open_existing(uri).version
+    assert [s.snapshot_id for s in meta.metadata.snapshots] == [ice.snapshot_id(v) for v in (2, latest)]
+    for snap in meta.metadata.snapshots:  # every data and delete file a kept snapshot names exists
+        for m in snap.manifests(meta.io):
+            assert all(Path(e.data_file.file_path.removeprefix("file://")).exists()
+                       for e in m.fetch_manifest_entry(meta.io))
+    for v in (2, latest):
+        assert multiset(pyiceberg_rows(hinted, ice.snapshot_id(v))) == multiset(_lading(uri, v))
+    assert multiset(duckdb_rows(str(root), [None])[0]) == multiset(_lading(uri, latest))
+
+
+def test_a_compaction_drops_the_delete_files_of_the_parts_it_removed(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _commit(uri, _batch([1, 2], ["a", "b"], [1, 1], [1, 1]), create=writer.NewTable(SCHEMA, "upsert", ("k",)))
+    _commit(uri, _batch([1, 2], ["a2", None], [2, 2], [1, -1]))
+    _commit(uri, _batch([3], ["c"], [2], [1]))
+    assert len(_delete_files(str(root / "metadata" / "v2.metadata.json"))) == 1
+    before = TableLog.open_existing(uri).snapshot()
+    _compact(uri, since=2)  # consolidates up to time 2
+    snap = TableLog.open_existing(uri).snapshot()
+    assert snap.version == 3 and {p.path for p in snap.parts}.isdisjoint(p.path for p in before.parts)
+    meta_file = str(root / "metadata" / "v3.metadata.json")
+    named = set()
+    for f in _delete_files(meta_file):
+        named |= set(pq.read_table(f.file_path.removeprefix("file://")).column("file_path").to_pylist())
+    assert named <= {f"{uri}{p.path}" for p in snap.parts}  # none names a removed part
+    assert multiset(pyiceberg_rows(meta_file)) == multiset(_lading(uri, 3)) == {(1, "a2"): 1, (3, "c"): 1}
+
+
+# -- diff tables ----------------------------------------------------------------------------------------
+def test_a_diff_table_with_retractions_is_exact_at_every_version(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _commit(uri, _batch([1, 2, 2, 3], ["a", "b", "b", "c"], [1] * 4, [1] * 4),
+            create=writer.NewTable(SCHEMA, "diff"))  # v0: duplicates count twice
+    _commit(uri, _batch([2, 3, 4], ["b", "c", "d"], [2, 2, 2], [-1, -1, -1]))  # v1: retractions (4: before its insert)
+    _commit(uri, _batch([4, 3, 2], ["d", "c", "b"], [3, 3, 3], [1, 1, -1]))  # v2: 4's insert cancelled; 3 back; 2 gone
+    _commit(uri, _batch([2, 2], ["b", "b"], [4, 4], [1, 1]), _batch([1], ["a"], [4], [-1]))  # v3: two parts
+    _check_every_version(uri, root)
+    log = TableLog.open_existing(uri)
+    log.commit(Change(operation="schema", schema=log.snapshot().schema.drop_column("v")))  # v4: rows merge by k
+    assert mirror.describe(uri)["snapshotVersion"] == 4
+    want = _lading(uri, 4)
+    assert multiset(pyiceberg_rows(str(root / "metadata" / "v4.metadata.json")), ["k"]) == multiset(want)
+    assert multiset(duckdb_rows(str(root), [None])[0], ["k"]) == multiset(want)
+
+
+def test_a_row_counting_more_than_once_still_stops_the_mirror_and_says_why(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _commit(uri, _batch([1], ["a"], [1], [1]), create=writer.NewTable(SCHEMA, "diff"))
+    _commit(uri, _batch([2], ["b"], [1], [2]))
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v1.metadata.json")).metadata
+    assert meta.current_snapshot_id == ice.snapshot_id(0)
+    assert "counting more than once" in meta.properties[mirror.PROP_REASON]
