@@ -3,7 +3,8 @@
 A child process (tests/support/crash_child.py) commits version 2 of a mirrored table through a
 storage wrapper that SIGKILLs it (or fails a call) at one step of the mirror's publish, after
 the lading commit landed: before the manifest, around the manifest list, around the conditional
-create of ``v2.metadata.json``, after ``version-hint.text``. Afterwards the log holds version 2
+create of ``v2.metadata.json``, after ``version-hint.text``; for an upsert table, also around its
+position delete file and delete manifest. Afterwards the log holds version 2
 (the mirror never undoes or blocks a commit); the Iceberg readers (DuckDB through the version
 hint, pyiceberg through the metadata file the hint names) see version 1 or version 2, whole;
 every file any metadata file references exists; ``mirror.sync`` (or the next writer) catches the
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import StaticTable
 from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
 
@@ -43,15 +45,23 @@ STEPS = {  # (method, match, action); v2's publish only: v0 and v1 are mirrored 
     "the manifest write fails": ("put", "-m0.avro", "raise"),
 }
 PUBLISHED = ("after the metadata file", "after the version hint")  # v2.metadata.json exists when it dies
+UPSERT_STEPS = {  # an upsert table's v2 supersedes rows of v1: its publish writes a delete file too
+    "before the delete file": ("put", "-deletes.parquet", "kill"),
+    "after the delete file": ("put", "-deletes.parquet", "kill_after"),
+    "before the delete manifest": ("put", "-d0.avro", "kill"),
+    "after the delete manifest": ("put", "-d0.avro", "kill_after"),
+    "the delete file write fails": ("put", "-deletes.parquet", "raise"),
+}
 
 
 def _rows(first: int, n: int) -> pa.Table:
     return pa.table({"id": pa.array(range(first, first + n), pa.int64()), "name": [f"n{i}" for i in range(n)]})
 
 
-def _commit(uri: str, rows: pa.Table, *, create: bool = False) -> None:
+def _commit(uri: str, rows: pa.Table, *, create: bool = False, upsert: bool = False) -> None:
     written = writer.write_parts(uri, [rows], SCHEMA, write_id=fmt.new_write_id())
-    writer.commit_parts(uri, written, create=writer.NewTable(SCHEMA) if create else None)
+    new = writer.NewTable(SCHEMA, "upsert", ("id",)) if upsert else writer.NewTable(SCHEMA)
+    writer.commit_parts(uri, written, create=new if create else None)
 
 
 def _lading(uri: str, version: int) -> pa.Table:
@@ -85,11 +95,28 @@ def _run_child(uri: str, method: str, match: str, action: str) -> subprocess.Com
 @pytest.mark.parametrize("step", list(STEPS))
 def test_a_publish_killed_at_any_step_leaves_the_previous_snapshot_and_sync_catches_up(
         tmp_path: Path, step: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _kill_and_catch_up(tmp_path, step, STEPS[step], capsys)
+
+
+@pytest.mark.parametrize("step", list(UPSERT_STEPS))
+def test_an_upsert_publish_killed_around_its_delete_file_leaves_no_snapshot_naming_a_missing_file(
+        tmp_path: Path, step: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _kill_and_catch_up(tmp_path, step, UPSERT_STEPS[step], capsys, upsert=True)
+    table = StaticTable.from_metadata(_hinted_metadata(tmp_path / "t"))
+    snap = table.current_snapshot()
+    assert snap is not None
+    deletes = [e.data_file for m in snap.manifests(table.io) for e in m.fetch_manifest_entry(table.io)
+               if e.data_file.content == DataFileContent.POSITION_DELETES]
+    assert [d.record_count for d in deletes] == [2]  # v1's rows of keys 100 and 101, superseded by v2
+
+
+def _kill_and_catch_up(tmp_path: Path, step: str, fault: tuple[str, str, str], capsys: pytest.CaptureFixture[str],
+                       *, upsert: bool = False) -> None:
     root = tmp_path / "t"
     uri = f"file://{root}/"
-    _commit(uri, _rows(0, 5), create=True)
-    _commit(uri, _rows(5, 3))
-    method, match, action = STEPS[step]
+    _commit(uri, _rows(0, 5), create=True, upsert=upsert)
+    _commit(uri, _rows(100, 2) if upsert else _rows(5, 3))
+    method, match, action = fault
     done = _run_child(uri, method, match, action)
     if action == "raise":
         assert done.returncode == 0, done.stderr[-2000:]  # a failing mirror never fails the commit
