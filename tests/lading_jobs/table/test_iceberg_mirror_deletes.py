@@ -239,3 +239,23 @@ def test_a_row_counting_more_than_once_still_stops_the_mirror_and_says_why(tmp_p
     meta = StaticTable.from_metadata(str(root / "metadata" / "v1.metadata.json")).metadata
     assert meta.current_snapshot_id == ice.snapshot_id(0)
     assert "counting more than once" in meta.properties[mirror.PROP_REASON]
+
+
+@pytest.mark.s3
+def test_on_s3_pyiceberg_applies_the_delete_files_through_its_own_s3_client(bucket: str, s3_endpoint: str) -> None:
+    storage = st.S3Storage()
+    uri = f"s3://{bucket}/tables/upserts/"
+    batches = [_batch([1, 2, 3], list("abc"), [1, 1, 1], [1, 1, 1]), _batch([2, 3], ["b2", None], [2, 2], [1, -1]),
+               _batch([3, 1], ["c3", "a0"], [3, 0], [1, 1])]
+    for i, batch in enumerate(batches):
+        written = writer.write_parts(uri, [batch], SCHEMA, write_id=fmt.new_write_id(), storage=storage)
+        writer.commit_parts(uri, written, storage=storage,
+                            create=writer.NewTable(SCHEMA, "upsert", ("k",)) if i == 0 else None)
+    props = {"s3.endpoint": s3_endpoint, "s3.access-key-id": "testing", "s3.secret-access-key": "testing",
+             "s3.region": "us-east-1"}
+    table = StaticTable.from_metadata(mirror.metadata_uri(uri, 2), properties=props)
+    assert table.metadata.current_snapshot_id == ice.snapshot_id(2)
+    for v in range(3):
+        want = reader.scan(uri, storage=storage, snapshot=snapshot_at(uri, storage, v))
+        assert multiset(table.scan(snapshot_id=ice.snapshot_id(v)).to_arrow(), ["k", "v"]) == multiset(want), v
+    assert multiset(table.scan().to_arrow(), ["k", "v"]) == {(1, "a"): 1, (2, "b2"): 1, (3, "c3"): 1}
