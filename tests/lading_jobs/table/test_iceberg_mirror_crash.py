@@ -46,9 +46,9 @@ STEPS = {  # (method, match, action); v2's publish only: v0 and v1 are mirrored 
 }
 PUBLISHED = ("after the metadata file", "after the version hint")  # v2.metadata.json exists when it dies
 UPSERT_STEPS = {  # an upsert table's v2 supersedes rows of v1: its publish writes a delete file too
-    "before the delete file": ("put", "-deletes.parquet", "kill"),
+    # (killed before the delete file, the state is the one after the data manifest; killed before the
+    # delete manifest, the one after the delete file: not repeated)
     "after the delete file": ("put", "-deletes.parquet", "kill_after"),
-    "before the delete manifest": ("put", "-d0.avro", "kill"),
     "after the delete manifest": ("put", "-d0.avro", "kill_after"),
     "the delete file write fails": ("put", "-deletes.parquet", "raise"),
 }
