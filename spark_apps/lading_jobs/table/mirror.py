@@ -5,6 +5,9 @@ publishes, under ``<table>/metadata/``:
 
 1. a manifest (Avro, pyiceberg's writer) of the parts the commit added, or, after a commit
    that removed parts, one manifest of every live part; fresh names, never an existing one's;
+   For an upsert or diff table, beside it, a position delete file ``<uuid>-deletes.parquet`` and
+   its delete manifest ``<uuid>-d0.avro``, naming the rows that are not in lading's answer
+   (``table.deletes``; ``_with_deletes``);
 2. a manifest list ``snap-<snapshot id>-<uuid>.avro``: the previous snapshot's manifests plus
    the new one;
 3. ``v<v>.metadata.json``, created with the same conditional write the log uses: the mirror's
