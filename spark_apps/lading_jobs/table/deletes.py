@@ -46,7 +46,7 @@ from pyiceberg.types import StringType
 from lading_jobs import storage as st
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import format as fmt
-from lading_jobs.table import reader
+from lading_jobs.table import ledger, reader
 from lading_jobs.table.log import Part, Snapshot
 from lading_jobs.table.schema import TableSchema
 from lading_jobs.table.stats import ColumnStats
@@ -147,15 +147,15 @@ def decide(table: pa.Table, envelope: str, identity: Sequence[str],
 # -- reading the identity -----------------------------------------------------------------------
 def read_identity(storage: st.Storage, snapshot: Snapshot, parts: Sequence[Part]) -> pa.Table:
     """The identity columns, time, diff, seq and pos of every row of ``parts`` (in that order),
-    with ``PART_COLUMN`` (the part's place in ``parts``); no other column is read."""
+    with ``PART_COLUMN`` (the part's place in ``parts``); no other column is read. Parts are read
+    on the ledger's I/O threads."""
     names = identity_columns(snapshot)
     schema = TableSchema(tuple(snapshot.schema.column(n) for n in names), snapshot.schema.last_column_id,
                          snapshot.schema.schema_id)
     narrow = dataclasses.replace(snapshot, schema=schema, as_of=None)
-    pieces = []
-    for i, p in enumerate(parts):
-        t = reader.read_part(storage, narrow, p)
-        pieces.append(t.append_column(PART_COLUMN, pa.repeat(pa.scalar(i, pa.int32()), t.num_rows)))
+    read = ledger._parallel(lambda p: reader.read_part(storage, narrow, p), list(parts))  # noqa: SLF001 - its reads
+    pieces = [t.append_column(PART_COLUMN, pa.repeat(pa.scalar(i, pa.int32()), t.num_rows))
+              for i, t in enumerate(read)]
     if not pieces:
         return schema.arrow_schema().empty_table()
     return pa.concat_tables(pieces)
