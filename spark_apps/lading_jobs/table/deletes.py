@@ -22,15 +22,19 @@ and of the live parts whose statistics (min/max per identity column) may hold on
 (``candidates``), decides those identities with the rule, and names only rows that were alive
 before (the same rule on the old rows alone says which: the previous snapshot's delete files
 named exactly the others). Adding rows never revives a row under either rule, so delete files
-only accumulate. Any other commit (a compaction, a removal, a schema change of a diff table, a
-mirror that was behind) is decided in full over every live part: one delete file replaces the
-previous ones, which go with the parts they applied to.
+only accumulate. An upsert table's compaction changes no row outside its outputs
+(``compaction_keeps_the_rest``): its outputs are decided the same way, and the positions the
+previous delete files name in live parts are carried over (``read_positions``) into one delete
+file that replaces them. Any other commit (a diff table's compaction, a removal, a schema change
+of a diff table, a mirror that was behind) is decided in full over every live part: one delete
+file replaces the previous ones, which go with the parts they applied to.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import re
 import uuid
 from collections.abc import Collection, Sequence
 
@@ -194,6 +198,37 @@ def plan(storage: st.Storage, snapshot: Snapshot, added: Collection[str] | None)
     for i in np.unique(part_ix):
         out[chosen[int(i)].path] = np.sort(pos[part_ix == i])
     return out
+
+
+# -- a compaction ---------------------------------------------------------------------------------
+def compaction_keeps_the_rest(snapshot: Snapshot, entry: dict[str, object]) -> bool:
+    """Whether a commit leaves the status of every row of the parts it did not remove as it was:
+    an upsert table's compaction does (its groups are runs of consecutive parts whose outputs keep
+    the run's order and each key's winner, so no row outside them wins or loses), so only its
+    outputs need deciding. A diff table's compaction can move which equal rows survive, and
+    other removals change answers: those are decided in full. Pure."""
+    return snapshot.envelope == "upsert" and entry.get("operation") == "compact"
+
+
+_DELETE_NAME = re.compile(r"[0-9a-f]{32}-deletes\.parquet")
+
+
+def read_positions(storage: st.Storage, root: str, files: Sequence[str],
+                   live: dict[str, str]) -> dict[str, np.ndarray]:
+    """The positions the mirror's delete ``files`` name in the data files ``live`` (full path → part
+    path), by part path. A file that is not one of the mirror's own delete files is a ValueError."""
+    prefix = f"{fmt.table_root(root)}metadata/"
+    for f in files:
+        if not f.startswith(prefix) or not _DELETE_NAME.fullmatch(f[len(prefix):]):
+            raise ValueError(f"{f} is not one of the mirror's delete files")
+    tables = ledger._parallel(lambda f: pq.read_table(io.BytesIO(storage.read(f))), list(files))  # noqa: SLF001
+    found: dict[str, list[np.ndarray]] = {}
+    for t in tables:
+        col = t.column("file_path")
+        for path in set(pc.unique(col).to_pylist()) & live.keys():
+            pos = t.filter(pc.equal(col, path)).column("pos")
+            found.setdefault(live[path], []).append(np.asarray(pos.to_numpy(), dtype=np.int64))
+    return {part: np.unique(np.concatenate(chunks)) for part, chunks in found.items()}
 
 
 # -- writing ------------------------------------------------------------------------------------

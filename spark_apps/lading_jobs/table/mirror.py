@@ -293,8 +293,9 @@ def _with_deletes(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadata
     """Beside the data manifests of an upsert or diff table's version: a position delete file
     naming the rows that are not in lading's answer (``table.deletes``), in a delete manifest of
     its own. Incremental after an exact snapshot of the version before when the commit only adds
-    parts (the parent's delete manifests stay); otherwise decided over every live part, and the
-    parent's delete manifests go."""
+    parts (the parent's delete manifests stay); for an upsert compaction after one, its outputs
+    decided and the parent's positions in live parts carried into one file; otherwise decided
+    over every live part. In both latter cases the parent's delete manifests go."""
     root, v = fmt.table_root(snapshot.uri), snapshot.version
     sid = ice.snapshot_id(v)
     parent = prev.current_snapshot() if prev is not None else None
@@ -303,7 +304,16 @@ def _with_deletes(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadata
                    and not entry.get("remove") and not (snapshot.envelope == "diff" and "schema" in entry))
     kept = manifests if incremental else [m for m in manifests if m.content == ManifestContent.DATA]
     added = {raw["path"] for raw in entry.get("add", ())} if incremental else None
-    positions = deletes.plan(storage, snapshot, added)
+    carried = None
+    if (not incremental and parent is not None and parent.snapshot_id == ice.snapshot_id(v - 1)
+            and deletes.compaction_keeps_the_rest(snapshot, entry)):
+        carried = _carried_deletes(snapshot, parent, storage)
+    if carried is not None:  # only the compaction's outputs are decided; the rest is carried over
+        outputs = {raw["path"] for raw in entry.get("add", ())}
+        planned = deletes.plan(storage, snapshot, outputs)
+        positions = {**carried, **{path: pos for path, pos in planned.items() if path in outputs}}
+    else:
+        positions = deletes.plan(storage, snapshot, added)
     if not positions:
         return kept
     delete_file = deletes.write(storage, root, positions, written)
@@ -314,6 +324,23 @@ def _with_deletes(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadata
                                             file_sequence_number=sid, data_file=delete_file))
     _write_avro(storage, out, written)
     return [*kept, w.to_manifest_file()]
+
+
+def _carried_deletes(snapshot: Snapshot, parent: IcebergSnapshot, storage: st.Storage) -> dict[str, Any] | None:
+    """The positions the parent snapshot's delete files name in parts that are still live (the
+    files' rows of removed parts go with them); None when they cannot all be read as the mirror's
+    own files (the caller then decides in full)."""
+    root = fmt.table_root(snapshot.uri)
+    live = {root + p.path: p.path for p in snapshot.parts}
+    try:
+        _check_inside(root, parent.manifest_list, f"snapshot {parent.snapshot_id}'s manifest-list")
+        fio = _StorageIO(root, storage)
+        files = [e.data_file.file_path
+                 for m in read_manifest_list(_Bytes(parent.manifest_list, storage.read(parent.manifest_list)))
+                 if m.content == ManifestContent.DELETES for e in m.fetch_manifest_entry(fio)]
+        return deletes.read_positions(storage, root, files, live)
+    except (TableError, st.StorageError, OSError, ValueError, KeyError):
+        return None
 
 
 def build_metadata(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 | None,

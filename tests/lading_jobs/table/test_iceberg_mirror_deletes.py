@@ -259,3 +259,27 @@ def test_on_s3_pyiceberg_applies_the_delete_files_through_its_own_s3_client(buck
         want = reader.scan(uri, storage=storage, snapshot=snapshot_at(uri, storage, v))
         assert multiset(table.scan(snapshot_id=ice.snapshot_id(v)).to_arrow(), ["k", "v"]) == multiset(want), v
     assert multiset(table.scan().to_arrow(), ["k", "v"]) == {(1, "a"): 1, (2, "b2"): 1, (3, "c3"): 1}
+
+
+def test_a_compaction_of_some_parts_carries_the_delete_files_of_the_parts_it_left(tmp_path: Path) -> None:
+    """An upsert compaction decides only its outputs: the rows of a part it left alone that earlier
+    delete files named (superseded by the parts it compacted) stay named, in one delete file."""
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    n = 3000
+    big = _batch(list(range(n)), [f"{i:05d}-" + "x" * 40 for i in range(n)], [1] * n, [1] * n)  # not a candidate
+    _commit(uri, big, create=writer.NewTable(SCHEMA, "upsert", ("k",)))
+    _commit(uri, _batch([1, 2], ["a", "b"], [2, 2], [1, 1]))
+    _commit(uri, _batch([2, 3, n + 1], ["b2", None, "new"], [3, 3, 3], [1, -1, 1]))
+    before = TableLog.open_existing(uri).snapshot()
+    assert before.parts[0].size > 8 * 1024 > max(p.size for p in before.parts[1:])
+    _compact(uri, target_kb=16)
+    snap = TableLog.open_existing(uri).snapshot()
+    assert snap.version == 3 and before.parts[0] in snap.parts and len(snap.parts) == 2  # the big part stayed
+    files = _delete_files(str(root / "metadata" / "v3.metadata.json"))
+    assert len(files) == 1
+    named = pq.read_table(files[0].file_path.removeprefix("file://"))
+    assert sorted(named.filter(pa.compute.equal(named.column("file_path"), f"{uri}{before.parts[0].path}"))
+                  .column("pos").to_pylist()) == [1, 2, 3]  # carried over: keys 1, 2, 3 of the big part
+    _commit(uri, _batch([1], ["a2"], [4], [1]))
+    _check_every_version(uri, root)
