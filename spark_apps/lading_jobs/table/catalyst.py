@@ -3,7 +3,8 @@
 Two thin steps, through py4j. ``convert`` turns one Catalyst expression into the
 tree the interpreter knows: comparisons, logic, ``IN``, the annotated functions
 (``table.interp.FUNCTIONS``), literals (a constant sub-expression is evaluated by
-Spark), ``current_timestamp()`` / ``now()`` / ``current_date()`` as ``Now``;
+Spark), ``current_timestamp()`` / ``now()`` / ``current_date()`` as ``Now``,
+``get_json_object(col, path)`` (its constant path as a parameter);
 anything else becomes ``Opaque`` (it may return anything, NULL and errors included).
 Spark's ``RuntimeReplaceable`` expressions (``to_date``, ``BETWEEN``, ``ts - INTERVAL``)
 are read through their replacement.
@@ -145,6 +146,11 @@ def _convert(node: Any, common: dict[int, vx.Node]) -> vx.Node:  # noqa: C901 - 
         return vx.call("unix_timestamp", convert(kids[0], common), type=type_)
     if name == "Coalesce":
         return vx.call("coalesce", *(convert(c, common) for c in kids), type=type_)
+    if name == "GetJsonObject" and kids[1].foldable() and _type(kids[1]) == "string":
+        path = kids[1].eval(None)
+        if path is None:
+            return vx.Opaque(type_)
+        return vx.call("get_json_object", convert(kids[0], common), type=type_, params=(str(path.toString()),))
     if name == "Alias":
         return convert(kids[0], common)
     if name == "With":  # a common sub-expression (BETWEEN's operand): its definitions, then its body
