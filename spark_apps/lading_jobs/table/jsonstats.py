@@ -41,6 +41,7 @@ reads as "anything".
 
 from __future__ import annotations
 
+import collections
 import decimal
 import json
 import math
@@ -80,68 +81,42 @@ def _constant(name: str) -> Any:
     raise _Invalid(name)
 
 
-def _decode(text: str) -> Any:
-    return json.loads(text, parse_float=decimal.Decimal, parse_constant=_constant, object_pairs_hook=_pairs)
+_DECODER = json.JSONDecoder(parse_float=decimal.Decimal, parse_constant=_constant, object_pairs_hook=_pairs)
+"""Exact numbers (integers as ints, fractions as ``Decimal``), no ``NaN``/``Infinity``, no duplicate keys."""
 
 
-class _Path:
-    """One path's values while a row group is summarised (exact numbers, full strings)."""
+def _entry(path: tuple[str, ...], values: list[Any]) -> dict[str, Any]:
+    """A path's statistics from the values it holds (the kinds counted by ``type`` in C; bounds by
+    ``min``/``max`` over each kind's values)."""
+    from lading_jobs.table import stats as stx
 
-    __slots__ = ("counts", "s_lo", "s_hi", "n_lo", "n_hi", "integers", "b_lo", "b_hi")
+    counts = collections.Counter(map(type, values))
+    out: dict[str, Any] = {"path": list(path), "present": len(values)}
+    for name, t in (("null", type(None)), ("object", dict), ("array", list)):
+        if counts[t]:
+            out[name] = counts[t]
 
-    def __init__(self) -> None:
-        self.counts = dict.fromkeys(KINDS, 0)
-        self.s_lo: str | None = None
-        self.s_hi: str | None = None
-        self.n_lo: Any = None
-        self.n_hi: Any = None
-        self.integers = 0
-        self.b_lo: bool | None = None
-        self.b_hi: bool | None = None
+    def of(*types: type) -> list[Any]:
+        return values if sum(counts[t] for t in types) == len(values) else [v for v in values if type(v) in types]
 
-    def add(self, v: Any) -> None:
-        if v is None:
-            self.counts["null"] += 1
-        elif isinstance(v, bool):
-            self.counts["boolean"] += 1
-            self.b_lo = v if self.b_lo is None else min(self.b_lo, v)
-            self.b_hi = v if self.b_hi is None else max(self.b_hi, v)
-        elif isinstance(v, int | decimal.Decimal):
-            self.counts["number"] += 1
-            self.integers += isinstance(v, int)
-            self.n_lo = v if self.n_lo is None or v < self.n_lo else self.n_lo
-            self.n_hi = v if self.n_hi is None or v > self.n_hi else self.n_hi
-        elif isinstance(v, str):
-            self.counts["string"] += 1
-            self.s_lo = v if self.s_lo is None or v < self.s_lo else self.s_lo
-            self.s_hi = v if self.s_hi is None or v > self.s_hi else self.s_hi
-        elif isinstance(v, dict):
-            self.counts["object"] += 1
-        else:
-            self.counts["array"] += 1
-
-    def to_dict(self, path: tuple[str, ...]) -> dict[str, Any]:
-        from lading_jobs.table import stats as stx
-
-        out: dict[str, Any] = {"path": list(path), "present": sum(self.counts.values())}
-        for k in ("null", "object", "array"):
-            if self.counts[k]:
-                out[k] = self.counts[k]
-        if self.counts["string"]:
-            assert self.s_lo is not None and self.s_hi is not None
-            lo, lo_t = stx.truncate_lower(self.s_lo)
-            hi, hi_t = stx.truncate_upper(self.s_hi)
-            out["string"] = _bounds(self.counts["string"], lo, hi, lo_t, hi_t)
-        if self.counts["number"]:
-            out["number"] = {"count": self.counts["number"], "integers": self.integers}
-            n_lo, n_hi = float_below(self.n_lo), float_above(self.n_hi)
-            if n_lo is not None:
-                out["number"]["min"] = n_lo
-            if n_hi is not None:
-                out["number"]["max"] = n_hi
-        if self.counts["boolean"]:
-            out["boolean"] = {"count": self.counts["boolean"], "min": self.b_lo, "max": self.b_hi}
-        return out
+    if counts[str]:
+        strings = of(str)
+        lo, lo_t = stx.truncate_lower(min(strings))
+        hi, hi_t = stx.truncate_upper(max(strings))
+        out["string"] = _bounds(counts[str], lo, hi, lo_t, hi_t)
+    numbers = counts[int] + counts[decimal.Decimal]
+    if numbers:
+        found = of(int, decimal.Decimal)
+        out["number"] = {"count": numbers, "integers": counts[int]}
+        n_lo, n_hi = float_below(min(found)), float_above(max(found))
+        if n_lo is not None:
+            out["number"]["min"] = n_lo
+        if n_hi is not None:
+            out["number"]["max"] = n_hi
+    if counts[bool]:
+        flags = of(bool)
+        out["boolean"] = {"count": counts[bool], "min": min(flags), "max": max(flags)}
+    return out
 
 
 def _bounds(count: int, lo: Any, hi: Any, lo_t: bool, hi_t: bool) -> dict[str, Any]:
@@ -189,7 +164,7 @@ def summarize(values: pa.Array | pa.ChunkedArray) -> dict[str, Any] | None:
     if len(present) and pc.sum(pc.binary_length(present)).as_py() > MAX_TEXT_BYTES:
         return None
     suspicious = pc.match_substring_regex(present, _SURROGATE_ESCAPE) if len(present) else None
-    paths: dict[tuple[str, ...], _Path] = {}
+    paths: dict[tuple[str, ...], list[Any]] = {}
     docs = invalid = 0
     complete = True
     texts = present.to_pylist()
@@ -199,31 +174,31 @@ def summarize(values: pa.Array | pa.ChunkedArray) -> dict[str, Any] | None:
             invalid += 1
             continue
         try:
-            doc = _decode(text)
+            doc = _DECODER.decode(text)
         except (ValueError, RecursionError, _Invalid):
             invalid += 1
             continue
         docs += 1
-        if isinstance(doc, dict):
+        if type(doc) is dict:
             complete = _walk(doc, (), paths) and complete
     return {"docs": docs, "invalid": invalid, "complete": complete,
-            "paths": [p.to_dict(k) for k, p in sorted(paths.items())]}
+            "paths": [_entry(k, v) for k, v in sorted(paths.items())]}
 
 
-def _walk(obj: dict[str, Any], prefix: tuple[str, ...], paths: dict[tuple[str, ...], _Path]) -> bool:
-    """Record ``obj``'s keys under ``prefix``; False when some path was not recorded."""
+def _walk(obj: dict[str, Any], prefix: tuple[str, ...], paths: dict[tuple[str, ...], list[Any]]) -> bool:
+    """Collect ``obj``'s values under ``prefix`` + key; False when some path was not recorded."""
     complete = True
     for key, value in obj.items():
         path = (*prefix, key)
-        entry = paths.get(path)
-        if entry is None:
+        found = paths.get(path)
+        if found is None:
             if len(paths) >= MAX_PATHS:
                 complete = False
                 continue
-            entry = paths[path] = _Path()
-        entry.add(value)
-        if isinstance(value, dict) and value:
-            complete = (_walk(value, path, paths) if len(path) < DEPTH else True) and complete
+            found = paths[path] = []
+        found.append(value)
+        if type(value) is dict and value and len(path) < DEPTH:
+            complete = _walk(value, path, paths) and complete
     return complete
 
 
