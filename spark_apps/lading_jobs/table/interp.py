@@ -649,8 +649,14 @@ def json_path(text: Any) -> tuple[str, ...] | None:
 
 
 def json_spec(node: vx.Call, stats: PartStats) -> Spec | None:
-    """The Spec of ``get_json_object(col, '$.a.b')`` and of its cast to a number, from the
-    column's JSON statistics; None for any other call."""
+    """The Spec of ``get_json_object(col, '$.a.b')``, of its cast to a number and of
+    ``from_json(col, schema).a.b``, from the column's JSON statistics; None for any other call."""
+    if node.fn == "from_json_field":
+        try:
+            path = tuple(node.params) if all(isinstance(k, str) for k in node.params) else None
+            return _json_field(_json_values(node.args[0] if len(node.args) == 1 else None, path, stats), node.type)
+        except (ArithmeticError, ValueError, TypeError, KeyError, AttributeError):
+            return anything(node.type)
     if node.fn == "get_json_object":
         inner, cast = node, None
     elif node.fn == "cast" and len(node.args) == 1 and isinstance(node.args[0], vx.Call) \
@@ -659,7 +665,8 @@ def json_spec(node: vx.Call, stats: PartStats) -> Spec | None:
     else:
         return None
     try:
-        found = _json_values(inner, stats)
+        col = inner.args[0] if len(inner.args) == 1 else None
+        found = _json_values(col, json_path(inner.params[0]) if len(inner.params) == 1 else None, stats)
         return _json_text(found) if cast is None else _json_number(found, cast)
     except (ArithmeticError, ValueError, TypeError, KeyError, AttributeError):
         return anything(node.type)
@@ -670,12 +677,11 @@ _Found = tuple[str, Any, bool]
 ("unknown", None, True); ("entry", the path's statistics, whether some row gives NULL)."""
 
 
-def _json_values(node: vx.Call, stats: PartStats) -> _Found:
-    """Which values ``get_json_object(col, path)`` reads in the part (Spark: NULL for a NULL or
-    invalid document, a missing key, and a JSON ``null``; an array on the way finds no key)."""
-    col = node.args[0] if len(node.args) == 1 else None
-    path = json_path(node.params[0]) if len(node.params) == 1 else None
-    if not isinstance(col, vx.Col) or path is None:
+def _json_values(col: vx.Node | None, path: tuple[str, ...] | None, stats: PartStats) -> _Found:
+    """Which values the key ``path`` of the ``json`` column ``col`` holds in the part (Spark: NULL
+    for a NULL or invalid document, a missing key, and a JSON ``null``; an array on the way finds
+    no key)."""
+    if not isinstance(col, vx.Col) or not path:
         return "unknown", None, True
     if stats.rows == 0:
         return "none", None, False
@@ -757,3 +763,34 @@ def _json_number(found: _Found, cast: vx.Call) -> Spec:
 
 def _finite(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+_FIELD_INTS = {"bigint": int_range("bigint"), "int": int_range("int")}
+
+
+def _json_field(found: _Found, to: str) -> Spec:
+    """``from_json(col, schema).a.b`` (no options: PERMISSIVE, never an error): a value that does
+    not convert to the field's type (another kind, a fraction or an overflow for an integer
+    field, a document that is no object) gives NULL, so NULL is always possible. ``string``
+    fields of string values: the string bounds; ``bigint`` and ``int`` fields of numbers: the
+    integers within the number bounds and the type; ``double``: the number bounds."""
+    state, entry, _ = found
+    if state == "none":
+        return Spec(to, nullable=True, empty=True)
+    kinds = jsonstats.kinds(entry) if state == "entry" else {"unknown"}
+    if not kinds:
+        return Spec(to, nullable=True, empty=True)
+    if to == "string" and kinds == {"string"}:
+        s = entry["string"]
+        lo, hi = s.get("min"), s.get("max")
+        return Spec(to, nullable=True, lo=lo if isinstance(lo, str) else None, hi=hi if isinstance(hi, str) else None)
+    if kinds == {"number"} and (to in _FIELD_INTS or to == "double"):
+        n = entry["number"]
+        lo, hi = (_finite(n.get(k)) for k in ("min", "max"))
+        if to == "double":
+            return Spec(to, nullable=True, lo=lo, hi=hi)
+        t_lo, t_hi = _FIELD_INTS[to]
+        i_lo = t_lo if lo is None else max(math.ceil(lo), t_lo)
+        i_hi = t_hi if hi is None else min(math.floor(hi), t_hi)
+        return Spec(to, nullable=True, empty=True) if i_lo > i_hi else Spec(to, nullable=True, lo=i_lo, hi=i_hi)
+    return Spec(to, nullable=True)

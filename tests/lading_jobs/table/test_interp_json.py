@@ -1,4 +1,4 @@
-"""The ResultSpec interpreter over JSON statistics: ``get_json_object`` and its casts.
+"""The ResultSpec interpreter over JSON statistics: ``get_json_object``, its casts, ``from_json`` fields.
 
 Failure paths first: documents that are not strict JSON, mixed kinds per key, paths outside
 the allow-list or deeper than the statistics, trimmed or capped listings, and parts written
@@ -173,3 +173,31 @@ def test_a_tables_reads_skip_parts_by_json_statistics(file_uri: Callable[[str], 
                             (vx.call("isnull", day), [])):
         kept = reader.plan_scan(snapshot, None, reader.ScanFilter(tree, ENV))
         assert [p.stats.columns[1].min for p in kept] == first_ids, tree
+
+
+# -- from_json(col, schema).field ---------------------------------------------------------------------
+def field(to: str, *path: str) -> vx.Call:
+    return vx.call("from_json_field", PAYLOAD, type=to, params=path)
+
+
+def test_from_json_fields_of_another_kind_or_unknown_give_any_value_or_null() -> None:
+    mixed = part(['{"k": "a"}', '{"k": 5}'])
+    assert ip.might_match(vx.call("eq", field("bigint", "k"), vx.Lit("bigint", 99)), mixed, ENV)
+    assert ip.might_match(vx.call("eq", field("string", "k"), vx.Lit("string", "zz")), mixed, ENV)
+    assert ip.might_match(vx.call("eq", field("bigint", "k"), vx.Lit("bigint", 99)), part(['{"k": 1', '{"k": 1}']), ENV)
+    assert ip.might_match(vx.call("eq", field("smallint", "k"), vx.Lit("smallint", 99)), part(['{"k": 1}']), ENV)
+    # PERMISSIVE: a value that does not convert is NULL, never an error
+    assert ip.might_match(vx.call("isnull", field("bigint", "k")), part(['{"k": 1}']), ENV)
+
+
+def test_from_json_fields_skip_by_the_bounds() -> None:
+    stats = part(['{"k": 3, "s": "b", "o": {"x": 1.5}}', '{"k": 7, "s": "d", "o": {"x": 2.5}}'])
+    assert not ip.might_match(vx.call("eq", field("bigint", "k"), vx.Lit("bigint", 9)), stats, ENV)
+    assert ip.might_match(vx.call("eq", field("bigint", "k"), vx.Lit("bigint", 7)), stats, ENV)
+    assert not ip.might_match(vx.call("gt", field("int", "k"), vx.Lit("int", 7)), stats, ENV)
+    assert not ip.might_match(vx.call("lt", field("string", "s"), vx.Lit("string", "b")), stats, ENV)
+    assert not ip.might_match(vx.call("gt", field("double", "o", "x"), vx.Lit("double", 2.5)), stats, ENV)
+    assert ip.might_match(vx.call("gt", field("double", "o", "x"), vx.Lit("double", 2.0)), stats, ENV)
+    assert not ip.might_match(vx.call("isnotnull", field("bigint", "zz")), stats, ENV)
+    # beyond int: NULL, so an int field of values all beyond it holds none
+    assert not ip.might_match(vx.call("isnotnull", field("int", "k")), part(['{"k": 3000000000}']), ENV)

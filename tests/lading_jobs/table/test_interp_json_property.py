@@ -3,12 +3,13 @@
 Random ``json`` columns (nested objects, arrays, keys missing or ``null``, mixed kinds per key,
 integers beyond 2^53 and int64, fractions, unicode strings, SQL NULLs, documents that are not
 strict JSON) split into parts whose statistics the writer's own code computes
-(``stats.table_stats`` → the commit's JSON form → ``PartStats.from_dict``); random filters of
-``get_json_object`` and its casts. The oracle evaluates every row as Spark does, written here
-independently of the interpreter (``get_json_object``: NULL for a NULL or invalid document, a
+(``stats.table_stats`` → the commit's JSON form → ``PartStats.from_dict``); random filters
+of ``get_json_object``, its casts and ``from_json`` fields. The oracle evaluates every row as
+Spark does, written here independently of the interpreter (``get_json_object``: NULL for a NULL or invalid document, a
 missing key, an array on the way and a JSON ``null``; a string's text; ``true``/``false``; an
 integer's digits; a fraction as Java prints a double; objects and arrays as JSON text; casts of
-that text as Spark casts strings, ANSI or TRY). A document that is not strict JSON may pass
+that text as Spark casts strings, ANSI or TRY; ``from_json`` fields: NULL for what does not
+convert, as Spark's PERMISSIVE mode). A document that is not strict JSON may pass
 (Spark's parser is more lenient). A part holding a row that is TRUE or raises must be kept;
 the fraction of parts skipped is printed (``pytest -s``)."""
 
@@ -75,11 +76,16 @@ def get(path: str) -> vx.Call:
     return vx.call("get_json_object", PAYLOAD, type="string", params=(path,))
 
 
+FIELDS = [("a",), ("ts",), ("a", "b"), ("a", "ts"), ("b", "a", "ts"), ("zz",)]
+
+
 def expressions() -> st.SearchStrategy[vx.Node]:
     paths = st.sampled_from(PATHS)
     return st.one_of(paths.map(get), st.builds(lambda p, to, mode: vx.call("cast", get(p), type=to, params=(mode,)),
                                                paths, st.sampled_from(["bigint", "int", "double"]),
-                                               st.sampled_from(["ANSI", "TRY"])))
+                                               st.sampled_from(["ANSI", "TRY"])),
+                     st.builds(lambda f, to: vx.call("from_json_field", PAYLOAD, type=to, params=f),
+                               st.sampled_from(FIELDS), st.sampled_from(["bigint", "int", "double", "string"])))
 
 
 LITERALS = {"string": st.sampled_from(STRINGS + ["2026-11", "1e20", "1.0E20", "z", "-0", "0"]),
@@ -178,6 +184,32 @@ def get_json_object(text: str | None, path: str) -> str | None:
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+def from_json_field(text: str | None, path: tuple[str, ...], to: str) -> Any:
+    """``from_json(text, schema).a.b`` (PERMISSIVE): NULL for what does not convert to ``to``."""
+    if text is None:
+        return None
+    try:
+        doc = parse(text)
+    except Lenient:
+        return ANY
+    for key in path:
+        if not isinstance(doc, dict) or key not in doc:
+            return None
+        doc = doc[key]
+    if doc is None:
+        return None
+    if to == "string":
+        if isinstance(doc, str):
+            return doc
+        return ANY  # Spark prints other values as text; the interpreter knows nothing of it
+    if isinstance(doc, bool) or not isinstance(doc, int | decimal.Decimal):
+        return None
+    if to == "double":
+        return float(doc)
+    lo, hi = I64 if to == "bigint" else I32
+    return doc if isinstance(doc, int) and lo <= doc <= hi else None
+
+
 def cast(text: str, to: str, mode: str) -> Any:
     """Spark's cast of a string to ``to`` (ANSI: an error for bad text; TRY: NULL)."""
     t = text.strip()
@@ -208,6 +240,8 @@ def conc(node: vx.Node, text: str | None) -> Any:
         return node.value
     assert isinstance(node, vx.Call)
     fn = node.fn
+    if fn == "from_json_field":
+        return from_json_field(text, node.params, node.type)
     if fn == "get_json_object":
         try:
             return get_json_object(text, node.params[0])

@@ -45,7 +45,9 @@ def test_json_path_filters_skip_parts_spark_never_fetches(spark: Any, file_uri: 
     rows = make_table(uri)
     cases = [("get_json_object(payload, '$.day') = '2026-11-03'", 1, lambda r: r["day"] == "2026-11-03"),
              ("CAST(get_json_object(payload, '$.n') AS BIGINT) >= 41", 2, lambda r: r["n"] >= 41),
-             ("get_json_object(payload, '$.user.name') > 'u5'", 1, lambda r: f"u{r['id']}" > "u5")]
+             ("get_json_object(payload, '$.user.name') > 'u5'", 1, lambda r: f"u{r['id']}" > "u5"),
+             ("from_json(payload, 'n BIGINT, user STRUCT<name: STRING>').user.name = 'u31'", 1,
+              lambda r: r["id"] == 31)]
     snapshot = TableLog.open_existing(uri).snapshot()
     plans = []
     for where, expected_parts, match in cases:
@@ -73,7 +75,11 @@ def test_get_json_object_semantics_the_interpreter_assumes(spark: Any) -> None:
         get_json_object('{"a": [{"b": 1}]}', '$.a.b') AS through_array,
         get_json_object('{"a": "x\\\\u00e9"}', '$.a') AS text,
         get_json_object('{"a": {"b": [1, 2]}}', '$.a') AS object,
-        get_json_object('{"a": 1', '$.b') AS invalid""").collect()[0]
+        get_json_object('{"a": 1', '$.b') AS invalid,
+        from_json('{"K": 5}', 'k BIGINT').k AS other_case,
+        from_json('{"k": 1.5}', 'k BIGINT').k AS fraction_as_bigint,
+        from_json('{"k": 3000000000}', 'k INT').k AS beyond_int,
+        from_json('[1]', 'k BIGINT').k AS no_object""").collect()[0]
     assert row.json_null is None
     assert row.boolean == "true"
     assert row.fraction == "1.0E20"
@@ -82,3 +88,5 @@ def test_get_json_object_semantics_the_interpreter_assumes(spark: Any) -> None:
     assert row.text == "x\u00e9"
     assert row.object == '{"b":[1,2]}'
     assert row.invalid is None
+    assert row.other_case is None and row.fraction_as_bigint is None and row.beyond_int is None
+    assert row.no_object is None
