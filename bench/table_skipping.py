@@ -2,6 +2,7 @@
 
   python bench/table_skipping.py [--parts 200] [--rows-per-part 20000] [--spark]
   python bench/table_skipping.py --temporal [--rows-per-part 2000]
+  python bench/table_skipping.py --json [--rows-per-part 2000]
 
 Starts moto's S3 server in process behind a middleware that counts GET requests
 and response bytes per object, writes a table of ``--parts`` parts whose event
@@ -18,6 +19,11 @@ CopyJob's ``from.query`` path (``sources.files.query_frame``: the plan's filter 
 scan, ``table.interp``) with ``ts > now() - INTERVAL 30 DAYS`` and
 ``date_trunc('DAY', ts) = <a day>``, beside the same query over the same Parquet
 objects read as plain files (a ``files`` input), which opens every part.
+
+``--json``: an append table of 100 parts with a ``json`` column whose ``$.device`` has
+locality (each part holds a few devices of its own), queried the same two ways with
+``get_json_object(payload, '$.device') = <a device>`` (the JSON statistics per key path,
+``table.jsonstats``); also prints the time the writer spent on JSON statistics.
 """
 
 from __future__ import annotations
@@ -218,8 +224,89 @@ def temporal(rows_per_part: int) -> None:
     spark.stop()
 
 
+def build_json(uri: str, parts: int, rows_per_part: int) -> tuple[float, float]:
+    """``parts`` parts of ``{"device": "dev-<part>-<0..4>", "n": <row>, "tags": {...}}`` documents;
+    returns the seconds spent computing the JSON statistics of every part and, the anchor, the
+    seconds ``json.loads`` alone takes over the same documents (second passes, timed on their
+    own, alternating, best of 3)."""
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+
+    from lading_jobs.table import format as fmt
+    from lading_jobs.table import jsonstats, writer
+    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.schema import TableSchema
+
+    log = TableLog.create(uri, TableSchema.of([("id", "bigint"), ("payload", "json")]))
+    schema = log.snapshot().schema
+    tables = []
+    for p in range(parts):
+        ids = np.arange(p * rows_per_part, (p + 1) * rows_per_part, dtype=np.int64)
+        docs = [json.dumps({"device": f"dev-{p:03d}-{i % 5}", "n": int(i), "tags": {"site": f"s{i % 7}", "ok": True}})
+                for i in ids]
+        tables.append(pa.table({"id": ids, "payload": pa.array(docs, pa.string()),
+                                fmt.TIME_COLUMN: np.full(len(ids), p, dtype=np.int64)}))
+    written = writer.write_parts(uri, tables, schema, write_id=fmt.new_write_id(), one_part_per_table=True)
+    writer.commit_parts(uri, written, log=log)
+    texts = [t.column("payload").to_pylist() for t in tables]
+    best = [float("inf"), float("inf")]
+    for _ in range(3):
+        t = time.perf_counter()
+        for table in tables:
+            jsonstats.summarize(table.column("payload"))
+        best[0] = min(best[0], time.perf_counter() - t)
+        t = time.perf_counter()
+        for docs in texts:
+            for doc in docs:
+                json.loads(doc)
+        best[1] = min(best[1], time.perf_counter() - t)
+    return best[0], best[1]
+
+
+def json_paths(rows_per_part: int) -> None:
+    import boto3
+
+    from lading_jobs.session import build_session
+    from lading_jobs.sources import files as sources_files
+    from lading_spec.copyjob import Input
+    from lading_spec.formats import FileSet
+
+    endpoint, counting = start_server()
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="bench")
+    uri, parts = "s3://bench/json/", 100
+    t0 = time.perf_counter()
+    stats_seconds, loads_seconds = build_json(uri, parts, rows_per_part)
+    rows = parts * rows_per_part
+    print(f"table: {parts} parts, {rows:,} rows, built in {time.perf_counter() - t0:.1f}s; JSON statistics "
+          f"of every part: {stats_seconds:.2f}s ({rows / stats_seconds / 1e3:.0f} k documents/s), "
+          f"{stats_seconds / loads_seconds:.2f} x json.loads alone ({loads_seconds:.2f}s)")
+    spark = build_session(master="local[2]", app_name="lading-bench")
+    where, limit = "get_json_object(payload, '$.device') = 'dev-042-3'", 3
+    inputs = {"lading table": [Input(name="events", table=uri)],
+              "plain Parquet (files input)": [Input(name="events", files=FileSet(uri=uri + "data/"))]}
+    print("| filter | read | parts fetched | GETs | MB fetched | seconds | rows |")
+    print("|---|---|---|---|---|---|---|")
+    counts = {}
+    for label, input_ in inputs.items():
+        df = sources_files.query_frame(spark, f"SELECT count(*) AS n FROM events WHERE {where}", input_)
+        counting.reset()
+        t = time.perf_counter()
+        counts[label] = df.collect()[0].n
+        print(f"| `{where}` | {label} | {len(counting.objects)} / {parts} | {counting.gets} | "
+              f"{counting.bytes / 1e6:.2f} | {time.perf_counter() - t:.2f} | {counts[label]:,} |")
+        if label == "lading table":
+            assert len(counting.objects) <= limit, f"{where}: {len(counting.objects)} parts fetched, over {limit}"
+    assert len(set(counts.values())) == 1, f"the reads disagree: {counts}"
+    spark.stop()
+
+
 if __name__ == "__main__":
-    if "--temporal" in sys.argv:
+    if "--json" in sys.argv:
+        rows = sys.argv[sys.argv.index("--rows-per-part") + 1] if "--rows-per-part" in sys.argv else "2000"
+        json_paths(int(rows))
+    elif "--temporal" in sys.argv:
         rows = sys.argv[sys.argv.index("--rows-per-part") + 1] if "--rows-per-part" in sys.argv else "2000"
         temporal(int(rows))
     else:

@@ -3,7 +3,9 @@
 Two thin steps, through py4j. ``convert`` turns one Catalyst expression into the
 tree the interpreter knows: comparisons, logic, ``IN``, the annotated functions
 (``table.interp.FUNCTIONS``), literals (a constant sub-expression is evaluated by
-Spark), ``current_timestamp()`` / ``now()`` / ``current_date()`` as ``Now``;
+Spark), ``current_timestamp()`` / ``now()`` / ``current_date()`` as ``Now``,
+``get_json_object(col, path)`` (its constant path as a parameter), ``from_json(col,
+schema).a.b`` without options (the field names as parameters);
 anything else becomes ``Opaque`` (it may return anything, NULL and errors included).
 Spark's ``RuntimeReplaceable`` expressions (``to_date``, ``BETWEEN``, ``ts - INTERVAL``)
 are read through their replacement.
@@ -145,6 +147,13 @@ def _convert(node: Any, common: dict[int, vx.Node]) -> vx.Node:  # noqa: C901 - 
         return vx.call("unix_timestamp", convert(kids[0], common), type=type_)
     if name == "Coalesce":
         return vx.call("coalesce", *(convert(c, common) for c in kids), type=type_)
+    if name == "GetStructField":
+        return _from_json_field(node, type_, common)
+    if name == "GetJsonObject" and kids[1].foldable() and _type(kids[1]) == "string":
+        path = kids[1].eval(None)
+        if path is None:
+            return vx.Opaque(type_)
+        return vx.call("get_json_object", convert(kids[0], common), type=type_, params=(str(path.toString()),))
     if name == "Alias":
         return convert(kids[0], common)
     if name == "With":  # a common sub-expression (BETWEEN's operand): its definitions, then its body
@@ -159,6 +168,20 @@ def _convert(node: Any, common: dict[int, vx.Node]) -> vx.Node:  # noqa: C901 - 
     if replacement is not None:
         return convert(replacement, common)
     return vx.Opaque(type_)
+
+
+def _from_json_field(node: Any, type_: str, common: dict[int, vx.Node]) -> vx.Node:
+    """``from_json(col, schema).a.b`` (fields of a ``JsonToStructs`` without options) as a
+    ``from_json_field`` call with the field names as parameters; any other field access: Opaque."""
+    names: list[str] = []
+    cur = node
+    while _name(cur) == "GetStructField":
+        child = cur.child()
+        names.append(str(child.dataType().fields()[int(cur.ordinal())].name()))
+        cur = child
+    if _name(cur) != "JsonToStructs" or not bool(cur.options().isEmpty()):
+        return vx.Opaque(type_)
+    return vx.call("from_json_field", convert(cur.child(), common), type=type_, params=tuple(reversed(names)))
 
 
 def _replacement(node: Any) -> Any:

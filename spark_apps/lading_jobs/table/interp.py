@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lading_jobs.table import jsonstats
 from lading_jobs.table import vexpr as vx
 from lading_jobs.table.stats import PartStats
 
@@ -187,6 +188,9 @@ def evaluate(node: vx.Node, stats: PartStats, env: Env) -> Spec:
         now = Spec("timestamp", lo=env.now_lo, hi=env.now_hi if env.now_hi is not None else NOW_CAP_MICROS)
         return now if node.type == "timestamp" else _cast(now, "date", "ANSI", env)
     if isinstance(node, vx.Call):
+        on_json = json_spec(node, stats)
+        if on_json is not None:
+            return on_json
         fn = FUNCTIONS.get(node.fn)
         if fn is None:
             return anything(node.type)
@@ -630,3 +634,163 @@ FUNCTIONS: dict[str, Callable[[vx.Call, list[Spec], Env], Spec]] = {
     "time_add": _time_add, "add_months": _add_months, "year": _year, "month": _month, "day": _day, "unix_timestamp": _unix_timestamp,
 }
 """The annotated functions; any other ``Call`` may return anything."""
+
+
+# -- JSON paths (``table.jsonstats``) -------------------------------------------------------------
+_JSON_PATH = re.compile(r"\$((?:\.[A-Za-z0-9_]+)+)")
+"""The JSONPath forms read from statistics (an allow-list): ``$.key.key...`` with plain keys.
+Anything else (``$``, ``$['a']``, ``$.a[0]``, ``$.*``) gives "anything"."""
+
+
+def json_path(text: Any) -> tuple[str, ...] | None:
+    """``$.a.b`` as ``("a", "b")``; None for any other path."""
+    m = _JSON_PATH.fullmatch(text) if isinstance(text, str) else None
+    return None if m is None else tuple(m.group(1)[1:].split("."))
+
+
+def json_spec(node: vx.Call, stats: PartStats) -> Spec | None:
+    """The Spec of ``get_json_object(col, '$.a.b')``, of its cast to a number and of
+    ``from_json(col, schema).a.b``, from the column's JSON statistics; None for any other call."""
+    if node.fn == "from_json_field":
+        try:
+            path = tuple(node.params) if all(isinstance(k, str) for k in node.params) else None
+            return _json_field(_json_values(node.args[0] if len(node.args) == 1 else None, path, stats), node.type)
+        except (ArithmeticError, ValueError, TypeError, KeyError, AttributeError):
+            return anything(node.type)
+    if node.fn == "get_json_object":
+        inner, cast = node, None
+    elif node.fn == "cast" and len(node.args) == 1 and isinstance(node.args[0], vx.Call) \
+            and node.args[0].fn == "get_json_object":
+        inner, cast = node.args[0], node
+    else:
+        return None
+    try:
+        col = inner.args[0] if len(inner.args) == 1 else None
+        found = _json_values(col, json_path(inner.params[0]) if len(inner.params) == 1 else None, stats)
+        return _json_text(found) if cast is None else _json_number(found, cast)
+    except (ArithmeticError, ValueError, TypeError, KeyError, AttributeError):
+        return anything(node.type)
+
+
+_Found = tuple[str, Any, bool]
+"""What a JSON path holds in a part: ("none", None, nullable): no value at all (every row NULL);
+("unknown", None, True); ("entry", the path's statistics, whether some row gives NULL)."""
+
+
+def _json_values(col: vx.Node | None, path: tuple[str, ...] | None, stats: PartStats) -> _Found:
+    """Which values the key ``path`` of the ``json`` column ``col`` holds in the part (Spark: NULL
+    for a NULL or invalid document, a missing key, and a JSON ``null``; an array on the way finds
+    no key)."""
+    if not isinstance(col, vx.Col) or not path:
+        return "unknown", None, True
+    if stats.rows == 0:
+        return "none", None, False
+    cs = stats.columns.get(col.column_id)
+    if cs is None or not isinstance(cs.nulls, int):
+        return "unknown", None, True
+    if cs.nulls >= stats.rows:
+        return "none", None, True
+    js = cs.json
+    if js is None or len(path) > jsonstats.DEPTH or js.get("invalid") != 0 \
+            or js.get("docs") != stats.rows - cs.nulls:
+        return "unknown", None, True
+    entry = next((e for e in js.get("paths", ()) if tuple(e.get("path", ())) == path), None)
+    if entry is None:
+        return ("none", None, True) if js.get("complete") is True else ("unknown", None, True)
+    present, nulls = entry.get("present"), entry.get("null", 0)
+    if not isinstance(present, int) or not isinstance(nulls, int):
+        return "unknown", None, True
+    return "entry", entry, cs.nulls > 0 or present < js["docs"] or nulls > 0
+
+
+def _json_text(found: _Found) -> Spec:
+    """``get_json_object``'s string: a string value's text; ``true``/``false``; a number's text
+    only when every value is a non-negative integer below 2^53 of one length (then text order is
+    numeric order); anything else (objects, arrays, mixed kinds, fractions): any string."""
+    state, entry, nullable = found
+    if state != "entry":
+        return Spec("string", nullable=nullable, empty=state == "none")
+    kinds = jsonstats.kinds(entry)
+    if not kinds:
+        return Spec("string", nullable=True, empty=True)
+    if kinds == {"string"}:
+        s = entry["string"]
+        lo, hi = s.get("min"), s.get("max")
+        return Spec("string", nullable, lo=lo if isinstance(lo, str) else None, hi=hi if isinstance(hi, str) else None)
+    if kinds == {"boolean"}:
+        b = entry["boolean"]
+        return Spec("string", nullable, lo="false" if b.get("min") is not True else "true",
+                    hi="true" if b.get("max") is not False else "false")
+    if kinds == {"number"}:
+        n = entry["number"]
+        lo, hi = n.get("min"), n.get("max")
+        if n.get("integers") == n.get("count") and isinstance(lo, int | float) and isinstance(hi, int | float) \
+                and 0 <= lo <= hi < 2**53 and lo == int(lo) and hi == int(hi) \
+                and len(str(int(lo))) == len(str(int(hi))):
+            return Spec("string", nullable, lo=str(int(lo)), hi=str(int(hi)))
+    return Spec("string", nullable=True)
+
+
+def _json_number(found: _Found, cast: vx.Call) -> Spec:
+    """``CAST(get_json_object(...) AS BIGINT | INT | SMALLINT | TINYINT | DOUBLE)``: from the number
+    bounds when the path holds numbers only. Integer tokens cast exactly (overflow as any cast);
+    a fraction's text may be ``1.0E20``, which no integer cast reads (ANSI: fails; TRY: NULL)."""
+    to = cast.type
+    mode = cast.params[0] if cast.params else "ANSI"
+    if kind(to) not in ("integer", "float") or to == "float":
+        return anything(to)
+    state, entry, nullable = found
+    if state == "none":
+        return Spec(to, nullable=True, empty=True)
+    if state != "entry":
+        return anything(to)
+    kinds = jsonstats.kinds(entry)
+    if not kinds:
+        return Spec(to, nullable=True, empty=True)
+    if kinds != {"number"}:
+        return anything(to)
+    n = entry["number"]
+    lo, hi = (_finite(n.get(k)) for k in ("min", "max"))
+    if to == "double":
+        return anything(to) if lo is None or hi is None else Spec(to, nullable, lo=lo, hi=hi)
+    if n.get("integers") == n.get("count"):
+        out = Spec(to, nullable, lo=None if lo is None else math.ceil(lo), hi=None if hi is None else math.floor(hi))
+    else:
+        out = Spec(to, nullable or mode != "ANSI", mode == "ANSI",
+                   lo=None if lo is None else math.floor(lo), hi=None if hi is None else math.ceil(hi))
+    return _overflowing(out, *int_range(to), mode)
+
+
+def _finite(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+_FIELD_INTS = {"bigint": int_range("bigint"), "int": int_range("int")}
+
+
+def _json_field(found: _Found, to: str) -> Spec:
+    """``from_json(col, schema).a.b`` (no options: PERMISSIVE, never an error): a value that does
+    not convert to the field's type (another kind, a fraction or an overflow for an integer
+    field, a document that is no object) gives NULL, so NULL is always possible. ``string``
+    fields of string values: the string bounds; ``bigint`` and ``int`` fields of numbers: the
+    integers within the number bounds and the type; ``double``: the number bounds."""
+    state, entry, _ = found
+    if state == "none":
+        return Spec(to, nullable=True, empty=True)
+    kinds = jsonstats.kinds(entry) if state == "entry" else {"unknown"}
+    if not kinds:
+        return Spec(to, nullable=True, empty=True)
+    if to == "string" and kinds == {"string"}:
+        s = entry["string"]
+        lo, hi = s.get("min"), s.get("max")
+        return Spec(to, nullable=True, lo=lo if isinstance(lo, str) else None, hi=hi if isinstance(hi, str) else None)
+    if kinds == {"number"} and (to in _FIELD_INTS or to == "double"):
+        n = entry["number"]
+        lo, hi = (_finite(n.get(k)) for k in ("min", "max"))
+        if to == "double":
+            return Spec(to, nullable=True, lo=lo, hi=hi)
+        t_lo, t_hi = _FIELD_INTS[to]
+        i_lo = t_lo if lo is None else max(math.ceil(lo), t_lo)
+        i_hi = t_hi if hi is None else min(math.floor(hi), t_hi)
+        return Spec(to, nullable=True, empty=True) if i_lo > i_hi else Spec(to, nullable=True, lo=i_lo, hi=i_hi)
+    return Spec(to, nullable=True)

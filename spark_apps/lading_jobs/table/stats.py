@@ -8,12 +8,14 @@ when a NaN is present), strings truncated to ``STRING_STATS_LENGTH`` characters
 with its last character incremented, still ≥ every value, and flagged
 ``maxTruncated`` / ``minTruncated`` so no one mistakes it for a value), decimals
 as strings, dates as epoch days, timestamps as epoch microseconds. Other types
-(nested, intervals, binary, time, variant) keep only their null count. Any
-column's statistics may be missing; readers then assume any value.
+(nested, intervals, binary, time, variant) keep only their null count. ``json``
+columns also keep statistics per key path (``table.jsonstats``). Any column's
+statistics may be missing; readers then assume any value.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import math
@@ -24,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lading_jobs.table import format as fmt
+from lading_jobs.table import jsonstats
 
 _MAX_CHAR = 0x10FFFF
 
@@ -35,6 +38,8 @@ class ColumnStats:
     max: Any = None
     min_truncated: bool = False
     max_truncated: bool = False
+    json: dict[str, Any] | None = None
+    """A ``json`` column's statistics per key path (``table.jsonstats``); None: unknown."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: strict RFC 8259, so an infinite float bound is omitted (see ``finite``)."""
@@ -49,12 +54,15 @@ class ColumnStats:
             out["minTruncated"] = True
         if self.max_truncated:
             out["maxTruncated"] = True
+        if self.json is not None:
+            out["json"] = jsonstats.trim(self.json)
         return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ColumnStats:
+        js = d.get("json")
         return cls(d.get("nulls"), d.get("min"), d.get("max"), bool(d.get("minTruncated")),
-                   bool(d.get("maxTruncated")))
+                   bool(d.get("maxTruncated")), js if isinstance(js, dict) else None)
 
 
 @dataclass(frozen=True)
@@ -180,13 +188,14 @@ def merge_column(a: ColumnStats, b: ColumnStats, decimal_bounds: bool = False, *
     every side without bounds counts as holding values (conservative).
     """
     nulls = None if a.nulls is None or b.nulls is None else a.nulls + b.nulls
+    js = jsonstats.merge(a.json, b.json)
     if _only_nulls(a, a_rows):
-        return ColumnStats(nulls, b.min, b.max, b.min_truncated, b.max_truncated)
+        return ColumnStats(nulls, b.min, b.max, b.min_truncated, b.max_truncated, js)
     if _only_nulls(b, b_rows):
-        return ColumnStats(nulls, a.min, a.max, a.min_truncated, a.max_truncated)
+        return ColumnStats(nulls, a.min, a.max, a.min_truncated, a.max_truncated, js)
     lo, lo_t = _pick(a.min, a.min_truncated, b.min, b.min_truncated, min, decimal_bounds)
     hi, hi_t = _pick(a.max, a.max_truncated, b.max, b.max_truncated, max, decimal_bounds)
-    return ColumnStats(nulls, lo, hi, lo_t, hi_t)
+    return ColumnStats(nulls, lo, hi, lo_t, hi_t, js)
 
 
 def _only_nulls(c: ColumnStats, rows: int | None) -> bool:
@@ -201,9 +210,13 @@ def _pick(x: Any, xt: bool, y: Any, yt: bool, choose: Any, numeric: bool) -> tup
     return chosen, (xt if chosen == x else False) or (yt if chosen == y else False)
 
 
-def table_stats(table: pa.Table, column_ids: dict[str, int]) -> PartStats:
-    """Statistics of a part's rows (``column_ids`` maps user column names to ids)."""
+def table_stats(table: pa.Table, column_ids: dict[str, int], json_columns: frozenset[str] = frozenset()) -> PartStats:
+    """Statistics of a part's rows (``column_ids`` maps user column names to ids; ``json_columns``
+    names the ``json`` ones, which also get statistics per key path)."""
     cols = {cid: column_stats(table.column(name)) for name, cid in column_ids.items()}
+    for name in json_columns:
+        cid = column_ids[name]
+        cols[cid] = dataclasses.replace(cols[cid], json=jsonstats.summarize(table.column(name)))
     times = pc.min_max(table.column(fmt.TIME_COLUMN)) if table.num_rows else None
     diffs = pc.min_max(table.column(fmt.DIFF_COLUMN)) if table.num_rows else None
     return PartStats(
@@ -252,6 +265,9 @@ class Accumulator:
         self.nulls = dict.fromkeys(column_ids, 0)
         self.nan = dict.fromkeys(column_ids, False)
         self.extremes: dict[str, list[pa.Scalar]] = {name: [] for name in column_ids}
+        self.json: dict[str, dict[str, Any] | None] = {
+            name: jsonstats.summarize(pa.array([], pa.string())) for name in column_ids
+            if jsonstats.is_json_field(schema.field(name))}
         self.times: list[int] = []
         self.diffs: list[int] = []
 
@@ -260,6 +276,8 @@ class Accumulator:
         if table.num_rows == 0:
             return
         self.rows += table.num_rows
+        for name in self.json:
+            self.json[name] = jsonstats.merge(self.json[name], jsonstats.summarize(table.column(name)))
         for name, t in self.types.items():
             column = table.column(name)
             nulls = column.null_count
@@ -283,11 +301,12 @@ class Accumulator:
         cols = {}
         for name, cid in self.column_ids.items():
             nulls = self.nulls[name]
+            js = self.json.get(name)
             if nulls == self.rows or not self.extremes[name]:
-                cols[cid] = ColumnStats(nulls=nulls)
+                cols[cid] = ColumnStats(nulls=nulls, json=js)
                 continue
             found = column_stats(pa.array(self.extremes[name], self.types[name]))
-            cols[cid] = ColumnStats(nulls, found.min, found.max, found.min_truncated, found.max_truncated)
+            cols[cid] = ColumnStats(nulls, found.min, found.max, found.min_truncated, found.max_truncated, js)
         return PartStats(
             rows=self.rows,
             min_time=min(self.times) if self.times else None,

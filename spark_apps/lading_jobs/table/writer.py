@@ -30,6 +30,7 @@ from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.sink import PartSink
 from lading_jobs.table import format as fmt
+from lading_jobs.table import jsonstats
 from lading_jobs.table import stats as stx
 from lading_jobs.table.log import (
     Change,
@@ -106,6 +107,7 @@ class PartWriter:
         self.row_group_bytes = max(1, row_group_bytes)
         self.ids = {c.name: c.id for c in schema.columns}
         self.decimal_ids = frozenset(c.id for c in schema.columns if c.type.startswith("decimal"))
+        self.json_names = frozenset(f.name for f in self.arrow_schema if jsonstats.is_json_field(f))
         self.done: list[WrittenPart] = []
         self._n = 0
         self._open: tuple[str, st.PendingUpload, PartSink, pq.ParquetWriter] | None = None
@@ -150,7 +152,7 @@ class PartWriter:
         path, upload, sink, writer = self._open
         group = group.cast(self.arrow_schema) if group.schema != self.arrow_schema else group
         writer.write_table(group, row_group_size=len(group))
-        group_stats = stx.table_stats(group, self.ids)
+        group_stats = stx.table_stats(group, self.ids, self.json_names)
         self._stats = group_stats if self._stats is None else stx.merge(self._stats, group_stats, self.decimal_ids)
         if sink.tell() >= self.max_file_size * 0.9:
             self._close_file()
