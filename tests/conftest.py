@@ -8,9 +8,12 @@ The S3 server starts before Spark so that Spark's Python workers inherit the
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +30,73 @@ pytest_plugins = ["harness.fixtures"]
 # to minutes on small data, where C2's compilation threads cost more CPU than they save. Startup of
 # a local session falls by about half on 2 cores. A user's own setting wins.
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+
+# Everything the suite's processes put in a temporary directory goes under one directory per test
+# run, removed when the run ends: Spark's spark-*, blockmgr-*, artifacts-* directories and the JVM's
+# extracted native libraries (liblz4-java*, snappy-*: java.io.tmpdir, which ignores TMPDIR), the
+# Python side's mkdtemp (PostgreSQL's data directory, the stand-in's logs), and whatever a killed
+# driver (the fault and crash tests SIGKILL whole process groups) never got to delete. Subprocesses
+# inherit it through TMPDIR and JDK_JAVA_OPTIONS. The xdist controller (or the only process, with
+# LADING_TEST_WORKERS=0) makes it, its workers use it, and the controller removes it at the end;
+# a run killed before that leaves it, and the next run removes it (its pytest process is gone).
+# pytest's own tmp_path directories stay where pytest keeps and rotates them, so a failure's logs
+# (a test names their path) outlive the run.
+SESSION_TMP = "LADING_TEST_TMP"
+_OWN_TMP = pytest.StashKey[str]()
+_SESSION_DIR = re.compile(r"lading-tests-(\d+)-[^/]+")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_session_dirs(parent: str) -> list[str]:
+    """The session directories under ``parent`` whose pytest process is gone, removed."""
+    removed = []
+    for entry in os.scandir(parent):
+        found = _SESSION_DIR.fullmatch(entry.name)
+        if found and entry.is_dir(follow_symlinks=False) and not _alive(int(found.group(1))):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
+
+
+def use_session_tmp(root: str) -> None:
+    """Send this process's and its children's temporary files (Python's and the JVM's) to ``root``."""
+    os.environ["TMPDIR"] = root
+    tempfile.tempdir = root
+    # -XX:-UsePerfData: no /tmp/hsperfdata_<user>/<pid> file (always /tmp), left by every killed JVM.
+    options = [o for o in os.environ.get("JDK_JAVA_OPTIONS", "").split()
+               if not o.startswith("-Djava.io.tmpdir=") and o != "-XX:-UsePerfData"]
+    os.environ["JDK_JAVA_OPTIONS"] = " ".join([*options, f"-Djava.io.tmpdir={root}", "-XX:-UsePerfData"])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    inherited = os.environ.get(SESSION_TMP)
+    if hasattr(config, "workerinput") and inherited:  # an xdist worker: its controller's directory
+        use_session_tmp(inherited)
+        return
+    parent = tempfile.gettempdir()
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", parent)  # pytest's tmp_path stays where it was
+    remove_stale_session_dirs(parent)
+    root = tempfile.mkdtemp(prefix=f"lading-tests-{os.getpid()}-", dir=parent)
+    os.chmod(root, 0o755)  # PostgreSQL (tests/postgres.py) runs as its own user below it
+    os.environ[SESSION_TMP] = root
+    config.stash[_OWN_TMP] = root
+    use_session_tmp(root)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    root = config.stash.get(_OWN_TMP, None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,5 +1,5 @@
 """A private PostgreSQL server for tests: initdb into a temporary directory, started on a
-free 127.0.0.1 port with its unix socket in that directory, stopped at session end.
+free 127.0.0.1 port with its unix socket in that directory, stopped and removed at session end.
 
 PostgreSQL refuses to run as root, so as root the cluster belongs to the ``postgres``
 user and initdb/pg_ctl run through ``runuser``. Tests using it are marked ``postgres``.
@@ -46,11 +46,14 @@ def postgres_dsn() -> Iterator[str]:
         shutil.chown(root, "postgres")
         os.chmod(root, 0o755)
     port = _free_port()
-    _run([_bin("initdb"), "-D", data, "-U", "postgres", "-A", "trust", "--encoding=UTF8", "--locale=C.UTF-8"])
-    _run([_bin("pg_ctl"), "-D", data, "-w", "-l", os.path.join(root, "log"), "-o",
-          f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} -c fsync=off", "start"])
     try:
-        yield f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
-    finally:
-        _run([_bin("pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"])
+        _run([_bin("initdb"), "-D", data, "-U", "postgres", "-A", "trust", "--encoding=UTF8", "--locale=C.UTF-8"])
+        _run([_bin("pg_ctl"), "-D", data, "-w", "-l", os.path.join(root, "log"), "-o",
+              f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} -c fsync=off",
+              "start"])
+        try:
+            yield f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
+        finally:
+            _run([_bin("pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"])
+    finally:  # also when initdb, the start or the stop failed: the data directory never outlives the session
         shutil.rmtree(root, ignore_errors=True)

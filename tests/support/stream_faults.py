@@ -31,6 +31,13 @@ from lading_spec.job import JobDocument
 
 DRIVER = Path(__file__).resolve().parents[1] / "lading_jobs" / "stream" / "faulty_driver.py"
 MODES = ("before-commit", "after-commit", "in-tasks", "none")
+KILL_POINTS = tuple((mode, at) for at in (1, 2) for mode in MODES)
+"""Where the rounds' drivers die, in order: every mode at batch 1, then at batch 2 (``none``: killed
+from outside at a random moment, its batch number unused). The default number of rounds is one
+per point, so every kill point is reached once in every run (a seeded random batch number left
+some out: the files test's seed never killed before the commit of batch 2); more rounds
+(``LADING_FAULT_KILLS``) go round the points again."""
+ROUNDS = len(KILL_POINTS)
 
 
 def job(spec: dict[str, Any], name: str) -> JobDocument:
@@ -64,7 +71,7 @@ def run_killed(doc: JobDocument, tmp: Path, kills: int, feed: Any, seed: int) ->
     done: list[tuple[str, int, float]] = []
     try:
         for i in range(kills):
-            mode, at = MODES[i % len(MODES)], rng.randint(1, 2)
+            mode, at = KILL_POINTS[i % len(KILL_POINTS)]
             env = dict(os.environ, LADING_PROGRESS_PORT="0", LADING_PROGRESS_HOST="127.0.0.1",
                        LADING_TERMINATION_LOG=str(tmp / "termination-log"))
             feeder = threading.Thread(target=feed, args=(i,))

@@ -9,7 +9,8 @@ committed parts, holds every line of every matching file exactly once, its ledge
 every file, and no upload is left pending. A separate module so that pytest-xdist runs
 it beside the Kafka test.
 
-``LADING_FAULT_FILE_KILLS`` changes the number of kills (default 20, as the Kafka test).
+``LADING_FAULT_FILE_KILLS`` changes the number of kills (default: one round per kill point, as the
+Kafka test).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.stream_faults import job, pending_uploads, read_table, run_killed
+from support.stream_faults import KILL_POINTS, ROUNDS, job, pending_uploads, read_table, run_killed
 
 from lading_jobs.load.stores import storage_for
 from lading_jobs.storage import S3Settings
@@ -32,10 +33,10 @@ from lading_jobs.table.log import TableLog
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
 
-@pytest.mark.timeout(1200)  # 20 driver JVMs started and killed, one after the other
+@pytest.mark.timeout(1200)  # driver JVMs started and killed, one after the other
 def test_files_exactly_once_across_sigkills(spark: Any, bucket: str, s3_client: Any, tmp_path: Path,
                                             progress_env: None) -> None:
-    kills = int(os.environ.get("LADING_FAULT_FILE_KILLS", "20"))
+    kills = int(os.environ.get("LADING_FAULT_FILE_KILLS", str(ROUNDS)))
     files_per_round, lines = 6, 40
     table = f"s3://{bucket}/from-files/"
     spec = {"source": {"files": {"uri": f"s3://{bucket}/landing/", "pattern": "*.jsonl", "format": "json"}},
@@ -55,6 +56,7 @@ def test_files_exactly_once_across_sigkills(spark: Any, bucket: str, s3_client: 
 
     rounds = run_killed(doc, tmp_path, kills, feed, seed=3)
     assert len(rounds) >= kills
+    assert {(m, at) for m, at, _ in rounds} >= set(KILL_POINTS[:kills])
     out = run_stream(spark, doc, once=True, progress_port=None)
     assert "error" not in out, out
     rows = read_table(table)
