@@ -30,6 +30,10 @@ pytest_plugins = ["harness.fixtures"]
 # to minutes on small data, where C2's compilation threads cost more CPU than they save. Startup of
 # a local session falls by about half on 2 cores. A user's own setting wins.
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+# A StreamCopy run in a test serves its progress on a free port, not the product's default 8090:
+# two workers (or another run on the machine) each running a stream would otherwise collide
+# ("Address already in use"). Tests that check the rendered port read the constant, not this.
+os.environ.setdefault("LADING_PROGRESS_PORT", "0")
 
 # Everything the suite's processes put in a temporary directory goes under one directory per test
 # run, removed when the run ends: Spark's spark-*, blockmgr-*, artifacts-* directories and the JVM's
