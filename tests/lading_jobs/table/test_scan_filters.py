@@ -94,6 +94,9 @@ CASES = [
     ("ts - INTERVAL 1 MONTH < TIMESTAMP'2026-10-01 06:00:00'", 5,
      lambda r: r["ts"] < dt.datetime(2026, 11, 1, 6, tzinfo=UTC)),
     ("add_months(CAST(ts AS DATE), 1) = DATE'2026-12-01'", 1, lambda r: r["ts"].date() == dt.date(2026, 11, 1)),
+    # decimal(10,2) * 1.5 is decimal(13,3); / 4 is decimal(14,6), rounded half up
+    ("amount * 1.5 > 16", 1, lambda r: r["amount"] * decimal.Decimal("1.5") > 16),
+    ("amount / 4 < 0.5 AND 7.5 - amount > 0", 2, lambda r: r["amount"] < 2),
 ]
 
 
