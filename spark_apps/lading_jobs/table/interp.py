@@ -17,7 +17,8 @@ fail is read and Spark decides.
 Spark's semantics, corner by corner: comparisons are three-valued (NULL when a side
 is NULL); floats order NaN above every number and ``-0.0 = 0.0`` (a float range
 without an upper bound holds NaN); integer arithmetic under ANSI fails on overflow
-(``TRY`` gives NULL, legacy wraps: anything); decimal arithmetic is not annotated.
+(``TRY`` gives NULL, legacy wraps: anything); decimal arithmetic with a literal follows Spark's
+result types and half-up rounding, its overflow failing under ANSI and NULL otherwise.
 Functions of the session time zone (``timestamp`` ↔ ``date``, ``date_trunc``,
 timestamp + day-time interval, ``current_date``) are computed at the range's ends in
 that zone and, unless the zone is a fixed offset, widened by ``ZONE_SLACK_MICROS``
@@ -324,13 +325,16 @@ def _clip(v: Any, lo: Any, hi: Any, missing: Any) -> Any:
 
 
 def _arith(node: vx.Call, args: list[Spec], env: Env) -> Spec:
-    """``x + c``, ``x - c``, ``c - x``, ``x * c``, ``c * x`` for a literal ``c`` (integers and doubles)."""
+    """``x + c``, ``x - c``, ``c - x``, ``x * c``, ``c * x`` for a literal ``c`` (integers and doubles;
+    decimals, and ``x / c``: ``_decimal_arith``)."""
     a, b = args
     mode = node.params[0] if node.params else "ANSI"
     lit_left = isinstance(node.args[0], vx.Lit) and not isinstance(node.args[1], vx.Lit)
     x, c = (b, a) if lit_left else (a, b)
     if not isinstance(node.args[0 if lit_left else 1], vx.Lit) or c.empty:
         return anything(node.type) if not c.empty else Spec(node.type, True, x.fallible, empty=True)
+    if kind(node.type) == "decimal" or node.fn == "div":
+        return _decimal_arith(node, x, c, lit_left, mode)
     k = kind(node.type)
     if k not in ("integer", "float") or node.type == "float" or kind(x.type) != k:
         return anything(node.type)
@@ -346,6 +350,50 @@ def _arith(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     if k == "integer":
         out = _overflowing(out, *int_range(node.type), mode)
     return out
+
+
+_WIDE = decimal.Context(prec=200)
+"""Exact for sums and products of two decimals of Spark's (at most 38 digits each)."""
+
+
+def _quotient(v: decimal.Decimal, c: decimal.Decimal, scale: int) -> decimal.Decimal:
+    """``v / c`` rounded half up (a tie away from zero) to ``scale`` places, exactly."""
+    n1, d1 = v.as_integer_ratio()
+    n2, d2 = c.as_integer_ratio()
+    num, den = n1 * d2 * 10**scale, d1 * n2
+    q, r = divmod(abs(num), abs(den))
+    q += 2 * r >= abs(den)
+    return decimal.Decimal(q if (num < 0) == (den < 0) else -q).scaleb(-scale, _WIDE)
+
+
+def _decimal_arith(node: vx.Call, x: Spec, c: Spec, lit_left: bool, mode: str) -> Spec:
+    """``x + c``, ``x - c``, ``c - x``, ``x * c``, ``c * x``, ``x / c`` for a decimal ``x`` and a
+    decimal literal ``c``, in the result type Spark gives the node (``DecimalPrecision``: for
+    ``+`` and ``-`` scale max(s1, s2), for ``*`` s1 + s2, for ``/`` max(6, s1 + p2 + 1), the scale
+    cut, to no less than 6, when the precision passes 38). Spark rounds the exact sum,
+    difference, product or quotient half up, once, to the result's scale: non-decreasing in the
+    exact value, which is monotone in ``x``, so the ends map to the ends (swapped for ``c - x``
+    and a negative ``c``). A result too wide for the precision fails under ANSI and is NULL
+    otherwise (``TRY``, legacy); ``x / 0`` fails under ANSI and is NULL otherwise. ``c / x`` is
+    not monotone: anything."""
+    m = _DECIMAL_TYPE.match(node.type)
+    if m is None or kind(x.type) != "decimal" or kind(c.type) != "decimal" or (node.fn == "div" and lit_left):
+        return anything(node.type)
+    cv, scale = c.lo, int(m.group(2))
+    if node.fn == "div" and cv == 0:
+        return Spec(node.type, x.nullable or (mode != "ANSI" and not x.empty),
+                    x.fallible or (mode == "ANSI" and not x.empty), empty=True)
+    f: Callable[[Any], Any]
+    if node.fn == "add":
+        f = lambda v: _WIDE.add(v, cv)  # noqa: E731
+    elif node.fn == "sub":
+        f = (lambda v: _WIDE.subtract(cv, v)) if lit_left else (lambda v: _WIDE.subtract(v, cv))
+    elif node.fn == "mul":
+        f = lambda v: _WIDE.multiply(v, cv)  # noqa: E731
+    else:
+        f = lambda v: _quotient(v, cv, scale)  # noqa: E731
+    increasing = not (node.fn == "sub" and lit_left) and not (node.fn in ("mul", "div") and cv < 0)
+    return _to_decimal(_monotone(x, node.type, f, increasing), node.type, mode)
 
 
 def _negate(node: vx.Call, args: list[Spec], env: Env) -> Spec:
@@ -423,8 +471,8 @@ def _to_decimal(s: Spec, to: str, mode: str) -> Spec:
     quantum = decimal.Decimal(1).scaleb(-scale)
     ctx = decimal.Context(prec=100)
     out = _monotone(s, to, lambda v: v.quantize(quantum, rounding=decimal.ROUND_HALF_UP, context=ctx))
-    limit = decimal.Decimal(10) ** (precision - scale) - quantum
-    return _overflowing(out, -limit, limit, mode if mode != "LEGACY" else "TRY")
+    limit = _WIDE.subtract(decimal.Decimal(1).scaleb(precision - scale), quantum)  # exact: 38 nines and more
+    return _overflowing(out, limit.copy_negate(), limit, mode if mode != "LEGACY" else "TRY")
 
 
 # -- time zones --------------------------------------------------------------------------
@@ -629,7 +677,7 @@ FUNCTIONS: dict[str, Callable[[vx.Call, list[Spec], Env], Spec]] = {
     "and": _and, "or": _or, "not": _not, "isnull": _isnull, "isnotnull": _isnotnull,
     "eq": _comparison, "lt": _comparison, "le": _comparison, "gt": _comparison, "ge": _comparison,
     "eqns": _comparison, "in": _in, "coalesce": _coalesce,
-    "add": _arith, "sub": _arith, "mul": _arith, "neg": _negate, "cast": _cast_call,
+    "add": _arith, "sub": _arith, "mul": _arith, "div": _arith, "neg": _negate, "cast": _cast_call,
     "date_trunc": _date_trunc, "trunc": _trunc_date, "date_add": _date_add, "date_sub": _date_add,
     "time_add": _time_add, "add_months": _add_months, "year": _year, "month": _month, "day": _day, "unix_timestamp": _unix_timestamp,
 }

@@ -13,7 +13,8 @@ half of an export's CPU. A copy that computes nothing does not need that:
 ``choose`` decides (``CONF`` forces a path); everything else stays on the
 Spark SQL path. On this path the driver plans splits with the same planners
 the Spark path's data sources use (``lading_jobs.splits`` for files,
-``table.reader.plan_tasks`` for tables), so both paths split the rows into the
+``table.reader.plan_tasks`` for tables, with the filter the query's analysed plan
+puts on the table's scan: ``table_scan``), so both paths split the rows into the
 same tasks; ``sc.parallelize(splits).mapPartitionsWithIndex`` then reads each
 split with pyarrow, filters and projects it, regroups the rows into batches of
 ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows as Spark's Arrow transfer
@@ -181,7 +182,8 @@ def _arrow_choice(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, 
         item = next(i for i in source.inputs if i.name == shape.input)
         why = "from.query: " + ("a filtered projection" if shape.condition is not None else "a projection") + \
               f" of input {item.name!r}" + (", in order" if shape.order else "")
-        return _job(spark, spec, schema, item, [c for c, _ in shape.columns], shape.condition, why, shape.order)
+        return _job(spark, spec, schema, item, [c for c, _ in shape.columns], shape.condition, why, shape.order,
+                    frame=frame)
     if source.table is not None:
         return _job(spark, spec, schema, Input(name="table", table=source.table, as_of=source.as_of),
                     list(schema.names), None, "from.table: a copy of the table", opened=opened)
@@ -192,8 +194,10 @@ def _arrow_choice(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, 
 
 def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Input, columns: list[str],
          condition: sqlshape.Expr | None, why: str, order: tuple[tuple[str, bool], ...] = (), *,
-         opened: Opened | None = None) -> Choice:
-    """``opened``: ``item`` (the copy's own ``from.files`` or ``from.table``) as already read."""
+         opened: Opened | None = None, frame: DataFrame | None = None) -> Choice:
+    """``opened``: ``item`` (the copy's own ``from.files`` or ``from.table``) as already read;
+    ``frame``: the query's DataFrame (``from.query``), whose analysed plan holds the filter on
+    a table input's scan (``table_scan``)."""
     if order:
         if item.files is None or item.files.format != "parquet":
             return Choice(SPARK, f"from.query: ORDER BY over input {item.name!r}, which is not Parquet files "
@@ -225,17 +229,22 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
                 return Choice(SPARK, f"from.query: ORDER BY over input {item.name!r}: the input is not provably "
                                      f"sorted ({unproven})")
     else:
+        from lading_jobs.storage import open_storage
         from lading_jobs.table import format as table_format
         from lading_jobs.table import reader
-        from lading_jobs.table.log import TableLog
+        from lading_jobs.table.log import TableLog, snapshot_at
 
         assert item.table is not None
+        scan_filter = table_scan(frame, item.name) if frame is not None and condition is not None else None
         if opened is not None and opened.snapshot is not None:
             snapshot = opened.snapshot
+        elif scan_filter is not None and scan_filter.version is not None:  # the commit the query's frame reads
+            root = table_format.table_root(item.table)
+            snapshot = snapshot_at(root, open_storage(root), scan_filter.version, item.as_of)
         else:
             snapshot = TableLog.open_existing(table_format.table_root(item.table)).snapshot(item.as_of)
         skip = table_filter(condition, snapshot.schema) if condition is not None else None
-        units = tuple(reader.plan_tasks(snapshot, skip))
+        units = tuple(reader.plan_tasks(snapshot, skip, scan_filter))
         read = TableInput(snapshot, skip)
         input_names = snapshot.schema.names
     missing = [c for c in columns if c not in input_names]
@@ -267,6 +276,18 @@ def _footer_order(listed: list[Any], order: tuple[tuple[str, bool], ...]) -> str
             return found
         groups += found
     return sortedness.unproven(groups, descending)
+
+
+def table_scan(frame: DataFrame, view: str) -> Any:
+    """The filter the query's analysed plan puts on the scan of table input ``view``
+    (``table.reader.scan_filters``: the whole condition, for the ResultSpec interpreter, with
+    the query's settings and the commit the frame reads), or None. The Arrow-only run plans its
+    tasks with it as the Spark SQL path's data source would: a part is fetched only where the
+    whole filter might hold, ``NOT``, floats and casts included, not only where the pushed
+    *column op literal* conjuncts (``table_filter``) might."""
+    from lading_jobs.table import reader
+
+    return reader.scan_filters(frame).get(view.lower())
 
 
 _TABLE_OPS = {"EqualTo": "eq", "EqualNullSafe": "eq", "LessThan": "lt", "LessThanOrEqual": "le",

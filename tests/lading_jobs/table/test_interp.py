@@ -157,6 +157,75 @@ def test_casts() -> None:
     assert may(cmp("gt", narrow, lit("decimal(10,2)", d("0.99"))), part(c1=ColumnStats(nulls=0, min="0", max="0.995")))
 
 
+def dec_op(fn: str, x: vx.Node, c: str, c_type: str, type_: str, mode: str = "ANSI", left: bool = False) -> vx.Call:
+    """``x fn c`` (``c fn x`` when ``left``) in Spark's result type ``type_`` (what its analyser gives)."""
+    literal = lit(c_type, decimal.Decimal(c))
+    return vx.call(fn, *((literal, x) if left else (x, literal)), type=type_, params=(mode,))
+
+
+def test_decimal_arithmetic_with_literals() -> None:
+    d = decimal.Decimal
+    amount = col("decimal(10,2)")
+    times = cmp("gt", dec_op("mul", amount, "1.5", "decimal(2,1)", "decimal(13,3)"), lit("decimal(13,3)", d("16")))
+    assert not may(times, part(c1=ColumnStats(nulls=0, min="10.00", max="10.66")))  # 15.990
+    assert may(times, part(c1=ColumnStats(nulls=0, min="10.00", max="10.67")))  # 16.005
+    minus = cmp("lt", dec_op("sub", amount, "7.5", "decimal(2,1)", "decimal(11,2)", left=True), lit("decimal(11,2)", d("0")))
+    assert not may(minus, part(c1=ColumnStats(nulls=0, min="-3.00", max="7.50")))  # 7.5 - x ≥ 0
+    assert may(minus, part(c1=ColumnStats(nulls=0, min="-3.00", max="7.51")))
+    # x / 3 in decimal(14,6): 0.02 / 3 = 0.0066666… rounds half up to 0.006667, as Spark
+    third = dec_op("div", amount, "3", "decimal(1,0)", "decimal(14,6)")
+    small = part(c1=ColumnStats(nulls=0, min="0.00", max="0.02"))
+    assert may(cmp("ge", third, lit("decimal(14,6)", d("0.006667"))), small)
+    assert not may(cmp("gt", third, lit("decimal(14,6)", d("0.006667"))), small)
+    by_negative = dec_op("div", amount, "-0.3", "decimal(1,1)", "decimal(15,6)")
+    assert not may(cmp("gt", by_negative, lit("decimal(15,6)", d("-1"))), part(c1=ColumnStats(nulls=0, min="0.30", max="5.00")))
+    assert may(cmp("ge", by_negative, lit("decimal(15,6)", d("-1"))), part(c1=ColumnStats(nulls=0, min="0.30", max="5.00")))
+    assert may(cmp("gt", dec_op("div", amount, "2", "decimal(1,0)", "decimal(14,6)"), lit("decimal(14,6)", d("0"))),
+               part(c1=ColumnStats(nulls=0)))  # no bounds: anything
+    assert may(cmp("gt", vx.call("div", lit("decimal(1,0)", d(1)), amount, type="decimal(14,11)", params=("ANSI",)),
+                   lit("decimal(14,11)", d("100"))), part(c1=ColumnStats(nulls=0, min="1.00", max="2.00")))  # c / x: anything
+
+
+def test_decimal_results_are_rounded_once_from_the_exact_value() -> None:
+    """Spark rounds the exact product or quotient half up once to the result's scale (checked
+    against this Spark): rounding first to 38 digits or places would give the next value up."""
+    d = decimal.Decimal
+    x = col("decimal(20,19)")
+    one = part(c1=ColumnStats(nulls=0, min="1.2080080960592049287", max="1.2080080960592049287"))
+    product = dec_op("mul", x, "1.3769495163238368054", "decimal(20,19)", "decimal(38,35)")
+    spark = d("1.66336616358400121664342876257414277")  # exactly ...277498: 38 digits first gives ...278
+    assert may(cmp("eq", product, lit("decimal(38,35)", spark)), one)
+    assert not may(cmp("gt", product, lit("decimal(38,35)", spark)), one)
+    wide = col("decimal(38,2)")
+    big = part(c1=ColumnStats(nulls=0, min="1500000000000000000000000000", max="1500000000000000000000000000"))
+    quotient = dec_op("div", wide, "1000000000000000000000000000000002", "decimal(34,0)", "decimal(38,6)")
+    # 0.0000014999…(31 nines)…97…: 38 places first gives 0.000002
+    assert may(cmp("eq", quotient, lit("decimal(38,6)", d("0.000001"))), big)
+    assert not may(cmp("gt", quotient, lit("decimal(38,6)", d("0.000001"))), big)
+
+
+def test_decimal_overflow_and_division_by_zero() -> None:
+    d = decimal.Decimal
+    wide = col("decimal(38,2)")
+    huge = part(c1=ColumnStats(nulls=0, min="1" + "0" * 30, max="9" * 36 + ".99"))  # every product overflows
+    for mode, kept in (("ANSI", True), ("TRY", False), ("LEGACY", False)):  # fails; NULL; NULL (not wrapped)
+        f = cmp("lt", dec_op("mul", wide, "10000000000", "decimal(11,0)", "decimal(38,2)", mode), lit("decimal(38,2)", d(0)))
+        assert may(f, huge) is kept, mode
+        g = cmp("gt", dec_op("div", wide, "0", "decimal(1,0)", "decimal(38,6)", mode), lit("decimal(38,6)", d(0)))
+        assert may(g, part(c1=ColumnStats(nulls=0, min="1.00", max="2.00"))) is kept, mode
+    assert not may(cmp("gt", dec_op("div", wide, "0", "decimal(1,0)", "decimal(38,6)"), lit("decimal(38,6)", d(0))),
+                   part(rows=3, c1=ColumnStats(nulls=3)))  # every row NULL: NULL / 0 is NULL, no error
+    # one quantum past the largest value overflows: Spark raises (the limit is exact, not 28 digits)
+    top = part(c1=ColumnStats(nulls=0, min="9" * 36 + ".99", max="9" * 36 + ".99"))
+    assert may(cmp("eq", dec_op("add", wide, "0.01", "decimal(2,2)", "decimal(38,2)"), lit("decimal(38,2)", d(5))), top)
+    narrow = vx.call("cast", col("decimal(38,3)"), type="decimal(37,2)", params=("ANSI",))
+    assert may(cmp("eq", narrow, lit("decimal(37,2)", d(5))),
+               part(c1=ColumnStats(nulls=0, min="9" * 35 + ".995", max="9" * 35 + ".995")))  # rounds to 10^35
+    fits = part(c1=ColumnStats(nulls=0, min="1.00", max="2.00"))
+    assert not may(cmp("gt", dec_op("mul", wide, "10000000000", "decimal(11,0)", "decimal(38,2)"),
+                       lit("decimal(38,2)", d("20000000000"))), fits)
+
+
 # -- time --------------------------------------------------------------------------------------
 def test_current_timestamp_minus_thirty_days() -> None:
     now = micros(2026, 11, 27, 12)

@@ -7,15 +7,18 @@ must not skip (a filter above an aggregate, a self-join) read every part."""
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import decimal
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from support.unload import job_doc
 
 from lading_jobs import storage as st
 from lading_jobs.sources import files as sources_files
@@ -23,7 +26,8 @@ from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
 from lading_jobs.table.log import Part, TableLog
 from lading_jobs.table.schema import TableSchema
-from lading_spec.copyjob import Input
+from lading_jobs.unload.job import run_unload
+from lading_spec.copyjob import Input, parse_copyjob
 
 DAYS = 12
 UTC = dt.UTC
@@ -90,6 +94,9 @@ CASES = [
     ("ts - INTERVAL 1 MONTH < TIMESTAMP'2026-10-01 06:00:00'", 5,
      lambda r: r["ts"] < dt.datetime(2026, 11, 1, 6, tzinfo=UTC)),
     ("add_months(CAST(ts AS DATE), 1) = DATE'2026-12-01'", 1, lambda r: r["ts"].date() == dt.date(2026, 11, 1)),
+    # decimal(10,2) * 1.5 is decimal(13,3); / 4 is decimal(14,6), rounded half up
+    ("amount * 1.5 > 16", 1, lambda r: r["amount"] * decimal.Decimal("1.5") > 16),
+    ("amount / 4 < 0.5 AND 7.5 - amount > 0", 2, lambda r: r["amount"] < 2),
 ]
 
 
@@ -169,3 +176,22 @@ def test_read_table_with_a_filter_skips_parts(spark: Any, file_uri: Callable[[st
     df = reader.read_table(spark, uri, where="date_trunc('DAY', ts) = DATE'2026-11-01' AND amount >= 0")
     delete_others(uri, keep, list(snapshot.parts))
     assert ids(df) == sorted(r["id"] for r in rows if r["ts"].date() == dt.date(2026, 11, 1))
+
+
+def test_the_arrow_only_unload_skips_parts_by_the_whole_filter(spark: Any, file_uri: Callable[[str], str],
+                                                               tmp_path: Path) -> None:
+    """A filtered projection of a table input runs without Spark SQL (``unload.arrowpath``); its
+    tasks are planned with the plan's filter on the scan, not only the pushed *column op literal*
+    conjuncts, which skip nothing for a ``NOT``. Every part but the last two days' is deleted
+    first: the run answering at all proves it never fetched them."""
+    uri = file_uri("arrowpath/")
+    rows = make_table(uri, NOV1)
+    every = list(TableLog.open_existing(uri).snapshot().parts)
+    delete_others(uri, [p for p in every if p.stats.min_time >= DAYS - 2], every)  # logical time = day
+    spec = {"from": {"query": "SELECT id, amount FROM events WHERE NOT (ts < TIMESTAMP'2026-11-07 00:00:00')",
+                     "inputs": [{"name": "events", "table": uri}]},
+            "to": {"files": f"file://{tmp_path}/out/", "format": "csv", "options": {"header": True}}}
+    result = run_unload(spark, job_doc(spec), parse_copyjob(spec), path="arrow")
+    got = sorted(int(r["id"]) for f in sorted((tmp_path / "out").glob("*.csv")) for r in csv.DictReader(f.open()))
+    assert got == sorted(r["id"] for r in rows if r["ts"] >= dt.datetime(2026, 11, 7, tzinfo=UTC))
+    assert result["rows"] == len(got) == 8
