@@ -1,7 +1,7 @@
 """Compaction benchmark: lading's Compaction vs delta-rs OPTIMIZE vs Spark rewriting the parts itself.
 
   python bench/compaction.py [--parts 2000] [--rows-per-part 12500] [--target 256MB] [--repeat 3]
-                            [--dir /tmp/lading-bench-compact]
+                            [--dir /tmp/lading-bench-compact] [--only binpack|sorted] [--no-spark] [--reuse]
 
 Writes one lading table of ``--parts`` small parts (random 64-bit columns, so ~1 GB at the
 defaults: 25 M rows), on local disk, and the same rows as a Delta table of as many files
@@ -22,11 +22,18 @@ burst of load from elsewhere hits all of them alike. Prints each run's seconds a
 ratios of the medians, lading ÷ Spark and lading ÷ delta-rs, as throughput (> 1: lading is
 faster; targets ≥ 1.0 and ≥ 0.5). Needs ``deltalake`` (requirements-bench.lock). A script, not a test:
 record the output in docs/benchmarks.md ("Compaction").
+
+``--only binpack`` or ``--only sorted`` runs one kind of rewrite (the filtered read after a
+sorted compaction needs ``sorted``); ``--no-spark`` leaves out the Spark anchor (most of a
+run's time), and ``--reuse`` keeps the small-part tables an earlier run built in ``--dir``
+(same ``--parts`` and ``--rows-per-part``; building the Delta table takes about two
+minutes), so three runs of lading against delta-rs take a few minutes each.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -105,10 +112,17 @@ def main() -> None:
     p.add_argument("--target", default="256MB")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--dir", default="/tmp/lading-bench-compact")
+    p.add_argument("--only", choices=("binpack", "sorted"), help="run one kind of rewrite (default: both)")
+    p.add_argument("--no-spark", action="store_true", help="leave out the Spark anchor (Spark's own rewrite)")
+    p.add_argument("--reuse", action="store_true", help="keep the small-part tables an earlier run built in --dir")
     args = p.parse_args()
     root = Path(args.dir)
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
+    built = root / "built.json"  # the small-part tables of an earlier run, for --reuse
+    shape = json.dumps({"parts": args.parts, "rowsPerPart": args.rows_per_part})
+    reuse = args.reuse and built.exists() and built.read_text() == shape
+    if not reuse:
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
 
     from deltalake import DeltaTable, WriterProperties
 
@@ -123,13 +137,16 @@ def main() -> None:
 
     target = parse_size(args.target, "--target")
     small = root / "lading-small"
-    t, _ = timed(lambda: build_lading(f"file://{small}/", args.parts, args.rows_per_part))
     delta_small = root / "delta-small"
-    td, _ = timed(lambda: build_delta(delta_small, args.parts, args.rows_per_part))
+    t = td = 0.0
+    if not reuse:
+        t, _ = timed(lambda: build_lading(f"file://{small}/", args.parts, args.rows_per_part))
+        td, _ = timed(lambda: build_delta(delta_small, args.parts, args.rows_per_part))
+        built.write_text(shape)
     total_rows = args.parts * args.rows_per_part
     mb = dir_mb(small / "data")
     print(f"{args.parts} parts, {total_rows:,} rows, {mb:.0f} MB lading parts ({dir_mb(delta_small):.0f} MB Delta "
-          f"files); built in {t:.0f} s / {td:.0f} s; target {args.target}; local[2]")
+          f"files); {'reused' if reuse else f'built in {t:.0f} s / {td:.0f} s'}; target {args.target}; local[2]")
 
     spark = build_session(master="local[2]", app_name="lading-bench-compaction", kind="Compaction")
     spark.range(1000).mapInArrow(lambda it: it, "id bigint").count()  # start the Python workers
@@ -177,17 +194,20 @@ def main() -> None:
           f"{'÷delta-rs':>9}   (medians of {args.repeat} interleaved runs)")
     results = {}
     runs: dict[str, list[str]] = {}
-    for sort in (False, True):
+    kinds = {"binpack": (False,), "sorted": (True,)}.get(args.only or "", (False, True))
+    for sort in kinds:
         name = "sorted" if sort else "bin-pack"
         times: dict[str, list[float]] = {"lading": [], "spark": [], "delta-rs": []}
         for _ in range(args.repeat):
             ls, (totals, uri) = lading(sort)
             times["lading"].append(ls)
-            times["spark"].append(native(sort))
+            if not args.no_spark:
+                times["spark"].append(native(sort))
             times["delta-rs"].append(delta(sort)[0])
         results[name] = uri
-        ls, ns, ds = (statistics.median(times[k]) for k in ("lading", "spark", "delta-rs"))
-        runs[name] = [f"{k} " + ", ".join(f"{t:.2f}" for t in v) for k, v in times.items()]
+        ls, ds = statistics.median(times["lading"]), statistics.median(times["delta-rs"])
+        ns = statistics.median(times["spark"]) if times["spark"] else float("nan")
+        runs[name] = [f"{k} " + ", ".join(f"{t:.2f}" for t in v) for k, v in times.items() if v]
         print(f"{name:8} {ls:9.2f} {ns:8.2f} {ds:10.2f} {totals.parts_before:>5} → {totals.parts_after:<3} "
               f"{ns / ls:7.2f} {ds / ls:9.2f}")
     for name, lines in runs.items():
@@ -196,7 +216,8 @@ def main() -> None:
     # a filtered read: 1 % of k, before (small parts) and after the sorted compaction
     lo = K_RANGE // 2
     predicate = ex.And(ex.Pred("ge", "k", lo), ex.Pred("lt", "k", lo + K_RANGE // 100))
-    for label, uri in (("before", f"file://{small}/"), ("after", results["sorted"])):
+    reads = [("before", f"file://{small}/")] + ([("after", results["sorted"])] if "sorted" in results else [])
+    for label, uri in reads:
         snap = TableLog.open_existing(uri).snapshot()
         fetched = reader.plan_scan(snap, ex.bind(predicate, snap.schema))
         seconds, out = timed(lambda u=uri: reader.scan(u, predicate=predicate))

@@ -6,7 +6,9 @@ group's last at least 95 % of it) writing the table's part schema (column ids,
 time and diff columns, table metadata) into ``data/c-<write id>/``. Statistics
 are computed from the rows each part received (never by reading it back), row group by
 row group as they are written (``stats.Accumulator``), so no part's rows are held until it
-closes.
+closes. String and binary columns named ``dictionary`` may come as dictionary arrays
+(a streamed bin-pack reads them so): they are written as such, into files with the same
+schema, metadata and statistics (``parquetfile.dictionary_file``).
 Nothing is completed here: the driver's commit does that; on an exception the
 writer aborts its own uploads.
 """
@@ -26,9 +28,11 @@ from lading_jobs.table.log import Part
 from lading_jobs.table.schema import TableSchema
 from lading_jobs.table.writer import WrittenPart
 from lading_jobs.unload.parquetfile import (
+    DICTIONARY_SAMPLE_ROWS,
     FooterModel,
     ParquetFile,
     dictionary_columns,
+    dictionary_file,
     writer_options,
 )
 
@@ -46,7 +50,8 @@ class _Open:
 
 
 def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``rows`` with ``schema``'s columns, in its order and types (as they are when they match)."""
+    """``rows`` with ``schema``'s columns, in its order and types (as they are when they match;
+    a dictionary column is decoded, or a plain one encoded, where ``schema`` says so)."""
     if rows.schema.equals(schema, check_metadata=False):
         return rows
     return rows.select(schema.names).cast(schema)
@@ -58,10 +63,14 @@ class CeilingPartWriter:
     def __init__(self, uri: str, schema: TableSchema, write_id: str, task: int, *, table_id: str,
                  envelope: str, storage: st.Storage, max_size: int, keep_order: tuple[int, int] | None = None,
                  row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, buffer_size: int = DEFAULT_BUFFER_SIZE,
-                 compression: str = "zstd") -> None:
+                 compression: str = "zstd", dictionary: tuple[str, ...] = ()) -> None:
+        """``dictionary``: string or binary columns whose rows come as dictionary arrays (plain
+        ones are encoded); written as such when the file comes out the same, else decoded."""
         self.uri, self.schema, self.write_id, self.task = fmt.table_root(uri), schema, write_id, task
         self.storage, self.max_size, self.keep_order = storage, max_size, keep_order
         self.arrow_schema = schema.arrow_schema(table_id=table_id, envelope=envelope)
+        self.dictionary = dictionary
+        self.write_schema = self.arrow_schema  # the writer's: dictionary types where they are written as such
         self.row_group_rows, self.buffer_size, self.compression = row_group_rows, buffer_size, compression
         self.ids = {c.name: c.id for c in schema.columns}
         self.decimal_ids = frozenset(c.id for c in schema.columns if c.type.startswith("decimal"))
@@ -73,18 +82,24 @@ class CeilingPartWriter:
         self._footer: FooterModel | None = None
         self._ratio = [1.0]
 
-    def _start(self, sample: pa.Table) -> _Open:
-        if self._options is None:
-            self._options = writer_options(self.compression, dictionary_columns(sample))
-            self._footer = FooterModel(self.arrow_schema, self._options)
-        assert self._footer is not None
+    def _start_options(self, sample: pa.Table) -> None:
+        """The writer's options, judged from the group's first rows (``sample``, plain columns)."""
+        self._options = writer_options(self.compression, dictionary_columns(sample))
+        as_dictionaries = dictionary_file(self.arrow_schema, self.dictionary, self._options) \
+            if self.dictionary else None
+        if as_dictionaries is not None:
+            self.write_schema, self._options = as_dictionaries
+        self._footer = FooterModel(self.write_schema, self._options)
+
+    def _start(self) -> _Open:
+        assert self._footer is not None and self._options is not None
         path = fmt.part_path(self.write_id, self.task, self._n)
         self._n += 1
         sink = PartSink(self.storage, fmt.part_uri(self.uri, path), self.buffer_size)
         self.begun.append(sink)
         # the part's statistics are the table's (by column id), gathered per row group, not the unload's
         acc = stx.Accumulator(self.arrow_schema, self.ids)
-        f = ParquetFile(sink, self.arrow_schema, dict(self._options), self._footer, self.max_size,
+        f = ParquetFile(sink, self.write_schema, dict(self._options), self._footer, self.max_size,
                         self.row_group_rows, self._ratio, column_stats=False, observe=acc.add)
         return _Open(path, sink, f, acc)
 
@@ -92,13 +107,15 @@ class CeilingPartWriter:
         """Part rows (user columns, time, diff), in the order they should be stored."""
         if rows.num_rows == 0:
             return
-        rows = conform(rows, self.arrow_schema)
+        if self._options is None:
+            self._start_options(conform(rows.slice(0, DICTIONARY_SAMPLE_ROWS), self.arrow_schema))
+        rows = conform(rows, self.write_schema)
         rest: pa.RecordBatch | None = None
         for batch in rows.to_batches(max_chunksize=self.row_group_rows):
             rest = batch
             while rest is not None and rest.num_rows:
                 if self._open is None:
-                    self._open = self._start(pa.Table.from_batches([rest]))
+                    self._open = self._start()
                 rest = self._open.file.write(rest)
                 if rest is not None or self._open.file.full:
                     leftover = self._close()

@@ -8,7 +8,11 @@ A group that needs consolidating or sorting is held in memory whole (about
 append or diff table, no ``sortBy``, every row at or after ``since``) streams:
 each part's rows go to the writer as they are read, in part order, while the
 next part is read on a helper thread (``_read_ahead``: decoding, or on S3 the
-fetch, overlaps encoding). The outputs stay pending uploads; on an exception
+fetch, overlaps encoding). A streamed group reads its string and binary
+columns as dictionary arrays, and the writer writes those dictionaries as they
+are: a column of few distinct values is never turned into one string per row and
+hashed back into a dictionary (that was about a fifth of a bin-pack's CPU with one
+such column, docs/benchmarks.md). The outputs stay pending uploads; on an exception
 the task aborts its own.
 """
 
@@ -94,8 +98,14 @@ def read_group(plan: RewritePlan, group: Group, storage: st.Storage) -> tuple[pa
     return out.rows, rows.num_rows
 
 
+def dictionary_columns(snap: Snapshot) -> tuple[str, ...]:
+    """The columns a streamed group reads and writes as dictionary arrays: strings and binaries."""
+    schema = snap.schema.arrow_schema(internal=False)
+    return tuple(f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_binary(f.type))
+
+
 def _read_ahead(storage: st.Storage, snap: Snapshot, parts: Sequence[Part], *, order: bool = False,
-                ahead: int = 1) -> Iterator[pa.Table]:
+                ahead: int = 1, dictionary: tuple[str, ...] = ()) -> Iterator[pa.Table]:
     """The parts' rows, in order, with up to ``ahead`` next parts read on helper threads meanwhile.
 
     pyarrow decodes and encodes without the GIL, so a core the task would leave idle
@@ -105,25 +115,25 @@ def _read_ahead(storage: st.Storage, snap: Snapshot, parts: Sequence[Part], *, o
     """
     todo = iter(parts)
     with concurrent.futures.ThreadPoolExecutor(ahead, thread_name_prefix="lading-read") as pool:
-        pending = collections.deque(pool.submit(reader.read_part, storage, snap, p, order=order)
-                                    for p in itertools.islice(todo, ahead))
+        read = functools.partial(reader.read_part, storage, snap, order=order, dictionary=dictionary)
+        pending = collections.deque(pool.submit(read, p) for p in itertools.islice(todo, ahead))
         while pending:
             piece = pending.popleft().result()
             nxt = next(todo, None)
             if nxt is not None:
-                pending.append(pool.submit(reader.read_part, storage, snap, nxt, order=order))
+                pending.append(pool.submit(read, nxt))
             yield piece
 
 
 @contextlib.contextmanager
-def part_writer(plan: RewritePlan, task: int, storage: st.Storage,
-                keep_order: tuple[int, int] | None = None) -> Iterator[CeilingPartWriter]:
+def part_writer(plan: RewritePlan, task: int, storage: st.Storage, keep_order: tuple[int, int] | None = None,
+                dictionary: tuple[str, ...] = ()) -> Iterator[CeilingPartWriter]:
     """The task's part writer; if the block raises, its uploads are aborted (and a target too
     small for a footer is named ``targetFileSize``)."""
     snap = plan.snapshot
     writer = CeilingPartWriter(snap.uri, snap.schema, plan.write_id, task, table_id=snap.table_id,
                                envelope=snap.envelope, storage=storage, max_size=plan.target_file_size,
-                               keep_order=keep_order)
+                               keep_order=keep_order, dictionary=dictionary)
     try:
         yield writer
     except FileTooSmall as e:
@@ -139,10 +149,12 @@ def rewrite_group(plan: RewritePlan, index: int, storage: st.Storage) -> GroupOu
     started = time.monotonic()
     group = plan.groups[index]
     snap = plan.snapshot
-    with part_writer(plan, index, storage, group.keep_order) as writer:
-        if streams(plan, group):
+    streamed = streams(plan, group)
+    dictionary = dictionary_columns(snap) if streamed else ()
+    with part_writer(plan, index, storage, group.keep_order, dictionary) as writer:
+        if streamed:
             rows_in = 0
-            for piece in _read_ahead(storage, snap, group.parts):
+            for piece in _read_ahead(storage, snap, group.parts, dictionary=dictionary):
                 rows_in += piece.num_rows
                 writer.write(piece)
             rows_out = rows_in

@@ -164,15 +164,23 @@ def _row_group_stats(md: pq.FileMetaData, rg_index: int,
 
 
 def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex.Expr | None = None, *,
-              order: bool = True) -> pa.Table:
+              order: bool = True, dictionary: Sequence[str] = ()) -> pa.Table:
     """One part's rows in the current schema, with time, diff, seq and pos; row groups skipped.
 
     ``order=False`` leaves out seq and pos (what orders rows of equal time in an
-    upsert table), for callers that never rank rows.
+    upsert table), for callers that never rank rows. ``dictionary``: string or binary
+    columns of the current schema to read as dictionary arrays (not decoded value by
+    value; a compaction writes them as they are) in parts written with that schema.
     """
     skip = skipping_predicate(snapshot, predicate)
+    # a part of the current schema holds these columns under these names (another's may not)
+    as_dictionary = list(dictionary) if dictionary and part.schema_id == snapshot.schema.schema_id else []
     with storage.open_input(snapshot.part_uri(part), part.size) as f:
-        pf = pq.ParquetFile(f)
+        try:
+            pf = pq.ParquetFile(f, read_dictionary=as_dictionary or None)
+        except KeyError:  # not written by lading under these names after all: decode as usual
+            as_dictionary = []
+            pf = pq.ParquetFile(f)
         arrow_schema = pf.schema_arrow
         ids = [field_id(fld) for fld in arrow_schema]
         keep_ids = {c.id for c in snapshot.schema.columns} | {fmt.TIME_FIELD_ID, fmt.DIFF_FIELD_ID}
@@ -202,7 +210,7 @@ def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex
             positions = pa.concat_arrays([
                 pa.array(np.arange(start, start + md.row_group(i).num_rows, dtype=np.int64))
                 for i, start in zip(wanted, starts, strict=True)]) if order else None
-    out = conform(table, snapshot.schema)
+    out = conform(table, snapshot.schema, dictionaries=bool(as_dictionary))
     if not order:
         return out
     out = out.append_column(cons.SEQ_COLUMN, pa.repeat(pa.scalar(part.order, pa.int64()), out.num_rows))

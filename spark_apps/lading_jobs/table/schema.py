@@ -275,12 +275,14 @@ def field_id(f: pa.Field) -> int | None:
     return int(raw) if raw is not None else None
 
 
-def conform(table: pa.Table | pa.RecordBatch, schema: TableSchema, *, keep_internal: bool = True) -> pa.Table:
+def conform(table: pa.Table | pa.RecordBatch, schema: TableSchema, *, keep_internal: bool = True,
+            dictionaries: bool = False) -> pa.Table:
     """Map a part's columns to ``schema`` by field id.
 
     Columns the part lacks read the column's default; columns the schema no longer
     has are dropped; types are cast to the current type. Columns without a field id
-    (plain Arrow input) are matched by name.
+    (plain Arrow input) are matched by name. ``dictionaries``: a dictionary column of
+    the current type stays one (its field's type says so), for a writer that takes it.
     """
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
@@ -295,17 +297,24 @@ def conform(table: pa.Table | pa.RecordBatch, schema: TableSchema, *, keep_inter
     arrays = []
     target = schema.arrow_schema(internal=keep_internal)
     n = table.num_rows
-    for c, f in zip(schema.columns, target, strict=False):
+    kept: dict[int, pa.DataType] = {}
+    for i, (c, f) in enumerate(zip(schema.columns, target, strict=False)):
         idx = by_id.get(c.id, by_name.get(c.name.lower()) if not by_id else None)
         if idx is None:
             arrays.append(pa.repeat(default_scalar(c.default, c.type), n))
         else:
             col = table.column(idx)
-            arrays.append(col if col.type == f.type else col.cast(f.type))
+            if dictionaries and pa.types.is_dictionary(col.type) and col.type.value_type == f.type:
+                kept[i] = col.type
+                arrays.append(col)
+            else:
+                arrays.append(col if col.type == f.type else col.cast(f.type))
     if keep_internal:
         for name, fid in ((fmt.TIME_COLUMN, fmt.TIME_FIELD_ID), (fmt.DIFF_COLUMN, fmt.DIFF_FIELD_ID)):
             idx = by_id.get(fid, table.schema.get_field_index(name))
             if idx is None or idx < 0:
                 raise SchemaError(f"part lacks the {name} column; it is not a lading part")
             arrays.append(table.column(idx))
+    if kept:
+        target = pa.schema([f.with_type(kept[i]) if i in kept else f for i, f in enumerate(target)], target.metadata)
     return pa.Table.from_arrays(arrays, schema=target)

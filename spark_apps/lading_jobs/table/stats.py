@@ -253,8 +253,9 @@ class Accumulator:
     and turns them into the stats domain exactly as ``column_stats`` does (truncating a
     string bound once, at the end, so the truncation flags are the whole part's too). A
     string or binary column's ``min_max`` the writer computed already (its footer reserve)
-    may be given with the row group. The one difference: a float bound of zero may have
-    the other sign than ``table_stats`` over the whole part finds (-0.0 and 0.0 are tied).
+    may be given with the row group; such a column may come as a dictionary array. The one
+    difference: a float bound of zero may have the other sign than ``table_stats`` over the
+    whole part finds (-0.0 and 0.0 are tied).
     """
 
     def __init__(self, schema: pa.Schema, column_ids: dict[str, int]) -> None:
@@ -280,6 +281,8 @@ class Accumulator:
             self.json[name] = jsonstats.merge(self.json[name], jsonstats.summarize(table.column(name)))
         for name, t in self.types.items():
             column = table.column(name)
+            if pa.types.is_dictionary(column.type) and not (bounds and self.positions[name] in bounds):
+                column = column.cast(t)  # a dictionary column's values (its bounds usually come with it)
             nulls = column.null_count
             self.nulls[name] += nulls
             if nulls == len(column) or not _has_bounds(t) or self.nan[name]:

@@ -16,11 +16,21 @@ reserve needs are the statistics' bounds too (one ``min_max`` per row group),
 and integer, decimal and temporal bounds are read from the footer the writer
 wrote (``stats.FileStats.add_footer``), where they equal what computing them
 would give; floats are computed (see ``stats``).
+
+String and binary columns may also be handed over as dictionary arrays (a
+compaction reads them so from parts that stored them dictionary-encoded,
+``dictionary_file``): their dictionaries are unified per row group and written as
+they are, indices and all, without turning every value back into a string and
+hashing it again. The file is what the plain columns give: the Arrow schema stored
+in it is the plain one (``stored_schema``), its key-value metadata and statistics are
+the same (a row group's dictionary page may also hold a value only a neighbouring
+row group uses).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import base64
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -85,12 +95,77 @@ def writer_options(compression: str, use_dictionary: bool | list[str] = True) ->
     }
 
 
+STORED_METADATA = "stored_metadata"
+"""An options entry (not pyarrow's): key-value metadata the file gets instead of the writer schema's own."""
+ARROW_SCHEMA_KEY = "ARROW:schema"
+
+
+def parquet_writer(where: Any, schema: pa.Schema, options: dict[str, Any], **extra: Any) -> pq.ParquetWriter:
+    """``pq.ParquetWriter`` with ``options`` (``writer_options``, maybe ``stored_schema``'s)."""
+    opts = dict(options)
+    stored = opts.pop(STORED_METADATA, None)
+    writer = pq.ParquetWriter(where, schema, **opts, **extra)
+    if stored is not None:
+        writer.add_key_value_metadata(stored)
+    return writer
+
+
+def _byte_array(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+
+
+def dictionary_file(schema: pa.Schema, names: Sequence[str], options: dict[str, Any]
+                    ) -> tuple[pa.Schema, dict[str, Any]] | None:
+    """The writer schema and options that take the string or binary columns ``names`` as dictionary
+    arrays (int32 indices, as pyarrow's Parquet reader returns them) and still write the file
+    ``schema`` and ``options`` write: the plain Arrow schema and ``schema``'s metadata are stored
+    (``stored_schema``). ``None`` when there is no such column, or when the two files' Parquet
+    schemas or metadata would differ (checked on empty files: then write the plain columns)."""
+    wanted = set(names)
+    fields = [f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in wanted and _byte_array(f.type) else f
+              for f in schema]
+    if all(a.type == b.type for a, b in zip(fields, schema, strict=True)):
+        return None
+    dict_schema = pa.schema(fields)
+    dict_options = {**options, "store_schema": False, STORED_METADATA: stored_schema(schema)}
+    try:
+        plain, dictionary = (_empty_metadata(s, o) for s, o in ((schema, options), (dict_schema, dict_options)))
+    except (pa.ArrowException, ValueError):
+        return None
+    if not plain.schema.equals(dictionary.schema) or plain.metadata != dictionary.metadata:
+        return None
+    return dict_schema, dict_options
+
+
+def stored_schema(schema: pa.Schema) -> dict[bytes, bytes]:
+    """The key-value metadata pyarrow stores for ``schema`` (``store_schema=True``): the Arrow schema,
+    serialized and base64-encoded, and the schema's own metadata."""
+    return {ARROW_SCHEMA_KEY.encode(): base64.b64encode(schema.serialize().to_pybytes()), **(schema.metadata or {})}
+
+
+def _empty_metadata(schema: pa.Schema, options: dict[str, Any]) -> pq.FileMetaData:
+    buf = pa.BufferOutputStream()
+    parquet_writer(buf, schema, options).close()
+    return pq.read_metadata(pa.BufferReader(buf.getvalue()))
+
+
+def unify(table: pa.Table) -> pa.Table:
+    """``table`` with one dictionary per dictionary column (what Parquet writes as one dictionary page)."""
+    return table.unify_dictionaries() if any(pa.types.is_dictionary(f.type) for f in table.schema) else table
+
+
+def _referenced(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A dictionary column's values that its indices reference (each once): a plain array for ``min_max``."""
+    return pa.chunked_array([chunk.dictionary.take(pc.unique(chunk.indices).drop_null()) for chunk in column.chunks],
+                            column.type.value_type)
+
+
 class FooterModel:
     """Exact empty-file size and a per-row-group bound for one schema (computed once per task)."""
 
     def __init__(self, schema: pa.Schema, options: dict[str, Any]) -> None:
         buf = pa.BufferOutputStream()
-        pq.ParquetWriter(buf, schema, **options).close()
+        parquet_writer(buf, schema, options).close()
         data = buf.getvalue()
         self.empty_size = len(data)
         md = pq.read_metadata(pa.BufferReader(data))
@@ -106,9 +181,8 @@ class FooterModel:
                 stat = max(16, col.length or 0)
             fixed += 256 + 4 * stat + 2 * len(col.path)
         self.fixed_per_row_group = fixed
-        self.top_byte_arrays = [i for i, f in enumerate(schema)
-                                if pa.types.is_string(f.type) or pa.types.is_binary(f.type)
-                                or pa.types.is_large_string(f.type) or pa.types.is_large_binary(f.type)]
+        self.top_byte_arrays = [i for i, f in enumerate(schema) if _byte_array(f.type)
+                                or (pa.types.is_dictionary(f.type) and _byte_array(f.type.value_type))]
         self.footer_columns = _footer_columns(schema, md)
 
     def bounds(self, table: pa.Table) -> dict[int, tuple[pa.Scalar, pa.Scalar]]:
@@ -117,7 +191,7 @@ class FooterModel:
         for i in self.top_byte_arrays:
             column = table.column(i)
             if column.null_count != len(column):
-                mm = pc.min_max(column)
+                mm = pc.min_max(_referenced(column) if pa.types.is_dictionary(column.type) else column)
                 out[i] = (mm["min"], mm["max"])
         return out
 
@@ -163,7 +237,7 @@ def _footer_columns(schema: pa.Schema, md: pq.FileMetaData) -> tuple[tuple[int, 
 def _encoded_size(table: pa.Table, schema: pa.Schema, options: dict[str, Any]) -> int:
     """The bytes ``table`` takes as one row group (file size minus magic, footer, length)."""
     buf = pa.BufferOutputStream()
-    with pq.ParquetWriter(buf, schema, **options) as w:
+    with parquet_writer(buf, schema, options) as w:
         w.write_table(table, row_group_size=max(1, table.num_rows))
     data = buf.getvalue()
     footer_len = int.from_bytes(data[-8:-4].to_pybytes(), "little")
@@ -192,8 +266,7 @@ class ParquetFile:
         if footer.least() >= max_size:
             raise FileTooSmall(f"to.maxFileSize: {max_size} bytes cannot hold a Parquet footer for this "
                                f"schema (about {footer.least()} bytes); raise it")
-        self.writer = pq.ParquetWriter(pa.PythonFile(sink, mode="w"), schema, metadata_collector=self.collected,
-                                       **options)
+        self.writer = parquet_writer(pa.PythonFile(sink, mode="w"), schema, options, metadata_collector=self.collected)
 
     @property
     def rows(self) -> int:
@@ -244,7 +317,7 @@ class ParquetFile:
         """
         if not self.pending:
             return None
-        table = pa.Table.from_batches(self.pending, self.schema)
+        table = unify(pa.Table.from_batches(self.pending, self.schema))
         self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
         tail: pa.Table | None = None
         if keep_tail and table.num_rows > self.row_group_rows:

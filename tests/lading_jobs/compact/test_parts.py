@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -99,3 +100,90 @@ def test_a_part_s_rows_are_not_held_until_it_closes(file_uri: Callable[[str], st
     k = written.part.stats.columns[SCHEMA.column("k").id]
     assert (k.min, k.max, k.nulls) == (0, 12 * rows - 1, 0)
     assert max(held) < 4 * piece_bytes, (held, piece_bytes)
+
+
+def _pieces_with_strings(dictionary: bool) -> list[pa.Table]:
+    """Ten input parts of 300 rows: a string column of four values and NULLs, each part's own
+    dictionary order (as ``read_part(dictionary=...)`` hands them over) or plain strings. Parts 3
+    and 6 straddle row groups of 1000 rows, with a value only on one side ("aaa" before row 1000,
+    "zzz" after row 2000): a row group's statistics must not take the other side's values."""
+    rng = np.random.default_rng(11)
+    values = pa.array(["eu", "us", "apac", "latam", None])
+    pieces = []
+    for piece in range(10):
+        v = values.take(pa.array(rng.integers(0, 5, 300)))
+        if piece == 3:  # rows 900-1199
+            v = pa.concat_arrays([pa.array(["aaa"] * 100), v.slice(100)])
+        if piece == 6:  # rows 1800-2099
+            v = pa.concat_arrays([v.slice(0, 200), pa.array(["zzz"] * 100)])
+        pieces.append(pa.table({"k": pa.array(rng.integers(-2**62, 2**62, 300)),
+                                "v": v.dictionary_encode() if dictionary else v,
+                                fmt.TIME_COLUMN: pa.array([piece] * 300, pa.int64()),
+                                fmt.DIFF_COLUMN: pa.array([1] * 300, pa.int64())}))
+    return pieces
+
+
+def test_string_columns_handed_over_as_dictionaries_are_written_as_such_into_the_same_file(
+        file_uri: Callable[[str], str]) -> None:
+    """A streamed bin-pack reads string columns as dictionary arrays; the writer writes their
+    dictionaries as they are (unified per row group), not one string per row hashed again, and
+    the file is what the plain strings give: the plain Arrow schema stored, the same Parquet
+    schema and metadata, dictionary-encoded chunks, the same rows and statistics."""
+    uri = file_uri("t/")
+    storage = st.open_storage(uri)
+    out = {}
+    for dictionary in (True, False):
+        writer = CeilingPartWriter(uri, SCHEMA, "c-test", int(dictionary), table_id="tid", envelope="append",
+                                   storage=storage, max_size=64 * 1024**2, row_group_rows=1000,
+                                   dictionary=("v",) if dictionary else ())
+        for piece in _pieces_with_strings(dictionary):
+            writer.write(piece)
+        (written,) = writer.finish()
+        assert pa.types.is_dictionary(writer.write_schema.field("v").type) is dictionary, "the path taken"
+        storage.complete_upload(st.PendingUpload.from_dict(written.upload))
+        out[dictionary] = (written.part.stats, pq.ParquetFile(storage.open_input(fmt.part_uri(uri, written.part.path))))
+    (stats, pf), (plain_stats, plain_pf) = out[True], out[False]
+    assert pf.schema_arrow.field("v").type == pa.string()
+    assert pf.schema_arrow.equals(plain_pf.schema_arrow, check_metadata=True)
+    assert pf.metadata.metadata == plain_pf.metadata.metadata  # the stored Arrow schema and table metadata
+    assert pf.metadata.schema.equals(plain_pf.metadata.schema)
+    assert [pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)] == [1000, 1000, 1000]
+    for i in range(pf.metadata.num_row_groups):
+        chunk = pf.metadata.row_group(i).column(1)
+        assert "RLE_DICTIONARY" in chunk.encodings or "PLAIN_DICTIONARY" in chunk.encodings
+        plain_chunk = plain_pf.metadata.row_group(i).column(1).statistics
+        assert (chunk.statistics.min, chunk.statistics.max, chunk.statistics.null_count) == \
+            (plain_chunk.min, plain_chunk.max, plain_chunk.null_count)
+    assert pf.read().equals(plain_pf.read())
+    assert pa.concat_tables(_pieces_with_strings(False)).select(["k", "v"]).equals(pf.read().select(["k", "v"]))
+    # the same statistics; the size may differ: a row group's dictionary page may also hold a value of a
+    # part only the neighbouring row group uses ("aaa", "zzz" here)
+    assert replace(stats, bytes=0) == replace(plain_stats, bytes=0)
+    v = stats.columns[SCHEMA.column("v").id]
+    assert (v.min, v.max) == ("aaa", "zzz") and v.nulls == pc.sum(pc.is_null(pf.read().column("v"))).as_py()
+    bounds = [(c.statistics.min, c.statistics.max) for c in (pf.metadata.row_group(i).column(1) for i in range(3))]
+    assert bounds[0][0] == "aaa" and bounds[1] == ("apac", "us") and bounds[2][1] == "zzz", bounds
+
+
+def test_a_part_read_with_dictionaries_keeps_them_only_for_its_own_schema_s_columns(
+        file_uri: Callable[[str], str]) -> None:
+    """``read_part(dictionary=...)`` hands string columns over as dictionary arrays in parts of the
+    current schema (whose names it knows) and decodes them in parts of an older one."""
+    from lading_jobs.table import reader, writer
+    from lading_jobs.table.log import TableLog
+
+    uri = file_uri("t2/")
+    log = TableLog.create(uri, SCHEMA, "append")
+    writer.commit_parts(uri, writer.write_parts(uri, [pa.table({"k": [1, 2], "v": ["a", None]})], SCHEMA,
+                                                write_id=fmt.new_write_id()), log=log)
+    snap = log.snapshot()
+    (part,) = snap.parts
+    storage = st.open_storage(uri)
+    got = reader.read_part(storage, snap, part, order=False, dictionary=("v",))
+    assert got.schema.field("v").type == pa.dictionary(pa.int32(), pa.string())
+    assert got.column("v").to_pylist() == ["a", None] and got.column("k").to_pylist() == [1, 2]
+    plain = reader.read_part(storage, snap, part, order=False)
+    assert plain.schema.field("v").type == pa.string()
+    older = reader.read_part(storage, snap, replace(part, schema_id=part.schema_id + 1), order=False,
+                             dictionary=("v",))
+    assert older.schema.field("v").type == pa.string() and older.column("v").to_pylist() == ["a", None]
