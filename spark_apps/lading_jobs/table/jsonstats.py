@@ -159,7 +159,10 @@ def _to_float(x: int | decimal.Decimal) -> float:
 
 def summarize(values: pa.Array | pa.ChunkedArray) -> dict[str, Any] | None:
     """The JSON statistics of one row group's values of a ``json`` column (not trimmed;
-    ``None`` when its text is beyond ``MAX_TEXT_BYTES``: nothing is known)."""
+    ``None`` when its text is beyond ``MAX_TEXT_BYTES``: nothing is known). The values may come
+    as a dictionary array (a streamed bin-pack hands string columns over that way)."""
+    if pa.types.is_dictionary(values.type):
+        values = values.cast(values.type.value_type)
     present = pc.drop_null(values)
     if len(present) and pc.sum(pc.binary_length(present)).as_py() > MAX_TEXT_BYTES:
         return None

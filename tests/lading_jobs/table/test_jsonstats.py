@@ -161,3 +161,39 @@ def test_a_tables_commit_records_json_statistics_in_strict_json(file_uri: Callab
     (p,) = TableLog.open_existing(uri).snapshot().parts
     assert p.stats.columns[2].json is not None and p.stats.columns[2].json["docs"] == 1
     assert p.stats.columns[3].json is None  # a plain string column: no JSON statistics
+
+
+def test_a_dictionary_array_gives_the_statistics_of_its_values() -> None:
+    texts = ['{"a": 1, "s": "x"}', None, '{"a": 3}', '{"a": 1, "s": "x"}', "not json"]
+    assert js.summarize(pa.array(texts).dictionary_encode()) == js.summarize(pa.array(texts))
+
+
+def test_a_bin_pack_compaction_keeps_a_json_columns_statistics(file_uri: Callable[[str], str]) -> None:
+    """A streamed bin-pack hands string columns (json ones too) to the writer as dictionary arrays:
+    the compacted part's JSON statistics are those of all the rows it holds."""
+    from lading_jobs import storage as st
+    from lading_jobs.compact import task as compact_task
+    from lading_jobs.compact.engine import compact
+    from lading_jobs.engine import RunContext
+    from lading_jobs.table import reader
+    from lading_spec.compaction import parse_compaction
+
+    uri = file_uri("events/")
+    log = TableLog.create(uri, TableSchema.of([("id", "bigint"), ("payload", "json")]))
+    for n in range(3):
+        data = pa.table({"id": pa.array([n, n + 10], pa.int64()),
+                         "payload": [f'{{"day": "2026-11-0{n + 1}", "n": {n}}}', None]})
+        writer.commit_parts(uri, writer.write_parts(uri, [data], log.snapshot().schema, write_id=fmt.new_write_id()),
+                            log=log)
+    storage = st.open_storage(uri)
+    spec = parse_compaction({"table": uri, "since": {"version": 0}, "targetFileSize": "64MB", "minInputFiles": 2})
+    assert compact(None, spec, RunContext(), storage=storage, runner=compact_task.in_process(storage)).groups == 1
+    snap = TableLog.open_existing(uri).snapshot()
+    (part,) = snap.parts
+    stats = part.stats.columns[snap.schema.column("payload").id].json
+    assert stats is not None and stats["docs"] == 3
+    (day,) = [p for p in stats["paths"] if p["path"] == ["day"]]
+    assert (day["string"]["min"], day["string"]["max"]) == ("2026-11-01", "2026-11-03"), day
+    rows = reader.scan(uri)
+    assert sorted(rows.column("id").to_pylist()) == [0, 1, 2, 10, 11, 12]
+    assert sorted(rows.column("payload").drop_null().to_pylist())[0] == '{"day": "2026-11-01", "n": 0}'
