@@ -1,23 +1,32 @@
 """Iceberg mirror benchmark: the mirror's cost per commit as a share of the commit's time.
 
-  python bench/mirror.py [--parts 1000] [--commits 30] [--dir /tmp/lading-bench-mirror] [--s3]
+  python bench/mirror.py [--parts 1000] [--commits 30] [--rows 20000] [--dir /tmp/lading-bench-mirror] [--s3]
+                         [--profile]
 
 Two tables, identical but for the switch (``iceberg_mirror`` off / on), each given ``--parts``
 parts in commits of 100 (synthetic parts: statistics for six columns, no data is read by either
 the log or the mirror); then, interleaved (off, on, off, on, ...), ``--commits`` commits to each of
 
 * an *append* of one part to the ``--parts``-part table;
-* a *stream batch*: two parts plus a ``sourceProgress`` entry, as a StreamCopy micro-batch commits.
+* a *stream batch*: two parts plus a ``sourceProgress`` entry, as a StreamCopy micro-batch commits;
+* a *write*: ``--rows`` rows written as a part (``writer.write_parts``: pyarrow encodes Parquet
+  into a pending upload, as a Spark task does) and committed (``writer.commit_parts``: the upload
+  completed, the log committed, the mirror published): the whole write of a small load or
+  stream batch, minus Spark's own scheduling (so its share is an upper bound).
 
 Prints the median seconds per commit with the mirror off and on, and the mirror's share
 ``(on - off) / on`` (target ≤ 10 %). ``--s3`` runs against a moto S3 server on 127.0.0.1 instead
-of local disk (more realistic request costs). A script, not a test: record the output in
-docs/benchmarks.md ("Iceberg mirror").
+of local disk (more realistic request costs). ``--profile`` prints, per case, cProfile's view of
+the mirrored commits: the functions under ``mirror.after_commit`` by cumulative time. A script,
+not a test: record the output in docs/benchmarks.md ("Iceberg mirror").
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import shutil
 import statistics
 import sys
@@ -27,7 +36,11 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "spark_apps")]
 
+import pyarrow as pa  # noqa: E402
+
 from lading_jobs import storage as st  # noqa: E402
+from lading_jobs.table import format as fmt  # noqa: E402
+from lading_jobs.table import writer  # noqa: E402
 from lading_jobs.table.log import Change, Part, TableLog  # noqa: E402
 from lading_jobs.table.schema import TableSchema  # noqa: E402
 from lading_jobs.table.stats import ColumnStats, PartStats  # noqa: E402
@@ -55,12 +68,40 @@ def build(uri: str, storage: st.Storage, parts: int, mirror: bool) -> TableLog:
     return log
 
 
+def rows(first: int, n: int) -> pa.Table:
+    """``n`` rows of the benchmark's schema (ids from ``first``)."""
+    import datetime as dt
+    import decimal
+
+    ids = range(first, first + n)
+    return pa.table({
+        "id": pa.array(ids, pa.int64()), "name": [f"name-{i:08d}" for i in ids],
+        "amount": pa.array([decimal.Decimal(i % 100000) / 100 for i in ids], pa.decimal128(12, 2)),
+        "at": pa.array([1_700_000_000_000_000 + i for i in ids], pa.timestamp("us", tz="UTC")),
+        "day": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 1000) for i in ids]),
+        "score": pa.array([i / 7 for i in ids], pa.float64())})
+
+
+def commit_one(kind: str, log: TableLog, i: int, args: argparse.Namespace, storage: st.Storage) -> None:
+    if kind == "append":
+        log.commit(Change(add=(part(args.parts + i),)))
+    elif kind == "stream":
+        log.commit(Change(operation="stream", add=(part(args.parts + i), part(args.parts + i)),
+                          source_progress={"kafka:t": {"0": i}}))
+    else:
+        written = writer.write_parts(log.uri, [rows(i * args.rows, args.rows)], SCHEMA, write_id=fmt.new_write_id(),
+                                     storage=storage)
+        writer.commit_parts(log.uri, written, log=log, storage=storage)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", type=int, default=1000)
     ap.add_argument("--commits", type=int, default=30)
     ap.add_argument("--dir", default="/tmp/lading-bench-mirror")
+    ap.add_argument("--rows", type=int, default=20000)
     ap.add_argument("--s3", action="store_true")
+    ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     server = None
     if args.s3:
@@ -83,23 +124,33 @@ def main() -> int:
         base = f"file://{args.dir}/"
         storage = st.LocalStorage()
     try:
-        for kind in ("append", "stream"):
+        for kind in ("append", "stream", "write"):
             logs = {m: build(f"{base}{kind}-{'on' if m else 'off'}/", storage, args.parts, m) for m in (False, True)}
             times: dict[bool, list[float]] = {False: [], True: []}
+            cpu: dict[bool, list[float]] = {False: [], True: []}
+            profile = cProfile.Profile() if args.profile else None
             for i in range(args.commits):
                 for m in (False, True):
-                    if kind == "append":
-                        change = Change(add=(part(args.parts + i),))
-                    else:
-                        change = Change(operation="stream", add=(part(args.parts + i), part(args.parts + i)),
-                                        source_progress={"kafka:t": {"0": i}})
-                    t0 = time.perf_counter()
-                    logs[m].commit(change)
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    if profile is not None and m:
+                        profile.enable()
+                    commit_one(kind, logs[m], i, args, storage)
+                    if profile is not None and m:
+                        profile.disable()
                     times[m].append(time.perf_counter() - t0)
+                    cpu[m].append(time.process_time() - c0)
             off, on = statistics.median(times[False]), statistics.median(times[True])
+            cpu_off, cpu_on = statistics.median(cpu[False]), statistics.median(cpu[True])
+            what = f"{args.rows} rows written and committed" if kind == "write" else "commit"
             print(f"{kind:6s} ({args.parts} parts, {'S3 (moto)' if args.s3 else 'local disk'}): "
-                  f"commit {off * 1000:.1f} ms without the mirror, {on * 1000:.1f} ms with it; "
-                  f"the mirror's share {(on - off) / on:.0%} (target <= 10 %)")
+                  f"{what} {off * 1000:.1f} ms without the mirror, {on * 1000:.1f} ms with it; "
+                  f"the mirror's share {(on - off) / on:.0%} (target <= 10 %); this process's CPU "
+                  f"{cpu_off * 1000:.1f} / {cpu_on * 1000:.1f} ms (the S3 server is another thread of it)")
+            if profile is not None:
+                out = io.StringIO()
+                stats = pstats.Stats(profile, stream=out)
+                stats.sort_stats("cumulative").print_stats(45)
+                print(out.getvalue())
     finally:
         if server is not None:
             server.stop()

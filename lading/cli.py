@@ -323,18 +323,15 @@ def cmd_table_sync(args: argparse.Namespace) -> int:
 
 def cmd_table_mirror(args: argparse.Namespace) -> int:
     """``lading table mirror URI --on|--off``: switch the table's Iceberg mirror (one commit)."""
-    from dataclasses import replace
-
     from lading_jobs.storage import StorageError
-    from lading_jobs.table.log import Change, TableError, TableLog
+    from lading_jobs.table import mirror_switch
+    from lading_jobs.table.log import TableError, TableLog
 
     try:
-        log = TableLog.open_existing(args.uri)
-        meta = log.snapshot().meta
-        if meta.iceberg_mirror == args.on:
+        snap = mirror_switch.switch(TableLog.open_existing(args.uri), args.on)
+        if snap is None:
             print(f"{args.uri}: the Iceberg mirror is already {'on' if args.on else 'off'}")
             return 0
-        snap = log.commit(Change(operation="properties", meta=replace(meta, iceberg_mirror=args.on)))
     except (TableError, StorageError, OSError, ValueError) as e:
         print(f"lading: ERROR: {args.uri}: {e}", file=sys.stderr)
         return 1

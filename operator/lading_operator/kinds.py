@@ -158,7 +158,8 @@ def stream_result(result: Mapping[str, Any] | None) -> RunResult:
         summary = f"stopped: {response['error']}"
     else:
         summary = f"stopped after {fields.get('batches', 0)} batches ({fields.get('rowsTotal', 0)} rows in all)"
-    return RunResult(response=response, fields=fields, summary=summary)
+    output = {k: v for k, v in st.output_from_result(result).items() if k == "icebergMetadata"}  # as while running
+    return RunResult(response=response, output=output, fields=fields, summary=summary)
 
 
 def copyjob_uris(spec: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -106,6 +106,7 @@ class Target:
     key_columns: tuple[str, ...] = ()
     sort_by: tuple[str, ...] = ()
     schema_evolution: SchemaEvolution = "none"
+    iceberg_mirror: bool | None = None  # to.icebergMirror: None leaves an existing table's switch as it is
 
     @property
     def kind(self) -> Literal["files", "table"]:
@@ -263,12 +264,13 @@ def _columns(value: Any) -> tuple[Column, ...]:
 def _target(obj: dict[str, Any]) -> Target:
     _only(obj, "to", ("files", "format", "options", "maxFileSize", "bufferSize", "partitionBy",
                       "keepPartitionColumns", "ifExists", "table", "schema", "inferSchema",
-                      "envelope", "keyColumns", "sortBy", "schemaEvolution"))
+                      "envelope", "keyColumns", "sortBy", "schemaEvolution", "icebergMirror"))
     given = [k for k in ("files", "table") if obj.get(k) is not None]
     if len(given) != 1:
         raise SpecError("to", f"give exactly one of files or table (got {', '.join(given) or 'none'})")
-    if obj.get("files") is not None and "schemaEvolution" in obj:
-        raise SpecError("to.schemaEvolution", "applies to table targets (to.table) only")
+    for key in ("schemaEvolution", "icebergMirror"):
+        if obj.get("files") is not None and key in obj:
+            raise SpecError(f"to.{key}", "applies to table targets (to.table) only")
     if obj.get("files") is not None:
         files = obj["files"]
         check_uri(files, "to.files", template=True)
@@ -318,7 +320,17 @@ def _target(obj: dict[str, Any]) -> Target:
         sort_by=_str_list(obj.get("sortBy"), "to.sortBy"),
         if_exists=table_if_exists,
         schema_evolution=parse_schema_evolution(obj.get("schemaEvolution", "none"), "to.schemaEvolution"),
+        iceberg_mirror=parse_iceberg_mirror(obj.get("icebergMirror"), "to.icebergMirror"),
     )
+
+
+def parse_iceberg_mirror(value: Any, path: str) -> bool | None:
+    """``icebergMirror``: true or false (the table's Iceberg mirror on or off; docs/iceberg.md), or
+    absent (None: a new table gets the mirror, an existing one keeps its switch)."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise SpecError(path, f"must be true or false, got {value!r} (true: publish Iceberg metadata after each "
+                          "commit; false: none)")
 
 
 def _connection(obj: dict[str, Any]) -> Connection:

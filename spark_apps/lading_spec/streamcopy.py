@@ -25,6 +25,7 @@ from lading_spec.copyjob import (
     _only,
     _str_list,
     check_schema_evolution_source,
+    parse_iceberg_mirror,
     parse_schema_evolution,
 )
 from lading_spec.errors import SpecError
@@ -126,6 +127,7 @@ class TableTarget:
     schema: tuple[Column, ...] = ()
     sort_by: tuple[str, ...] = ()
     schema_evolution: SchemaEvolution = "none"
+    iceberg_mirror: bool | None = None  # target.icebergMirror: None leaves an existing table's switch as it is
 
 
 @dataclass(frozen=True)
@@ -261,7 +263,7 @@ def _files(obj: dict[str, Any]) -> FilesSource:
 
 
 def _target(obj: dict[str, Any]) -> TableTarget:
-    _only(obj, "target", ("table", "envelope", "keyColumns", "schema", "sortBy", "schemaEvolution"))
+    _only(obj, "target", ("table", "envelope", "keyColumns", "schema", "sortBy", "schemaEvolution", "icebergMirror"))
     if obj.get("table") is None:
         raise SpecError("target.table", "missing; give the lading table's URI")
     envelope = obj.get("envelope", "append")
@@ -277,7 +279,8 @@ def _target(obj: dict[str, Any]) -> TableTarget:
     return TableTarget(table=check_uri(obj["table"], "target.table"), envelope=envelope, key_columns=keys,
                        schema=schema, sort_by=_str_list(obj.get("sortBy"), "target.sortBy"),
                        schema_evolution=parse_schema_evolution(obj.get("schemaEvolution", "none"),
-                                                               "target.schemaEvolution"))
+                                                               "target.schemaEvolution"),
+                       iceberg_mirror=parse_iceberg_mirror(obj.get("icebergMirror"), "target.icebergMirror"))
 
 
 def _batching(obj: dict[str, Any]) -> Batching:

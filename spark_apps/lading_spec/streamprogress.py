@@ -11,15 +11,17 @@ A running StreamCopy driver serves ``GET /progress`` on port ``PROGRESS_PORT``
                "end": {"orders:0": 1100, "orders:1": 1093}},
  "lag": {"total": 7, "partitions": {"orders:0": 3, "orders:1": 4}},
  "offsets": {"orders:0": 1100, "orders:1": 1093},
- "rewrittenFiles": 0, "dataLossSkipped": [], "updatedAt": "2026-01-02T03:04:05.200Z"}
+ "rewrittenFiles": 0, "dataLossSkipped": [],
+ "icebergMetadata": "s3://lake/orders/metadata/v57.metadata.json", "updatedAt": "2026-01-02T03:04:05.200Z"}
 ```
 
 ``state`` is ``starting``, ``running``, ``stopping``, ``stopped`` or ``failed``
 (then ``error`` and ``reason``: ``TooManyErrors``, ``DataLoss``, ``SourceConflict``,
 ``InvalidTransform``). ``lastBatch.filtered`` counts the records a transform's WHERE removed.
 For a files source ``lag`` is ``{"total": n, "filesPending": n, "atLeast": bool}``
-and ``offsets`` is ``{"files": loaded}``. ``status_fields`` maps a document onto the
-StreamCopy status fields; pure, so the operator can use it without Spark.
+and ``offsets`` is ``{"files": loaded}``. ``icebergMetadata`` is the newest metadata file of the
+table's Iceberg mirror after the last batch (absent when the mirror is off). ``status_fields`` maps
+a document onto the StreamCopy status fields; pure, so the operator can use it without Spark.
 
 The document comes from the driver, which runs the tenant's image: the operator
 treats it as untrusted input. ``status_fields`` keeps only values the CRD's status
@@ -50,6 +52,8 @@ is what drivers before epochs reported for the same."""
 MAX_ENTRIES = 1000        # partitions kept per map in status (offsets, lagPartitions, lastBatch.end)
 MAX_KEY = 300             # a "topic:partition" key: topic names are at most 249 characters
 MAX_TEXT = 1000           # lastBatch.range
+MAX_URI = 4096            # output.icebergMetadata
+_METADATA_FILE = re.compile(r"^(s3|file)://[^\s]+/metadata/v\d{1,18}\.metadata\.json$")
 INT64_MAX = 2**63 - 1
 
 
@@ -143,8 +147,9 @@ def status_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The StreamCopy status fields a progress document fills: ``rowsTotal``, ``batches``, ``lag``
     (with ``lagPartitions`` for Kafka, ``lagAtLeast`` when a files listing stopped counting),
     ``lastBatchTime``, ``lastBatch`` (time, rows, bytes, rejected, filtered, durationSeconds, range, end),
-    ``offsets`` and ``topicIds`` (Kafka: each topic's ID, or ``unavailable``); fields the document lacks, or holds in a shape the status schema would refuse,
-    are left out."""
+    ``offsets`` and ``topicIds`` (Kafka: each topic's ID, or ``unavailable``), ``output.icebergMetadata``
+    (a ``<table>/metadata/v<n>.metadata.json`` URI); fields the document lacks, or holds in a shape the
+    status schema would refuse, are left out."""
     out: dict[str, Any] = {}
     for key in ("rowsTotal", "batches"):
         n = _count(doc.get(key))
@@ -171,4 +176,7 @@ def status_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
     ids = _topic_ids(doc.get("topicIds"))
     if ids:
         out["topicIds"] = ids
+    meta = doc.get("icebergMetadata")
+    if isinstance(meta, str) and len(meta) <= MAX_URI and _METADATA_FILE.match(meta):
+        out["output"] = {"icebergMetadata": meta}
     return out

@@ -410,6 +410,10 @@ def test_a_refused_application_fails_until_the_spec_changes() -> None:
 def test_the_kind_description_reads_a_stream_result() -> None:
     read = kinds.STREAMCOPY.read_result(TOO_MANY)
     assert read.response == {"error": TOO_MANY["error"]} and read.fields == {"rowsTotal": 100, "batches": 4}
+    assert read.output == {}  # no mirror named: status.output is cleared, as at a run's start
+    meta = "s3://b/t/metadata/v7.metadata.json"
+    read = kinds.STREAMCOPY.read_result({**TOO_MANY, "icebergMetadata": meta, "destination": "s3://b/t/"})
+    assert read.output == {"icebergMetadata": meta}  # the mirror's file, as the running stream's status showed it
 
 
 def test_a_parked_streamcopy_kind_still_parks() -> None:

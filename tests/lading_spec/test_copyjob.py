@@ -64,6 +64,15 @@ def test_load_spec() -> None:
     assert spec.target.key_columns == ("id",)
 
 
+@pytest.mark.parametrize("given, parsed", [({}, None), ({"icebergMirror": False}, False),
+                                           ({"icebergMirror": True}, True)])
+def test_the_iceberg_mirror_switch_of_a_table_target(given: dict[str, Any], parsed: bool | None) -> None:
+    """to.icebergMirror: unset (None) leaves an existing table's switch alone; a new table then gets the mirror."""
+    for source in ({"files": "s3://lake/in/"}, {"query": "SELECT 1 AS x"}):
+        spec = parse_copyjob({"from": source, "to": {"table": "s3://lake/t/", **given}})
+        assert spec.target.iceberg_mirror is parsed
+
+
 def test_files_to_files_is_a_format_conversion() -> None:
     spec = parse_copyjob({"from": {"files": "s3://lake/in/", "format": "parquet"},
                           "to": {"files": "s3://lake/out/", "format": "csv", "partitionBy": ["day"]}})
@@ -98,6 +107,10 @@ def test_files_to_files_is_a_format_conversion() -> None:
         ({"from": {"files": "s3://lake/in/"}, "to": {"table": "s3://lake/t", "envelope": "upsert"}},
          "to.keyColumns", "key columns"),
         ({**unload(), "onError": "continue"}, "onError", "loads only"),
+        ({**unload(), "to": {"files": "s3://lake/o/", "icebergMirror": False}}, "to.icebergMirror",
+         "table targets (to.table) only"),
+        ({"from": {"files": "s3://lake/in/"}, "to": {"table": "s3://lake/t", "icebergMirror": "no"}},
+         "to.icebergMirror", "true or false"),
         ({**unload(), "colour": "red"}, "colour", "unknown field"),
         ({"from": {"query": "SELECT 1", "inputs": [{"name": "a b", "files": "s3://lake/x/"}]},
           "to": {"files": "s3://lake/o/"}}, "from.inputs[0].name", "identifier"),

@@ -30,6 +30,12 @@ def test_kafka_defaults():
     assert spec.source.fail_on_data_loss is True
 
 
+def test_the_iceberg_mirror_switch_is_unset_unless_given():
+    assert parse_streamcopy(KAFKA).target.iceberg_mirror is None  # a new table gets the mirror; an old one keeps its
+    off = parse_streamcopy({**KAFKA, "target": {"table": "s3://bkt/t/", "icebergMirror": False}})
+    assert off.target.iceberg_mirror is False
+
+
 def test_files_defaults_and_late_arrival():
     spec = parse_streamcopy({**KAFKA, "source": {"files": {"uri": "s3://bkt/in/"}}})
     assert isinstance(spec.source, FilesSource) and spec.source.late_arrival == 3600
@@ -105,6 +111,7 @@ def kafka_with(**kafka: object) -> dict:
     ({**KAFKA, "target": {"table": "s3://bkt/t/", "envelope": "upsert"}}, "target.keyColumns", "key columns"),
     ({**KAFKA, "target": {"table": "s3://bkt/t/", "schema": [{"name": "a"}]}}, "target.schema[0].type", "Spark SQL"),
     ({**KAFKA, "target": {}}, "target.table", "missing"),
+    ({**KAFKA, "target": {"table": "s3://bkt/t/", "icebergMirror": 0}}, "target.icebergMirror", "true or false"),
     (with_(KAFKA, maxErrorNumber=5), "deadLetter", "dead-letter"),
     (with_(KAFKA, maxErrorNumber=-1), "maxErrorNumber", "non-negative"),
     (with_(KAFKA, batching={"maxBatchRows": 0}), "batching.maxBatchRows", "≥ 1"),

@@ -99,3 +99,16 @@ def test_topic_ids_reach_the_status_and_a_broker_without_them_says_unavailable()
     assert status_fields(parse_progress(json.dumps(doc)))["topicIds"] == {
         "orders": "AaIeUenldlKIvEt94e7e5Q", "legacy": "unavailable"}
     assert "topicIds" not in status_fields(parse_progress(json.dumps(KAFKA_DOC)))
+
+
+def test_the_mirrors_metadata_file_reaches_status_output_and_nothing_else_does() -> None:
+    """The driver's icebergMetadata (the newest metadata file of the table's Iceberg mirror after the
+    last batch) becomes status.output.icebergMetadata, as a CopyJob load's and a Compaction's do;
+    a value that is not a table's ``metadata/v<n>.metadata.json`` URI, or is too long, is dropped."""
+    meta = "s3://lake/orders/metadata/v57.metadata.json"
+    assert status_fields({**KAFKA_DOC, "icebergMetadata": meta})["output"] == {"icebergMetadata": meta}
+    assert "output" not in status_fields(KAFKA_DOC)  # the mirror is off: nothing
+    for bad in ("s3://lake/orders/_lading_log/00000000000000000057.json", "http://x/metadata/v1.metadata.json",
+                "s3://lake/o rders/metadata/v1.metadata.json", 57, None, ["s3://a/metadata/v1.metadata.json"],
+                "s3://lake/" + "x" * 5000 + "/metadata/v1.metadata.json"):
+        assert "output" not in status_fields({**KAFKA_DOC, "icebergMetadata": bad}), bad

@@ -36,7 +36,7 @@ from lading_jobs.load import manifest as mf
 from lading_jobs.load.stores import storage_for
 from lading_jobs.sources.files import query_frame
 from lading_jobs.table import format as fmt
-from lading_jobs.table import writer
+from lading_jobs.table import mirror_switch, writer
 from lading_jobs.table.log import CommitStateUnknown, TableLog, find_commit, new_nonce
 from lading_spec.copyjob import CopyJobSpec
 from lading_spec.job import JobDocument
@@ -103,6 +103,8 @@ def run_insert(spark: SparkSession, job: JobDocument, spec: CopyJobSpec,
                 "rows": None}
     if cancel is not None and cancel.is_set():
         raise Cancelled()
+    if log is not None and spec.target.iceberg_mirror is not None:  # to.icebergMirror: its own commit, first
+        mirror_switch.switch(log, spec.target.iceberg_mirror)
     replace = spec.target.if_exists == "replace"
     operation = "replace" if replace else "append"
     nonce = new_nonce()
@@ -117,7 +119,8 @@ def run_insert(spark: SparkSession, job: JobDocument, spec: CopyJobSpec,
     try:
         snap = writer.append(spark, df, table_uri, envelope=spec.target.envelope, key_columns=spec.target.key_columns,
                              sort_by=spec.target.sort_by, info={"runId": job.run_id}, operation=operation,
-                             replace=replace, nonce=nonce, before_commit=before_commit)
+                             replace=replace, nonce=nonce, before_commit=before_commit,
+                             iceberg_mirror=spec.target.iceberg_mirror is not False)
     except CommitStateUnknown as e:
         raise CommitStateUnknown(f"{e}; run the CopyJob again with the same runId ({job.run_id}): it finds "
                                  "out which and finishes or undoes it", e.nonce) from e

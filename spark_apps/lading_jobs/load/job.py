@@ -40,7 +40,7 @@ from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, run_file
 from lading_jobs.session import wait_for_tasks
 from lading_jobs.sources import files as file_sets
-from lading_jobs.table import evolve, mirror, writer
+from lading_jobs.table import evolve, mirror, mirror_switch, writer
 from lading_jobs.table import format as fmt
 from lading_jobs.table.log import (
     CommitStateUnknown,
@@ -382,7 +382,10 @@ def _commit(spec: CopyJobSpec, plan: LoadPlan, log: TableLog | None, schema: Tab
     keep = decision.loaded_set
     ledger = {o.uri: LedgerEntry(o.etag, o.size, o.rows_good) for o in outcomes if o.index in keep}
     create = None if log is not None else writer.NewTable(schema, spec.target.envelope, spec.target.key_columns,
-                                                          spec.target.sort_by, plan.table_id)
+                                                          spec.target.sort_by, plan.table_id,
+                                                          iceberg_mirror=spec.target.iceberg_mirror is not False)
+    if current is not None and spec.target.iceberg_mirror is not None:
+        mirror_switch.switch(current, spec.target.iceberg_mirror)  # to.icebergMirror: its own commit, first
     try:
         snap = writer.commit_parts(plan.table_uri, written, log=log, operation="load", ledger=ledger,
                                    info={"runId": run_id, "files": len(ledger)}, storage=storage, nonce=nonce,

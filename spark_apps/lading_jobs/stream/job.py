@@ -45,7 +45,7 @@ from lading_jobs.stream import positions as pos
 from lading_jobs.stream.progress import Progress, ProgressServer, iso
 from lading_jobs.stream.sources import FilesSource, KafkaSource, now_ms
 from lading_jobs.table import format as fmt
-from lading_jobs.table import writer
+from lading_jobs.table import mirror, mirror_switch, writer
 from lading_jobs.table.log import Change, ConflictError, Snapshot, TableError, TableLog
 from lading_jobs.table.schema import SchemaError, TableSchema
 from lading_spec.errors import SpecError
@@ -174,6 +174,8 @@ class Stream:
         a driver whose epoch is older than the table's is refused and stops (``Superseded``).
         A claim that loses a race to another commit reads the table again and claims anew."""
         assert self.log is not None
+        if self.spec.target.iceberg_mirror is not None:  # target.icebergMirror: its own commit, before any batch
+            mirror_switch.switch(self.log, self.spec.target.iceberg_mirror)
         for _ in range(CLAIM_ATTEMPTS):
             snap = self.log.snapshot()
             epoch = epoch_of(snap, self.key) + 1
@@ -246,7 +248,8 @@ class Stream:
             schema = _new_table_schema(self.spec, first, self.settings)
             t = self.spec.target
             self.log = TableLog.create(self.table_uri, schema, t.envelope, t.key_columns, t.sort_by,
-                                       storage=self.storage, exist_ok=True)
+                                       storage=self.storage, exist_ok=True,
+                                       iceberg_mirror=t.iceberg_mirror is not False)
         return self.log
 
     def plan(self) -> bt.Plan | None:
@@ -382,6 +385,8 @@ class Stream:
         if isinstance(self.source, KafkaSource):  # null: the broker gives no ID, recreation is not provable
             self.progress.update(topicIds=dict(self.source.topic_ids))
         skipped = (self.progress.get("dataLossSkipped") or []) + plan.skipped
+        if snap.meta.iceberg_mirror:  # what this process just published: no request
+            self.progress.update(icebergMetadata=mirror.current_metadata(self.table_uri, self.storage))
         self.progress.update(
             state="running", rowsTotal=total, batches=batches, tableVersion=snap.version, upper=snap.upper,
             lastBatch={"time": iso(), "rows": r.rows, "read": r.read, "bytes": r.bytes, "rejected": r.rejected,
@@ -531,7 +536,8 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
                 break
         doc_now = progress.snapshot()
         summary = {**base, "rowsTotal": doc_now["rowsTotal"], "batches": doc_now["batches"],
-                   "tableVersion": doc_now["tableVersion"], "offsets": doc_now["offsets"]}
+                   "tableVersion": doc_now["tableVersion"], "offsets": doc_now["offsets"],
+                   **({"icebergMetadata": doc_now["icebergMetadata"]} if doc_now.get("icebergMetadata") else {})}
         if once and not cancel.is_set():
             progress.update(state="stopped")
             return {**summary, "rows": stream.rows_run, "rowsFiltered": stream.filtered_run}

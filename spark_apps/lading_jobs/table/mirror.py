@@ -49,8 +49,6 @@ from pyiceberg.manifest import (
     ManifestFile,
     ManifestWriterV2,
     read_manifest_list,
-    write_manifest,
-    write_manifest_list,
 )
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
@@ -65,6 +63,7 @@ from lading_jobs import storage as st
 from lading_jobs.table import deletes
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
+from lading_jobs.table.iceberg_avro import write_manifest, write_manifest_list
 from lading_jobs.table.log import Snapshot, TableError, TableLog, read_commit, snapshot_at
 
 METADATA_DIR = "metadata"
@@ -74,6 +73,11 @@ MERGE_AT = 100
 rewritten with every live part (as a commit that removes parts always does)."""
 METADATA_LOG_MAX = 100
 """Previous metadata files listed in ``metadata-log`` (Iceberg's write.metadata.previous-versions-max)."""
+SNAPSHOTS_MAX = 100
+"""Snapshots a metadata file lists: the newest ones (and the current one, however old). Older ones
+expire from the newest metadata file as Iceberg's snapshot expiry drops them, so a commit's metadata
+file stays the same size however long the table's history; each version stays readable by id from
+its own ``v<n>.metadata.json`` (listed in ``metadata-log``)."""
 PROP_VERSION = "lading.version"
 PROP_BEHIND = "lading.mirror.behind-since"
 PROP_REASON = "lading.mirror.reason"
@@ -363,6 +367,10 @@ def build_metadata(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadat
         snapshot_log.append(SnapshotLogEntry.model_validate({"snapshot-id": new_snapshot.snapshot_id,
                                                               "timestamp-ms": ts}))
         current = new_snapshot.snapshot_id
+    if len(snapshots) > SNAPSHOTS_MAX:  # expire the oldest: the file stays the same size
+        kept = {s.snapshot_id for s in snapshots[-SNAPSHOTS_MAX:]} | ({current} if current is not None else set())
+        snapshots = [s for s in snapshots if s.snapshot_id in kept]
+        snapshot_log = [e for e in snapshot_log if e.snapshot_id in kept]
     metadata_log = list(prev.metadata_log) if prev is not None else []
     if prev is not None and prev_uri is not None:
         metadata_log = [*metadata_log, MetadataLogEntry.model_validate({"metadata-file": prev_uri,

@@ -328,7 +328,8 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
            max_file_size: int = DEFAULT_MAX_FILE_SIZE, buffer_size: int = DEFAULT_BUFFER_SIZE,
            row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, info: Mapping[str, Any] | None = None,
            operation: str = "append", replace: bool = False, nonce: str | None = None,
-           before_commit: Callable[[list[WrittenPart], int], None] | None = None) -> Snapshot:
+           before_commit: Callable[[list[WrittenPart], int], None] | None = None,
+           iceberg_mirror: bool = True) -> Snapshot:
     """Append a DataFrame as one commit (creating the table from its schema if ``create``).
 
     ``replace``: the same commit removes every part of the table's version read once the
@@ -341,7 +342,8 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
 
     The DataFrame's columns are matched to the table's by name; optional
     ``_lading_time`` / ``_lading_diff`` columns give per-row times and diffs
-    (delete markers for upsert tables, ±n for diff tables).
+    (delete markers for upsert tables, ±n for diff tables). ``iceberg_mirror``: a table this
+    creates gets the Iceberg mirror (or not).
     """
     uri = fmt.table_root(uri)
     storage = st.open_storage(uri)
@@ -351,7 +353,7 @@ def append(spark: Any, df: Any, uri: str, *, logical_time: int | None = None,
         if not create:
             raise TableError(f"no lading table at {uri}; create it first")
         new_table = NewTable(TableSchema.from_spark(df.schema), envelope, tuple(key_columns), tuple(sort_by),
-                             uuid.uuid4().hex)
+                             uuid.uuid4().hex, iceberg_mirror)
         validate_meta(new_table.schema, envelope, new_table.key_columns, new_table.sort_by)
         schema, table_id, env, order, upper = (new_table.schema, new_table.table_id or "", envelope,
                                                new_table.sort_by, 0)

@@ -168,6 +168,33 @@ def test_rejected_rows_file_content(spark: Any, root: str) -> None:
     assert result["manifest"] == root + "errors/r-7/manifest.json"
 
 
+def test_to_iceberg_mirror_false_makes_a_table_without_the_mirror_and_true_switches_it_on(
+        spark: Any, file_uri: Callable[[str], str]) -> None:
+    """to.icebergMirror: false creates the table with the mirror off (commit 0's metadata, no metadata/
+    files); true on that existing table switches it on with a commit of its own (operation
+    ``properties``, what ``lading table mirror --on`` writes) before the load's commit, and the mirror
+    catches up with every version: pyiceberg reads the load's rows."""
+    from pyiceberg.table import StaticTable
+
+    from lading_jobs.table.log import read_commit
+
+    src, table = file_uri("in/"), file_uri("t/")
+    put_files(src, {"a.csv": b"1,a,1\n"})
+    off = {"from": {"files": src, "format": "csv"}, "to": {"table": table, "schema": SCHEMA, "icebergMirror": False}}
+    first = run_load(spark, job(off, "r1"))
+    assert first["rows"] == 1 and "icebergMetadata" not in first, first
+    assert TableLog.open_existing(table, store(table)).snapshot().meta.iceberg_mirror is False
+    assert store(table).head(table + "metadata/v0.metadata.json") is None
+    put_files(src, {"b.csv": b"2,b,2\n"})
+    on = run_load(spark, job({**off, "to": {**off["to"], "icebergMirror": True}}, "r2"))
+    snap = TableLog.open_existing(table, store(table)).snapshot()
+    assert snap.meta.iceberg_mirror is True and snap.version == 2, snap.version
+    assert read_commit(table, store(table), 1)["operation"] == "properties"  # the switch, then the load
+    assert on["rows"] == 1 and on["icebergMetadata"] == table + "metadata/v2.metadata.json", on
+    got = StaticTable.from_metadata(on["icebergMetadata"].removeprefix("file://")).scan().to_arrow()
+    assert sorted(got.column("id").to_pylist()) == [1, 2] == ids(table)
+
+
 def test_ledger_skips_loaded_files_until_they_change_or_force(spark: Any, root: str) -> None:
     src, table = root + "in/", root + "t/"
     put_files(src, {"a.csv": b"1,a,1\n2,b,2\n", "b.csv": b"3,c,3\n"})

@@ -54,14 +54,19 @@ def test_files_load_once_in_key_order_late_arrivals_and_rewrites_reported(spark:
             "target": {"table": table}, "batching": {"maxBatchBytes": "20B"}}
     first = run_stream(spark, job(spec), once=True, progress_port=None)
     assert first["rows"] == 4 and first["batches"] == 2 and first["offsets"] == {"files": 2}, first  # 1 file a batch
-    schema = TableLog.open_existing(table).snapshot().schema  # inferred from the first file
+    log = TableLog.open_existing(table)
+    schema = log.snapshot().schema  # inferred from the first file
     assert schema.names == ["id", "name"]
+    # the table's Iceberg mirror (on for a new table): its newest metadata file, for status.output
+    assert first["icebergMetadata"] == f"{table}metadata/v{log.version}.metadata.json", first
     # a late file (its name sorts before the high-water mark) still loads; a rewritten one is only reported
     put(landing, "a-late.csv", "id,name\n3,late\n")
     put(landing, "b.csv", "id,name\n1,changed\n2,changed\n9,changed\n")
     put(landing, "d.csv", "id,name\n4,d\n")
+    spec["target"] = {"table": table, "icebergMirror": False}  # switched off by the next driver, before its batch
     second = run_stream(spark, job(spec), once=True, progress_port=None)
     assert second["rows"] == 2 and second["offsets"] == {"files": 4}, second
+    assert "icebergMetadata" not in second and not TableLog.open_existing(table).snapshot().meta.iceberg_mirror
     rows = sorted((r["id"], r["name"]) for r in read_table(spark, table).collect())
     assert rows == [(1, "b.csv"), (1, "c.csv"), (2, "b.csv"), (2, "c.csv"), (3, "late"), (4, "d")]
     snap = TableLog.open_existing(table).snapshot()

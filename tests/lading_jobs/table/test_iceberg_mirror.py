@@ -508,6 +508,36 @@ def test_manifests_are_merged_into_one_when_a_snapshot_would_hold_too_many(
         assert multiset(meta.scan(snapshot_id=ice.snapshot_id(v)).to_arrow(), want.column_names) == multiset(want)
 
 
+def test_a_metadata_file_keeps_the_newest_snapshots_and_every_version_stays_readable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A metadata file lists at most SNAPSHOTS_MAX snapshots (the oldest expire from the newest file,
+    with their snapshot-log entries), so its size stops growing with the table's history; every
+    version stays readable, by id, from its own metadata file, which metadata-log lists."""
+    monkeypatch.setattr(mirror, "SNAPSHOTS_MAX", 3, raising=False)  # raising: the old code has no bound
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _append(uri, _rows(0, 2), SCHEMA, create=True)
+    for i in range(1, 7):
+        _append(uri, _rows(10 * i, 2), SCHEMA)
+    meta = StaticTable.from_metadata(str(root / "metadata" / "v6.metadata.json")).metadata
+    assert [s.snapshot_id for s in meta.snapshots] == [ice.snapshot_id(v) for v in (4, 5, 6)]
+    assert [e.snapshot_id for e in meta.snapshot_log] == [ice.snapshot_id(v) for v in (4, 5, 6)]
+    assert meta.current_snapshot_id == ice.snapshot_id(6)
+    listed = [e.metadata_file for e in meta.metadata_log]
+    assert listed == [f"{uri}metadata/v{n}.metadata.json" for n in range(6)]
+    sizes = [(root / "metadata" / f"v{n}.metadata.json").stat().st_size for n in range(7)]
+    assert sizes[6] - sizes[5] < sizes[3] - sizes[2], sizes  # only the metadata-log entry grows it now
+    for v in range(7):  # each version: from its own file, and from the newest while it is listed there
+        want = _lading(uri, v)
+        own = str(root / "metadata" / f"v{v}.metadata.json")
+        assert multiset(pyiceberg_rows(own, ice.snapshot_id(v)), want.column_names) == multiset(want), v
+    newest = str(root / "metadata" / "v6.metadata.json")
+    for v in (4, 5, 6):
+        want = _lading(uri, v)
+        assert multiset(pyiceberg_rows(newest, ice.snapshot_id(v)), want.column_names) == multiset(want), v
+    assert multiset(duckdb_rows(str(root), [None])[0]) == multiset(_lading(uri, 6))
+
+
 @pytest.mark.parametrize("type_name", ["array<string>", "struct<x:bigint>", "map<string,int>", "void",
                                        "interval year to month", "variant"])
 def test_types_iceberg_readers_would_misread_are_refused_naming_the_column(type_name: str) -> None:
