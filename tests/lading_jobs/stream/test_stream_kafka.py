@@ -216,7 +216,9 @@ def test_time_flush_advances_upper_without_data_and_progress_is_served(
         "lastBatch": {"time": batch["time"], "rows": 0, "bytes": 0, "rejected": 0,
                       "durationSeconds": round(batch["durationSeconds"], 3), "range": batch["range"],
                       "end": {f"{topic}:0": 0, f"{topic}:1": 0}},
-        "offsets": {f"{topic}:0": 0, f"{topic}:1": 0}}
+        "offsets": {f"{topic}:0": 0, f"{topic}:1": 0},
+        "output": {"icebergMetadata": last["icebergMetadata"]}}
+    assert last["icebergMetadata"].endswith(".metadata.json") and "/metadata/v" in last["icebergMetadata"]
 
 
 def test_suspend_drops_the_running_batch_and_resume_with_a_new_spec_loses_nothing(
