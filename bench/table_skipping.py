@@ -184,13 +184,31 @@ def build_daily(uri: str, days: int, rows_per_part: int) -> Any:
     return first
 
 
+def compare_reads(spark: Any, counting: Counting, inputs: dict[str, Any], where: str, limit: int,
+                  parts: int) -> dict[str, int]:
+    """Count ``events`` rows matching ``where`` through each input, printing a table row per read
+    (parts fetched out of ``parts``, GETs, MB, seconds); the lading table may fetch at most ``limit``."""
+    from lading_jobs.sources import files as sources_files
+
+    counts = {}
+    for label, input_ in inputs.items():
+        df = sources_files.query_frame(spark, f"SELECT count(*) AS n FROM events WHERE {where}", input_)
+        counting.reset()
+        t = time.perf_counter()
+        counts[label] = df.collect()[0].n
+        print(f"| `{where}` | {label} | {len(counting.objects)} / {parts} | {counting.gets} | "
+              f"{counting.bytes / 1e6:.2f} | {time.perf_counter() - t:.2f} | {counts[label]:,} |")
+        if label == "lading table":
+            assert len(counting.objects) <= limit, f"{where}: {len(counting.objects)} parts fetched, over {limit}"
+    return counts
+
+
 def temporal(rows_per_part: int) -> None:
     import datetime as dt
 
     import boto3
 
     from lading_jobs.session import build_session
-    from lading_jobs.sources import files as sources_files
     from lading_spec.copyjob import Input
     from lading_spec.formats import FileSet
 
@@ -208,16 +226,7 @@ def temporal(rows_per_part: int) -> None:
     print("| filter | read | parts fetched | GETs | MB fetched | seconds | rows |")
     print("|---|---|---|---|---|---|---|")
     for where, limit in filters:
-        counts = {}
-        for label, input_ in inputs.items():
-            df = sources_files.query_frame(spark, f"SELECT count(*) AS n FROM events WHERE {where}", input_)
-            counting.reset()
-            t = time.perf_counter()
-            counts[label] = df.collect()[0].n
-            print(f"| `{where}` | {label} | {len(counting.objects)} / {days} | {counting.gets} | "
-                  f"{counting.bytes / 1e6:.2f} | {time.perf_counter() - t:.2f} | {counts[label]:,} |")
-            if label == "lading table":
-                assert len(counting.objects) <= limit, f"{where}: {len(counting.objects)} parts fetched, over {limit}"
+        counts = compare_reads(spark, counting, inputs, where, limit, days)
         # now() is each query's own instant: rows may cross the cut between the two queries
         if "now()" not in where:
             assert len(set(counts.values())) == 1, f"{where}: the reads disagree: {counts}"
@@ -269,7 +278,6 @@ def json_paths(rows_per_part: int) -> None:
     import boto3
 
     from lading_jobs.session import build_session
-    from lading_jobs.sources import files as sources_files
     from lading_spec.copyjob import Input
     from lading_spec.formats import FileSet
 
@@ -288,16 +296,7 @@ def json_paths(rows_per_part: int) -> None:
               "plain Parquet (files input)": [Input(name="events", files=FileSet(uri=uri + "data/"))]}
     print("| filter | read | parts fetched | GETs | MB fetched | seconds | rows |")
     print("|---|---|---|---|---|---|---|")
-    counts = {}
-    for label, input_ in inputs.items():
-        df = sources_files.query_frame(spark, f"SELECT count(*) AS n FROM events WHERE {where}", input_)
-        counting.reset()
-        t = time.perf_counter()
-        counts[label] = df.collect()[0].n
-        print(f"| `{where}` | {label} | {len(counting.objects)} / {parts} | {counting.gets} | "
-              f"{counting.bytes / 1e6:.2f} | {time.perf_counter() - t:.2f} | {counts[label]:,} |")
-        if label == "lading table":
-            assert len(counting.objects) <= limit, f"{where}: {len(counting.objects)} parts fetched, over {limit}"
+    counts = compare_reads(spark, counting, inputs, where, limit, parts)
     assert len(set(counts.values())) == 1, f"the reads disagree: {counts}"
     spark.stop()
 
