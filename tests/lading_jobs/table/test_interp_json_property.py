@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.filter_trees import boolean_trees
 
 from lading_jobs.table import format as fmt
 from lading_jobs.table import interp as ip
@@ -106,10 +107,7 @@ def leaf() -> st.SearchStrategy[vx.Node]:
     return st.one_of(comparison(), comparison(), nulls)
 
 
-filters = st.recursive(leaf(), lambda inner: st.one_of(
-    st.builds(lambda a, b: vx.call("and", a, b), inner, inner),
-    st.builds(lambda a, b: vx.call("or", a, b), inner, inner),
-    st.builds(lambda a: vx.call("not", a), inner)), max_leaves=3)
+filters = boolean_trees(leaf(), max_leaves=3)
 
 
 # -- the oracle: Spark's semantics, row by row ---------------------------------------------------------

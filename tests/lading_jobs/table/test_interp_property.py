@@ -22,6 +22,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.filter_trees import boolean_trees
 
 from lading_jobs.table import interp as ip
 from lading_jobs.table import vexpr as vx
@@ -192,10 +193,7 @@ def leaf() -> st.SearchStrategy[vx.Node]:
                      st.just(vx.call("eq", vx.Opaque("string"), vx.Lit("string", "a"))))
 
 
-filters = st.recursive(leaf(), lambda inner: st.one_of(
-    st.builds(lambda a, b: vx.call("and", a, b), inner, inner),
-    st.builds(lambda a, b: vx.call("or", a, b), inner, inner),
-    st.builds(lambda a: vx.call("not", a), inner)), max_leaves=4)
+filters = boolean_trees(leaf(), max_leaves=4)
 
 
 # -- the oracle: Spark's semantics, row by row ----------------------------------------------------
