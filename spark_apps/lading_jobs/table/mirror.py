@@ -16,6 +16,9 @@ publishes, under ``<table>/metadata/``:
 4. ``version-hint.text`` (``<v>``), a hint for path-based readers, as ``_last_checkpoint`` is
    for the log.
 
+The files of steps 1 and 2 are written together (``_Staged``: concurrent requests, one round
+trip) and are all durable before step 3 creates the metadata file that names them.
+
 The snapshot of version *v* has id and sequence number *v* + 1 and carries ``lading.version``
 and ``lading.operation`` in its summary. A version that Iceberg readers could not read
 exactly (``iceberg.inexact``) gets a metadata file without a new snapshot: the current
@@ -41,6 +44,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 from pyiceberg.manifest import (
     ManifestContent,
@@ -60,6 +64,7 @@ from pyiceberg.table.sorting import NullOrder, SortDirection, SortField, SortOrd
 from pyiceberg.transforms import IdentityTransform
 
 from lading_jobs import storage as st
+from lading_jobs import uploadset
 from lading_jobs.table import deletes
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
@@ -233,6 +238,42 @@ def _check_inside(root: str, uri: object, where: str) -> None:
         raise TableError(f"{where} {uri!r} {problem}. The mirror writes no such path, so this metadata was "
                          "written or changed by something else; nothing it names is read. Delete the mirror's "
                          f"metadata/ directory and run `lading table sync {fmt.table_root(root)}` to rebuild it")
+
+
+class _Staged(st.Storage):
+    """One publish's view of the store: reads go to ``inner``; ``put`` only keeps the object, and
+    ``flush`` writes every kept one at once (concurrent requests, one round trip instead of one
+    per file), all of them durable when it returns; it raises the first failure once every write
+    ended. The files a metadata file will name are written this way, before it is created."""
+
+    def __init__(self, inner: st.Storage) -> None:
+        self.inner = inner
+        self.pending: list[tuple[str, bytes]] = []
+
+    def describe(self, uri: str) -> str:
+        return self.inner.describe(uri)
+
+    def list_objects(self, prefix: str) -> Iterator[st.ObjectInfo]:
+        return self.inner.list_objects(prefix)
+
+    def head(self, uri: str) -> st.ObjectInfo | None:
+        return self.inner.head(uri)
+
+    def read(self, uri: str, etag: str | None = None) -> bytes:
+        return self.inner.read(uri, etag)
+
+    def read_range(self, uri: str, start: int, end: int, etag: str | None = None) -> bytes:
+        return self.inner.read_range(uri, start, end, etag)
+
+    def open_input(self, uri: str, size: int | None = None, etag: str | None = None) -> pa.NativeFile:
+        return self.inner.open_input(uri, size, etag)
+
+    def put(self, uri: str, data: bytes) -> None:
+        self.pending.append((uri, data))
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        uploadset.parallel(lambda item: self.inner.put(*item), pending)
 
 
 def _write_avro(storage: st.Storage, out: _Output, written: list[str]) -> None:
@@ -428,15 +469,17 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
     try:
         new_snapshot = None
         if reason is None:
-            manifests = _manifests(snapshot, entry, prev, prev_uri, storage, written, prev_manifests)
+            staged = _Staged(storage)  # manifests, delete file and manifest list: written together below
+            manifests = _manifests(snapshot, entry, prev, prev_uri, staged, written, prev_manifests)
             if deletes.needed(snapshot):
-                manifests = _with_deletes(snapshot, entry, prev, manifests, storage, written)
+                manifests = _with_deletes(snapshot, entry, prev, manifests, staged, written)
             sid = ice.snapshot_id(v)
             out = _Output(f"{uri}{METADATA_DIR}/snap-{sid}-{uuid.uuid4().hex}.avro")
             parent = prev.current_snapshot_id if prev is not None else None
             with write_manifest_list(2, out, sid, parent, sid, "deflate") as lw:
                 lw.add_manifests(manifests)
-            _write_avro(storage, out, written)
+            _write_avro(staged, out, written)
+            staged.flush()  # every file the metadata names is durable before the metadata file is created
             operation = _operation(entry)
             if operation == Operation.APPEND and any(m.content == ManifestContent.DELETES and m.manifest_path in written
                                                      for m in manifests):
