@@ -14,7 +14,8 @@ publishes, under ``<table>/metadata/``:
    commit point. A writer that loses it (another one mirrored *v* first) deletes its own
    manifests and keeps the winner's;
 4. ``version-hint.text`` (``<v>``), a hint for path-based readers, as ``_last_checkpoint`` is
-   for the log.
+   for the log; replaced without waiting for durability (``Storage.put_hint``): readers check
+   the file it names and probe past it, and ``sync`` repairs it.
 
 The files of steps 1 and 2 are written together (``_Staged``: concurrent requests, one round
 trip) and are all durable before step 3 creates the metadata file that names them.
@@ -503,7 +504,7 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
     except BaseException:
         _discard(storage, written)  # nothing references them: the metadata file was not created
         raise
-    storage.put(hint_uri(uri), str(prev_number + 1).encode())
+    storage.put_hint(hint_uri(uri), str(prev_number + 1).encode())
     _remember(uri, prev_number + 1, meta, manifests if reason is None else None)
     return Published(v, target, reason is None, reason)
 
@@ -556,14 +557,14 @@ def _discard(storage: st.Storage, uris: list[str]) -> None:
 
 def _repair_hint(uri: str, storage: st.Storage, number: int) -> None:
     """Point ``version-hint.text`` at ``number`` when it names an older file (a writer died between
-    creating the metadata file and the hint) or nothing readable."""
+    creating the metadata file and the hint), a file that does not exist, or nothing readable."""
     try:
         text = storage.read(hint_uri(uri)).decode().strip()
-        stale = not text.isdigit() or int(text) < number
+        stale = not text.isdigit() or int(text) < number or storage.head(metadata_uri(uri, int(text))) is None
     except (st.StorageError, FileNotFoundError, UnicodeDecodeError):
         stale = True
     if stale:
-        storage.put(hint_uri(uri), str(number).encode())
+        storage.put_hint(hint_uri(uri), str(number).encode())
 
 
 def sync(uri: str, storage: st.Storage | None = None, *, upto: int | None = None) -> list[Published]:
@@ -684,7 +685,7 @@ def expire(uri: str, storage: st.Storage, deleting: Iterable[str]) -> set[str]:
                                                                                int(time.time() * 1000))})
         new.properties["lading.mirror.expired"] = ",".join(str(i) for i in gone)
         if storage.put_if_absent(metadata_uri(root, n + 1), new.model_dump_json(exclude_none=True).encode()):
-            storage.put(hint_uri(root), str(n + 1).encode())
+            storage.put_hint(hint_uri(root), str(n + 1).encode())
             return held
         # another writer published file n + 1 first: look again
 

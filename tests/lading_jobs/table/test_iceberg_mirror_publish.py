@@ -2,11 +2,14 @@
 
 The manifest and the manifest list of a version are written together (concurrent requests), and
 ``v<n>.metadata.json`` is created only once both landed; a failed write leaves no metadata file
-naming it.
+naming it. ``version-hint.text`` is replaced without ``fsync`` (``Storage.put_hint``): a hint
+that is stale, ahead, empty or missing still leads lading to the newest metadata file, and
+``sync`` repairs it.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -83,3 +86,38 @@ def test_a_failed_manifest_or_list_write_creates_no_metadata_file_and_leaves_no_
     assert [p.version for p in mirror.sync(uri)] == [2]
     assert multiset(pyiceberg_rows(str(root / "metadata" / "v2.metadata.json"))) == \
         multiset(reader.scan(uri, snapshot=snapshot_at(uri, st.LocalStorage(), 2)))
+
+
+@pytest.mark.parametrize("hint", ["stale", "ahead", "empty", "garbage", "missing"])
+def test_a_stale_ahead_empty_or_missing_hint_still_finds_the_newest_metadata_and_sync_repairs_it(
+        tmp_path: Path, hint: str) -> None:
+    root, uri = _table(tmp_path)
+    path = root / "metadata" / mirror.VERSION_HINT
+    if hint == "missing":
+        path.unlink()
+    else:
+        path.write_text({"stale": "0", "ahead": "7", "empty": "", "garbage": "v1\n"}[hint])
+    storage = st.LocalStorage()
+    assert mirror.latest_number(uri, storage) == 1
+    assert mirror.current_metadata(uri, storage) == mirror.metadata_uri(uri, 1)
+    assert mirror.sync(uri, storage) == []  # nothing to publish: the mirror is current
+    assert path.read_text() == "1"  # ... and the hint is repaired
+    writer.commit_parts(uri, writer.write_parts(uri, [_rows(9, 1)], SCHEMA, write_id=fmt.new_write_id()))
+    assert path.read_text() == "2"  # the next writer found file 1 and published file 2 after it
+
+
+def test_put_hint_replaces_the_object_without_fsync_and_put_fsyncs(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    storage = st.LocalStorage()
+    uri = f"file://{tmp_path}/metadata/{mirror.VERSION_HINT}"
+    storage.put(uri, b"1")
+    assert len(synced) >= 2  # the staged file and the directory
+    synced.clear()
+    storage.put_hint(uri, b"2")
+    assert synced == []
+    assert storage.read(uri) == b"2"
+    assert sorted(p.name for p in (tmp_path / "metadata").iterdir()) == [st.STAGING_DIR, mirror.VERSION_HINT]
+    assert list((tmp_path / "metadata" / st.STAGING_DIR).iterdir()) == []  # no staged file left behind
