@@ -1,7 +1,8 @@
 """Iceberg mirror benchmark: the mirror's cost per commit as a share of the commit's time.
 
   python bench/mirror.py [--parts 1000] [--commits 30] [--rows 20000] [--dir /tmp/lading-bench-mirror] [--s3]
-                         [--profile]
+                         [--profile] [--streamcopy [--stream-messages 24000] [--stream-batch 1000]
+                         [--stream-rounds 2]] [--cases append,stream,write]
 
 Two tables, identical but for the switch (``iceberg_mirror`` off / on), each given ``--parts``
 parts in commits of 100 (synthetic parts: statistics for six columns, no data is read by either
@@ -13,6 +14,16 @@ the log or the mirror); then, interleaved (off, on, off, on, ...), ``--commits``
   into a pending upload, as a Spark task does) and committed (``writer.commit_parts``: the upload
   completed, the log committed, the mirror published): the whole write of a small load or
   stream batch, minus Spark's own scheduling (so its share is an upper bound).
+
+With ``--streamcopy``, a fourth case, a real *StreamCopy batch*: bench/stream.py's StreamCopy
+(``run_stream`` on local[2] Spark, Kafka from a tansu broker on 127.0.0.1, JSON decoded into a
+``file://`` table, one commit per batch) drains one topic of ``--stream-messages`` into a new
+table in batches of ``--stream-batch`` rows, the target's ``icebergMirror`` false then true,
+``--stream-rounds`` times interleaved; the time of a batch is the time between two consecutive
+batch commits (planning, reading Kafka, Spark's job, the commit and its mirror), the median over
+the batches of each setting. Beside that A/B (two medians of a noisy machine), the time spent
+inside ``mirror.after_commit`` in the driver, timed directly per mirrored batch, as a share of
+the median batch with the mirror.
 
 Prints the median seconds per commit with the mirror off and on, and the mirror's share
 ``(on - off) / on`` (target ≤ 10 %). ``--s3`` runs against a moto S3 server on 127.0.0.1 instead
@@ -33,6 +44,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "spark_apps")]
 
@@ -94,6 +106,69 @@ def commit_one(kind: str, log: TableLog, i: int, args: argparse.Namespace, stora
         writer.commit_parts(log.uri, written, log=log, storage=storage)
 
 
+def report(kind: str, what: str, off: float, on: float, where: str, extra: str = "") -> None:
+    print(f"{kind:6s} ({where}): {what} {off * 1000:.1f} ms without the mirror, {on * 1000:.1f} ms with it; "
+          f"the mirror's share {(on - off) / on:.0%} (target <= 10 %){extra}")
+
+
+def streamcopy(args: argparse.Namespace) -> None:
+    """The real StreamCopy batch (``--streamcopy``): see the module's docstring."""
+    import os
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import stream as sb  # bench/stream.py
+
+    from lading_jobs.session import build_session
+    from lading_jobs.table import mirror
+
+    inside: list[float] = []  # seconds in mirror.after_commit per mirrored batch (the driver commits)
+    publish = mirror.after_commit
+
+    def timed(log: Any, entry: Any, snapshot: Any) -> None:
+        t0 = time.perf_counter()
+        publish(log, entry, snapshot)
+        if snapshot.meta.iceberg_mirror:
+            inside.append(time.perf_counter() - t0)
+
+    mirror.after_commit = timed  # type: ignore[assignment]
+
+    root = Path(args.dir) / "streamcopy"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    broker, bootstrap = sb.start_tansu()
+    spark = None
+    try:
+        spark = build_session(master="local[2]", app_name="lading-bench-mirror", kind="StreamCopy")
+        topic = f"mirror-{os.getpid()}"
+        sb.create_topic(bootstrap, topic, 2)
+        sb.produce(bootstrap, topic, 2, 0, args.stream_messages, batched=True)
+        sb.lading_run(spark, bootstrap, topic, f"file://{root}/warm/", once=True,  # Spark's workers up, untimed
+                      max_batch_rows=args.stream_batch)
+        batches: dict[bool, list[float]] = {False: [], True: []}
+        inside.clear()  # the warm-up's
+        for r in range(args.stream_rounds):
+            for m in (False, True):
+                times: list[float] = []
+                _, _, rows = sb.lading_run(spark, bootstrap, topic, f"file://{root}/t-{r}-{'on' if m else 'off'}/",
+                                           once=True, max_batch_rows=args.stream_batch, iceberg_mirror=m,
+                                           commit_times=times)
+                took = [b - a for a, b in zip(times, times[1:], strict=False)]
+                batches[m].extend(took)
+                print(f"  round {r}, mirror {'on ' if m else 'off'}: {rows} rows in {len(times)} batches, "
+                      f"median {statistics.median(took) * 1000:.1f} ms")
+        off, on = statistics.median(batches[False]), statistics.median(batches[True])
+        report("streamcopy", f"a batch of {args.stream_batch} rows (median of {len(batches[True])})", off, on,
+               "StreamCopy on local[2] Spark, Kafka (tansu), local disk")
+        mirrored = inside
+        print(f"streamcopy: inside mirror.after_commit {statistics.median(mirrored) * 1000:.1f} ms per mirrored batch "
+              f"(median of {len(mirrored)}): {statistics.median(mirrored) / on:.0%} of the median batch with the mirror")
+    finally:
+        if spark is not None:
+            spark.stop()
+        broker.terminate()
+        broker.wait()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", type=int, default=1000)
@@ -102,7 +177,13 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=20000)
     ap.add_argument("--s3", action="store_true")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--cases", default="append,stream,write", help="which synthetic cases to run (comma-separated)")
+    ap.add_argument("--streamcopy", action="store_true", help="also the real StreamCopy batch (Spark, tansu)")
+    ap.add_argument("--stream-messages", type=int, default=24000)
+    ap.add_argument("--stream-batch", type=int, default=1000)
+    ap.add_argument("--stream-rounds", type=int, default=2)
     args = ap.parse_args()
+    cases = [c for c in args.cases.split(",") if c]
     server = None
     if args.s3:
         import os
@@ -124,7 +205,7 @@ def main() -> int:
         base = f"file://{args.dir}/"
         storage = st.LocalStorage()
     try:
-        for kind in ("append", "stream", "write"):
+        for kind in cases:
             logs = {m: build(f"{base}{kind}-{'on' if m else 'off'}/", storage, args.parts, m) for m in (False, True)}
             times: dict[bool, list[float]] = {False: [], True: []}
             cpu: dict[bool, list[float]] = {False: [], True: []}
@@ -142,10 +223,9 @@ def main() -> int:
             off, on = statistics.median(times[False]), statistics.median(times[True])
             cpu_off, cpu_on = statistics.median(cpu[False]), statistics.median(cpu[True])
             what = f"{args.rows} rows written and committed" if kind == "write" else "commit"
-            print(f"{kind:6s} ({args.parts} parts, {'S3 (moto)' if args.s3 else 'local disk'}): "
-                  f"{what} {off * 1000:.1f} ms without the mirror, {on * 1000:.1f} ms with it; "
-                  f"the mirror's share {(on - off) / on:.0%} (target <= 10 %); this process's CPU "
-                  f"{cpu_off * 1000:.1f} / {cpu_on * 1000:.1f} ms (the S3 server is another thread of it)")
+            report(kind, what, off, on, f"{args.parts} parts, {'S3 (moto)' if args.s3 else 'local disk'}",
+                   f"; this process's CPU {cpu_off * 1000:.1f} / {cpu_on * 1000:.1f} ms "
+                   "(the S3 server is another thread of it)")
             if profile is not None:
                 out = io.StringIO()
                 stats = pstats.Stats(profile, stream=out)
@@ -154,6 +234,8 @@ def main() -> int:
     finally:
         if server is not None:
             server.stop()
+    if args.streamcopy:
+        streamcopy(args)
     return 0
 
 

@@ -180,23 +180,31 @@ def ceiling(bootstrap: str, topic: str, partitions: int, expect: int, out: Path,
 
 def lading_run(spark: Any, bootstrap: str, topic: str, table: str, once: bool,
                stop_at: dict[str, int] | None = None,
-               data_ends: dict[int, int] | None = None) -> tuple[float, list[float], int]:
+               data_ends: dict[int, int] | None = None, *, max_batch_rows: int = 100_000,
+               iceberg_mirror: bool | None = None,
+               commit_times: list[float] | None = None) -> tuple[float, list[float], int]:
     """Run the stream; seconds, per-message latencies (s, continuous runs: of the offsets below
-    ``data_ends[partition]``, not of the end markers), rows."""
+    ``data_ends[partition]``, not of the end markers), rows. ``iceberg_mirror``: the target's
+    ``icebergMirror`` (unset: None); ``commit_times`` gets each batch's commit time
+    (``time.perf_counter``)."""
     from confluent_kafka import Consumer, TopicPartition
 
     from lading_jobs.stream.job import run_stream
     from lading_spec.job import JobDocument
 
+    target: dict[str, Any] = {"table": table, "schema": SCHEMA}
+    if iceberg_mirror is not None:
+        target["icebergMirror"] = iceberg_mirror
     spec = {"source": {"kafka": {"bootstrapServers": [bootstrap], "topics": [topic], "startingOffsets": "earliest"}},
-            "target": {"table": table, "schema": SCHEMA},
-            "batching": {"maxBatchInterval": "1s", "maxBatchRows": 100_000}}
+            "target": target, "batching": {"maxBatchInterval": "1s", "maxBatchRows": max_batch_rows}}
     doc = JobDocument("StreamCopy", "bench", topic, "", 1, f"bench-{topic}", dt.datetime.now(dt.UTC), spec)
     cancel = threading.Event()
     commits: list[tuple[float, list[Any]]] = []
 
     def on_batch(result: Any, progress: dict[str, Any]) -> None:
         commits.append((time.time() * 1000, list(result.plan.ranges)))
+        if commit_times is not None:
+            commit_times.append(time.perf_counter())
         if stop_at is not None and all(progress["offsets"].get(k, 0) >= v for k, v in stop_at.items()):
             cancel.set()
 

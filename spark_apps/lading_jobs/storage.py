@@ -216,6 +216,12 @@ class Storage:
         """Create ``uri`` only if nothing is there; ``False`` when another writer won."""
         raise NotImplementedError
 
+    def put_hint(self, uri: str, data: bytes) -> None:
+        """Replace a small object that is only a hint (readers check what it names and look past
+        it; a writer repairs it): atomically, but without waiting for it to be durable. A crash
+        may leave it older, empty or missing. The default: ``put``."""
+        self.put(uri, data)
+
     def delete(self, uris: Iterable[str]) -> None:
         raise NotImplementedError
 
@@ -591,14 +597,26 @@ class LocalStorage(Storage):
         _fsync_dir(p.parent)
         return True
 
-    def _temporary(self, p: Path, data: bytes) -> Path:
-        """``data`` written and fsynced under the hidden staging directory beside ``p`` (never listed)."""
+    def put_hint(self, uri: str, data: bytes) -> None:
+        """A staged file renamed into place, no ``fsync`` (of the file or the directory)."""
+        p = _path(uri)
+        tmp = self._temporary(p, data, durable=False)
+        try:
+            os.replace(tmp, p)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def _temporary(self, p: Path, data: bytes, durable: bool = True) -> Path:
+        """``data`` written (and fsynced: ``durable``) under the hidden staging directory beside ``p``
+        (never listed)."""
         tmp, fd = _create_in_staging(p.parent / STAGING_DIR, f"{uuid.uuid4().hex}.tmp")
         try:
             with open(fd, "wb") as f:
                 f.write(data)
                 f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    os.fsync(f.fileno())
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

@@ -14,7 +14,11 @@ publishes, under ``<table>/metadata/``:
    commit point. A writer that loses it (another one mirrored *v* first) deletes its own
    manifests and keeps the winner's;
 4. ``version-hint.text`` (``<v>``), a hint for path-based readers, as ``_last_checkpoint`` is
-   for the log.
+   for the log; replaced without waiting for durability (``Storage.put_hint``): readers check
+   the file it names and probe past it, and ``sync`` repairs it.
+
+The files of steps 1 and 2 are written together (``_Staged``: concurrent requests, one round
+trip) and are all durable before step 3 creates the metadata file that names them.
 
 The snapshot of version *v* has id and sequence number *v* + 1 and carries ``lading.version``
 and ``lading.operation`` in its summary. A version that Iceberg readers could not read
@@ -41,6 +45,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 from pyiceberg.manifest import (
     ManifestContent,
@@ -60,6 +65,7 @@ from pyiceberg.table.sorting import NullOrder, SortDirection, SortField, SortOrd
 from pyiceberg.transforms import IdentityTransform
 
 from lading_jobs import storage as st
+from lading_jobs import uploadset
 from lading_jobs.table import deletes
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
@@ -233,6 +239,42 @@ def _check_inside(root: str, uri: object, where: str) -> None:
         raise TableError(f"{where} {uri!r} {problem}. The mirror writes no such path, so this metadata was "
                          "written or changed by something else; nothing it names is read. Delete the mirror's "
                          f"metadata/ directory and run `lading table sync {fmt.table_root(root)}` to rebuild it")
+
+
+class _Staged(st.Storage):
+    """One publish's view of the store: reads go to ``inner``; ``put`` only keeps the object, and
+    ``flush`` writes every kept one at once (concurrent requests, one round trip instead of one
+    per file), all of them durable when it returns; it raises the first failure once every write
+    ended. The files a metadata file will name are written this way, before it is created."""
+
+    def __init__(self, inner: st.Storage) -> None:
+        self.inner = inner
+        self.pending: list[tuple[str, bytes]] = []
+
+    def describe(self, uri: str) -> str:
+        return self.inner.describe(uri)
+
+    def list_objects(self, prefix: str) -> Iterator[st.ObjectInfo]:
+        return self.inner.list_objects(prefix)
+
+    def head(self, uri: str) -> st.ObjectInfo | None:
+        return self.inner.head(uri)
+
+    def read(self, uri: str, etag: str | None = None) -> bytes:
+        return self.inner.read(uri, etag)
+
+    def read_range(self, uri: str, start: int, end: int, etag: str | None = None) -> bytes:
+        return self.inner.read_range(uri, start, end, etag)
+
+    def open_input(self, uri: str, size: int | None = None, etag: str | None = None) -> pa.NativeFile:
+        return self.inner.open_input(uri, size, etag)
+
+    def put(self, uri: str, data: bytes) -> None:
+        self.pending.append((uri, data))
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        uploadset.parallel(lambda item: self.inner.put(*item), pending)
 
 
 def _write_avro(storage: st.Storage, out: _Output, written: list[str]) -> None:
@@ -428,15 +470,17 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
     try:
         new_snapshot = None
         if reason is None:
-            manifests = _manifests(snapshot, entry, prev, prev_uri, storage, written, prev_manifests)
+            staged = _Staged(storage)  # manifests, delete file and manifest list: written together below
+            manifests = _manifests(snapshot, entry, prev, prev_uri, staged, written, prev_manifests)
             if deletes.needed(snapshot):
-                manifests = _with_deletes(snapshot, entry, prev, manifests, storage, written)
+                manifests = _with_deletes(snapshot, entry, prev, manifests, staged, written)
             sid = ice.snapshot_id(v)
             out = _Output(f"{uri}{METADATA_DIR}/snap-{sid}-{uuid.uuid4().hex}.avro")
             parent = prev.current_snapshot_id if prev is not None else None
             with write_manifest_list(2, out, sid, parent, sid, "deflate") as lw:
                 lw.add_manifests(manifests)
-            _write_avro(storage, out, written)
+            _write_avro(staged, out, written)
+            staged.flush()  # every file the metadata names is durable before the metadata file is created
             operation = _operation(entry)
             if operation == Operation.APPEND and any(m.content == ManifestContent.DELETES and m.manifest_path in written
                                                      for m in manifests):
@@ -460,7 +504,7 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
     except BaseException:
         _discard(storage, written)  # nothing references them: the metadata file was not created
         raise
-    storage.put(hint_uri(uri), str(prev_number + 1).encode())
+    storage.put_hint(hint_uri(uri), str(prev_number + 1).encode())
     _remember(uri, prev_number + 1, meta, manifests if reason is None else None)
     return Published(v, target, reason is None, reason)
 
@@ -513,14 +557,14 @@ def _discard(storage: st.Storage, uris: list[str]) -> None:
 
 def _repair_hint(uri: str, storage: st.Storage, number: int) -> None:
     """Point ``version-hint.text`` at ``number`` when it names an older file (a writer died between
-    creating the metadata file and the hint) or nothing readable."""
+    creating the metadata file and the hint), a file that does not exist, or nothing readable."""
     try:
         text = storage.read(hint_uri(uri)).decode().strip()
-        stale = not text.isdigit() or int(text) < number
+        stale = not text.isdigit() or int(text) < number or storage.head(metadata_uri(uri, int(text))) is None
     except (st.StorageError, FileNotFoundError, UnicodeDecodeError):
         stale = True
     if stale:
-        storage.put(hint_uri(uri), str(number).encode())
+        storage.put_hint(hint_uri(uri), str(number).encode())
 
 
 def sync(uri: str, storage: st.Storage | None = None, *, upto: int | None = None) -> list[Published]:
@@ -641,7 +685,7 @@ def expire(uri: str, storage: st.Storage, deleting: Iterable[str]) -> set[str]:
                                                                                int(time.time() * 1000))})
         new.properties["lading.mirror.expired"] = ",".join(str(i) for i in gone)
         if storage.put_if_absent(metadata_uri(root, n + 1), new.model_dump_json(exclude_none=True).encode()):
-            storage.put(hint_uri(root), str(n + 1).encode())
+            storage.put_hint(hint_uri(root), str(n + 1).encode())
             return held
         # another writer published file n + 1 first: look again
 
