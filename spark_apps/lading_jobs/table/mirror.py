@@ -60,7 +60,7 @@ from pyiceberg.table.sorting import NullOrder, SortDirection, SortField, SortOrd
 from pyiceberg.transforms import IdentityTransform
 
 from lading_jobs import storage as st
-from lading_jobs.table import deletes
+from lading_jobs.table import copies, deletes
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
 from lading_jobs.table.iceberg_avro import write_manifest, write_manifest_list
@@ -270,13 +270,15 @@ def _manifests(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 
         for p in parts:
             seq = ice.snapshot_id(p.seq) if p.seq >= 0 else sid
             df = ice.data_file(root, p, snapshot.schema)
-            if p.path in added:
-                w.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=sid,
-                                                    sequence_number=seq, file_sequence_number=sid, data_file=df))
-            else:
-                w.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.EXISTING,
-                                                    snapshot_id=min(seq, sid), sequence_number=seq,
-                                                    file_sequence_number=seq, data_file=df))
+            files = [df, copies.write(storage, snapshot, p)] if copies.needed(snapshot.envelope, p) else [df]
+            for f in files:  # a part counting rows more than once: its copy file beside it
+                if p.path in added:
+                    w.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=sid,
+                                                        sequence_number=seq, file_sequence_number=sid, data_file=f))
+                else:
+                    w.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.EXISTING,
+                                                        snapshot_id=min(seq, sid), sequence_number=seq,
+                                                        file_sequence_number=seq, data_file=f))
     _write_avro(storage, out, written)
     return [*reused, w.to_manifest_file()]
 

@@ -231,16 +231,6 @@ def test_a_diff_table_with_retractions_is_exact_at_every_version(tmp_path: Path)
     assert multiset(duckdb_rows(str(root), [None])[0], ["k"]) == multiset(want)
 
 
-def test_a_row_counting_more_than_once_still_stops_the_mirror_and_says_why(tmp_path: Path) -> None:
-    root = tmp_path / "t"
-    uri = f"file://{root}/"
-    _commit(uri, _batch([1], ["a"], [1], [1]), create=writer.NewTable(SCHEMA, "diff"))
-    _commit(uri, _batch([2], ["b"], [1], [2]))
-    meta = StaticTable.from_metadata(str(root / "metadata" / "v1.metadata.json")).metadata
-    assert meta.current_snapshot_id == ice.snapshot_id(0)
-    assert "counting more than once" in meta.properties[mirror.PROP_REASON]
-
-
 @pytest.mark.s3
 def test_on_s3_pyiceberg_applies_the_delete_files_through_its_own_s3_client(bucket: str, s3_endpoint: str) -> None:
     storage = st.S3Storage()
