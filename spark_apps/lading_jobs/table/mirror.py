@@ -413,6 +413,17 @@ def _mirrorable(snapshot: Snapshot) -> Schema:
     return Schema(*fields, schema_id=snapshot.schema.schema_id)
 
 
+def _totals(manifests: list[ManifestFile]) -> dict[str, str]:
+    """The summary's ``total-records`` (the rows an Iceberg reader of the snapshot returns: its data
+    files' rows, copy files included, less the positions its delete files name — each row is named
+    once) and ``total-position-deletes``, from the manifests' own counts. Pure."""
+    counts = {ManifestContent.DATA: 0, ManifestContent.DELETES: 0}
+    for m in manifests:
+        counts[m.content] += (m.added_rows_count or 0) + (m.existing_rows_count or 0)
+    return {"total-records": str(counts[ManifestContent.DATA] - counts[ManifestContent.DELETES]),
+            "total-position-deletes": str(counts[ManifestContent.DELETES])}
+
+
 def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
             prev: TableMetadataV2 | None, prev_number: int = -1,
             prev_manifests: list[ManifestFile] | None = None) -> Published | None:
@@ -447,7 +458,7 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
                 "lading.version": str(v), "lading.operation": str(entry.get("operation", "")),
                 "added-data-files": str(len(entry.get("add", ()))),
                 "deleted-data-files": str(len(entry.get("remove", ()))),
-                "total-data-files": str(len(snapshot.parts)), "total-records": str(snapshot.rows)})
+                "total-data-files": str(len(snapshot.parts)), **_totals(manifests)})
             new_snapshot = IcebergSnapshot.model_validate({
                 "snapshot-id": sid, "parent-snapshot-id": parent, "sequence-number": sid,
                 "timestamp-ms": int(entry.get("timestamp", 0)), "manifest-list": out.location, "summary": summary,

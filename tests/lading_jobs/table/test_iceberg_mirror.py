@@ -78,6 +78,9 @@ def _check_every_version(uri: str, root: Path) -> None:
         assert multiset(pyiceberg_rows(str(root / "metadata" / f"v{v}.metadata.json")), cols) == multiset(want), v
         assert multiset(pyiceberg_rows(meta, ice.snapshot_id(v)), cols) == multiset(want), v
         assert multiset(by_id, cols) == multiset(want), v
+        own = StaticTable.from_metadata(str(root / "metadata" / f"v{v}.metadata.json")).metadata
+        summary = own.snapshot_by_id(ice.snapshot_id(v)).summary  # type: ignore[union-attr]
+        assert summary is not None and summary["total-records"] == str(want.num_rows), v  # the rows read
 
 
 def test_every_version_reads_the_same_in_lading_pyiceberg_and_duckdb(tmp_path: Path) -> None:

@@ -61,7 +61,7 @@ def _compact(uri: str, since: int) -> None:
 def _check_every_version(uri: str, root: Path, first: int = 0) -> None:
     """From version ``first`` on: a current snapshot of that version (never behind), holding lading's
     rows for pyiceberg (that version's metadata file, and by id from the latest) and for DuckDB (by
-    id)."""
+    id); its summary's ``total-records`` is their number."""
     latest = TableLog.open_existing(uri).version
     last = str(root / "metadata" / f"v{latest}.metadata.json")
     versions = list(range(first, latest + 1))
@@ -75,6 +75,8 @@ def _check_every_version(uri: str, root: Path, first: int = 0) -> None:
         assert multiset(pyiceberg_rows(meta_file), ["k", "v"]) == want, v
         assert multiset(pyiceberg_rows(last, ice.snapshot_id(v)), ["k", "v"]) == want, v
         assert multiset(by_id, ["k", "v"]) == want, v
+        summary = meta.snapshot_by_id(ice.snapshot_id(v)).summary  # type: ignore[union-attr]
+        assert summary is not None and summary["total-records"] == str(sum(want.values())), v
 
 
 def _copy_files(root: Path) -> list[Path]:

@@ -79,6 +79,8 @@ def _check_every_version(uri: str, root: Path) -> None:
         assert multiset(pyiceberg_rows(meta_file), ["k", "v"]) == want, v
         assert multiset(pyiceberg_rows(last, ice.snapshot_id(v)), ["k", "v"]) == want, v
         assert multiset(by_id, ["k", "v"]) == want, v
+        summary = meta.snapshot_by_id(ice.snapshot_id(v)).summary  # type: ignore[union-attr]
+        assert summary is not None and summary["total-records"] == str(sum(want.values())), v  # not deleted rows
 
 
 def _delete_files(meta_file: str) -> list[Any]:
