@@ -220,3 +220,21 @@ def test_an_append_table_retraction_still_stops_the_mirror_and_says_why(tmp_path
     meta = StaticTable.from_metadata(str(root / "metadata" / "v1.metadata.json")).metadata
     assert meta.current_snapshot_id == ice.snapshot_id(0)
     assert "retraction" in meta.properties[mirror.PROP_REASON]
+
+
+@pytest.mark.s3
+def test_on_s3_pyiceberg_reads_the_copies_through_its_own_s3_client(bucket: str, s3_endpoint: str) -> None:
+    storage = st.S3Storage()
+    uri = f"s3://{bucket}/tables/counting/"
+    batches = [_batch([1, 2], ["a", "b"], [0, 0], [3, 1]), _batch([1], ["a"], [1], [-1])]
+    for i, batch in enumerate(batches):
+        written = writer.write_parts(uri, [batch], SCHEMA, write_id=fmt.new_write_id(), storage=storage)
+        writer.commit_parts(uri, written, storage=storage, create=writer.NewTable(SCHEMA, "diff") if i == 0 else None)
+    props = {"s3.endpoint": s3_endpoint, "s3.access-key-id": "testing", "s3.secret-access-key": "testing",
+             "s3.region": "us-east-1"}
+    table = StaticTable.from_metadata(mirror.metadata_uri(uri, 1), properties=props)
+    assert table.metadata.current_snapshot_id == ice.snapshot_id(1)
+    for v, want in ((0, {(1, "a"): 3, (2, "b"): 1}), (1, {(1, "a"): 2, (2, "b"): 1})):
+        got = table.scan(snapshot_id=ice.snapshot_id(v)).to_arrow()
+        assert multiset(got, ["k", "v"]) == want == multiset(
+            reader.scan(uri, storage=storage, snapshot=snapshot_at(uri, storage, v))), v
