@@ -35,7 +35,7 @@ from lading_jobs.compact.scope import scope_filters
 from lading_jobs.compact.task import GroupOutcome, RewritePlan
 from lading_jobs.engine import Cancelled, JobResult, RunContext
 from lading_jobs.table import format as fmt
-from lading_jobs.table import interp, mirror
+from lading_jobs.table import interp, mirror, mirror_retention
 from lading_jobs.table import writer as table_writer
 from lading_jobs.table.log import Snapshot, TableLog
 from lading_jobs.table.schema import arrow_type
@@ -218,13 +218,16 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
         ctx.report(phase="retention")
         grace_ms = int(spec.retention.grace_period * 1000)
         # the store's clock ages objects, unless the caller fixed the time (now_ms: tests, replays)
-        sweep = retention.plan_sweep(log, now, grace_ms, store_now=now_ms)
+        clock = now_ms if now_ms is not None else retention.store_now_ms(storage, spec.table)
+        sweep = retention.plan_sweep(log, now, grace_ms, store_now=clock)
         if not spec.retention.dry_run:
             # the Iceberg mirror drops the snapshots that reference these parts first; it keeps the parts of
             # the snapshot it still shows when it is behind the log (table/mirror.py, expire)
             keep = mirror.expire(spec.table, storage, [o.uri for o in sweep.removed])
             sweep = replace(sweep, removed=tuple(o for o in sweep.removed if o.uri not in keep))
             retention.apply(storage, sweep)
+            # then the mirror's own files no kept metadata file references (table/mirror_retention.py)
+            mirror_retention.apply(storage, mirror_retention.plan(spec.table, storage, clock, grace_ms))
         totals.retention = sweep.summary(spec.table, spec.retention.dry_run)
     totals.iceberg_metadata = mirror.current_metadata(spec.table, storage) if committed or spec.retention else None
     return totals

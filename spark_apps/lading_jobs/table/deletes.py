@@ -10,8 +10,9 @@ every row that is not in lading's answer:
   (time, seq, pos), ties decided as the reader decides them), and the winner too when it is a
   delete marker;
 * ``diff``: every row but, per distinct row whose diffs sum to s > 0, its s latest rows of diff 1
-  (``consolidate.diff_survivors``); a row counting more than once cannot be expressed this way
-  (``iceberg.inexact`` stops the mirror for it).
+  (``consolidate.diff_survivors``); a row counting k > 1 times is the part's row plus k - 1 copies
+  in the part's copy file (``table.copies``), decided as k rows of diff 1 (``copies.expand``), so
+  a retraction deletes one copy per -1.
 
 Both rules are lading's own, applied to the rows' identity (key columns, or every column of a
 diff table), time, diff and order; nothing else is read.
@@ -49,8 +50,8 @@ from pyiceberg.types import StringType
 
 from lading_jobs import storage as st
 from lading_jobs.table import consolidate as cons
+from lading_jobs.table import copies, ledger, reader
 from lading_jobs.table import format as fmt
-from lading_jobs.table import ledger, reader
 from lading_jobs.table.log import Part, Snapshot
 from lading_jobs.table.schema import TableSchema
 from lading_jobs.table.stats import ColumnStats
@@ -59,7 +60,7 @@ PATH_FIELD_ID = 2147483546
 """Iceberg's reserved field id of a position delete file's ``file_path``."""
 POS_FIELD_ID = 2147483545
 """... and of its ``pos`` (the row's 0-based position in the data file)."""
-PART_COLUMN = "_lading_part"
+PART_COLUMN = copies.PART_COLUMN
 _FLOATING = ("float", "double")
 
 
@@ -183,21 +184,15 @@ def plan(storage: st.Storage, snapshot: Snapshot, added: Collection[str] | None)
     if not chosen:
         return {}
     table = read_identity(storage, snapshot, chosen)
+    if any(copies.needed(snapshot.envelope, p) for p in chosen):
+        table = copies.expand(table)  # a row counting k times: the part's row and its k - 1 copies
     where = table.column(PART_COLUMN)
     new = None
     if added is not None:
         new = np.isin(np.asarray(where.to_numpy(zero_copy_only=False)),
                       [i for i, p in enumerate(chosen) if p.path in added])
     doomed = decide(table, snapshot.envelope, identity, new)
-    out: dict[str, np.ndarray] = {}
-    hit = table.filter(pa.array(doomed))
-    if hit.num_rows == 0:
-        return out
-    part_ix = np.asarray(hit.column(PART_COLUMN).to_numpy(zero_copy_only=False))
-    pos = np.asarray(hit.column(cons.POS_COLUMN).to_numpy(zero_copy_only=False), dtype=np.int64)
-    for i in np.unique(part_ix):
-        out[chosen[int(i)].path] = np.sort(pos[part_ix == i])
-    return out
+    return copies.positions(table, doomed, [p.path for p in chosen])
 
 
 # -- a compaction ---------------------------------------------------------------------------------

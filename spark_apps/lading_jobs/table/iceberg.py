@@ -12,8 +12,8 @@ decides is here, with no I/O:
   binary encoding, strings truncated to 16 characters as Iceberg's default metrics mode does
   (the lower bound a prefix, the upper bound a prefix with its last character incremented).
 * ``inexact``: why an Iceberg reader of the snapshot would not return lading's rows, even with
-  the delete files the mirror writes for upsert and diff tables (``table.deletes``): a row
-  counting more than once, a retraction in an append table, a column whose default older parts
+  the delete files the mirror writes for upsert and diff tables (``table.deletes``) and its copy
+  files of rows counting more than once (``table.copies``): a retraction in an append table, a column whose default older parts
   read; or None. The mirror publishes no snapshot for such a version.
 """
 
@@ -174,17 +174,14 @@ def unmirrorable_ids(schema: TableSchema) -> frozenset[int]:
 
 def _diff_problem(envelope: str, p: Part) -> str | None:
     """Why the diffs of part ``p``'s rows cannot be read exactly by a reader that counts each row
-    once, given the delete files the mirror writes (``table.deletes``): upsert tables, none (a row
-    is in or out, by its key's winner); diff tables, a row counting more than once; append tables
-    (no delete files), any diff other than 1."""
+    once, given the delete files (``table.deletes``) and copy files (``table.copies``: a row
+    counting k > 1 times is read k times) the mirror writes: upsert tables, none (a row is in or
+    out, by its key's winner); diff tables, none; append tables (no delete files), a diff below 1."""
     if not p.rows or envelope == "upsert":
         return None
     if p.stats.min_diff is None or p.stats.max_diff is None:
         return "rows whose diffs its statistics do not record, which an Iceberg reader would count once per row"
-    if p.stats.max_diff > 1:
-        return ("a row counting more than once (a compaction merged identical rows), which an Iceberg reader "
-                "would count once")
-    if envelope != "diff" and p.stats.min_diff != 1:
+    if envelope != "diff" and p.stats.min_diff < 1:
         return "a retraction or delete marker, which an Iceberg reader would count once per row"
     return None
 

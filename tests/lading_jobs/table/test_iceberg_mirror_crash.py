@@ -4,7 +4,8 @@ A child process (tests/support/crash_child.py) commits version 2 of a mirrored t
 storage wrapper that SIGKILLs it (or fails a call) at one step of the mirror's publish, after
 the lading commit landed: before the manifest, around the manifest list, around the conditional
 create of ``v2.metadata.json``, after ``version-hint.text``; for an upsert table, also around its
-position delete file and delete manifest. Afterwards the log holds version 2
+position delete file and delete manifest; for a diff table whose rows count twice, around their
+copy file. Afterwards the log holds version 2
 (the mirror never undoes or blocks a commit); the Iceberg readers (DuckDB through the version
 hint, pyiceberg through the metadata file the hint names) see version 1 or version 2, whole;
 every file any metadata file references exists; ``mirror.sync`` (or the next writer) catches the
@@ -52,15 +53,20 @@ UPSERT_STEPS = {  # an upsert table's v2 supersedes rows of v1: its publish writ
     "after the delete manifest": ("put", "-d0.avro", "kill_after"),
     "the delete file write fails": ("put", "-deletes.parquet", "raise"),
 }
+COPY_STEPS = {  # a diff table's v2 holds rows counting twice: its publish writes their copy file first
+    "after the copy file": ("put_if_absent", "-copies.parquet", "kill_after"),
+    "the copy file write fails": ("put_if_absent", "-copies.parquet", "raise"),
+}
 
 
 def _rows(first: int, n: int) -> pa.Table:
     return pa.table({"id": pa.array(range(first, first + n), pa.int64()), "name": [f"n{i}" for i in range(n)]})
 
 
-def _commit(uri: str, rows: pa.Table, *, create: bool = False, upsert: bool = False) -> None:
+def _commit(uri: str, rows: pa.Table, *, create: bool = False, upsert: bool = False, diff: bool = False) -> None:
     written = writer.write_parts(uri, [rows], SCHEMA, write_id=fmt.new_write_id())
-    new = writer.NewTable(SCHEMA, "upsert", ("id",)) if upsert else writer.NewTable(SCHEMA)
+    new = (writer.NewTable(SCHEMA, "upsert", ("id",)) if upsert else writer.NewTable(SCHEMA, "diff") if diff
+           else writer.NewTable(SCHEMA))
     writer.commit_parts(uri, written, create=new if create else None)
 
 
@@ -84,8 +90,8 @@ def _referenced_files_exist(root: Path) -> None:
                     assert Path(entry.data_file.file_path.removeprefix("file://")).exists()
 
 
-def _run_child(uri: str, method: str, match: str, action: str) -> subprocess.CompletedProcess[str]:
-    written = writer.write_parts(uri, [_rows(100, 4)], SCHEMA, write_id=fmt.new_write_id())
+def _run_child(uri: str, method: str, match: str, action: str, diff: int = 1) -> subprocess.CompletedProcess[str]:
+    written = writer.write_parts(uri, [_rows(100, 4)], SCHEMA, write_id=fmt.new_write_id(), diff=diff)
     args = {"kind": "table", "table": uri, "written": [w.to_json() for w in written],
             "fault": {"method": method, "match": match, "action": action}}
     return subprocess.run([sys.executable, str(CHILD), json.dumps(args)], capture_output=True, text=True,
@@ -110,14 +116,25 @@ def test_an_upsert_publish_killed_around_its_delete_file_leaves_no_snapshot_nami
     assert [d.record_count for d in deletes] == [2]  # v1's rows of keys 100 and 101, superseded by v2
 
 
+@pytest.mark.parametrize("step", list(COPY_STEPS))
+def test_a_diff_publish_killed_around_its_copy_file_leaves_no_snapshot_naming_a_missing_file(
+        tmp_path: Path, step: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """v2's rows count twice: killed after creating their copy file (or failing to), the readers see
+    v1; the catch-up reuses the copy file (it is never rewritten) and reads every row twice."""
+    _kill_and_catch_up(tmp_path, step, COPY_STEPS[step], capsys, counting=True)
+    table = StaticTable.from_metadata(_hinted_metadata(tmp_path / "t"))
+    assert multiset(table.scan().to_arrow())[(100, "n0")] == 2
+    assert len(list((tmp_path / "t" / "metadata").glob("*-copies.parquet"))) == 1
+
+
 def _kill_and_catch_up(tmp_path: Path, step: str, fault: tuple[str, str, str], capsys: pytest.CaptureFixture[str],
-                       *, upsert: bool = False) -> None:
+                       *, upsert: bool = False, counting: bool = False) -> None:
     root = tmp_path / "t"
     uri = f"file://{root}/"
-    _commit(uri, _rows(0, 5), create=True, upsert=upsert)
+    _commit(uri, _rows(0, 5), create=True, upsert=upsert, diff=counting)
     _commit(uri, _rows(100, 2) if upsert else _rows(5, 3))
     method, match, action = fault
-    done = _run_child(uri, method, match, action)
+    done = _run_child(uri, method, match, action, diff=2 if counting else 1)
     if action == "raise":
         assert done.returncode == 0, done.stderr[-2000:]  # a failing mirror never fails the commit
         assert "Iceberg mirror" in done.stderr and "behind version 2" in done.stderr
