@@ -1,0 +1,215 @@
+"""Nested columns (struct, array, map) in the Iceberg mirror (issue 31): nested fields get ids from
+the table's id counter, recorded with the schema in the log and written as Parquet field ids by
+lading's writers, so lading's reader, pyiceberg's ``StaticTable`` and DuckDB's own ``iceberg_scan``
+return the same rows at every version, also by snapshot id. A part written before nested fields had
+ids (DuckDB would read them as NULL) stops the mirror with a reason until a compaction rewrites it;
+a log written before them still opens.
+
+Local ``file://`` tables written without Spark (``writer.write_parts`` + ``commit_parts``), as in
+test_iceberg_mirror.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from support.iceberg_readers import duckdb_rows, pyiceberg_rows
+
+from lading_jobs.table import format as fmt
+from lading_jobs.table import iceberg as ice
+from lading_jobs.table import mirror, reader, writer
+from lading_jobs.table.log import Change, TableLog, snapshot_at
+from lading_jobs.table.schema import TableSchema
+
+SCHEMA = TableSchema.of([("id", "bigint"), ("s", "struct<a:int,b:string>"),
+                         ("l", "array<struct<x:int,y:array<string>>>"), ("m", "map<string,int>")])
+
+
+def _rows(first: int, n: int) -> pa.Table:
+    """Nested values with NULLs at every level, empty lists and maps, a struct in a list."""
+    ids = list(range(first, first + n))
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "s": [None if i % 5 == 0 else {"a": None if i % 3 == 0 else i, "b": f"b{i}"} for i in ids],
+        "l": [None if i % 7 == 0 else [] if i % 4 == 0 else
+              [{"x": i, "y": [f"y{i}", None]}, None, {"x": None, "y": []}] for i in ids],
+        "m": pa.array([None if i % 6 == 0 else [] if i % 4 == 1 else [("k", i), ("n", None)] for i in ids],
+                      pa.map_(pa.string(), pa.int32())),
+    }, schema=pa.schema([pa.field("id", pa.int64()), pa.field("s", pa.struct([("a", pa.int32()),
+                                                                               ("b", pa.string())])),
+                         pa.field("l", pa.list_(pa.struct([("x", pa.int32()), ("y", pa.list_(pa.string()))]))),
+                         pa.field("m", pa.map_(pa.string(), pa.int32()))]))
+
+
+def _frozen(v: Any) -> Any:
+    """A nested value as a hashable one (structs as sorted items, lists and maps as tuples)."""
+    if isinstance(v, dict):
+        return tuple(sorted((k, _frozen(x)) for k, x in v.items()))
+    if isinstance(v, list | tuple):
+        return tuple(_frozen(x) for x in v)
+    return v
+
+
+def _multiset(table: pa.Table, columns: list[str]) -> dict[Any, int]:
+    out: dict[Any, int] = {}
+    cols = [table.column(c).to_pylist() for c in columns]
+    for row in zip(*cols, strict=True):
+        key = _frozen(list(row))
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def _lading(uri: str, version: int) -> pa.Table:
+    return reader.scan(uri, snapshot=snapshot_at(uri, TableLog.open_existing(uri).storage, version))
+
+
+def _append(uri: str, table: pa.Table, schema: TableSchema, *, create: bool = False, old: bool = False) -> None:
+    written = (_old_parts(uri, table, schema) if old else
+               writer.write_parts(uri, [table], schema, write_id=fmt.new_write_id()))
+    writer.commit_parts(uri, written, create=writer.NewTable(schema) if create else None)
+
+
+def _strip(t: pa.DataType) -> pa.DataType:
+    """``t`` without field ids on nested fields: how lading wrote parts before they had them."""
+    def field(f: pa.Field) -> pa.Field:
+        meta = {k: v for k, v in (f.metadata or {}).items() if k != fmt.FIELD_ID_KEY}
+        return pa.field(f.name, _strip(f.type), f.nullable, meta or None)
+    if pa.types.is_struct(t):
+        return pa.struct([field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        return pa.map_(field(t.key_field), field(t.item_field))
+    if pa.types.is_list(t):
+        return pa.list_(field(t.value_field))
+    return t
+
+
+def _old_parts(uri: str, table: pa.Table, schema: TableSchema) -> list[writer.WrittenPart]:
+    """Parts as lading wrote them before nested fields had ids: the nested fields carry no Parquet
+    field ids, and the log's part entry no ``nestedIds``."""
+    w = writer.PartWriter(uri, schema, fmt.new_write_id())
+    w.arrow_schema = pa.schema([f.with_type(_strip(f.type)) for f in w.arrow_schema], w.arrow_schema.metadata)
+    w.write(writer.prepare(table, schema, 0))
+    return [dataclasses.replace(d, part=dataclasses.replace(d.part, nested_ids=False)) for d in w.finish()]
+
+
+def _compact_all(uri: str) -> None:
+    log = TableLog.open_existing(uri)
+    snap = log.snapshot()
+    rows = pa.concat_tables([reader.read_part(log.storage, snap, p) for p in snap.parts])
+    written = writer.write_parts(uri, [rows], snap.schema, write_id="c-" + fmt.new_write_id()[2:])
+    writer.commit_parts(uri, written, log=log, operation="compact", remove=[p.path for p in snap.parts])
+
+
+def _check_every_version(uri: str, root: Path) -> None:
+    """At every lading version: pyiceberg (from that version's metadata file, and by snapshot id from
+    the newest) and DuckDB (by snapshot id, and the current snapshot) read lading's rows."""
+    latest = TableLog.open_existing(uri).version
+    newest = str(root / "metadata" / f"v{latest}.metadata.json")
+    duck = duckdb_rows(str(root), [None, *(ice.snapshot_id(v) for v in range(latest + 1))])
+    final = _lading(uri, latest)
+    assert _multiset(duck[0], final.column_names) == _multiset(final, final.column_names)
+    for v, by_id in zip(range(latest + 1), duck[1:], strict=True):
+        want = _lading(uri, v)
+        cols = want.column_names
+        expected = _multiset(want, cols)
+        assert _multiset(pyiceberg_rows(str(root / "metadata" / f"v{v}.metadata.json")), cols) == expected, v
+        assert _multiset(pyiceberg_rows(newest, ice.snapshot_id(v)), cols) == expected, v
+        assert _multiset(by_id, cols) == expected, v
+
+
+def _field_ids(t: pa.DataType, path: str = "") -> dict[str, int | None]:
+    """Every nested field's ``PARQUET:field_id`` in an Arrow type (as a part's Arrow schema stores it)."""
+    out: dict[str, int | None] = {}
+    children = ([(t.field(i).name, t.field(i)) for i in range(t.num_fields)] if pa.types.is_struct(t) else
+                [("key", t.key_field), ("value", t.item_field)] if pa.types.is_map(t) else
+                [("element", t.value_field)] if pa.types.is_list(t) else [])
+    for name, f in children:
+        p = f"{path}.{name}" if path else name
+        raw = (f.metadata or {}).get(fmt.FIELD_ID_KEY)
+        out[p] = int(raw) if raw is not None else None
+        out.update(_field_ids(f.type, p))
+    return out
+
+
+# -- nested field ids: the schema, the log, the writers ------------------------------------------
+def test_nested_fields_get_ids_from_the_table_counter_and_keep_them_through_evolution() -> None:
+    s = SCHEMA
+    ids = {c.name: dict(c.field_ids) for c in s.columns}
+    assert ids == {"id": {}, "s": {"a": 5, "b": 6},
+                   "l": {"element": 7, "element.x": 8, "element.y": 9, "element.y.element": 10},
+                   "m": {"key": 11, "value": 12}}
+    assert s.last_column_id == 12  # never handed out again: a new column comes after the nested ids
+    evolved = s.add_column("z", "struct<q:bigint>").drop_column("s").rename_column("l", "items")
+    assert [(c.name, c.id) for c in evolved.columns] == [("id", 1), ("items", 3), ("m", 4), ("z", 13)]
+    assert dict(evolved.column("items").field_ids) == ids["l"] and dict(evolved.column("z").field_ids) == {"q": 14}
+    readded = evolved.add_column("s", "struct<a:int,b:string>")
+    assert dict(readded.column("s").field_ids) == {"a": 16, "b": 17}  # a new column: new ids, not 5 and 6
+    assert TableSchema.from_dict(json.loads(json.dumps(readded.to_dict()))) == readded
+    assert readded.to_dict()["columns"][1]["fieldIds"] == ids["l"]
+    dotted = TableSchema.of([("d", "struct<`a.b`:int,a:struct<b:int>>")])
+    assert dict(dotted.column("d").field_ids) == {"a\\.b": 2, "a": 3, "a.b": 4}  # a name's dot is escaped
+
+
+def test_lading_writers_write_the_nested_field_ids_into_every_new_part(tmp_path: Path) -> None:
+    """Loads and streams (``write_parts``) and compaction outputs (``CeilingPartWriter``) write the
+    schema's nested ids as Parquet field ids, and the log records that the part has them."""
+    from lading_jobs import storage as st
+    from lading_jobs.compact.parts import CeilingPartWriter
+
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _append(uri, _rows(0, 20), SCHEMA, create=True)
+    log = TableLog.open_existing(uri)
+    snap = log.snapshot()
+    cw = CeilingPartWriter(uri, snap.schema, "c-" + fmt.new_write_id()[2:], 0, table_id=snap.table_id,
+                           envelope=snap.envelope, storage=st.open_storage(uri), max_size=1 << 20)
+    cw.write(pa.concat_tables([reader.read_part(log.storage, snap, p, order=False) for p in snap.parts]))
+    writer.commit_parts(uri, cw.finish(), log=log, operation="compact", remove=[p.path for p in snap.parts])
+    want = {c.name: dict(c.field_ids) for c in SCHEMA.columns if c.field_ids}
+    for version in (0, 1):
+        parts = snapshot_at(uri, log.storage, version).parts
+        assert parts and all(p.nested_ids for p in parts)
+        for p in parts:
+            arrow = pq.read_schema(root / p.path)
+            for name, ids in want.items():
+                assert _field_ids(arrow.field(name).type) == ids, (version, name)
+            footer = pq.ParquetFile(root / p.path).schema  # the Parquet footer itself, as other readers see it
+            assert "optional int32 field_id=8 x" in str(footer) and "field_id=12 value" in str(footer)
+    entry = json.loads((root / "_lading_log" / f"{0:020d}.json").read_text())
+    assert entry["schema"]["columns"][2]["fieldIds"]["element.x"] == 8 and entry["add"][0]["nestedIds"] is True
+
+
+def _as_old_log(root: Path) -> None:
+    """Rewrite commit 0 as lading wrote it before nested fields had ids: no ``fieldIds``, the id
+    counter at the last column id, no ``nestedIds`` on parts."""
+    path = root / "_lading_log" / f"{0:020d}.json"
+    entry = json.loads(path.read_text())
+    for c in entry["schema"]["columns"]:
+        c.pop("fieldIds", None)
+    entry["schema"]["lastColumnId"] = max(c["id"] for c in entry["schema"]["columns"])
+    for p in entry.get("add", ()):
+        p.pop("nestedIds", None)
+    path.write_text(json.dumps(entry))
+
+
+def test_a_log_written_before_nested_ids_opens_and_its_columns_get_ids_after_the_counter(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _append(uri, _rows(0, 10), SCHEMA, create=True, old=True)
+    _as_old_log(root)
+    mirror.forget()
+    log = TableLog.open_existing(uri)
+    schema = log.snapshot().schema
+    assert dict(schema.column("s").field_ids) == {"a": 5, "b": 6} and schema.last_column_id == 12
+    assert TableLog.open_existing(uri).snapshot().schema == schema  # the same ids at every open
+    assert _multiset(_lading(uri, 0), ["id", "s", "l", "m"]) == _multiset(_rows(0, 10), ["id", "s", "l", "m"])
+    log.commit(Change(operation="schema", schema=schema.add_column("n", "bigint")))
+    again = TableLog.open_existing(uri).snapshot().schema
+    assert again.column("n").id == 13 and dict(again.column("m").field_ids) == {"key": 11, "value": 12}
+    entry = json.loads((root / "_lading_log" / f"{1:020d}.json").read_text())
+    assert entry["schema"]["columns"][1]["fieldIds"] == {"a": 5, "b": 6}  # recorded with the schema's commit
