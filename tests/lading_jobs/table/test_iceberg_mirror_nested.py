@@ -23,12 +23,17 @@ from pyiceberg.table import StaticTable
 from pyiceberg.types import ListType, MapType, NestedField, StructType
 from support.iceberg_readers import duckdb_rows, pyiceberg_rows
 
+from lading_jobs import storage as st
+from lading_jobs.compact import task as compact_task
+from lading_jobs.compact.engine import compact
+from lading_jobs.engine import RunContext
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
 from lading_jobs.table import mirror, reader, writer
 from lading_jobs.table.log import Change, Part, Snapshot, TableLog, TableMeta, snapshot_at
 from lading_jobs.table.schema import Column, TableSchema
 from lading_jobs.table.stats import ColumnStats, PartStats
+from lading_spec.compaction import parse_compaction
 
 SCHEMA = TableSchema.of([("id", "bigint"), ("s", "struct<a:int,b:string>"),
                          ("l", "array<struct<x:int,y:array<string>>>"), ("m", "map<string,int>")])
@@ -110,12 +115,15 @@ def _old_parts(uri: str, table: pa.Table, schema: TableSchema) -> list[writer.Wr
     return [dataclasses.replace(d, part=dataclasses.replace(d.part, nested_ids=False)) for d in w.finish()]
 
 
-def _compact_all(uri: str) -> None:
-    log = TableLog.open_existing(uri)
-    snap = log.snapshot()
-    rows = pa.concat_tables([reader.read_part(log.storage, snap, p) for p in snap.parts])
-    written = writer.write_parts(uri, [rows], snap.schema, write_id="c-" + fmt.new_write_id()[2:])
-    writer.commit_parts(uri, written, log=log, operation="compact", remove=[p.path for p in snap.parts])
+def _compact(uri: str, sort_by: tuple[str, ...] = ()) -> None:
+    """The compaction engine's own run (its groups rewritten in this process, ``CeilingPartWriter``)."""
+    doc: dict[str, Any] = {"table": uri, "since": {"version": 0}, "targetFileSize": "64kB", "minInputFiles": 2,
+                           "sortBy": list(sort_by)}
+    storage = st.open_storage(uri)
+    before = TableLog.open_existing(uri).version
+    compact(None, parse_compaction(doc), RunContext(), storage=storage, runner=compact_task.in_process(storage))
+    entry = json.loads((Path(uri[len("file://"):]) / "_lading_log" / f"{before + 1:020d}.json").read_text())
+    assert entry["operation"] == "compact" and entry["remove"], entry.get("operation")
 
 
 def _check_every_version(uri: str, root: Path) -> None:
@@ -171,7 +179,6 @@ def test_nested_fields_get_ids_from_the_table_counter_and_keep_them_through_evol
 def test_lading_writers_write_the_nested_field_ids_into_every_new_part(tmp_path: Path) -> None:
     """Loads and streams (``write_parts``) and compaction outputs (``CeilingPartWriter``) write the
     schema's nested ids as Parquet field ids, and the log records that the part has them."""
-    from lading_jobs import storage as st
     from lading_jobs.compact.parts import CeilingPartWriter
 
     root = tmp_path / "t"
@@ -253,7 +260,7 @@ def test_nested_columns_read_the_same_in_lading_pyiceberg_and_duckdb_at_every_ve
     log.commit(Change(operation="schema", schema=schema))                  # 6: re-added: new ids, old values hidden
     again = _rows(30, 3).rename_columns(["id", "s", "items", "m"]).append_column("z", pa.nulls(3, more.schema.field("z").type))
     _append(uri, again.select(["id", "items", "m", "z", "s"]), schema)    # 7
-    _compact_all(uri)                                                      # 8
+    _compact(uri, sort_by=("id",))                                        # 8: sorted
     _append(uri, _rows(40, 2).rename_columns(["id", "s", "items", "m"]), schema)  # 9
     _check_every_version(uri, root)
     meta = _meta(root, 9)
@@ -306,7 +313,7 @@ def test_parts_without_nested_ids_stop_the_mirror_until_a_compaction_rewrites_th
     reason = meta.properties[mirror.PROP_REASON]
     assert f"part {old}" in reason and "nested column 's'" in reason and "compaction" in reason
     assert mirror.describe(uri)["behindSince"] == 0
-    _compact_all(uri)                                                      # 2
+    _compact(uri)                                                          # 2: bin-pack
     meta = _meta(root, 2)
     assert meta.current_snapshot_id == ice.snapshot_id(2) and mirror.PROP_REASON not in meta.properties
     want = _lading(uri, 2)
@@ -327,3 +334,34 @@ def test_a_part_written_before_a_nested_column_existed_needs_no_ids() -> None:
                                                                         2: ColumnStats(nulls=0)}), seq=0)
     why = ice.inexact(Snapshot("file:///t/", 1, TableMeta("t"), schema, (held,), {}, {}, 0, 0))
     assert why is not None and why.startswith("part data/held.parquet was written before")
+
+
+def test_an_upsert_table_with_nested_values_reads_the_same_with_its_delete_files(tmp_path: Path) -> None:
+    """Stream-like batches into an upsert table whose values are nested: updates, a delete marker, a key
+    re-inserted, then a compaction; every version exact in the three readers."""
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    schema = TableSchema.of([("k", "bigint"), ("v", "struct<a:int,tags:array<string>>"),
+                             ("attrs", "map<string,string>")])
+    vtype = pa.struct([("a", pa.int32()), ("tags", pa.list_(pa.string()))])
+
+    def batch(keys: list[int], time: int, diffs: list[int]) -> pa.Table:
+        return pa.table({"k": pa.array(keys, pa.int64()),
+                         "v": pa.array([None if k % 3 == 0 else {"a": k * time, "tags": [] if k % 2 else [f"t{time}"]}
+                                        for k in keys], vtype),
+                         "attrs": pa.array([[("at", str(time))] if k % 2 else None for k in keys],
+                                           pa.map_(pa.string(), pa.string())),
+                         fmt.TIME_COLUMN: pa.array([time] * len(keys), pa.int64()),
+                         fmt.DIFF_COLUMN: pa.array(diffs, pa.int64())})
+
+    def commit(table: pa.Table, create: bool = False) -> None:
+        written = writer.write_parts(uri, [table], schema, write_id=fmt.new_write_id())
+        writer.commit_parts(uri, written, create=writer.NewTable(schema, envelope="upsert", key_columns=("k",))
+                            if create else None)
+
+    commit(batch([1, 2, 3, 4], 1, [1, 1, 1, 1]), create=True)   # 0
+    commit(batch([2, 3], 2, [1, -1]))                            # 1: an update, a delete marker
+    commit(batch([3, 5], 3, [1, 1]))                             # 2: re-inserted, a new key
+    _compact(uri)                                                # 3
+    _check_every_version(uri, root)
+    assert _lading(uri, 3).num_rows == 5
