@@ -15,7 +15,8 @@ decides is here, with no I/O:
 * ``inexact``: why an Iceberg reader of the snapshot would not return lading's rows, even with
   the delete files the mirror writes for upsert and diff tables (``table.deletes``): a row
   counting more than once, a retraction in an append table, a column whose default older parts
-  read, a nested column in a part written without nested field ids; or None. The mirror publishes no snapshot for such a version.
+  read, a nested column in a part written without nested field ids; or None. The mirror
+  publishes no snapshot for such a version.
 """
 
 from __future__ import annotations
@@ -179,9 +180,9 @@ def column_metrics(part: Part, schema: TableSchema) -> dict[str, dict[int, Any]]
                                       "upper_bounds": {}}
     for c in schema.columns:
         cs = part.stats.columns.get(c.id)
-        t = iceberg_type(c) if cs is not None else None
-        if cs is None or not isinstance(t, it.PrimitiveType):
+        if cs is None or c.field_ids:
             continue  # nested columns: no metrics (optional in Iceberg; lading keeps none per leaf)
+        t = _primitive(c, c.type)
         out["value_counts"][c.id] = part.rows
         if cs.nulls is not None:
             out["null_value_counts"][c.id] = cs.nulls

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -93,9 +94,10 @@ def child_path(parent: str, name: str) -> str:
     return f"{parent}.{part}" if parent else part
 
 
-def nested_paths(type_name: str) -> list[str]:
+@functools.lru_cache(maxsize=1024)
+def nested_paths(type_name: str) -> tuple[str, ...]:
     """Every nested field of a column type, in pre-order (``array<struct<a:int>>``: ``element``,
-    ``element.a``); none for a primitive type."""
+    ``element.a``); none for a primitive type. Cached: every schema built checks its columns'."""
     out: list[str] = []
 
     def walk(t: pa.DataType, path: str) -> None:
@@ -104,7 +106,7 @@ def nested_paths(type_name: str) -> list[str]:
             walk(child.type, out[-1])
 
     walk(arrow_type(type_name), "")
-    return out
+    return tuple(out)
 
 
 def _children(t: pa.DataType) -> list[tuple[str, pa.Field]]:
@@ -203,9 +205,9 @@ class TableSchema:
                     *(i for c in self.columns for _, i in c.field_ids)])
         columns = []
         for c in self.columns:  # nested fields without an id (new, or a log written before them) get one
-            paths = nested_paths(c.type) if "<" in c.type else []
+            paths = nested_paths(c.type) if "<" in c.type else ()
             have = dict(c.field_ids)
-            if [p for p, _ in c.field_ids] != paths:
+            if tuple(p for p, _ in c.field_ids) != paths:
                 ids = []
                 for p in paths:
                     if p not in have:
