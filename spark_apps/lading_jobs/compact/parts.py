@@ -137,7 +137,8 @@ class CeilingPartWriter:
         stats = replace(cur.stats.result(), bytes=cur.sink.size)
         seq, index = self.keep_order if self.keep_order is not None else (-1, 0)
         self.done.append(WrittenPart(upload.to_dict(), Part(cur.path, cur.sink.size, stats, seq=seq,
-                                                            schema_id=self.schema.schema_id, index=index)))
+                                                            schema_id=self.schema.schema_id, index=index,
+                                                            nested_ids=self.schema.nested)))
         if rest is not None and rest.num_rows:
             return rest.combine_chunks().to_batches()[0]
         return None

@@ -4,17 +4,19 @@ The mirror (``mirror.py``) publishes Iceberg v2 metadata beside the log; everyth
 decides is here, with no I/O:
 
 * ``iceberg_type`` / ``iceberg_schema``: lading's type mapping (docs/formats.md) in
-  Iceberg's types, field ids = lading column ids. A type Iceberg cannot express (intervals,
-  ``void``, ``variant``) is an ``Unmirrorable`` naming the column; nested types are not
-  mirrored yet (their fields carry no Parquet field ids) and are refused the same way.
+  Iceberg's types, field ids = lading column ids; nested fields (struct fields, list elements,
+  map keys and values) by their ids from the log (``Column.field_ids``). A type Iceberg cannot
+  express (intervals, ``void``, ``variant``, also inside a nested type) is an ``Unmirrorable``
+  naming the column. ``name_mapping``: ``schema.name-mapping.default``, names to those ids.
 * ``data_file``: a part as an Iceberg data file, its column metrics taken from lading's
   statistics (never from the part): value and null counts, bounds in Iceberg's single-value
   binary encoding, strings truncated to 16 characters as Iceberg's default metrics mode does
   (the lower bound a prefix, the upper bound a prefix with its last character incremented).
 * ``inexact``: why an Iceberg reader of the snapshot would not return lading's rows, even with
   the delete files the mirror writes for upsert and diff tables (``table.deletes``) and its copy
-  files of rows counting more than once (``table.copies``): a retraction in an append table, a column whose default older parts
-  read; or None. The mirror publishes no snapshot for such a version.
+  files of rows counting more than once (``table.copies``): a retraction in an append table, a
+  column whose default older parts read, a nested column in a part written without nested field
+  ids; or None. The mirror publishes no snapshot for such a version.
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ from pyiceberg import types as it
 from pyiceberg.conversions import to_bytes
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.schema import Schema
+from pyiceberg.table.name_mapping import MappedField, NameMapping, create_mapping_from_schema
 from pyiceberg.typedef import Record
+from pyspark.sql import types as T
 
+from lading_jobs.formats import types as ftypes
+from lading_jobs.table import format as fmt
 from lading_jobs.table import stats as stx
 from lading_jobs.table.log import Part, Snapshot
-from lading_jobs.table.schema import Column, TableSchema
+from lading_jobs.table.schema import Column, TableSchema, child_path
 
 METRICS_STRING_LENGTH = 16
 """Iceberg's default metrics mode, ``truncate(16)``: string bounds of at most 16 characters."""
@@ -52,9 +58,41 @@ class Unmirrorable(ValueError):
     """A column whose type the Iceberg mirror cannot express; the message names it and the fix."""
 
 
-def iceberg_type(column: Column) -> it.PrimitiveType:
-    """The Iceberg type of a lading column type (docs/formats.md, "Iceberg"); ``Unmirrorable`` if none."""
-    t = column.type
+def iceberg_type(column: Column) -> it.IcebergType:
+    """The Iceberg type of a lading column type (docs/formats.md, "Iceberg"); ``Unmirrorable`` if none.
+    A nested type's fields get the column's nested field ids (``Column.field_ids``); every struct
+    field, list element and map value optional (parts store them nullable), map keys required."""
+    if not column.field_ids:
+        return _primitive(column, column.type)
+    ids = dict(column.field_ids)
+
+    def field_id(path: str) -> int:
+        if path not in ids:  # TableSchema hands out every id; a log edited by hand may lack one
+            raise Unmirrorable(f"column {column.name!r} (id {column.id}): its nested field {path!r} has no "
+                               "field id in the table's schema; a schema commit (any column change) assigns it")
+        return ids[path]
+
+    def convert(t: T.DataType, path: str) -> it.IcebergType:
+        if isinstance(t, T.StructType):
+            fields = []
+            for f in t.fields:
+                p = child_path(path, f.name)
+                fields.append(it.NestedField(field_id(p), f.name, convert(f.dataType, p), required=False))
+            return it.StructType(*fields)
+        if isinstance(t, T.ArrayType):
+            p = child_path(path, "element")
+            return it.ListType(field_id(p), convert(t.elementType, p), element_required=False)
+        if isinstance(t, T.MapType):
+            k, v = child_path(path, "key"), child_path(path, "value")
+            return it.MapType(field_id(k), convert(t.keyType, k), field_id(v), convert(t.valueType, v),
+                              value_required=False)
+        return _primitive(column, ftypes.type_name(t))
+
+    return convert(ftypes.spark_type_of(column.type), "")
+
+
+def _primitive(column: Column, t: str) -> it.PrimitiveType:
+    """The Iceberg type of lading's primitive type ``t`` (column ``column``'s, or inside it)."""
     if t in _PRIMITIVES:
         return _PRIMITIVES[t]
     if m := _DECIMAL.fullmatch(t):
@@ -64,14 +102,14 @@ def iceberg_type(column: Column) -> it.PrimitiveType:
     if _TIME.fullmatch(t):
         return it.TimeType()
     if t.startswith(("array<", "map<", "struct<")):
-        why = ("nested columns are not mirrored: their fields carry no Parquet field ids in the parts, and "
-               "DuckDB's Iceberg reader, which maps nested fields by id only, would read their values as NULL "
-               "(Iceberg's name mapping serves pyiceberg, not DuckDB 1.5.5)")
+        why = "its nested fields have no field ids in the table's schema"
     elif t.startswith("interval"):
         why = "Iceberg has no interval type"
     else:
         why = f"Iceberg v2 has no {t} type"
-    raise Unmirrorable(f"column {column.name!r} (id {column.id}) has the type {t}, which the Iceberg mirror "
+    if t != column.type:
+        why = f"it holds {t}: {why}"
+    raise Unmirrorable(f"column {column.name!r} (id {column.id}) has the type {column.type}, which the Iceberg mirror "
                        f"cannot express: {why}; the table stays readable through lading, and the mirror resumes "
                        "once the column is dropped")
 
@@ -81,6 +119,16 @@ def iceberg_schema(schema: TableSchema) -> Schema:
     (parts store every column nullable; NOT NULL is enforced when writing)."""
     fields = [it.NestedField(c.id, c.name, iceberg_type(c), required=False) for c in schema.columns]
     return Schema(*fields, schema_id=schema.schema_id)
+
+
+def name_mapping(schema: Schema) -> str:
+    """Iceberg's ``schema.name-mapping.default`` of a schema: each field's name to its id, nested
+    fields too (``element``, ``key``, ``value``), for readers of files without field ids; plus the
+    parts' ``_lading_time`` and ``_lading_diff`` (pyiceberg maps every column of such a file)."""
+    mapped = list(create_mapping_from_schema(schema))
+    mapped += [MappedField.model_validate({"field-id": fid, "names": [name]})
+               for name, fid in ((fmt.TIME_COLUMN, fmt.TIME_FIELD_ID), (fmt.DIFF_COLUMN, fmt.DIFF_FIELD_ID))]
+    return NameMapping(mapped).model_dump_json()
 
 
 def table_uuid(table_id: str) -> uuid.UUID:
@@ -132,9 +180,9 @@ def column_metrics(part: Part, schema: TableSchema) -> dict[str, dict[int, Any]]
                                       "upper_bounds": {}}
     for c in schema.columns:
         cs = part.stats.columns.get(c.id)
-        if cs is None:
-            continue
-        t = iceberg_type(c)
+        if cs is None or c.field_ids:
+            continue  # nested columns: no metrics (optional in Iceberg; lading keeps none per leaf)
+        t = _primitive(c, c.type)
         out["value_counts"][c.id] = part.rows
         if cs.nulls is not None:
             out["null_value_counts"][c.id] = cs.nulls
@@ -197,6 +245,7 @@ def inexact(snapshot: Snapshot, unreadable: frozenset[int] = frozenset()) -> str
     except Unmirrorable as e:
         return str(e)
     defaults = [c for c in snapshot.schema.columns if c.default is not None]
+    nested = [c for c in snapshot.schema.columns if c.field_ids]
     for p in snapshot.parts:
         held = sorted(unreadable & p.stats.columns.keys()) if unreadable else ()
         if held:
@@ -206,6 +255,12 @@ def inexact(snapshot: Snapshot, unreadable: frozenset[int] = frozenset()) -> str
         why = _diff_problem(snapshot.envelope, p)
         if why is not None:
             return f"part {p.path} holds {why}"
+        held_nested = [c for c in nested if c.id in p.stats.columns] if not p.nested_ids and p.rows else ()
+        if held_nested:
+            c = held_nested[0]
+            return (f"part {p.path} was written before lading gave nested fields Parquet field ids, and holds the "
+                    f"nested column {c.name!r} (id {c.id}): DuckDB's Iceberg reader maps nested fields by id only "
+                    "and would read it as NULL; a compaction that rewrites the part (with ids) lets the mirror resume")
         for c in defaults:
             if p.rows and c.id not in p.stats.columns:
                 return (f"column {c.name!r} (id {c.id}) was added with the default {c.default!r}, which part "

@@ -82,6 +82,9 @@ class Part:
     seq: int = -1
     schema_id: int = 0
     index: int = 0
+    nested_ids: bool = False
+    """Its nested columns' fields carry Parquet field ids (``Column.field_ids``); parts written
+    before lading gave nested fields ids have none (``"nestedIds"`` absent)."""
 
     @property
     def order(self) -> int:
@@ -92,13 +95,14 @@ class Part:
         return self.stats.rows
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "size": self.size, "seq": self.seq, "index": self.index,
-                "schemaId": self.schema_id, "stats": self.stats.to_dict()}
+        out = {"path": self.path, "size": self.size, "seq": self.seq, "index": self.index,
+               "schemaId": self.schema_id, "stats": self.stats.to_dict()}
+        return {**out, "nestedIds": True} if self.nested_ids else out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Part:
         return cls(d["path"], int(d["size"]), PartStats.from_dict(d["stats"]), int(d.get("seq", -1)),
-                   int(d.get("schemaId", 0)), int(d.get("index", 0)))
+                   int(d.get("schemaId", 0)), int(d.get("index", 0)), d.get("nestedIds") is True)
 
 
 @dataclass(frozen=True)

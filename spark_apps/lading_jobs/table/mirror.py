@@ -87,6 +87,7 @@ its own ``v<n>.metadata.json`` (listed in ``metadata-log``)."""
 PROP_VERSION = "lading.version"
 PROP_BEHIND = "lading.mirror.behind-since"
 PROP_REASON = "lading.mirror.reason"
+PROP_NAME_MAPPING = "schema.name-mapping.default"
 PROP_UNREADABLE = "lading.mirror.unreadable-column-ids"
 """Ids of every column of a type Iceberg cannot express that the table ever had (parts may still hold them)."""
 
@@ -424,6 +425,9 @@ def build_metadata(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadat
         metadata_log = [*metadata_log, MetadataLogEntry.model_validate({"metadata-file": prev_uri,
                                                                          "timestamp-ms": prev.last_updated_ms})]
     properties = {"lading.table-id": snapshot.table_id, "lading.envelope": snapshot.envelope, PROP_VERSION: str(v)}
+    current_schema = next((s for s in schemas if s.schema_id == current_schema_id), None)
+    if current_schema is not None and any(not f.field_type.is_primitive for f in current_schema.fields):
+        properties[PROP_NAME_MAPPING] = ice.name_mapping(current_schema)  # nested fields of parts without ids
     if reason is not None:
         behind = prev.properties.get(PROP_BEHIND) if prev is not None else None
         properties.update({PROP_BEHIND: behind or str(v), PROP_REASON: reason})

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -86,6 +87,58 @@ def default_scalar(value: Any, type_name: str) -> pa.Scalar:
     return pa.scalar(value).cast(target)
 
 
+def child_path(parent: str, name: str) -> str:
+    """The path of a nested field inside a column: struct fields by name (``.`` and ``\\``
+    escaped), a list's ``element``, a map's ``key`` and ``value``; "" is the column itself."""
+    part = name.replace("\\", "\\\\").replace(".", "\\.")
+    return f"{parent}.{part}" if parent else part
+
+
+@functools.lru_cache(maxsize=1024)
+def nested_paths(type_name: str) -> tuple[str, ...]:
+    """Every nested field of a column type, in pre-order (``array<struct<a:int>>``: ``element``,
+    ``element.a``); none for a primitive type. Cached: every schema built checks its columns'."""
+    out: list[str] = []
+
+    def walk(t: pa.DataType, path: str) -> None:
+        for name, child in _children(t):
+            out.append(child_path(path, name))
+            walk(child.type, out[-1])
+
+    walk(arrow_type(type_name), "")
+    return tuple(out)
+
+
+def _children(t: pa.DataType) -> list[tuple[str, pa.Field]]:
+    """A nested Arrow type's child fields under their path names (list ``element``, map ``key``/``value``)."""
+    if pa.types.is_struct(t):
+        return [(t.field(i).name, t.field(i)) for i in range(t.num_fields)]
+    if pa.types.is_map(t):
+        return [("key", t.key_field), ("value", t.item_field)]
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [("element", t.value_field)]
+    return []
+
+
+def _with_ids(t: pa.DataType, path: str, ids: dict[str, int]) -> pa.DataType:
+    """``t`` with ``PARQUET:field_id`` on every nested field whose path ``ids`` holds."""
+    children = _children(t)
+    if not children:
+        return t
+    fields = []
+    for name, f in children:
+        p = child_path(path, name)
+        meta = dict(f.metadata or {})
+        if p in ids:
+            meta[fmt.FIELD_ID_KEY] = str(ids[p]).encode()
+        fields.append(pa.field(f.name, _with_ids(f.type, p, ids), f.nullable, meta or None))
+    if pa.types.is_struct(t):
+        return pa.struct(fields)
+    if pa.types.is_map(t):
+        return pa.map_(fields[0], fields[1], keys_sorted=t.keys_sorted)
+    return pa.large_list(fields[0]) if pa.types.is_large_list(t) else pa.list_(fields[0])
+
+
 @dataclass(frozen=True)
 class Column:
     id: int
@@ -93,20 +146,28 @@ class Column:
     type: str
     nullable: bool = True
     default: Any = None  # a JSON value; what rows written before the column existed read
+    field_ids: tuple[tuple[str, int], ...] = ()
+    """Ids of the nested fields (``nested_paths``), from the table's id counter, as Iceberg wants them;
+    written as the Parquet field ids of nested fields. ``TableSchema`` hands out missing ones."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "name": self.name, "type": self.type, "nullable": self.nullable}
         if self.default is not None:
             out["default"] = self.default
+        if self.field_ids:
+            out["fieldIds"] = dict(self.field_ids)
         return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Column:
-        return cls(int(d["id"]), d["name"], d["type"], bool(d.get("nullable", True)), d.get("default"))
+        ids = tuple((str(k), int(v)) for k, v in (d.get("fieldIds") or {}).items())
+        return cls(int(d["id"]), d["name"], d["type"], bool(d.get("nullable", True)), d.get("default"), ids)
 
     def arrow_field(self) -> pa.Field:
-        """Stored nullable (a NOT NULL column is enforced on write), with its id as field id."""
-        return ftypes.arrow_field(self.name, self.type, True, {fmt.FIELD_ID_KEY: str(self.id).encode()})
+        """Stored nullable (a NOT NULL column is enforced on write), with its id as field id (and
+        its nested fields' ids as theirs)."""
+        f = ftypes.arrow_field(self.name, self.type, True, {fmt.FIELD_ID_KEY: str(self.id).encode()})
+        return f.with_type(_with_ids(f.type, "", dict(self.field_ids))) if self.field_ids else f
 
 
 def _json_default(value: Any) -> Any:
@@ -140,9 +201,24 @@ class TableSchema:
                 raise SchemaError(f"column {c.name!r}: names starting with {fmt.RESERVED_PREFIX} are reserved")
             normalize_type(c.type, c.name)
             seen.add(c.name.lower())
+        last = max([self.last_column_id, *(c.id for c in self.columns),
+                    *(i for c in self.columns for _, i in c.field_ids)])
+        columns = []
+        for c in self.columns:  # nested fields without an id (new, or a log written before them) get one
+            paths = nested_paths(c.type) if "<" in c.type else ()
+            have = dict(c.field_ids)
+            if tuple(p for p, _ in c.field_ids) != paths:
+                ids = []
+                for p in paths:
+                    if p not in have:
+                        last += 1
+                        have[p] = last
+                    ids.append((p, have[p]))
+                c = replace(c, field_ids=tuple(ids))
+            columns.append(c)
+        object.__setattr__(self, "columns", tuple(columns))
+        object.__setattr__(self, "last_column_id", last)
         self._by_name.update({c.name.lower(): c for c in self.columns})
-        if self.columns and self.last_column_id < max(c.id for c in self.columns):
-            object.__setattr__(self, "last_column_id", max(c.id for c in self.columns))
 
     @classmethod
     def of(cls, columns: Iterable[tuple[str, str] | tuple[str, str, bool] | Column]) -> TableSchema:
@@ -191,6 +267,11 @@ class TableSchema:
     @property
     def names(self) -> list[str]:
         return [c.name for c in self.columns]
+
+    @property
+    def nested(self) -> bool:
+        """Whether a column has nested fields (parts then carry their ids: ``Part.nested_ids``)."""
+        return any(c.field_ids for c in self.columns)
 
     # -- evolution --------------------------------------------------------------------
     def add_column(self, name: str, type_name: str, default: Any = None, nullable: bool = True) -> TableSchema:

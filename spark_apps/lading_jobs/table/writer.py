@@ -167,7 +167,8 @@ class PartWriter:
         stats = stx.PartStats(self._stats.rows, sink.tell(), self._stats.min_time, self._stats.max_time,
                               self._stats.min_diff, self._stats.max_diff, self._stats.columns)
         self.done.append(WrittenPart(upload.to_dict(), Part(path, sink.tell(), stats,
-                                                            schema_id=self.schema.schema_id)))
+                                                            schema_id=self.schema.schema_id,
+                                                            nested_ids=self.schema.nested)))
         self._open = None
 
     def finish(self) -> list[WrittenPart]:
