@@ -160,12 +160,12 @@ def general_stats(present: pa.Array) -> dict[str, Any] | None:
 def _plain(present: pa.Array) -> bool:
     """Whether the fast path may read the column (cheap checks, stopping at the first that fails):
     every document one object with no space around it (a line of ``pyarrow.json``; pyarrow crashes
-    on a line that is ``null``), no control character (a raw newline or tab: pretty-printed text),
-    and nothing pyarrow accepts that RFC 8259 does not or that DuckDB does not give back exactly:
+    on a line that is ``null``), no control character but a newline, return or tab (pretty-printed
+    text: read with ``newlines_in_values``; inside a string pyarrow refuses them), and nothing pyarrow accepts that RFC 8259 does not or that DuckDB does not give back exactly:
     ``NaN``/``Inf`` (even in a string: the general path looks closer), a surrogate escape (pyarrow
     takes a valid pair, the reference refuses every one), a number ``_INEXACT`` may match."""
     checks = (lambda: pc.invert(pc.starts_with(present, "{")), lambda: pc.invert(pc.ends_with(present, "}")),
-              lambda: pc.match_substring_regex(present, r"[\x00-\x1f]"), lambda: pc.match_substring(present, "NaN"),
+              lambda: pc.match_substring_regex(present, r"[\x00-\x08\x0b\x0c\x0e-\x1f]"), lambda: pc.match_substring(present, "NaN"),
               lambda: pc.match_substring(present, "Inf"),
               lambda: pc.match_substring_regex(present, js._SURROGATE_ESCAPE),
               lambda: pc.match_substring_regex(present, _INEXACT))
@@ -181,11 +181,13 @@ def arrow_stats(present: pa.Array) -> dict[str, Any] | None:
     size = pc.sum(pc.binary_length(lines)).as_py()
     text = lines.buffers()[2].slice(0, size)
     read = pj.ReadOptions(use_threads=False, block_size=size + 1)
+    pretty = pc.any(pc.match_substring_regex(present, "[\n\r]")).as_py()
     try:
-        table = pj.read_json(text, read_options=read)
+        table = pj.read_json(text, read_options=read, parse_options=pj.ParseOptions(newlines_in_values=pretty))
         schema = pa.schema([_as_text(f) for f in table.schema])
         if schema != table.schema:  # ISO 8601 strings were read as timestamps: read them as strings
-            table = pj.read_json(text, read_options=read, parse_options=pj.ParseOptions(explicit_schema=schema))
+            table = pj.read_json(text, read_options=read, parse_options=pj.ParseOptions(
+                explicit_schema=schema, newlines_in_values=pretty))
     except pa.ArrowInvalid:
         return None
     if table.num_rows != len(present):

@@ -69,7 +69,7 @@ def test_no_document_is_decoded_by_python(monkeypatch: pytest.MonkeyPatch) -> No
     ['{"a": 1, "a": 2}'], ['{"x": [{"y": 1, "y": 2}]}'], ['{"a": {"b": {"c": {"d": {"e": {"f": 1, "f": 2}}}}}}'],
     ['{"a": 1, "\\u0061": 2}'], ['[{"a": 1, "a": 2}]'],
     ['{\n  "a": 1,\n  "b": {"c": [1, 2]}\n}', '{"a": 2}'], ['\t{"a": 1} '], [""], ["  "], ["bad"], ['"s"', "1", "[]"],
-    ['{"a": "x\ty"}'],  # a raw tab in a string: invalid
+    ['{"a": "x\ty"}'], ['{"a": "x\ny"}', '{\n"a": 1\n}'],  # a raw tab, newline in a string: invalid
 ])
 def test_what_an_engine_accepts_beyond_rfc_8259_is_caught(docs: list[str]) -> None:
     same_as_reference(docs)
@@ -97,7 +97,9 @@ def test_a_number_duckdb_would_not_give_back_exactly_leaves_nothing_known() -> N
 def test_plain_columns_take_the_fast_path_and_others_the_general_one() -> None:
     plain = pa.array(['{"a": 1, "b": {"c": "x"}, "l": [1]}', '{"a": 2.5, "b": {"c": null}}', '{"d": true}'])
     assert je.arrow_stats(plain) == reference_summarize(plain)
-    for docs in (['{"a": 1}', '{"a": "x"}'], ['{"a": 1, "a": 2}'], ['{"a": 1}', "[1]"], ['{"a": 1} null']):
+    assert je.arrow_stats(pa.array(['{\n "a": 1,\r\n\t"b": {"c": [1,\n 2]}\n}', '{"a": 2}'])) is not None  # pretty
+    for docs in (['{"a": 1}', '{"a": "x"}'], ['{"a": 1, "a": 2}'], ['{"a": 1}', "[1]"], ['{"a": 1} null'],
+                 ['{"a": "x\ny"}']):
         assert je.arrow_stats(pa.array(docs)) is None, docs
     wide = pa.array(['{' + ", ".join(f'"k{i}": {i}' for i in range(js.MAX_PATHS + 1)) + '}'])
     assert je.arrow_stats(wide) is None  # past the path cap the first paths met are kept: the general path
