@@ -207,7 +207,8 @@ def arrow_stats(present: pa.Array) -> dict[str, Any] | None:
     if len(found) > js.MAX_PATHS or any("\x00" in k for path, _ in found for k in path):
         return None
     asked = [i for i, (_, a) in enumerate(found) if a.null_count or pa.types.is_floating(a.type)]
-    nulls, numbers = _pointer_stats(present, [found[i][0] for i in asked])
+    nulls, numbers = _pointer_stats(present, [found[i][0] for i in asked],
+                                    [pa.types.is_floating(found[i][1].type) for i in asked])
     out = []
     for i, (path, array) in enumerate(found):
         e = _arrow_entry(path, array, nulls.get(asked.index(i), 0) if i in asked else 0,
@@ -273,35 +274,56 @@ def _number(count: int, integers: int, lows: list[str], highs: list[str]) -> dic
     return out
 
 
-def _pointer_stats(present: pa.Array, paths: list[tuple[str, ...]]
+def _pointer_stats(present: pa.Array, paths: list[tuple[str, ...]], numeric: list[bool]
                    ) -> tuple[dict[int, int], dict[int, tuple[int, int, list[str], list[str]]]]:
-    """Per asked path (by position): JSON ``null`` count, and for numbers (count, integer tokens, tokens
-    nearest the float64 minimum, maximum), by one DuckDB pass of ``json_extract`` with constant JSON
-    pointers (one parse per document)."""
+    """Per asked path (by position): JSON ``null`` count, and for a ``numeric`` one (count, integer
+    tokens, tokens nearest the float64 minimum, maximum), by DuckDB aggregates over ``json_extract``
+    with constant JSON pointers (one parse per document; a second pass picks the tokens at the
+    float64 extremes of the numeric paths)."""
     if not paths:
         return {}, {}
     import duckdb
 
-    pointers = ", ".join("'" + "".join("/" + k.replace("~", "~0").replace("/", "~1") for k in p).replace("'", "''")
-                         + "'" for p in paths)
+    pointers = ", ".join(_literal("".join("/" + k.replace("~", "~0").replace("/", "~1") for k in p)) for p in paths)
+    source = f"(SELECT json_extract(text, [{pointers}]) AS vs FROM docs)"
+    num = [i for i, n in enumerate(numeric) if n]
+
+    def v(i: int) -> str:
+        return f"vs[{i + 1}]"
+
+    def is_number(i: int) -> str:
+        return f"json_type({v(i)}) IN ('BIGINT', 'UBIGINT', 'DOUBLE')"
+
+    first = [f"count(*) FILTER (WHERE {v(i)}::VARCHAR = 'null')" for i in range(len(paths))]
+    for i in num:
+        first += [f"count(*) FILTER (WHERE {is_number(i)})",
+                  f"count(*) FILTER (WHERE json_type({v(i)}) IN ('BIGINT', 'UBIGINT') OR (json_type({v(i)}) = 'DOUBLE'"
+                  f" AND regexp_full_match({v(i)}::VARCHAR, '-?[0-9]+')))",
+                  f"min(try_cast({v(i)} AS DOUBLE)) FILTER (WHERE {is_number(i)})",
+                  f"max(try_cast({v(i)} AS DOUBLE)) FILTER (WHERE {is_number(i)})"]
     con = duckdb.connect(config={"threads": 1})
     try:
         con.register("docs", pa.table({"text": present}))
-        con.execute(f"CREATE TEMP TABLE vals AS SELECT i, v, json_type(v) AS type, try_cast(v AS DOUBLE) AS d "
-                    f"FROM (SELECT unnest(json_extract(text, [{pointers}])) AS v, "
-                    f"unnest(range({len(paths)})) AS i FROM docs) WHERE v IS NOT NULL")
-        nulls = dict(con.execute("SELECT i, count(*) FROM vals WHERE type = 'NULL' GROUP BY i").fetchall())
-        rows = con.execute(f"""
-            WITH num AS (SELECT * FROM vals WHERE {_NUMBER}),
-                 ends AS (SELECT i, min(d) AS lo, max(d) AS hi FROM num GROUP BY i)
-            SELECT i, count(*), count(*) FILTER (WHERE type IN ('BIGINT', 'UBIGINT')
-                                                   OR (type = 'DOUBLE' AND regexp_full_match(v, '-?[0-9]+'))),
-                   list(DISTINCT v) FILTER (WHERE d = lo), list(DISTINCT v) FILTER (WHERE d = hi)
-            FROM num JOIN ends USING (i) GROUP BY i""").fetchall()
+        row = con.execute(f"SELECT {', '.join(first)} FROM {source}").fetchone()
+        assert row is not None
+        counts = {i: row[len(paths) + 4 * j: len(paths) + 4 * j + 4] for j, i in enumerate(num)}
+        second = [f"list(DISTINCT {v(i)}::VARCHAR) FILTER (WHERE {is_number(i)} AND try_cast({v(i)} AS DOUBLE) = "
+                  f"{_literal(repr(end))}::DOUBLE)" for i in num if counts[i][0] for end in counts[i][2:]]
+        ends = con.execute(f"SELECT {', '.join(second)} FROM {source}").fetchone() if second else ()
     finally:
         con.close()
-    return ({int(i): int(n) for i, n in nulls.items()},
-            {int(r[0]): (int(r[1]), int(r[2]), [str(a) for a in r[3]], [str(a) for a in r[4]]) for r in rows})
+    assert ends is not None
+    numbers, k = {}, 0
+    for i in num:
+        if counts[i][0]:
+            numbers[i] = (int(counts[i][0]), int(counts[i][1]), list(ends[k]), list(ends[k + 1]))
+            k += 2
+    return {i: int(row[i]) for i in range(len(paths)) if row[i]}, numbers
+
+
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _engine_stats(docs: pa.Table) -> dict[str, Any] | None:
