@@ -143,13 +143,13 @@ uniform = st.lists(st.fixed_dictionaries({"a": st.sampled_from(NUMBERS[:12]).map
                                           "c": st.fixed_dictionaries({"d": st.booleans()})}), min_size=1, max_size=8)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(documents, max_size=8))
 def test_random_columns_give_the_reference_statistics(docs: list[str | None]) -> None:
     same_as_reference(docs)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(uniform)
 def test_random_uniform_columns_take_the_fast_path_with_the_reference_statistics(rows: list[dict[str, Any]]) -> None:
     docs = [encode(r) for r in rows]
