@@ -26,11 +26,14 @@ Spark's parser is more lenient), ``complete`` (every path up to ``DEPTH`` keys i
 listed: a path not listed is in no document; false once trimmed or past
 ``MAX_PATHS``) and ``paths``.
 
-Parsing is per value (Python's ``json``, exact: integers as ints, fractions as
-``Decimal``): pyarrow has no JSON function that keeps mixed types per key. So it is
-bounded: a row group's values beyond ``MAX_TEXT_BYTES`` of text are not parsed and
-the column's JSON statistics of that part are dropped ("anything"); paths beyond
-``MAX_PATHS`` are not tracked (``complete`` false).
+Computing them (``table.jsonengine``) takes no Python per document: pyarrow's JSON
+reader over the whole column where it can, DuckDB otherwise, giving what the reference
+walk with Python's ``json`` gives (exact: integers as ints, fractions as ``Decimal``;
+kept in ``tests/support/jsonstats_oracle.py``); a column holding a number token DuckDB
+would not give back as written gets none ("anything"). It is bounded: a row group's
+values beyond ``MAX_TEXT_BYTES`` of text are not parsed and the column's JSON
+statistics of that part are dropped ("anything"); paths beyond ``MAX_PATHS`` are not
+tracked (``complete`` false).
 
 Size: the JSON form of a column's statistics is kept within ``BUDGET_BYTES`` by
 ``trim`` (the seed's heuristics): first paths no filter can use (mixed kinds, or only
@@ -41,14 +44,12 @@ reads as "anything".
 
 from __future__ import annotations
 
-import collections
 import decimal
 import json
 import math
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 LADING_TYPE = b"lading.type"
 """The field metadata key of lading's logical types (``formats.types.LADING_TYPE``, which imports Spark)."""
@@ -64,59 +65,6 @@ MAX_TEXT_BYTES = 256 * 1024**2
 KINDS = ("null", "string", "number", "boolean", "object", "array")
 _SURROGATE_ESCAPE = r"\\u[dD][89abAB]"
 _MAX_FLOAT = 1.7976931348623157e308
-
-
-class _Invalid(Exception):
-    pass
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise _Invalid("duplicate key")
-    return out
-
-
-def _constant(name: str) -> Any:
-    raise _Invalid(name)
-
-
-_DECODER = json.JSONDecoder(parse_float=decimal.Decimal, parse_constant=_constant, object_pairs_hook=_pairs)
-"""Exact numbers (integers as ints, fractions as ``Decimal``), no ``NaN``/``Infinity``, no duplicate keys."""
-
-
-def _entry(path: tuple[str, ...], values: list[Any]) -> dict[str, Any]:
-    """A path's statistics from the values it holds (the kinds counted by ``type`` in C; bounds by
-    ``min``/``max`` over each kind's values)."""
-    from lading_jobs.table import stats as stx
-
-    counts = collections.Counter(map(type, values))
-    out: dict[str, Any] = {"path": list(path), "present": len(values)}
-    for name, t in (("null", type(None)), ("object", dict), ("array", list)):
-        if counts[t]:
-            out[name] = counts[t]
-
-    def of(*types: type) -> list[Any]:
-        return values if sum(counts[t] for t in types) == len(values) else [v for v in values if type(v) in types]
-
-    if counts[str]:
-        strings = of(str)
-        lo, lo_t = stx.truncate_lower(min(strings))
-        hi, hi_t = stx.truncate_upper(max(strings))
-        out["string"] = _bounds(counts[str], lo, hi, lo_t, hi_t)
-    numbers = counts[int] + counts[decimal.Decimal]
-    if numbers:
-        found = of(int, decimal.Decimal)
-        out["number"] = {"count": numbers, "integers": counts[int]}
-        n_lo, n_hi = float_below(min(found)), float_above(max(found))
-        if n_lo is not None:
-            out["number"]["min"] = n_lo
-        if n_hi is not None:
-            out["number"]["max"] = n_hi
-    if counts[bool]:
-        flags = of(bool)
-        out["boolean"] = {"count": counts[bool], "min": min(flags), "max": max(flags)}
-    return out
 
 
 def _bounds(count: int, lo: Any, hi: Any, lo_t: bool, hi_t: bool) -> dict[str, Any]:
@@ -158,51 +106,11 @@ def _to_float(x: int | decimal.Decimal) -> float:
 
 
 def summarize(values: pa.Array | pa.ChunkedArray) -> dict[str, Any] | None:
-    """The JSON statistics of one row group's values of a ``json`` column (not trimmed;
-    ``None`` when its text is beyond ``MAX_TEXT_BYTES``: nothing is known). The values may come
-    as a dictionary array (a streamed bin-pack hands string columns over that way)."""
-    if pa.types.is_dictionary(values.type):
-        values = values.cast(values.type.value_type)
-    present = pc.drop_null(values)
-    if len(present) and pc.sum(pc.binary_length(present)).as_py() > MAX_TEXT_BYTES:
-        return None
-    suspicious = pc.match_substring_regex(present, _SURROGATE_ESCAPE) if len(present) else None
-    paths: dict[tuple[str, ...], list[Any]] = {}
-    docs = invalid = 0
-    complete = True
-    texts = present.to_pylist()
-    flags = suspicious.to_pylist() if suspicious is not None else []
-    for text, flag in zip(texts, flags, strict=True):
-        if flag:
-            invalid += 1
-            continue
-        try:
-            doc = _DECODER.decode(text)
-        except (ValueError, RecursionError, _Invalid):
-            invalid += 1
-            continue
-        docs += 1
-        if type(doc) is dict:
-            complete = _walk(doc, (), paths) and complete
-    return {"docs": docs, "invalid": invalid, "complete": complete,
-            "paths": [_entry(k, v) for k, v in sorted(paths.items())]}
+    """The JSON statistics of one row group's values of a ``json`` column (not trimmed; ``None``
+    when nothing is known). Computed over the whole Arrow column by ``table.jsonengine``."""
+    from lading_jobs.table import jsonengine
 
-
-def _walk(obj: dict[str, Any], prefix: tuple[str, ...], paths: dict[tuple[str, ...], list[Any]]) -> bool:
-    """Collect ``obj``'s values under ``prefix`` + key; False when some path was not recorded."""
-    complete = True
-    for key, value in obj.items():
-        path = (*prefix, key)
-        found = paths.get(path)
-        if found is None:
-            if len(paths) >= MAX_PATHS:
-                complete = False
-                continue
-            found = paths[path] = []
-        found.append(value)
-        if type(value) is dict and value and len(path) < DEPTH:
-            complete = _walk(value, path, paths) and complete
-    return complete
+    return jsonengine.summarize(values)
 
 
 # -- merging and trimming ------------------------------------------------------------------------
