@@ -1,7 +1,7 @@
 """One compaction group in-process: the CPU seconds lading and delta-rs spend on the same parts.
 
   python bench/compaction_group.py [--parts 500] [--rows-per-part 12500] [--dir /tmp/lading-bench-group]
-                                   [--engine lading|delta-rs] [--check]
+                                   [--engine lading|delta-rs] [--check] [--sorted [--groups 2]] [--profile N]
 
 The first ``--parts`` parts of ``bench/compaction.py``'s data (the same generator: one
 of its four bin-pack groups at the defaults), as a lading table and as a Delta table
@@ -16,6 +16,12 @@ The machine is shared, so wall seconds say little: compare CPU seconds, in
 alternating processes (A, B, A, B, ...), e.g. two checkouts' copies of this script.
 ``--check`` (lading only) also reads the outputs back and compares them with the
 input rows, order included (not timed).
+
+``--sorted`` times a sorted rewrite by ``k`` instead: lading splits the parts into
+``--groups`` groups and runs both stages of ``compact.rangesort`` (each group sorted and
+staged, then each key range merged and written as parts) in this process, one task after
+another, as local[1] would; delta-rs runs ``optimize.z_order(["k"])`` with one concurrent
+task. ``--profile N`` (lading) prints the N functions with the most own time (cProfile).
 """
 
 from __future__ import annotations
@@ -38,15 +44,76 @@ def cpu() -> tuple[float, float]:
     return r.ru_utime + r.ru_stime, r.ru_stime
 
 
-def build(root: Path, parts: int, rows: int) -> None:
+def build(root: Path, parts: int, rows: int, delta_too: bool) -> None:
     import compaction as bench
 
     lading = root / "lading"
     if not lading.exists():
         bench.build_lading(f"file://{lading}/", parts, rows)
     delta = root / "delta"
-    if not delta.exists():
+    if delta_too and not delta.exists():
         bench.build_delta(delta, parts, rows)
+
+
+def run_lading_sorted(root: Path, groups: int, check: bool, profile: int) -> tuple[float, float, float]:
+    """One sorted rewrite by ``k`` of the parts split into ``groups`` groups (both stages of
+    ``rangesort``, in-process); its CPU seconds, of which system, and wall seconds."""
+    from dataclasses import replace
+
+    import pyarrow as pa
+
+    from lading_jobs import storage as st
+    from lading_jobs import workerheap
+    from lading_jobs.compact import plan as planner
+    from lading_jobs.compact import rangesort, task
+    from lading_jobs.table import reader
+    from lading_jobs.table import writer as table_writer
+    from lading_jobs.table.log import TableLog
+
+    uri = f"file://{root / 'lading'}/"
+    storage = st.open_storage(uri)
+    snap = TableLog.open_existing(uri, storage).snapshot()
+    parts = list(snap.parts)
+    per = -(-len(parts) // groups)
+    chosen = tuple(planner.Group(tuple(parts[i:i + per])) for i in range(0, len(parts), per))
+    write_id = planner.WRITE_ID_PREFIX + "bench" + str(os.getpid())
+    plan = task.RewritePlan(replace(snap, parts=(), ledger={}, source_progress={}, removed={}), chosen, 0, ("k",),
+                            write_id, 256 * 1024**2, st.S3Settings.from_env())
+    assert rangesort.applies(plan)
+    workerheap.settle()
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+    c0, s0 = cpu()
+    t0 = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
+    try:
+        outcome = rangesort.run(plan, task.in_process(storage), storage)
+    except BaseException:
+        rangesort.discard_staging(uri, write_id, storage)
+        raise
+    if profiler is not None:
+        profiler.disable()
+    wall = time.perf_counter() - t0
+    c1, s1 = cpu()
+    if profiler is not None:
+        import pstats
+
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(profile)
+    try:
+        if check:
+            expected = pa.concat_tables([reader.read_part(storage, snap, p, order=False) for p in parts])
+            expected = expected.sort_by("k")  # stable: ties on k keep part order, as both stages do
+            got = pa.concat_tables([_read_pending(storage, snap, w) for w in outcome.written])
+            assert got.num_rows == expected.num_rows == outcome.rows_out, (got.num_rows, expected.num_rows)
+            assert got.equals(expected.select(got.column_names)), "the rewritten rows differ from the input's, sorted"
+            print(f"check: {got.num_rows:,} rows in {len(outcome.written)} part(s), the input's sorted by k in order")
+    finally:
+        table_writer.abort_parts(uri, outcome.written, [write_id], storage=storage)
+    return c1 - c0, s1 - s0, wall
 
 
 def run_lading(root: Path, check: bool) -> tuple[float, float, float]:
@@ -98,7 +165,7 @@ def _read_pending(storage, snap, written):  # type: ignore[no-untyped-def]
     return conform(pq.read_table(written.upload["upload_id"]), snap.schema)  # file://: the staging file
 
 
-def run_delta(root: Path, target: int) -> tuple[float, float, float]:
+def run_delta(root: Path, target: int, sort: bool = False) -> tuple[float, float, float]:
     from deltalake import DeltaTable, WriterProperties
 
     copy = root / "delta-run"
@@ -108,7 +175,10 @@ def run_delta(root: Path, target: int) -> tuple[float, float, float]:
     props = WriterProperties(compression="ZSTD")
     c0, s0 = cpu()
     t0 = time.perf_counter()
-    dt.optimize.compact(target_size=target, writer_properties=props, max_concurrent_tasks=1)
+    if sort:
+        dt.optimize.z_order(["k"], target_size=target, writer_properties=props, max_concurrent_tasks=1)
+    else:
+        dt.optimize.compact(target_size=target, writer_properties=props, max_concurrent_tasks=1)
     wall = time.perf_counter() - t0
     c1, s1 = cpu()
     shutil.rmtree(copy, ignore_errors=True)
@@ -123,15 +193,20 @@ def main() -> None:
     p.add_argument("--engine", choices=("lading", "delta-rs"), default="lading")
     p.add_argument("--check", action="store_true")
     p.add_argument("--repeat", type=int, default=1, help="rewrites in this process (each reported)")
+    p.add_argument("--sorted", action="store_true", help="a sorted rewrite by k (rangesort; delta-rs z_order)")
+    p.add_argument("--groups", type=int, default=2, help="--sorted: groups the parts are split into")
+    p.add_argument("--profile", type=int, default=0, help="--sorted, lading: print the top N functions")
     args = p.parse_args()
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
-    build(root, args.parts, args.rows_per_part)
+    build(root, args.parts, args.rows_per_part, args.engine == "delta-rs")
     for _ in range(args.repeat):
-        if args.engine == "lading":
+        if args.engine == "lading" and args.sorted:
+            total, system, wall = run_lading_sorted(root, args.groups, args.check, args.profile)
+        elif args.engine == "lading":
             total, system, wall = run_lading(root, args.check)
         else:
-            total, system, wall = run_delta(root, 256 * 1024**2)
+            total, system, wall = run_delta(root, 256 * 1024**2, args.sorted)
         print(f"{args.engine} {ROOT.name}: {total:.2f} CPU-s ({system:.2f} system), {wall:.2f} s wall, "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
 

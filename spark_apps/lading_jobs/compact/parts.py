@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pyarrow as pa
 
 from lading_jobs import storage as st
@@ -57,6 +58,20 @@ def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     return rows.select(schema.names).cast(schema)
 
 
+def spread_sample(rows: pa.Table, span: int) -> pa.Table:
+    """Up to ``DICTIONARY_SAMPLE_ROWS`` rows evenly spaced over the first ``span`` rows, for
+    ``dictionary_columns``. Not the first rows: in rows sorted by a column, neighbours repeat
+    the few values that column repeats at all (the benchmark's key: 25 M rows drawn from 10⁹
+    values, ~2.5 % of them repeated), so the first rows kept that column's dictionary, hashed for
+    every row and given up once the dictionary page was full (encoding a sorted compaction's
+    output took ~1.8× the CPU, docs/benchmarks.md "Issue 30, sorted"). On rows in no particular
+    order it judges as the first rows did."""
+    n = min(rows.num_rows, span)
+    if n <= DICTIONARY_SAMPLE_ROWS:
+        return rows.slice(0, n)
+    return rows.take(pa.array(np.linspace(0, n - 1, DICTIONARY_SAMPLE_ROWS).astype(np.int64)))
+
+
 class CeilingPartWriter:
     """Writes one group's consolidated rows into parts of at most ``max_size`` bytes."""
 
@@ -83,7 +98,8 @@ class CeilingPartWriter:
         self._ratio = [1.0]
 
     def _start_options(self, sample: pa.Table) -> None:
-        """The writer's options, judged from the group's first rows (``sample``, plain columns)."""
+        """The writer's options, judged from rows spread over the group's first row group
+        (``sample``, plain columns; ``spread_sample``)."""
         self._options = writer_options(self.compression, dictionary_columns(sample))
         as_dictionaries = dictionary_file(self.arrow_schema, self.dictionary, self._options) \
             if self.dictionary else None
@@ -108,7 +124,7 @@ class CeilingPartWriter:
         if rows.num_rows == 0:
             return
         if self._options is None:
-            self._start_options(conform(rows.slice(0, DICTIONARY_SAMPLE_ROWS), self.arrow_schema))
+            self._start_options(conform(spread_sample(rows, self.row_group_rows), self.arrow_schema))
         rows = conform(rows, self.write_schema)
         rest: pa.RecordBatch | None = None
         for batch in rows.to_batches(max_chunksize=self.row_group_rows):

@@ -29,6 +29,13 @@ crash they are unreferenced objects under ``data/`` that retention removes after
 grace period. Memory: a stage-1 task holds its group (as a plain sorted rewrite
 does); a stage-2 task its range, about one group's worth unless one key value
 holds more rows than that (every row of a value goes to the same range).
+
+String and binary columns that are not sorted by stay dictionary arrays from the
+parts to the outputs (``dictionary_columns``), as a streamed bin-pack's do: read
+without decoding a string per row, sorted by gathering their int32 indices,
+staged with one dictionary per file, and written as they are (the part writer
+checks the outputs' schema, metadata and statistics come out as the decoded
+columns' would). docs/benchmarks.md, "Issue 30, sorted", measured what it saves.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from lading_jobs.compact.task import (
     part_writer,
     read_group,
 )
+from lading_jobs.compact.task import dictionary_columns as task_dictionary_columns
 from lading_jobs.sink import PartSink
 from lading_jobs.table import format as fmt
 from lading_jobs.table.schema import arrow_type
@@ -120,11 +128,26 @@ def _part_schema(plan: RewritePlan) -> pa.Schema:
     return snap.schema.arrow_schema(table_id=snap.table_id, envelope=snap.envelope)
 
 
+def dictionary_columns(plan: RewritePlan) -> tuple[str, ...]:
+    """The string and binary columns both stages carry as dictionary arrays: all but the sort
+    columns (whose values are compared, sampled and cut into ranges)."""
+    return tuple(c for c in task_dictionary_columns(plan.snapshot) if c not in plan.sort_by)
+
+
+def staging_schema(plan: RewritePlan, dictionary: Sequence[str]) -> pa.Schema:
+    """The staging files' schema: the part schema, ``dictionary``'s columns as dictionary arrays
+    with int32 indices (as the Parquet reader returns them)."""
+    schema = _part_schema(plan)
+    return pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in dictionary else f
+                      for f in schema], metadata=schema.metadata)
+
+
 def stage_group(plan: RewritePlan, index: int, storage: st.Storage) -> str:
     """Stage 1 for group ``index``: its rows consolidated and sorted, as a staging file (see the module doc)."""
     started = time.monotonic()
-    rows, rows_in = read_group(plan, plan.groups[index], storage)
-    schema = _part_schema(plan)
+    dictionary = dictionary_columns(plan)
+    rows, rows_in = read_group(plan, plan.groups[index], storage, dictionary)
+    schema = staging_schema(plan, dictionary)
     rows = conform(rows, schema)
     keys = rows.column(plan.sort_by[0]).combine_chunks()
     batches = rows.to_batches(max_chunksize=BATCH_ROWS)
@@ -156,7 +179,8 @@ def merge_range(plan: RewritePlan, staged: Sequence[Staged], cuts: pa.Array | No
     """Stage 2 for range ``r``: its rows from every staging file, consolidated, sorted, written as parts."""
     started = time.monotonic()
     lo, hi = ranges.bounds(cuts, r)
-    schema = _part_schema(plan)
+    dictionary = dictionary_columns(plan)
+    schema = staging_schema(plan, dictionary)
     column = schema.get_field_index(plan.sort_by[0])
     pieces: list[pa.RecordBatch] = []
     for s in staged:
@@ -176,7 +200,7 @@ def merge_range(plan: RewritePlan, staged: Sequence[Staged], cuts: pa.Array | No
     out = rewrite.consolidate(table, snap.envelope, snap.key_columns, plan.since, sort_by=plan.sort_by,
                               merge_identical=not snap.meta.iceberg_mirror)
     del table
-    with part_writer(plan, r, storage) as writer:
+    with part_writer(plan, r, storage, dictionary=dictionary) as writer:
         writer.write(out.rows)
         written = writer.finish()
     return GroupOutcome(r, tuple(written), out.rows_in, out.rows_out, round(time.monotonic() - started, 3))

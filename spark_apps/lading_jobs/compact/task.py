@@ -87,11 +87,16 @@ def streams(plan: RewritePlan, group: Group) -> bool:
             and all(p.stats.min_time is not None and p.stats.min_time >= plan.since for p in group.parts))
 
 
-def read_group(plan: RewritePlan, group: Group, storage: st.Storage) -> tuple[pa.Table, int]:
-    """The group's rows, consolidated and sorted (held in memory whole); and how many were read."""
+def read_group(plan: RewritePlan, group: Group, storage: st.Storage, dictionary: tuple[str, ...] = ()
+               ) -> tuple[pa.Table, int]:
+    """The group's rows, consolidated and sorted (held in memory whole); and how many were read.
+    ``dictionary``: string or binary columns (not sorted by) read as dictionary arrays, and
+    encoded as such where a part of an older schema gives them plain (``as_dictionaries``)."""
     snap = plan.snapshot
     ranked = snap.envelope == "upsert"  # only upserts order rows by part and position
-    pieces = list(_read_ahead(storage, snap, group.parts, order=ranked, ahead=2))
+    pieces = list(_read_ahead(storage, snap, group.parts, order=ranked, ahead=2, dictionary=dictionary))
+    if dictionary:
+        pieces = [as_dictionaries(p, dictionary) for p in pieces]
     rows = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
     del pieces
     out = rewrite.consolidate(rows, snap.envelope, snap.key_columns, plan.since, drop_deletes=group.drop_deletes,
@@ -103,6 +108,18 @@ def dictionary_columns(snap: Snapshot) -> tuple[str, ...]:
     """The columns a streamed group reads and writes as dictionary arrays: strings and binaries."""
     schema = snap.schema.arrow_schema(internal=False)
     return tuple(f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_binary(f.type))
+
+
+def as_dictionaries(rows: pa.Table, names: Sequence[str]) -> pa.Table:
+    """``rows`` with its plain columns among ``names`` dictionary-encoded, with int32 indices as the
+    reader returns them (so pieces of parts of any schema concatenate)."""
+    for name in names:
+        i = rows.schema.get_field_index(name)
+        field = rows.schema.field(i) if i >= 0 else None
+        if field is not None and not pa.types.is_dictionary(field.type):
+            t = pa.dictionary(pa.int32(), field.type)
+            rows = rows.set_column(i, field.with_type(t), rows.column(i).cast(t))
+    return rows
 
 
 def _read_ahead(storage: st.Storage, snap: Snapshot, parts: Sequence[Part], *, order: bool = False,
