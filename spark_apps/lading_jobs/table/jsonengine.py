@@ -301,7 +301,7 @@ def _pointer_stats(present: pa.Array, paths: list[tuple[str, ...]], numeric: lis
                   f" AND regexp_full_match({v(i)}::VARCHAR, '-?[0-9]+')))",
                   f"min(try_cast({v(i)} AS DOUBLE)) FILTER (WHERE {is_number(i)})",
                   f"max(try_cast({v(i)} AS DOUBLE)) FILTER (WHERE {is_number(i)})"]
-    con = duckdb.connect(config={"threads": 1})
+    con = _connect(duckdb)
     try:
         con.register("docs", pa.table({"text": present}))
         row = con.execute(f"SELECT {', '.join(first)} FROM {source}").fetchone()
@@ -332,7 +332,7 @@ def _engine_stats(docs: pa.Table) -> dict[str, Any] | None:
     level down to ``js.DEPTH`` keys, aggregated per key path in SQL."""
     import duckdb
 
-    con = duckdb.connect(config={"threads": 1})
+    con = _connect(duckdb)
     try:
         con.register("docs", docs)
         con.execute("CREATE TEMP TABLE n0 AS SELECT doc, objects, []::VARCHAR[] AS path, []::BIGINT[] AS pos, "
@@ -357,3 +357,8 @@ def _engine_stats(docs: pa.Table) -> dict[str, Any] | None:
             "paths": sorted(out, key=lambda e: tuple(e["path"]))}
 
 
+def _connect(duckdb: Any) -> Any:
+    """An in-memory DuckDB connection of one thread that never installs or loads an extension by
+    itself (JSON is built into the wheel; a job reaches no extension repository)."""
+    return duckdb.connect(config={"threads": 1, "autoinstall_known_extensions": False,
+                                  "autoload_known_extensions": False})
