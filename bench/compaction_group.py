@@ -33,6 +33,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT), str(ROOT / "bench")]
@@ -60,14 +61,10 @@ def run_lading_sorted(root: Path, groups: int, check: bool, profile: int) -> tup
     ``rangesort``, in-process); its CPU seconds, of which system, and wall seconds."""
     from dataclasses import replace
 
-    import pyarrow as pa
-
     from lading_jobs import storage as st
     from lading_jobs import workerheap
     from lading_jobs.compact import plan as planner
     from lading_jobs.compact import rangesort, task
-    from lading_jobs.table import reader
-    from lading_jobs.table import writer as table_writer
     from lading_jobs.table.log import TableLog
 
     uri = f"file://{root / 'lading'}/"
@@ -103,29 +100,17 @@ def run_lading_sorted(root: Path, groups: int, check: bool, profile: int) -> tup
         import pstats
 
         pstats.Stats(profiler).sort_stats("tottime").print_stats(profile)
-    try:
-        if check:
-            expected = pa.concat_tables([reader.read_part(storage, snap, p, order=False) for p in parts])
-            expected = expected.sort_by("k")  # stable: ties on k keep part order, as both stages do
-            got = pa.concat_tables([_read_pending(storage, snap, w) for w in outcome.written])
-            assert got.num_rows == expected.num_rows == outcome.rows_out, (got.num_rows, expected.num_rows)
-            assert got.equals(expected.select(got.column_names)), "the rewritten rows differ from the input's, sorted"
-            print(f"check: {got.num_rows:,} rows in {len(outcome.written)} part(s), the input's sorted by k in order")
-    finally:
-        table_writer.abort_parts(uri, outcome.written, [write_id], storage=storage)
+    _check_and_drop(storage, snap, parts, outcome, uri, write_id, check, sort_key="k")
     return c1 - c0, s1 - s0, wall
 
 
 def run_lading(root: Path, check: bool) -> tuple[float, float, float]:
     """One rewrite of the group; its CPU seconds, of which system, and wall seconds."""
-    import pyarrow as pa
 
     from lading_jobs import storage as st
     from lading_jobs import workerheap
     from lading_jobs.compact import plan as planner
     from lading_jobs.compact import task
-    from lading_jobs.table import reader
-    from lading_jobs.table import writer as table_writer
     from lading_jobs.table.log import TableLog
 
     uri = f"file://{root / 'lading'}/"
@@ -144,15 +129,7 @@ def run_lading(root: Path, check: bool) -> tuple[float, float, float]:
     outcome = task.rewrite_group(plan, 0, storage)
     wall = time.perf_counter() - t0
     c1, s1 = cpu()
-    try:
-        if check:
-            expected = pa.concat_tables([reader.read_part(storage, snap, p, order=False) for p in snap.parts])
-            got = pa.concat_tables([_read_pending(storage, snap, w) for w in outcome.written])
-            assert got.num_rows == expected.num_rows == outcome.rows_out, (got.num_rows, expected.num_rows)
-            assert got.equals(expected.select(got.column_names)), "the rewritten rows differ from the input"
-            print(f"check: {got.num_rows:,} rows in {len(outcome.written)} part(s), equal to the input in order")
-    finally:
-        table_writer.abort_parts(uri, outcome.written, [write_id], storage=storage)
+    _check_and_drop(storage, snap, snap.parts, outcome, uri, write_id, check, sort_key=None)
     return c1 - c0, s1 - s0, wall
 
 
@@ -184,6 +161,29 @@ def run_delta(root: Path, target: int, sort: bool = False) -> tuple[float, float
     shutil.rmtree(copy, ignore_errors=True)
     return c1 - c0, s1 - s0, wall
 
+
+
+def _check_and_drop(storage: Any, snap: Any, parts: Any, outcome: Any, uri: str, write_id: str, check: bool,
+                    sort_key: str | None) -> None:
+    """With ``check``: the rewritten rows are the input's (sorted stably by ``sort_key``: ties keep
+    part order, as both range-sort stages do), in order. Then the pending outputs are dropped."""
+    import pyarrow as pa
+
+    from lading_jobs.table import reader
+    from lading_jobs.table import writer as table_writer
+
+    try:
+        if check:
+            expected = pa.concat_tables([reader.read_part(storage, snap, p, order=False) for p in parts])
+            if sort_key is not None:
+                expected = expected.sort_by(sort_key)
+            got = pa.concat_tables([_read_pending(storage, snap, w) for w in outcome.written])
+            assert got.num_rows == expected.num_rows == outcome.rows_out, (got.num_rows, expected.num_rows)
+            assert got.equals(expected.select(got.column_names)), "the rewritten rows differ from the input's"
+            how = f"sorted by {sort_key}" if sort_key else "as they were"
+            print(f"check: {got.num_rows:,} rows in {len(outcome.written)} part(s), the input's {how}, in order")
+    finally:
+        table_writer.abort_parts(uri, outcome.written, [write_id], storage=storage)
 
 def main() -> None:
     p = argparse.ArgumentParser()

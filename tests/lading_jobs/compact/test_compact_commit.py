@@ -12,9 +12,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-import pyarrow as pa
 import pytest
 from support.faults import Fault, FaultyStorage
+from support.kv_tables import twelve_small_parts
 
 from lading_jobs import storage as st
 from lading_jobs.compact import retention
@@ -23,22 +23,14 @@ from lading_jobs.compact.engine import Totals, compact
 from lading_jobs.compact.plan import written_by_compaction
 from lading_jobs.engine import RunContext
 from lading_jobs.table import format as fmt
-from lading_jobs.table import reader, writer
+from lading_jobs.table import reader
 from lading_jobs.table.log import CommitStateUnknown, TableLog
-from lading_jobs.table.schema import TableSchema
 from lading_spec.compaction import parse_compaction
-
-SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
 
 
 def build(uri: str) -> int:
     """An append table of 12 small parts; its version."""
-    log = TableLog.create(uri, SCHEMA, "append")
-    for c in range(6):
-        t = pa.table({"k": pa.array(range(c * 10, c * 10 + 10), pa.int64()), "v": [f"c{c}"] * 10})
-        written = writer.write_parts(uri, [t.slice(0, 5), t.slice(5)], SCHEMA, write_id=fmt.new_write_id(),
-                                     logical_time=c + 1, one_part_per_table=True)
-        writer.commit_parts(uri, written, log=log)
+    log = twelve_small_parts(uri)
     return log.snapshot().version
 
 

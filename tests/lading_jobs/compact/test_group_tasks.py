@@ -9,18 +9,13 @@ import pickletools
 from collections.abc import Callable
 from dataclasses import replace
 
-import pyarrow as pa
 from pyspark import cloudpickle
+from support.kv_tables import twelve_small_parts
 
 from lading_jobs import storage as st
 from lading_jobs.compact import plan as planner
 from lading_jobs.compact import task as compact_task
-from lading_jobs.table import format as fmt
 from lading_jobs.table import writer
-from lading_jobs.table.log import TableLog
-from lading_jobs.table.schema import TableSchema
-
-SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
 
 
 def names_in(data: bytes) -> set[str]:
@@ -31,12 +26,7 @@ def names_in(data: bytes) -> set[str]:
 
 def test_each_task_decodes_only_its_own_group(file_uri: Callable[[str], str]) -> None:
     uri = file_uri("t/")
-    log = TableLog.create(uri, SCHEMA, "append")
-    for c in range(6):
-        t = pa.table({"k": pa.array(range(c * 10, c * 10 + 10), pa.int64()), "v": [f"c{c}"] * 10})
-        written = writer.write_parts(uri, [t.slice(0, 5), t.slice(5)], SCHEMA, write_id=fmt.new_write_id(),
-                                     logical_time=c + 1, one_part_per_table=True)
-        writer.commit_parts(uri, written, log=log)
+    log = twelve_small_parts(uri)
     snap = log.snapshot()
     groups = tuple(planner.Group(snap.parts[i:i + 4]) for i in range(0, 12, 4))
     plan = compact_task.RewritePlan(replace(snap, parts=()), groups, 0, (), planner.WRITE_ID_PREFIX + "t", 1 << 20,

@@ -23,64 +23,19 @@ import pytest
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import StaticTable
 from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
+from support.kv_tables import SCHEMA
+from support.kv_tables import batch as _batch
+from support.kv_tables import check_mirror_every_version as _check_every_version
+from support.kv_tables import commit as _commit
+from support.kv_tables import compact_in_process as _compact
+from support.kv_tables import rows_at as _lading
 
 from lading_jobs import storage as st
-from lading_jobs.compact import task as compact_task
-from lading_jobs.compact.engine import compact
-from lading_jobs.engine import RunContext
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import deletes, mirror, reader, writer
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
 from lading_jobs.table.log import Change, TableLog, read_commit, snapshot_at
-from lading_jobs.table.schema import TableSchema
-from lading_spec.compaction import parse_compaction
-
-SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
-
-
-def _batch(keys: list[int], values: list[str | None], times: list[int], diffs: list[int]) -> pa.Table:
-    return pa.table({"k": pa.array(keys, pa.int64()), "v": pa.array(values, pa.string()),
-                     fmt.TIME_COLUMN: pa.array(times, pa.int64()), fmt.DIFF_COLUMN: pa.array(diffs, pa.int64())})
-
-
-def _commit(uri: str, *tables: pa.Table, create: writer.NewTable | None = None) -> None:
-    """One commit; each table one part (in this order)."""
-    written = writer.write_parts(uri, list(tables), SCHEMA, write_id=fmt.new_write_id(), one_part_per_table=True)
-    writer.commit_parts(uri, written, create=create)
-
-
-def _lading(uri: str, version: int) -> pa.Table:
-    return reader.scan(uri, snapshot=snapshot_at(uri, TableLog.open_existing(uri).storage, version))
-
-
-def _compact(uri: str, sort_by: tuple[str, ...] = (), target_kb: int = 64, since: int = 0) -> None:
-    """The engine's own compaction run, its groups rewritten in this process; consolidating up to
-    logical time ``since``."""
-    doc: dict[str, Any] = {"table": uri, "since": {"version": since}, "targetFileSize": f"{target_kb}kB",
-                           "minInputFiles": 2, "sortBy": list(sort_by)}
-    storage = st.open_storage(uri)
-    compact(None, parse_compaction(doc), RunContext(), storage=storage, runner=compact_task.in_process(storage))
-
-
-def _check_every_version(uri: str, root: Path) -> None:
-    """At every version: a current snapshot of that version (never behind), holding lading's rows for
-    pyiceberg (that version's metadata file, and by id from the latest) and for DuckDB (by id)."""
-    latest = TableLog.open_existing(uri).version
-    last = str(root / "metadata" / f"v{latest}.metadata.json")
-    versions = list(range(latest + 1))
-    duck = duckdb_rows(str(root), [None, *(ice.snapshot_id(v) for v in versions)])
-    assert multiset(duck[0], ["k", "v"]) == multiset(_lading(uri, latest))
-    for v, by_id in zip(versions, duck[1:], strict=True):
-        want = multiset(_lading(uri, v))
-        meta_file = str(root / "metadata" / f"v{v}.metadata.json")
-        meta = StaticTable.from_metadata(meta_file).metadata
-        assert meta.current_snapshot_id == ice.snapshot_id(v), (v, meta.properties.get(mirror.PROP_REASON))
-        assert multiset(pyiceberg_rows(meta_file), ["k", "v"]) == want, v
-        assert multiset(pyiceberg_rows(last, ice.snapshot_id(v)), ["k", "v"]) == want, v
-        assert multiset(by_id, ["k", "v"]) == want, v
-        summary = meta.snapshot_by_id(ice.snapshot_id(v)).summary  # type: ignore[union-attr]
-        assert summary is not None and summary["total-records"] == str(sum(want.values())), v  # not deleted rows
 
 
 def _delete_files(meta_file: str) -> list[Any]:
