@@ -30,14 +30,16 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse, urlsplit
 
 import botocore.exceptions
 import pyarrow as pa
 
-from lading_jobs import pinning
 from lading_spec.uris import check_endpoint
+
+if TYPE_CHECKING:
+    from lading_jobs import pinning
 
 STAGING_DIR = ".lading-staging"
 SINGLE_PUT = "single-put"
@@ -290,6 +292,8 @@ def _refuse_metadata_service(endpoint: str | None, pins: pinning.Pins) -> None:
     service (the spec check refuses such addresses written out; a name is only known here).
     The checked answer is pinned in ``pins``: the client dials those addresses, never a later
     answer (``lading_jobs.pinning``)."""
+    from lading_jobs import pinning
+
     host = urlsplit(endpoint).hostname if endpoint else None
     if not host:
         return
@@ -304,10 +308,12 @@ def _refuse_metadata_service(endpoint: str | None, pins: pinning.Pins) -> None:
 
 class S3Storage(Storage):
     def __init__(self, settings: S3Settings | None = None) -> None:
-        # boto3 is imported here, not with the module: it takes most of a Python worker's
-        # start-up imports (~0.7 s idle), which runs on file:// tables need not pay
+        # boto3 (and pinning, with urllib3) are imported here, not with the module: they take most
+        # of a Python worker's start-up imports (~0.7 s idle), which runs on file:// tables need not pay
         import boto3
         import botocore.config
+
+        from lading_jobs import pinning
 
         self.settings = settings or S3Settings.from_env()
         pins = pinning.Pins()

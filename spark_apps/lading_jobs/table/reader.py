@@ -49,7 +49,6 @@ from lading_jobs.table import vexpr as vx
 from lading_jobs.table.log import Part, Snapshot, TableError, TableLog, snapshot_at, superseded_at
 from lading_jobs.table.schema import conform, field_id
 from lading_jobs.table.stats import ColumnStats, PartStats, to_stats_domain
-from lading_spec.compaction import MIN_GRACE_PERIOD
 
 BUCKET_BYTES = 256 * 1024**2
 """Compressed part bytes one consolidating task reads before the plan adds a bucket."""
@@ -328,6 +327,9 @@ def check_retained(snapshot: Snapshot, storage: st.Storage, now_ms: int | None =
     still the latest, or superseded more recently than that, is read as it is (one read: the
     next commit). An older one is read only if every part it holds beyond the latest state's
     is still there (one HEAD each); otherwise the read is refused naming the grace period."""
+    # here, not with the module: a compaction task imports this module but never needs the spec's
+    from lading_spec.compaction import MIN_GRACE_PERIOD
+
     superseded = superseded_at(snapshot.uri, storage, snapshot.version)
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     if superseded is None or superseded >= now - int(MIN_GRACE_PERIOD * 1000):
