@@ -36,14 +36,15 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 SPENT: dict[str, float] = defaultdict(float)
 
 
-def timer(name: str, fn: Any) -> Any:
+def timer(name: str, fn: Any, spent: dict[str, float] = SPENT) -> Any:
+    """``fn``, adding the seconds each call takes to ``spent[name]`` (the driver's ``SPENT`` by default)."""
     @functools.wraps(fn)
     def timed(*args: Any, **kwargs: Any) -> Any:
         t = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
-            SPENT[name] += time.perf_counter() - t
+            spent[name] += time.perf_counter() - t
 
     return timed
 
@@ -64,15 +65,7 @@ def traced_body(body: Any) -> Any:
 
         def patch(owner: Any, name: str, label: str) -> Any:
             original = getattr(owner, name)
-
-            def wrapped(*a: Any, **k: Any) -> Any:
-                t = time.perf_counter()
-                try:
-                    return original(*a, **k)
-                finally:
-                    spent[label] += time.perf_counter() - t
-
-            setattr(owner, name, wrapped)
+            setattr(owner, name, timer(label, original, spent))
             return original
 
         undo = [(parts.CeilingPartWriter, "_close", patch(parts.CeilingPartWriter, "_close", "close")),
