@@ -9,6 +9,7 @@ reports like the app does (``LADING_RESULT {...}``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -43,8 +44,11 @@ def main() -> int:
         log.storage = storage
         written = [writer.WrittenPart.from_json(w) for w in args["written"]]
         schema = TableSchema.from_json(args["schema"]) if args.get("schema") else None  # schema evolution
-        snap = writer.commit_parts(args["table"], written, log=log, nonce=args.get("nonce"), schema=schema,
-                                   ledger=args.get("ledger"))  # {uri: {etag, size, rows}}: the ledger crash matrix
+        from lading_jobs.table import mirror_publisher
+
+        with mirror_publisher.background() if args.get("background") else contextlib.nullcontext():
+            snap = writer.commit_parts(args["table"], written, log=log, nonce=args.get("nonce"), schema=schema,
+                                       ledger=args.get("ledger"))  # {uri: {etag, size, rows}}: the ledger matrix
         out = {"rows": snap.rows, "version": snap.version}
     if cancellation.event.is_set():
         out["sawSigterm"] = True

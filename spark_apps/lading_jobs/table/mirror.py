@@ -66,7 +66,7 @@ from pyiceberg.transforms import IdentityTransform
 
 from lading_jobs import storage as st
 from lading_jobs import uploadset
-from lading_jobs.table import copies, deletes
+from lading_jobs.table import copies, deletes, mirror_publisher
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
 from lading_jobs.table.iceberg_avro import write_manifest, write_manifest_list
@@ -594,6 +594,7 @@ def sync(uri: str, storage: st.Storage | None = None, *, upto: int | None = None
     A version another writer publishes meanwhile is taken as published (its file stands)."""
     storage = storage or st.open_storage(uri)
     root = fmt.table_root(uri)
+    mirror_publisher.wait(root)  # what this process handed to its background publisher goes first
     log = TableLog.open_existing(root, storage)
     if not log.snapshot().meta.iceberg_mirror:
         return []
@@ -613,34 +614,51 @@ def sync(uri: str, storage: st.Storage | None = None, *, upto: int | None = None
 
 def after_commit(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> None:
     """The writer's step after commit ``entry`` landed: mirror it (and any version the mirror
-    lacks before it, first). Best effort: a failure leaves the mirror behind, says so on stderr, and
+    lacks before it, first). Inside ``mirror_publisher.background()`` the publish runs on the table's
+    background publisher, in version order, and this returns at once (``flush`` waits for it).
+    Best effort: a failure leaves the mirror behind, says so on stderr (here, or at ``settle``), and
     never fails the commit (the next writer or ``lading table sync`` catches up)."""
     switched_off = not snapshot.meta.iceberg_mirror and "metadata" in entry and entry.get("version", 0) > 0
     if not snapshot.meta.iceberg_mirror and not switched_off:
         return
+    root = fmt.table_root(log.uri)
+    if mirror_publisher.active():
+        mirror_publisher.submit(root, snapshot.version, lambda: _publish_after(log, entry, snapshot, switched_off))
+        return
+    mirror_publisher.wait(root)  # a publish handed over before, if any, goes first
     try:
-        root, v = fmt.table_root(log.uri), snapshot.version
-        if switched_off:  # one last metadata file says so, if there is a mirror to say it in
-            n, prev = _latest(root, log.storage)
-            if prev is not None and mirrored_version(prev) == v - 1:
-                publish(snapshot, entry, log.storage, prev, n)
-            return
-        cached = _CACHE.get(root)
-        known: list[ManifestFile] | None = None
-        if v == 0:
-            n, prev = -1, None
-        elif cached is not None and mirrored_version(cached[1]) == v - 1:
-            n, prev, known = cached  # published by this process just before: no need to read it back
-        else:
-            n, prev = _latest(root, log.storage)
-        done = mirrored_version(prev)
-        if done == v - 1 and publish(snapshot, entry, log.storage, prev, n, known) is not None:
-            return
-        if done < v:
-            sync(root, log.storage, upto=v)
+        _publish_after(log, entry, snapshot, switched_off)
     except Exception as e:  # noqa: BLE001 - the commit stands; the mirror catches up later
         print(f"lading: the Iceberg mirror of {log.uri} is behind version {snapshot.version} ({e}); "
               f"`lading table sync {log.uri}` or the next commit catches it up", file=sys.stderr)
+
+
+def flush(uri: str) -> None:
+    """Wait until every version this process committed to table ``uri`` is mirrored (published in the
+    background); ``mirror_publisher.MirrorBehind`` names the table and version when a publish failed."""
+    mirror_publisher.flush(fmt.table_root(uri))
+
+
+def _publish_after(log: TableLog, entry: dict[str, Any], snapshot: Snapshot, switched_off: bool) -> None:
+    root, v = fmt.table_root(log.uri), snapshot.version
+    if switched_off:  # one last metadata file says so, if there is a mirror to say it in
+        n, prev = _latest(root, log.storage)
+        if prev is not None and mirrored_version(prev) == v - 1:
+            publish(snapshot, entry, log.storage, prev, n)
+        return
+    cached = _CACHE.get(root)
+    known: list[ManifestFile] | None = None
+    if v == 0:
+        n, prev = -1, None
+    elif cached is not None and mirrored_version(cached[1]) == v - 1:
+        n, prev, known = cached  # published by this process just before: no need to read it back
+    else:
+        n, prev = _latest(root, log.storage)
+    done = mirrored_version(prev)
+    if done == v - 1 and publish(snapshot, entry, log.storage, prev, n, known) is not None:
+        return
+    if done < v:
+        sync(root, log.storage, upto=v)
 
 
 class _StorageIO(FileIO):
@@ -675,6 +693,7 @@ def expire(uri: str, storage: st.Storage, deleting: Iterable[str]) -> set[str]:
     files of the current snapshot of a mirror that stays behind the log (its last exact version; an
     Iceberg reader would otherwise lose it). Nothing to do for a table without a mirror."""
     root = fmt.table_root(uri)
+    mirror_publisher.wait(root)  # publishes handed over in this process first
     doomed = set(deleting)
     log = TableLog.open(root, storage)
     if log is None or not log.snapshot().meta.iceberg_mirror or not doomed:
@@ -716,6 +735,7 @@ def describe(uri: str, storage: st.Storage | None = None) -> dict[str, Any]:
     whether (and why) it is behind the log. For ``lading table sync`` and status."""
     storage = storage or st.open_storage(uri)
     root = fmt.table_root(uri)
+    mirror_publisher.wait(root)
     n, meta = _latest(root, storage)
     out: dict[str, Any] = {"metadata": metadata_uri(root, n) if n >= 0 else None,
                            "mirroredVersion": mirrored_version(meta)}

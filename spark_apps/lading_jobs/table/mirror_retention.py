@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pyiceberg.manifest import read_manifest_list
 
 from lading_jobs import storage as st
-from lading_jobs.table import copies, mirror
+from lading_jobs.table import copies, mirror, mirror_publisher
 from lading_jobs.table import format as fmt
 from lading_jobs.table.log import TableError, TableLog
 
@@ -118,6 +118,7 @@ def plan(uri: str, storage: st.Storage, store_now_ms: int, grace_ms: int) -> Mir
     stderr; the parts' retention stands) when a kept metadata file cannot be read or names a path
     that is not the mirror's own."""
     root = fmt.table_root(uri)
+    mirror_publisher.wait(root)  # no metadata file of this process still on its way
     prefix = f"{root}{mirror.METADATA_DIR}/"
     objects = list(storage.list_objects(prefix))
     cutoff_s = (store_now_ms - grace_ms) / 1000.0

@@ -9,6 +9,7 @@ the module cheap; one DuckDB subprocess reads every snapshot of a table at once.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import json
@@ -24,7 +25,7 @@ from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
 
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
-from lading_jobs.table import mirror, reader, writer
+from lading_jobs.table import mirror, mirror_publisher, reader, writer
 from lading_jobs.table.log import Change, TableError, TableLog, snapshot_at
 from lading_jobs.table.schema import TableSchema
 
@@ -65,6 +66,7 @@ def _lading(uri: str, version: int) -> pa.Table:
 def _check_every_version(uri: str, root: Path) -> None:
     """At every lading version: the mirror's snapshot holds lading's rows, read by pyiceberg from that
     version's metadata, by pyiceberg by snapshot id from the latest, and by DuckDB (current and by id)."""
+    mirror.flush(uri)  # a publish handed to the background publisher lands first
     latest = TableLog.open_existing(uri).version
     meta = str(root / "metadata" / f"v{latest}.metadata.json")
     versions = list(range(latest + 1))
@@ -83,7 +85,14 @@ def _check_every_version(uri: str, root: Path) -> None:
         assert summary is not None and summary["total-records"] == str(want.num_rows), v  # the rows read
 
 
-def test_every_version_reads_the_same_in_lading_pyiceberg_and_duckdb(tmp_path: Path) -> None:
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_every_version_reads_the_same_in_lading_pyiceberg_and_duckdb(tmp_path: Path, background: bool) -> None:
+    """Also with the mirror published off the commit path (mirror_publisher): flushed before reading."""
+    with mirror_publisher.background() if background else contextlib.nullcontext():
+        _every_version(tmp_path)
+
+
+def _every_version(tmp_path: Path) -> None:
     root = tmp_path / "t"
     uri = f"file://{root}/"
     _append(uri, _rows(0, 30), SCHEMA, create=True)

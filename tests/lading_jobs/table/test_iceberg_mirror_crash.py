@@ -90,10 +90,11 @@ def _referenced_files_exist(root: Path) -> None:
                     assert Path(entry.data_file.file_path.removeprefix("file://")).exists()
 
 
-def _run_child(uri: str, method: str, match: str, action: str, diff: int = 1) -> subprocess.CompletedProcess[str]:
+def _run_child(uri: str, method: str, match: str, action: str, diff: int = 1,
+               background: bool = False) -> subprocess.CompletedProcess[str]:
     written = writer.write_parts(uri, [_rows(100, 4)], SCHEMA, write_id=fmt.new_write_id(), diff=diff)
     args = {"kind": "table", "table": uri, "written": [w.to_json() for w in written],
-            "fault": {"method": method, "match": match, "action": action}}
+            "fault": {"method": method, "match": match, "action": action}, "background": background}
     return subprocess.run([sys.executable, str(CHILD), json.dumps(args)], capture_output=True, text=True,
                           timeout=300)
 
@@ -174,3 +175,32 @@ def test_the_next_writer_catches_a_killed_mirror_up_in_version_order(tmp_path: P
     for v in (2, 3):
         assert multiset(pyiceberg_rows(str(root / "metadata" / "v3.metadata.json"), ice.snapshot_id(v))) \
             == multiset(_lading(uri, v))
+
+
+@pytest.mark.parametrize("step", ["before the manifest list", "before the metadata file"])
+def test_a_process_killed_with_a_background_publish_pending_loses_nothing(tmp_path: Path, step: str) -> None:
+    """The child commits v2 with the mirror published in the background (mirror_publisher) and is
+    killed in the publisher's thread: the log holds v2, the readers see v1; ``sync`` then gives an
+    Iceberg table equal to lading's at every version, and the next background writer publishes on."""
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _commit(uri, _rows(0, 5), create=True)
+    _commit(uri, _rows(5, 3))
+    method, match, action = STEPS[step]
+    done = _run_child(uri, method, match, action, background=True)
+    assert done.returncode == -9, done.stderr[-2000:]
+    assert TableLog.open_existing(uri).version == 2
+    assert not (root / "metadata" / "v2.metadata.json").exists()
+    assert multiset(pyiceberg_rows(_hinted_metadata(root))) == multiset(_lading(uri, 1))
+    assert [p.version for p in mirror.sync(uri)] == [2]
+    from lading_jobs.table import mirror_publisher
+
+    with mirror_publisher.background():
+        _commit(uri, _rows(300, 2))  # v3
+    latest = str(root / "metadata" / "v3.metadata.json")
+    for v in range(4):
+        want = multiset(_lading(uri, v))
+        assert multiset(pyiceberg_rows(str(root / "metadata" / f"v{v}.metadata.json"))) == want, v
+        assert multiset(pyiceberg_rows(latest, ice.snapshot_id(v))) == want, v
+    assert multiset(duckdb_rows(str(root), [None])[0]) == multiset(_lading(uri, 3))
+    _referenced_files_exist(root)
