@@ -45,7 +45,7 @@ from lading_jobs.stream import positions as pos
 from lading_jobs.stream.progress import Progress, ProgressServer, iso
 from lading_jobs.stream.sources import FilesSource, KafkaSource, now_ms
 from lading_jobs.table import format as fmt
-from lading_jobs.table import mirror, mirror_switch, writer
+from lading_jobs.table import mirror, mirror_publisher, mirror_switch, writer
 from lading_jobs.table.log import Change, ConflictError, Snapshot, TableError, TableLog
 from lading_jobs.table.schema import SchemaError, TableSchema
 from lading_spec.errors import SpecError
@@ -385,8 +385,11 @@ class Stream:
         if isinstance(self.source, KafkaSource):  # null: the broker gives no ID, recreation is not provable
             self.progress.update(topicIds=dict(self.source.topic_ids))
         skipped = (self.progress.get("dataLossSkipped") or []) + plan.skipped
-        if snap.meta.iceberg_mirror:  # what this process just published: no request
-            self.progress.update(icebergMetadata=mirror.current_metadata(self.table_uri, self.storage))
+        if snap.meta.iceberg_mirror:  # what this process published last (the batch's own may still be on its
+            # way: mirror_publisher publishes in the background; the stream's end flushes and reports the newest)
+            meta = mirror.current_metadata(self.table_uri, self.storage)
+            if meta is not None:
+                self.progress.update(icebergMetadata=meta)
         self.progress.update(
             state="running", rowsTotal=total, batches=batches, tableVersion=snap.version, upper=snap.upper,
             lastBatch={"time": iso(), "rows": r.rows, "read": r.read, "bytes": r.bytes, "rejected": r.rejected,
@@ -501,6 +504,8 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
     stream = Stream(spark, doc, spec, progress)
     base: dict[str, Any] = {"runId": doc.run_id, "destination": stream.table_uri}
     watcher: LagWatcher | None = None
+    publishing = mirror_publisher.background()  # batches commit while the mirror publishes the last one
+    publishing.__enter__()
     try:
         stream.sweep()
         stream.resume()
@@ -534,6 +539,9 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
             next_cut = time.monotonic() if plan.full else cut + spec.batching.max_batch_interval
             if once and plan.empty and not plan.unread:
                 break
+        if stream.log is not None and stream.log.snapshot().meta.iceberg_mirror:
+            mirror_publisher.settle(fmt.table_root(stream.table_uri))  # every batch's snapshot, then report it
+            progress.update(icebergMetadata=mirror.current_metadata(stream.table_uri, stream.storage))
         doc_now = progress.snapshot()
         summary = {**base, "rowsTotal": doc_now["rowsTotal"], "batches": doc_now["batches"],
                    "tableVersion": doc_now["tableVersion"], "offsets": doc_now["offsets"],
@@ -568,5 +576,6 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
         if watcher is not None:
             watcher.close()
         stream.close()
+        publishing.__exit__(None, None, None)  # every exit path: settles every publish of this run
         if server is not None:
             server.close()
