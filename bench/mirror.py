@@ -2,7 +2,7 @@
 
   python bench/mirror.py [--parts 1000] [--commits 30] [--rows 20000] [--dir /tmp/lading-bench-mirror] [--s3]
                          [--profile] [--streamcopy [--stream-messages 24000] [--stream-batch 1000]
-                         [--stream-rounds 2]] [--cases append,stream,write]
+                         [--stream-rounds 2]] [--cases append,stream,write] [--background [--block 5]]
 
 Two tables, identical but for the switch (``iceberg_mirror`` off / on), each given ``--parts``
 parts in commits of 100 (synthetic parts: statistics for six columns, no data is read by either
@@ -131,6 +131,15 @@ def streamcopy(args: argparse.Namespace) -> None:
             inside.append(time.perf_counter() - t0)
 
     mirror.after_commit = timed  # type: ignore[assignment]
+    behind: list[tuple[float, float]] = []  # (wall, thread CPU) of each publish, on the publisher's thread
+    publish_after = mirror._publish_after  # noqa: SLF001 - the benchmark times the mirror's own step
+
+    def timed_publish(log: Any, entry: Any, snapshot: Any, switched_off: bool) -> None:
+        t0, c0 = time.perf_counter(), time.thread_time()
+        publish_after(log, entry, snapshot, switched_off)
+        behind.append((time.perf_counter() - t0, time.thread_time() - c0))
+
+    mirror._publish_after = timed_publish  # type: ignore[assignment]  # noqa: SLF001
 
     root = Path(args.dir) / "streamcopy"
     shutil.rmtree(root, ignore_errors=True)
@@ -146,6 +155,7 @@ def streamcopy(args: argparse.Namespace) -> None:
                       max_batch_rows=args.stream_batch)
         batches: dict[bool, list[float]] = {False: [], True: []}
         inside.clear()  # the warm-up's
+        behind.clear()
         for r in range(args.stream_rounds):
             for m in (False, True):
                 times: list[float] = []
@@ -162,11 +172,51 @@ def streamcopy(args: argparse.Namespace) -> None:
         mirrored = inside
         print(f"streamcopy: inside mirror.after_commit {statistics.median(mirrored) * 1000:.1f} ms per mirrored batch "
               f"(median of {len(mirrored)}): {statistics.median(mirrored) / on:.0%} of the median batch with the mirror")
+        if behind:  # the publishes themselves (background: on the publisher's thread, beside the next batch)
+            pw, pc = statistics.median(b[0] for b in behind), statistics.median(b[1] for b in behind)
+            print(f"streamcopy: each publish {pw * 1000:.1f} ms wall, {pc * 1000:.1f} ms CPU of its thread "
+                  f"(median of {len(behind)}): {pc / on:.0%} of the median batch with the mirror in CPU")
     finally:
         if spark is not None:
             spark.stop()
         broker.terminate()
         broker.wait()
+
+
+def background_case(kind: str, logs: dict[bool, TableLog], args: argparse.Namespace, storage: st.Storage) -> None:
+    """``--background``: the mirror published off the commit path (``mirror_publisher.background()``),
+    in blocks of ``--block`` commits, off then on, alternated; the on block settles at its end (every
+    publish done). Per commit: the time on the caller's path (the median commit call: what the next
+    batch waits), the block's wall time (settling included) and the whole process's CPU (the
+    publisher thread's included) divided by its commits."""
+    import contextlib
+
+    from lading_jobs.table import mirror_publisher
+
+    times: dict[bool, list[float]] = {False: [], True: []}
+    wall: dict[bool, float] = {False: 0.0, True: 0.0}
+    cpu: dict[bool, float] = {False: 0.0, True: 0.0}
+    i = 0
+    while i < args.commits:
+        n = min(args.block, args.commits - i)
+        for m in (False, True):
+            w0, c0 = time.perf_counter(), time.process_time()
+            with mirror_publisher.background() if m else contextlib.nullcontext():
+                for j in range(i, i + n):
+                    t0 = time.perf_counter()
+                    commit_one(kind, logs[m], j, args, storage)
+                    times[m].append(time.perf_counter() - t0)
+            wall[m] += time.perf_counter() - w0
+            cpu[m] += time.process_time() - c0
+        i += n
+    off, on = statistics.median(times[False]), statistics.median(times[True])
+    what = f"{args.rows} rows written and committed" if kind == "write" else "commit"
+    k = args.commits
+    report(kind, f"{what}, publish in the background, on the caller's path", off, on,
+           f"{args.parts} parts, {'S3 (moto)' if args.s3 else 'local disk'}",
+           f"; per commit with settling: wall {wall[False] / k * 1000:.1f} / {wall[True] / k * 1000:.1f} ms "
+           f"({(wall[True] - wall[False]) / wall[True]:.0%}), this process's CPU {cpu[False] / k * 1000:.1f} / "
+           f"{cpu[True] / k * 1000:.1f} ms ({(cpu[True] - cpu[False]) / cpu[True]:.0%})")
 
 
 def main() -> int:
@@ -182,6 +232,9 @@ def main() -> int:
     ap.add_argument("--stream-messages", type=int, default=24000)
     ap.add_argument("--stream-batch", type=int, default=1000)
     ap.add_argument("--stream-rounds", type=int, default=2)
+    ap.add_argument("--background", action="store_true",
+                    help="synthetic cases with the mirror published in the background (mirror_publisher)")
+    ap.add_argument("--block", type=int, default=5, help="--background: commits per block")
     args = ap.parse_args()
     cases = [c for c in args.cases.split(",") if c]
     server = None
@@ -207,6 +260,9 @@ def main() -> int:
     try:
         for kind in cases:
             logs = {m: build(f"{base}{kind}-{'on' if m else 'off'}/", storage, args.parts, m) for m in (False, True)}
+            if args.background:
+                background_case(kind, logs, args, storage)
+                continue
             times: dict[bool, list[float]] = {False: [], True: []}
             cpu: dict[bool, list[float]] = {False: [], True: []}
             profile = cProfile.Profile() if args.profile else None
