@@ -27,6 +27,7 @@ import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from pyiceberg.manifest import read_manifest_list
 
@@ -81,34 +82,87 @@ def _metadata_number(prefix: str, uri: str) -> int | None:
     return int(name[1:-14]) if kind(name) == 0 else None
 
 
-def referenced(root: str, storage: st.Storage, numbers: Iterable[int]) -> set[str]:
+_SNAP_LIST = re.compile(r"snap-(\d+)-[0-9a-f]{32}\.avro")
+
+
+def between(lo: int, hi: int, listed: Iterable[str]) -> set[str]:
+    """The manifest lists among ``listed`` (full URIs) of snapshots with ids in ``(lo, hi]``. Pure."""
+    out = set()
+    for uri in listed:
+        m = _SNAP_LIST.fullmatch(uri.rsplit("/", 1)[-1])
+        if m is not None and lo < int(m.group(1)) <= hi:
+            out.add(uri)
+    return out
+
+
+def referenced(root: str, storage: st.Storage, numbers: Iterable[int], listed: Iterable[str] | None = None) -> set[str]:
     """Every file the metadata files ``numbers`` reference, themselves included (full URIs). A file
     that cannot be read or names a path outside the mirror's own is a ``TableError``: what it
-    protects is unknown, so nothing is deleted."""
+    protects is unknown, so nothing is deleted.
+
+    With ``listed`` (the URIs under ``metadata/``) and every number from the lowest to the highest
+    there, only the first and the last metadata file are read: a metadata file lists its predecessor's
+    snapshots (some expired) plus at most its own new one, and snapshot ids only grow, so the snapshots
+    of those in between are the first's, or have ids above the first's newest and up to the last's
+    newest: their manifest lists are found by name (``snap-<id>-<uuid>.avro``; a killed writer's
+    unreferenced one of such an id is kept too, until its id falls behind every kept file)."""
     out: set[str] = set()
     lists: set[str] = set()
+    numbers = sorted(set(numbers))
+    if listed is not None and len(numbers) > 2:
+        listed = list(listed)
+        present = {n for u in listed if (n := _metadata_number(f"{fmt.table_root(root)}{mirror.METADATA_DIR}/", u))
+                   is not None}
+        if set(range(numbers[0], numbers[-1] + 1)) <= present:
+            out.update(mirror.metadata_uri(root, n) for n in numbers)
+            ends = [numbers[0], numbers[-1]]
+            newest_ids = [max((snap.snapshot_id for snap in _parse(root, storage, n, lists)), default=0) for n in ends]
+            named = between(newest_ids[0], newest_ids[1], listed) - lists
+            return out | _listed_files(root, storage, lists) | _listed_files(root, storage, named, optional=True)
     for n in numbers:
         uri = mirror.metadata_uri(root, n)
         out.add(uri)
-        try:
-            meta = mirror.read_metadata(root, storage, n)
-        except (st.StorageError, FileNotFoundError):
-            continue  # deleted since the listing (by another retention run): it protects nothing
-        except ValueError as e:
-            raise TableError(f"retention cannot read the Iceberg mirror's {uri} ({e}); deleting none of the "
-                             "mirror's files") from e
-        for snap in meta.snapshots:
-            mirror._check_inside(root, snap.manifest_list, f"{uri}: snapshot {snap.snapshot_id}'s manifest-list")  # noqa: SLF001
-            lists.add(snap.manifest_list)
+        _parse(root, storage, n, lists)
+    return out | _listed_files(root, storage, lists)
+
+
+def _parse(root: str, storage: st.Storage, n: int, lists: set[str]) -> list[Any]:
+    """Metadata file ``n``'s snapshots (none: deleted since the listing); their manifest lists go to ``lists``."""
+    uri = mirror.metadata_uri(root, n)
+    try:
+        meta = mirror.read_metadata(root, storage, n)
+    except (st.StorageError, FileNotFoundError):
+        return []  # deleted since the listing (by another retention run): it protects nothing
+    except ValueError as e:
+        raise TableError(f"retention cannot read the Iceberg mirror's {uri} ({e}); deleting none of the "
+                         "mirror's files") from e
+    for snap in meta.snapshots:
+        mirror._check_inside(root, snap.manifest_list, f"{uri}: snapshot {snap.snapshot_id}'s manifest-list")  # noqa: SLF001
+        lists.add(snap.manifest_list)
+    return list(meta.snapshots)
+
+
+def _listed_files(root: str, storage: st.Storage, lists: set[str], *, optional: bool = False) -> set[str]:
+    """The manifest lists ``lists``, their manifests and every file those name. ``optional``: lists
+    found by name, perhaps a killed writer's whose manifests are gone: what cannot be read is skipped."""
+    out: set[str] = set()
     io = mirror._StorageIO(root, storage)  # noqa: SLF001 - the mirror's own reader, paths checked
     manifests = {}
     for ml in sorted(lists):
         out.add(ml)
-        for m in read_manifest_list(mirror._Bytes(ml, storage.read(ml))):  # noqa: SLF001
-            manifests[m.manifest_path] = m
+        try:
+            for m in read_manifest_list(mirror._Bytes(ml, storage.read(ml))):  # noqa: SLF001
+                manifests[m.manifest_path] = m
+        except (st.StorageError, OSError):
+            if not optional:
+                raise
     for path, m in manifests.items():
         out.add(path)
-        out.update(e.data_file.file_path for e in m.fetch_manifest_entry(io))
+        try:
+            out.update(e.data_file.file_path for e in m.fetch_manifest_entry(io))
+        except (st.StorageError, OSError):
+            if not optional:
+                raise
     return out
 
 
@@ -129,7 +183,7 @@ def plan(uri: str, storage: st.Storage, store_now_ms: int, grace_ms: int) -> Mir
     kept = {newest} | {n for o in objects if (n := _metadata_number(prefix, o.uri)) is not None
                        and (o.modified is None or o.modified >= cutoff_s)}
     try:
-        refs = referenced(root, storage, sorted(kept))
+        refs = referenced(root, storage, sorted(kept), [o.uri for o in objects])
     except (TableError, st.StorageError, FileNotFoundError, ValueError) as e:  # e.g. a table copied with its
         # metadata (which names the original's files), or a manifest list gone: what it protects is unknown
         print(f"lading: retention deletes none of the Iceberg mirror's files of {root}: {e}", file=sys.stderr)

@@ -162,3 +162,26 @@ def test_choose_takes_only_the_mirrors_own_old_unreferenced_names_in_deletion_or
     out = mirror_retention.choose(root, objects, {f"{root}metadata/v2.metadata.json"}, cutoff_s=200.0)
     assert [o.uri.rsplit("/", 1)[-1] for o in out.deleted] == [
         "v1.metadata.json", f"snap-3-{hexa}.avro", f"{hexa}-m0.avro", f"{hexa}-deletes.parquet"]
+
+
+def test_retention_reads_only_the_first_and_last_kept_metadata_file_and_protects_the_same_files(
+        tmp_path: Path) -> None:
+    """Every metadata file is within the grace period (kept): the plan parses the oldest and the newest
+    (the ones between are covered by their manifest lists' names) instead of every one, and what it
+    protects is what parsing every kept metadata file protects."""
+    from support.faults import FaultyStorage
+
+    root, uri = _table(tmp_path)
+    _commit(uri, [6], ["f"], 6, [1])  # v7, v8: more metadata files between the first and the last
+    _commit(uri, [7], ["g"], 7, [1])
+    storage = FaultyStorage(st.open_storage(uri))
+    numbers = sorted(int(p.name[1:-14]) for p in (root / "metadata").glob("v*.metadata.json"))
+    assert len(numbers) >= 9
+    sweep = mirror_retention.plan(uri, storage, int(time.time() * 1000), HOUR_MS)
+    metadata_reads = [u for m, u in storage.calls if m == "read" and u.endswith(".metadata.json")]
+    assert sorted(metadata_reads) == sorted({mirror.metadata_uri(uri, numbers[0]),
+                                             mirror.metadata_uri(uri, numbers[-1])}), metadata_reads
+    assert sweep.deleted == ()  # all within the grace period
+    plain = st.open_storage(uri)
+    listed = [o.uri for o in plain.list_objects(f"{uri}metadata/")]
+    assert mirror_retention.referenced(uri, plain, numbers, listed) == mirror_retention.referenced(uri, plain, numbers)
