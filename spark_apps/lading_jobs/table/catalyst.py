@@ -5,7 +5,9 @@ tree the interpreter knows: comparisons, logic, ``IN``, the annotated functions
 (``table.interp.FUNCTIONS``), literals (a constant sub-expression is evaluated by
 Spark), ``current_timestamp()`` / ``now()`` / ``current_date()`` as ``Now``,
 ``get_json_object(col, path)`` (its constant path as a parameter), ``from_json(col,
-schema).a.b`` without options (the field names as parameters);
+schema).a.b`` without options (the field names as parameters), ``variant_get`` /
+``try_variant_get`` and ``col:a.b`` (``VariantGet``: its path and ``ANSI`` or ``TRY`` as
+parameters; ``col:a.b::int`` is a ``Cast`` of a ``VariantGet`` of type ``variant``);
 anything else becomes ``Opaque`` (it may return anything, NULL and errors included).
 Spark's ``RuntimeReplaceable`` expressions (``to_date``, ``BETWEEN``, ``ts - INTERVAL``)
 are read through their replacement.
@@ -154,6 +156,12 @@ def _convert(node: Any, common: dict[int, vx.Node]) -> vx.Node:  # noqa: C901 - 
         if path is None:
             return vx.Opaque(type_)
         return vx.call("get_json_object", convert(kids[0], common), type=type_, params=(str(path.toString()),))
+    if name == "VariantGet" and kids[1].foldable() and _type(kids[1]) == "string":
+        path = kids[1].eval(None)
+        if path is None:
+            return vx.Opaque(type_)
+        mode = "ANSI" if bool(node.failOnError()) else "TRY"
+        return vx.call("variant_get", convert(kids[0], common), type=type_, params=(str(path.toString()), mode))
     if name == "Alias":
         return convert(kids[0], common)
     if name == "With":  # a common sub-expression (BETWEEN's operand): its definitions, then its body

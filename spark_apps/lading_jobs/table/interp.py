@@ -192,6 +192,9 @@ def evaluate(node: vx.Node, stats: PartStats, env: Env) -> Spec:
         on_json = json_spec(node, stats)
         if on_json is not None:
             return on_json
+        on_variant = variant_spec(node, stats)
+        if on_variant is not None:
+            return on_variant
         fn = FUNCTIONS.get(node.fn)
         if fn is None:
             return anything(node.type)
@@ -725,10 +728,12 @@ _Found = tuple[str, Any, bool]
 ("unknown", None, True); ("entry", the path's statistics, whether some row gives NULL)."""
 
 
-def _json_values(col: vx.Node | None, path: tuple[str, ...] | None, stats: PartStats) -> _Found:
+def _json_values(col: vx.Node | None, path: tuple[str, ...] | None, stats: PartStats,
+                 variant: bool = False) -> _Found:
     """Which values the key ``path`` of the ``json`` column ``col`` holds in the part (Spark: NULL
     for a NULL or invalid document, a missing key, and a JSON ``null``; an array on the way finds
-    no key)."""
+    no key). ``variant``: of a ``variant`` column, whose statistics are marked ``"variant": true``
+    (a JSON read never uses those, a variant read uses only those)."""
     if not isinstance(col, vx.Col) or not path:
         return "unknown", None, True
     if stats.rows == 0:
@@ -739,7 +744,7 @@ def _json_values(col: vx.Node | None, path: tuple[str, ...] | None, stats: PartS
     if cs.nulls >= stats.rows:
         return "none", None, True
     js = cs.json
-    if js is None or len(path) > jsonstats.DEPTH or js.get("invalid") != 0 \
+    if js is None or (js.get("variant") is True) != variant or len(path) > jsonstats.DEPTH or js.get("invalid") != 0 \
             or js.get("docs") != stats.rows - cs.nulls:
         return "unknown", None, True
     entry = next((e for e in js.get("paths", ()) if tuple(e.get("path", ())) == path), None)
@@ -842,3 +847,117 @@ def _json_field(found: _Found, to: str) -> Spec:
         i_hi = t_hi if hi is None else min(math.floor(hi), t_hi)
         return Spec(to, nullable=True, empty=True) if i_lo > i_hi else Spec(to, nullable=True, lo=i_lo, hi=i_hi)
     return Spec(to, nullable=True)
+
+
+# -- variant paths (``variant_get``, ``try_variant_get``, ``v:a.b::type``) ---------------------------
+VARIANT_KINDS = ("null", "object", "array", "boolean", "string", "number", "date", "timestamp",
+                 "timestamp_ntz", "other")
+"""The kinds of a variant path's statistics entry; an entry with any other key reads as anything."""
+_ENTRY_KEYS = frozenset(VARIANT_KINDS) | {"path", "present"}
+_SAME_KIND = ("string", "boolean", "date", "timestamp", "timestamp_ntz")
+
+
+def variant_spec(node: vx.Call, stats: PartStats) -> Spec | None:
+    """The Spec of ``variant_get(col, '$.a.b', type)`` / ``try_variant_get`` (a ``variant_get``
+    call, parameters: the path and ``ANSI`` or ``TRY``) and of a cast of ``col:a.b`` (a
+    ``variant_get`` of type ``variant``) from the column's variant statistics; None for any
+    other call. A cast of a variant fails unless it is ``try_cast``, ANSI on or off."""
+    if node.fn == "variant_get":
+        inner, to, mode = node, node.type, node.params[1] if len(node.params) == 2 else "ANSI"
+    elif node.fn == "cast" and len(node.args) == 1 and isinstance(node.args[0], vx.Call) \
+            and node.args[0].fn == "variant_get" and node.args[0].type == "variant":
+        inner, to, mode = node.args[0], node.type, "TRY" if node.params[:1] == ("TRY",) else "ANSI"
+    else:
+        return None
+    try:
+        col = inner.args[0] if len(inner.args) == 1 else None
+        path = json_path(inner.params[0]) if inner.params else None
+        state, entry, nullable = _json_values(col, path, stats, variant=True)
+        if inner is node and to == "variant":  # ``v:a`` itself: only IS [NOT] NULL reads it
+            return Spec(to, nullable=True, empty=state == "none")
+        if state == "none":
+            return Spec(to, nullable=True, empty=True)
+        if state != "entry":
+            return anything(to) if mode == "ANSI" else Spec(to, nullable=True)
+        return variant_cast(entry, nullable, to, mode)
+    except (ArithmeticError, ValueError, TypeError, KeyError, AttributeError):
+        return anything(node.type)
+
+
+def _variant_kinds(entry: dict[str, Any]) -> set[str] | None:
+    """The kinds of non-null values a variant path holds; None when the entry has a key not known here."""
+    if not set(entry) <= _ENTRY_KEYS:
+        return None
+    out = set()
+    for k in VARIANT_KINDS[1:]:
+        v = entry.get(k)
+        count = v.get("count") if isinstance(v, dict) else v
+        if count is None:
+            continue
+        if not isinstance(count, int) or isinstance(count, bool):
+            return None
+        if count:
+            out.add(k)
+    return out
+
+
+def variant_cast(entry: dict[str, Any], nullable: bool, to: str, mode: str) -> Spec:
+    """The values a variant path's entry gives cast to ``to`` (Spark's variant cast; ``mode``
+    ``ANSI``: a value that does not convert fails, ``TRY``: NULL). ``nullable``: some row gives
+    SQL NULL (a NULL document, a missing path, a variant null). Exact for: a path of one kind
+    read as that kind (string, boolean, date, timestamp, timestamp_ntz: the kind's bounds);
+    numbers read as bigint/int/smallint/tinyint (truncated toward zero; NaN, infinities and
+    overflow do not convert), as double (NaN above every number) and as decimal(p,s) (rounded
+    half up; too wide does not convert); anything read as a string never fails. Otherwise
+    anything (mixed kinds, strings parsed as numbers or dates, dates and timestamps across time
+    zones, kinds this module does not know)."""
+    kinds = _variant_kinds(entry)
+    if kinds is None:
+        return anything(to) if mode == "ANSI" else Spec(to, nullable=True)
+    if not kinds:
+        return Spec(to, nullable=True, empty=True)
+    k = kind(to)
+    if kinds == {"number"} and k in ("integer", "float", "decimal") and to != "float":
+        return _variant_number(entry["number"], nullable, to, mode)
+    if len(kinds) == 1 and to in _SAME_KIND and kinds == {to}:
+        b = entry[to]
+        return Spec(to, nullable, lo=_bound(b.get("min"), to), hi=_bound(b.get("max"), to))
+    if to == "string" and "other" not in kinds:
+        return Spec(to, nullable=True)  # numbers, booleans, dates, objects ... have a text: no failure
+    return anything(to) if mode == "ANSI" else Spec(to, nullable=True)
+
+
+def _variant_number(n: dict[str, Any], nullable: bool, to: str, mode: str) -> Spec:
+    lo, hi = (_finite(n.get(key)) for key in ("min", "max"))
+    nan = n.get("nan", 0)
+    if not isinstance(nan, int) or isinstance(nan, bool):
+        return anything(to)
+    if to == "double":  # int64 and decimals round to the nearest double: 2 ulps of slack for decimals
+        if n.get("integer") != n.get("count"):
+            lo = None if lo is None else math.nextafter(math.nextafter(lo, -math.inf), -math.inf)
+            hi = None if hi is None else math.nextafter(math.nextafter(hi, math.inf), math.inf)
+        return Spec(to, nullable, lo=lo, hi=None if nan else hi)
+    # NaN or an infinity (an open side) converts to no integer and no decimal
+    unconvertible = nan > 0 or lo is None or hi is None
+    out = replace(Spec(to, nullable), fallible=unconvertible and mode == "ANSI",
+                  nullable=nullable or (unconvertible and mode != "ANSI"))
+    if kind(to) == "integer":
+        if n.get("integer") == n.get("count"):
+            out = replace(out, lo=None if lo is None else math.ceil(lo), hi=None if hi is None else math.floor(hi))
+        else:  # truncation toward zero lies within floor(lo) … ceil(hi)
+            out = replace(out, lo=None if lo is None else math.floor(lo), hi=None if hi is None else math.ceil(hi))
+        return _overflowing(out, *int_range(to), mode)
+    m = _DECIMAL_TYPE.match(to)
+    if m is None:
+        return anything(to)
+    precision, scale = int(m.group(1)), int(m.group(2))
+    quantum = decimal.Decimal(1).scaleb(-scale)
+    ctx = decimal.Context(prec=400)
+
+    def outward(v: float | None, toward: float, rounding: str) -> decimal.Decimal | None:
+        # a double's decimal form may stray half an ulp from it: one ulp outward, then to the scale
+        return None if v is None else decimal.Decimal(math.nextafter(v, toward)).quantize(quantum, rounding, ctx)
+
+    out = replace(out, lo=outward(lo, -math.inf, decimal.ROUND_FLOOR), hi=outward(hi, math.inf, decimal.ROUND_CEILING))
+    limit = _WIDE.subtract(decimal.Decimal(1).scaleb(precision - scale), quantum)
+    return _overflowing(out, limit.copy_negate(), limit, mode)
