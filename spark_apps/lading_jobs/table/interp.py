@@ -933,7 +933,7 @@ def _variant_number(n: dict[str, Any], nullable: bool, to: str, mode: str) -> Sp
     if not isinstance(nan, int) or isinstance(nan, bool):
         return anything(to)
     if to == "double":  # int64 and decimals round to the nearest double: 2 ulps of slack for decimals
-        if n.get("integer") != n.get("count"):
+        if n.get("integers") != n.get("count"):
             lo = None if lo is None else math.nextafter(math.nextafter(lo, -math.inf), -math.inf)
             hi = None if hi is None else math.nextafter(math.nextafter(hi, math.inf), math.inf)
         return Spec(to, nullable, lo=lo, hi=None if nan else hi)
@@ -942,7 +942,7 @@ def _variant_number(n: dict[str, Any], nullable: bool, to: str, mode: str) -> Sp
     out = replace(Spec(to, nullable), fallible=unconvertible and mode == "ANSI",
                   nullable=nullable or (unconvertible and mode != "ANSI"))
     if kind(to) == "integer":
-        if n.get("integer") == n.get("count"):
+        if n.get("integers") == n.get("count"):
             out = replace(out, lo=None if lo is None else math.ceil(lo), hi=None if hi is None else math.floor(hi))
         else:  # truncation toward zero lies within floor(lo) … ceil(hi)
             out = replace(out, lo=None if lo is None else math.floor(lo), hi=None if hi is None else math.ceil(hi))

@@ -48,8 +48,8 @@ def cmp(op: str, node: vx.Node, value: Any) -> vx.Call:
     return vx.call(op, node, vx.Lit(node.type, value))
 
 
-NUMBERS = entry(["a"], number={"count": 4, "integer": 4, "min": 10, "max": 20})
-FRACTIONS = entry(["a"], number={"count": 4, "integer": 1, "min": -2.7, "max": 20.5})
+NUMBERS = entry(["a"], number={"count": 4, "integers": 4, "min": 10, "max": 20})
+FRACTIONS = entry(["a"], number={"count": 4, "integers": 1, "min": -2.7, "max": 20.5})
 STRINGS = entry(["s"], string={"count": 4, "min": "b", "max": "d"})
 
 
@@ -72,7 +72,7 @@ def test_variant_statistics_are_never_read_by_a_json_path() -> None:
 
 
 def test_a_kind_this_module_does_not_know_gives_anything() -> None:
-    stats = part([entry(["a"], number={"count": 4, "integer": 4, "min": 10, "max": 20}, interval={"count": 1})])
+    stats = part([entry(["a"], number={"count": 4, "integers": 4, "min": 10, "max": 20}, interval={"count": 1})])
     assert ip.might_match(cmp("gt", get("$.a", "int"), 100), stats, ENV)
     assert ip.evaluate(get("$.a", "int", "TRY"), stats, ENV) == ip.Spec("int", nullable=True)
 
@@ -80,7 +80,7 @@ def test_a_kind_this_module_does_not_know_gives_anything() -> None:
 @pytest.mark.parametrize("other", [{"string": {"count": 1, "min": "12", "max": "12"}}, {"boolean": {"count": 1}},
                                    {"object": 1}, {"date": {"count": 1, "min": 5, "max": 5}}, {"other": {"count": 1}}])
 def test_numbers_mixed_with_another_kind_keep_the_part_and_may_fail(other: dict[str, Any]) -> None:
-    stats = part([entry(["a"], number={"count": 3, "integer": 3, "min": 10, "max": 20}, **other)])
+    stats = part([entry(["a"], number={"count": 3, "integers": 3, "min": 10, "max": 20}, **other)])
     spec = ip.evaluate(get("$.a", "int"), stats, ENV)
     assert spec.fallible and ip.might_match(cmp("gt", get("$.a", "int"), 100), stats, ENV)
     assert not ip.evaluate(get("$.a", "int", "TRY"), stats, ENV).fallible
@@ -99,9 +99,9 @@ def test_a_date_read_as_a_timestamp_depends_on_the_zone_and_gives_anything() -> 
 
 
 @pytest.mark.parametrize("number", [
-    {"count": 4, "integer": 3, "min": 1.0, "max": 2.0, "nan": 1},  # NaN: no integer, no decimal
-    {"count": 4, "integer": 4, "max": 2},  # no lower bound: -inf may be there
-    {"count": 4, "integer": 4, "min": 10, "max": 300}])  # overflows tinyint
+    {"count": 4, "integers": 3, "min": 1.0, "max": 2.0, "nan": 1},  # NaN: no integer, no decimal
+    {"count": 4, "integers": 4, "max": 2},  # no lower bound: -inf may be there
+    {"count": 4, "integers": 4, "min": 10, "max": 300}])  # overflows tinyint
 def test_nan_open_bounds_and_overflow_fail_an_integer_read_and_give_null_under_try(number: dict[str, Any]) -> None:
     stats = part([entry(["a"], number=number)])
     assert ip.evaluate(get("$.a", "tinyint"), stats, ENV).fallible
@@ -114,7 +114,7 @@ def test_nan_open_bounds_and_overflow_fail_an_integer_read_and_give_null_under_t
 
 
 def test_a_decimal_read_overflows_its_precision() -> None:
-    stats = part([entry(["a"], number={"count": 4, "integer": 0, "min": 1.5, "max": 999.996})])
+    stats = part([entry(["a"], number={"count": 4, "integers": 0, "min": 1.5, "max": 999.996})])
     assert ip.evaluate(get("$.a", "decimal(5,2)"), stats, ENV).fallible  # 999.996 rounds to 1000.00
     assert not ip.evaluate(get("$.a", "decimal(6,2)"), stats, ENV).fallible
 
@@ -131,7 +131,7 @@ def test_an_incomplete_listing_does_not_say_a_path_is_missing() -> None:
 
 
 def test_a_variant_null_is_sql_null_under_a_cast() -> None:
-    stats = part([entry(["a"], null=2, number={"count": 2, "integer": 2, "min": 10, "max": 20})])
+    stats = part([entry(["a"], null=2, number={"count": 2, "integers": 2, "min": 10, "max": 20})])
     assert ip.might_match(vx.call("isnull", get("$.a", "int")), stats, ENV)
     assert ip.might_match(vx.call("isnull", colon_cast("$.a", "int")), stats, ENV)
 
@@ -160,7 +160,7 @@ def test_numbers_read_as_double_and_decimal() -> None:
     spec = ip.evaluate(get("$.a", "decimal(5,1)"), stats, ENV)
     assert not spec.fallible and spec.lo <= decimal.Decimal("-2.7") and spec.hi >= decimal.Decimal("20.5")
     assert not ip.might_match(cmp("gt", get("$.a", "decimal(5,1)"), decimal.Decimal("20.6")), stats, ENV)
-    nan = part([entry(["a"], number={"count": 4, "integer": 3, "min": 1.0, "max": 2.0, "nan": 1})])
+    nan = part([entry(["a"], number={"count": 4, "integers": 3, "min": 1.0, "max": 2.0, "nan": 1})])
     assert ip.evaluate(get("$.a", "double"), nan, ENV).hi is None  # NaN is above every number
     assert ip.might_match(cmp("gt", get("$.a", "double"), 3.0), nan, ENV)
 
@@ -177,7 +177,7 @@ def test_one_kind_read_as_itself_gives_its_bounds(kind: str, lo: Any, hi: Any, a
 
 
 def test_anything_read_as_a_string_never_fails() -> None:
-    stats = part([entry(["a"], number={"count": 2, "integer": 2, "min": 1, "max": 2}, object=1, boolean={"count": 1})])
+    stats = part([entry(["a"], number={"count": 2, "integers": 2, "min": 1, "max": 2}, object=1, boolean={"count": 1})])
     assert not ip.evaluate(get("$.a", "string"), stats, ENV).fallible
 
 

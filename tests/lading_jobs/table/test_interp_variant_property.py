@@ -136,7 +136,7 @@ def part_stats(docs: list[dict[str, Any] | None]) -> stx.PartStats:
             s = e.setdefault(kind, {"count": 0})
             s["count"] += 1
             if kind == "number":
-                s["integer"] = s.get("integer", 0) + isinstance(value, int)
+                s["integers"] = s.get("integers", 0) + isinstance(value, int)
                 if isinstance(value, float) and math.isnan(value):
                     s["nan"] = s.get("nan", 0) + 1
                     continue
