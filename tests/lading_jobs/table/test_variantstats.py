@@ -178,3 +178,29 @@ def test_merge_and_trim_keep_the_variant_mark(spark: Any) -> None:
     trimmed = js.trim(merged, budget=js._size(dict(merged, complete=False, paths=[f])))
     assert trimmed == dict(merged, complete=False, paths=[f])  # then the widest; a timestamp is never shortened
 
+
+def test_a_tables_commit_and_its_compaction_record_variant_statistics(
+        spark: Any, file_uri: Callable[[str], str]) -> None:
+    from lading_jobs import storage as st
+    from lading_jobs.compact import task as compact_task
+    from lading_jobs.compact.engine import compact
+    from lading_jobs.engine import RunContext
+    from lading_spec.compaction import parse_compaction
+
+    uri = file_uri("events/")
+    log = TableLog.create(uri, TableSchema.of([("id", "bigint"), ("v", "variant")]))
+    decoded = []
+    for n in range(3):
+        column, collected = variants(spark, [f"to_variant_object(named_struct('day', DATE'2026-11-0{n + 1}',"
+                                             f" 'n', {n}))", "NULL"])
+        decoded += decode(collected)
+        data = pa.table({"id": pa.array([n, n + 10], pa.int64()), "v": column})
+        writer.commit_parts(uri, writer.write_parts(uri, [data], log.snapshot().schema, write_id=fmt.new_write_id()),
+                            log=log)
+    first = TableLog.open_existing(uri).snapshot().parts[0].stats.columns[2].json
+    assert first is not None and first["variant"] is True and first["docs"] == 1
+    storage = st.open_storage(uri)
+    spec = parse_compaction({"table": uri, "since": {"version": 0}, "targetFileSize": "64MB", "minInputFiles": 2})
+    assert compact(None, spec, RunContext(), storage=storage, runner=compact_task.in_process(storage)).groups == 1
+    (part,) = TableLog.open_existing(uri).snapshot().parts
+    assert part.stats.columns[2].json == reference_summarize(decoded)
