@@ -40,6 +40,12 @@ Size: the JSON form of a column's statistics is kept within ``BUDGET_BYTES`` by
 objects and arrays), then string bounds shortened to ``TRIM_STRING_LENGTH``
 characters, then the widest paths (deepest first on a tie). Whatever is trimmed
 reads as "anything".
+
+``variant`` columns keep statistics of this form too (``table.variantstats``), marked
+``"variant": true`` with kinds of their own (``VARIANT_KINDS``: ``date``, ``timestamp``,
+``timestamp_ntz`` bounds, never shortened, only dropped with their path; ``other``, no
+bounds) and a ``nan`` count among numbers; ``merge`` and ``trim`` keep the mark, and a
+merge of a marked and an unmarked side knows nothing.
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ TRIM_STRING_LENGTH = 16
 MAX_TEXT_BYTES = 256 * 1024**2
 """JSON text parsed per column and row group; beyond it the column has no JSON statistics."""
 KINDS = ("null", "string", "number", "boolean", "object", "array")
+VARIANT_KINDS = ("date", "timestamp", "timestamp_ntz", "other")
+"""The kinds only a ``variant`` column's statistics have (``table.variantstats``); ``other`` counts only."""
 _SURROGATE_ESCAPE = r"\\u[dD][89abAB]"
 _MAX_FLOAT = 1.7976931348623157e308
 
@@ -117,8 +125,8 @@ def summarize(values: pa.Array | pa.ChunkedArray) -> dict[str, Any] | None:
 def merge(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
     """The statistics of two row groups' (or parts') values together: counts add, bounds widen; a
     path one side lacks is in none of its documents when that side is ``complete``, else unknown."""
-    if a is None or b is None:
-        return None
+    if a is None or b is None or bool(a.get("variant")) != bool(b.get("variant")):
+        return None  # a ``variant`` column's statistics (``table.variantstats``) never mix with a ``json`` one's
     ea = {tuple(e["path"]): e for e in a.get("paths", [])}
     eb = {tuple(e["path"]): e for e in b.get("paths", [])}
     complete = bool(a.get("complete")) and bool(b.get("complete"))
@@ -132,8 +140,9 @@ def merge(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] 
             out.append(x if y is None else y)
             continue
         out.append(_merge_entry(x, y))
-    return {"docs": int(a.get("docs", 0)) + int(b.get("docs", 0)),
-            "invalid": int(a.get("invalid", 0)) + int(b.get("invalid", 0)), "complete": complete, "paths": out}
+    merged = {"docs": int(a.get("docs", 0)) + int(b.get("docs", 0)),
+              "invalid": int(a.get("invalid", 0)) + int(b.get("invalid", 0)), "complete": complete, "paths": out}
+    return dict(merged, variant=True) if a.get("variant") else merged
 
 
 def _merge_entry(x: dict[str, Any], y: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +151,7 @@ def _merge_entry(x: dict[str, Any], y: dict[str, Any]) -> dict[str, Any]:
         n = int(x.get(k, 0)) + int(y.get(k, 0))
         if n:
             out[k] = n
-    for k in ("string", "number", "boolean"):
+    for k in ("string", "number", "boolean", *VARIANT_KINDS):
         p, q = x.get(k), y.get(k)
         if p is None or q is None:
             one = p if p is not None else q
@@ -152,7 +161,13 @@ def _merge_entry(x: dict[str, Any], y: dict[str, Any]) -> dict[str, Any]:
         m: dict[str, Any] = {"count": int(p.get("count", 0)) + int(q.get("count", 0))}
         if k == "number":
             m["integers"] = int(p.get("integers", 0)) + int(q.get("integers", 0))
+            if p.get("nan") or q.get("nan"):
+                m["nan"] = int(p.get("nan", 0)) + int(q.get("nan", 0))
         for end, pick, flag in (("min", min, "minTruncated"), ("max", max, "maxTruncated")):
+            if end == "min" and k == "number" and (p.get("nan") == p["count"] or q.get("nan") == q["count"]):
+                if end in p or end in q:  # a side of NaNs only has no least number: the other side's is
+                    m[end] = p.get(end, q.get(end))
+                continue
             if end in p and end in q:
                 chosen = pick(p[end], q[end])
                 m[end] = chosen
@@ -169,13 +184,14 @@ def _size(obj: Any) -> int:
 def kinds(entry: dict[str, Any]) -> set[str]:
     """The kinds of non-null values a path holds."""
     out = {k for k in ("object", "array") if entry.get(k)}
-    return out | {k for k in ("string", "number", "boolean") if entry.get(k, {}).get("count")}
+    return out | {k for k in ("string", "number", "boolean", *VARIANT_KINDS) if entry.get(k, {}).get("count")}
 
 
 def _usable(entry: dict[str, Any]) -> bool:
-    """Whether a filter can use a path's bounds: one scalar kind (or none, all ``null``)."""
+    """Whether a filter can use a path's bounds: one scalar kind (or none, all ``null``); ``other``
+    (a variant's binary, uuid, ...) has no bounds."""
     k = kinds(entry)
-    return len(k) == 0 or (len(k) == 1 and not k & {"object", "array"})
+    return len(k) == 0 or (len(k) == 1 and not k & {"object", "array", "other"})
 
 
 def _shorten(entry: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,8 @@ with its last character incremented, still ≥ every value, and flagged
 ``maxTruncated`` / ``minTruncated`` so no one mistakes it for a value), decimals
 as strings, dates as epoch days, timestamps as epoch microseconds. Other types
 (nested, intervals, binary, time, variant) keep only their null count. ``json``
-columns also keep statistics per key path (``table.jsonstats``). Any column's
+columns also keep statistics per key path (``table.jsonstats``), and so do ``variant``
+columns (``table.variantstats``: the same form, marked ``"variant": true``). Any column's
 statistics may be missing; readers then assume any value.
 """
 
@@ -26,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lading_jobs.table import format as fmt
-from lading_jobs.table import jsonstats
+from lading_jobs.table import jsonstats, variantstats
 
 _MAX_CHAR = 0x10FFFF
 
@@ -39,7 +40,8 @@ class ColumnStats:
     min_truncated: bool = False
     max_truncated: bool = False
     json: dict[str, Any] | None = None
-    """A ``json`` column's statistics per key path (``table.jsonstats``); None: unknown."""
+    """A ``json`` or ``variant`` column's statistics per key path (``table.jsonstats``,
+    ``table.variantstats``); None: unknown."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: strict RFC 8259, so an infinite float bound is omitted (see ``finite``)."""
@@ -210,13 +212,25 @@ def _pick(x: Any, xt: bool, y: Any, yt: bool, choose: Any, numeric: bool) -> tup
     return chosen, (xt if chosen == x else False) or (yt if chosen == y else False)
 
 
+def has_path_stats(field: pa.Field) -> bool:
+    """Whether a part's column keeps statistics per key path: a ``json`` or a ``variant`` column."""
+    return jsonstats.is_json_field(field) or variantstats.is_variant_field(field)
+
+
+def path_stats(values: pa.Array | pa.ChunkedArray) -> dict[str, Any] | None:
+    """The statistics per key path of a ``json`` column's values (text) or a ``variant`` one's (structs)."""
+    if pa.types.is_struct(values.type):
+        return variantstats.summarize(values)
+    return jsonstats.summarize(values)
+
+
 def table_stats(table: pa.Table, column_ids: dict[str, int], json_columns: frozenset[str] = frozenset()) -> PartStats:
     """Statistics of a part's rows (``column_ids`` maps user column names to ids; ``json_columns``
-    names the ``json`` ones, which also get statistics per key path)."""
+    names the ``json`` and ``variant`` ones (``has_path_stats``), which also get statistics per key path)."""
     cols = {cid: column_stats(table.column(name)) for name, cid in column_ids.items()}
     for name in json_columns:
         cid = column_ids[name]
-        cols[cid] = dataclasses.replace(cols[cid], json=jsonstats.summarize(table.column(name)))
+        cols[cid] = dataclasses.replace(cols[cid], json=path_stats(table.column(name)))
     times = pc.min_max(table.column(fmt.TIME_COLUMN)) if table.num_rows else None
     diffs = pc.min_max(table.column(fmt.DIFF_COLUMN)) if table.num_rows else None
     return PartStats(
@@ -267,8 +281,8 @@ class Accumulator:
         self.nan = dict.fromkeys(column_ids, False)
         self.extremes: dict[str, list[pa.Scalar]] = {name: [] for name in column_ids}
         self.json: dict[str, dict[str, Any] | None] = {
-            name: jsonstats.summarize(pa.array([], pa.string())) for name in column_ids
-            if jsonstats.is_json_field(schema.field(name))}
+            name: path_stats(pa.array([], schema.field(name).type)) for name in column_ids
+            if has_path_stats(schema.field(name))}
         self.times: list[int] = []
         self.diffs: list[int] = []
 
@@ -278,7 +292,7 @@ class Accumulator:
             return
         self.rows += table.num_rows
         for name in self.json:
-            self.json[name] = jsonstats.merge(self.json[name], jsonstats.summarize(table.column(name)))
+            self.json[name] = jsonstats.merge(self.json[name], path_stats(table.column(name)))
         for name, t in self.types.items():
             column = table.column(name)
             if pa.types.is_dictionary(column.type) and not (bounds and self.positions[name] in bounds):

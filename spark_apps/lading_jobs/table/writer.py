@@ -30,7 +30,6 @@ from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.sink import PartSink
 from lading_jobs.table import format as fmt
-from lading_jobs.table import jsonstats
 from lading_jobs.table import stats as stx
 from lading_jobs.table.log import (
     Change,
@@ -107,7 +106,7 @@ class PartWriter:
         self.row_group_bytes = max(1, row_group_bytes)
         self.ids = {c.name: c.id for c in schema.columns}
         self.decimal_ids = frozenset(c.id for c in schema.columns if c.type.startswith("decimal"))
-        self.json_names = frozenset(f.name for f in self.arrow_schema if jsonstats.is_json_field(f))
+        self.json_names = frozenset(f.name for f in self.arrow_schema if stx.has_path_stats(f))
         self.done: list[WrittenPart] = []
         self._n = 0
         self._open: tuple[str, st.PendingUpload, PartSink, pq.ParquetWriter] | None = None
