@@ -245,7 +245,7 @@ def rewrite_groups(plan: RewritePlan, runner: Runner) -> list[GroupOutcome]:
 
 def stage_body(stage: Stage, counters: Any = None):  # type: ignore[no-untyped-def]
     """The ``mapPartitions`` function of a stage (an RDD of task indexes, one partition per task;
-    an RDD stage skips the SQL planning and Arrow round trip of ``mapInArrow``, ~0.1-0.2 s a stage,
+    an RDD stage skips the SQL planning and Arrow round trip of ``mapInArrow``, 0.1-0.3 s a stage,
     docs/benchmarks.md): yields each index's JSON line."""
 
     def body(indexes: Iterator[int]) -> Iterator[str]:
