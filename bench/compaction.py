@@ -30,9 +30,10 @@ run's time), and ``--reuse`` keeps the small-part tables an earlier run built in
 minutes), so three runs of lading against delta-rs take a few minutes each.
 
 Before timing, the Python workers are started and import the modules lading's compaction
-tasks import (``import_task_modules``), as delta-rs is imported before its timings: the
-first lading task would otherwise pay that import (0.4-0.6 s idle, seconds under load) in
-the first pass only. The run prints that cold start on its own line (the warm-up stage
+tasks import (``import_task_modules``), through the route the compaction's stages take (an
+RDD stage, ``parallelize(...).mapPartitions``, as engine ``_spark_runner``), as delta-rs is
+imported before its timings: the first lading task would otherwise pay that import (0.4-0.6 s
+idle, seconds under load) in the first pass only. The run prints that cold start on its own line (the warm-up stage
 with the imports, then the same stage again); a SparkApplication on a cluster is a fresh
 process and pays it once per run.
 """
@@ -166,11 +167,11 @@ def main() -> None:
           f"files); {'reused' if reuse else f'built in {t:.0f} s / {td:.0f} s'}; target {args.target}; local[2]")
 
     spark = build_session(master="local[2]", app_name="lading-bench-compaction", kind="Compaction")
-    spark.range(1000).mapInArrow(lambda it: it, "id bigint").count()  # start the Python workers
+    sc = spark.sparkContext
+    sc.parallelize(range(1000), 2).mapPartitions(lambda it: it).count()  # start the Python workers
 
-    def warm() -> float:  # both workers (local[2]): one task each
-        return timed(lambda: spark.range(0, 2, 1, numPartitions=2).mapInArrow(import_task_modules, "id bigint")
-                     .count())[0]
+    def warm() -> float:  # both workers (local[2]): one task each, the compaction stages' RDD route
+        return timed(lambda: sc.parallelize(range(2), 2).mapPartitions(import_task_modules).count())[0]
 
     cold, again = warm(), warm()
     print(f"workers' cold start, not in the timings below: importing lading's task modules {cold:.2f} s, "

@@ -106,7 +106,7 @@ def main() -> None:
     from lading_spec.compaction import parse_compaction
 
     spark = build_session(master="local[2]", app_name="lading-bench-outside", kind="Compaction")
-    spark.range(1000).mapInArrow(lambda it: it, "id bigint").count()  # start the Python workers
+    spark.sparkContext.parallelize(range(1000), 2).mapPartitions(lambda it: it).count()  # start the Python workers (the RDD route)
 
     # the driver's steps, timed where they are called from
     TableLog.open_existing = timer("open log", TableLog.open_existing)  # type: ignore[method-assign]

@@ -102,7 +102,9 @@ def _check_sort_by(snapshot: Snapshot, sort_by: tuple[str, ...]) -> None:
 
 
 def _spark_runner(spark: Any, ctx: RunContext) -> compact_task.Runner:
-    """Runs a stage as one Spark job of one task per index, in the run's job group."""
+    """Runs a stage as one Spark job of one task per index, in the run's job group: an RDD stage
+    (``parallelize(range(n), n).mapPartitions``), not ``mapInArrow``: no SQL plan, no Arrow batches
+    for an index in and a line out."""
     import pyarrow as pa  # noqa: F401 - the task body needs it on executors
 
     counters = (ctx.progress.rows, ctx.progress.bytes, ctx.progress.files) if ctx.progress is not None else None
@@ -113,9 +115,7 @@ def _spark_runner(spark: Any, ctx: RunContext) -> compact_task.Runner:
         sc.setJobGroup(stage.plan.write_id, f"lading compaction of {stage.plan.snapshot.uri}: {stage.name} "
                                             f"({n} tasks)", interruptOnCancel=True)
         try:
-            df = spark.range(0, n, 1, numPartitions=n).mapInArrow(compact_task.stage_body(stage, counters),
-                                                                   "outcome string")
-            return [r.outcome for r in df.collect()]
+            return sc.parallelize(range(n), n).mapPartitions(compact_task.stage_body(stage, counters)).collect()
         finally:
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
