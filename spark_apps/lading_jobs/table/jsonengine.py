@@ -102,14 +102,7 @@ greatest value give the bounds (rounded outward, ``js.float_below`` / ``js.float
 def _entry_of(path: tuple[str, ...], row: tuple[Any, ...], ends: tuple[list[str], list[str]] | None) -> dict[str, Any]:
     """A path's statistics from its ``_PATHS_SQL`` row."""
     (_, _, present, nulls, objects, arrays, strings, s_min, s_max, numbers, integers, flags, b_min, b_max) = row
-    out: dict[str, Any] = {"path": list(path), "present": int(present)}
-    for name, n in (("null", nulls), ("object", objects), ("array", arrays)):
-        if n:
-            out[name] = int(n)
-    if strings:
-        lo, lo_t = stx.truncate_lower(s_min)
-        hi, hi_t = stx.truncate_upper(s_max)
-        out["string"] = js._bounds(int(strings), lo, hi, lo_t, hi_t)
+    out = js.scalar_entry(path, present, nulls, objects, arrays, strings, s_min, s_max)
     if numbers:
         assert ends is not None
         out["number"] = {"count": int(numbers), "integers": int(integers)}

@@ -86,6 +86,23 @@ def _bounds(count: int, lo: Any, hi: Any, lo_t: bool, hi_t: bool) -> dict[str, A
     return out
 
 
+def scalar_entry(path: tuple[str, ...], present: int, nulls: int, objects: int, arrays: int,
+                 strings: int, s_min: Any, s_max: Any) -> dict[str, Any]:
+    """A path's entry with its counts of ``null``/``object``/``array`` and its string bounds
+    (truncated as other string statistics); the engines add the other kinds."""
+    from lading_jobs.table import stats as stx
+
+    out: dict[str, Any] = {"path": list(path), "present": int(present)}
+    for name, n in (("null", nulls), ("object", objects), ("array", arrays)):
+        if n:
+            out[name] = int(n)
+    if strings:
+        lo, lo_t = stx.truncate_lower(s_min)
+        hi, hi_t = stx.truncate_upper(s_max)
+        out["string"] = _bounds(int(strings), lo, hi, lo_t, hi_t)
+    return out
+
+
 def float_below(x: int | decimal.Decimal) -> float | None:
     """The greatest float64 ≤ ``x`` (exact), or None when ``x`` is below every finite float."""
     f = _to_float(x)

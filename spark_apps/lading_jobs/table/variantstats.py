@@ -174,18 +174,10 @@ def _exact(texts: list[str] | None, doubles: list[float] | None) -> list[decimal
 def _entry(path: tuple[str, ...], row: tuple[Any, ...],
            ends: tuple[list[decimal.Decimal], list[decimal.Decimal]] | None) -> dict[str, Any]:
     """A path's statistics from its ``_PATHS_SQL`` row and its numbers near the extremes."""
-    from lading_jobs.table import stats as stx
 
     (_, present, nulls, objects, arrays, others, strings, s_min, s_max, flags, b_min, b_max,
      numbers, integers, nans, n_lo, n_hi, dates, d_min, d_max, stamps, t_min, t_max, ntz, z_min, z_max) = row
-    out: dict[str, Any] = {"path": list(path), "present": int(present)}
-    for name, n in (("null", nulls), ("object", objects), ("array", arrays)):
-        if n:
-            out[name] = int(n)
-    if strings:
-        lo, lo_t = stx.truncate_lower(s_min)
-        hi, hi_t = stx.truncate_upper(s_max)
-        out["string"] = js._bounds(int(strings), lo, hi, lo_t, hi_t)
+    out = js.scalar_entry(path, present, nulls, objects, arrays, strings, s_min, s_max)
     if flags:
         out["boolean"] = {"count": int(flags), "min": bool(b_min), "max": bool(b_max)}
     if numbers:

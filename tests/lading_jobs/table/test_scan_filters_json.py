@@ -8,11 +8,11 @@ the ``get_json_object`` semantics the interpreter and the property test's oracle
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+from support.planned_parts import answer_from_kept_parts
 
 from lading_jobs.sources import files as sources_files
 from lading_jobs.table import format as fmt
@@ -57,13 +57,7 @@ def test_json_path_filters_skip_parts_spark_never_fetches(spark: Any, file_uri: 
         assert len(kept) == expected_parts, where
         plans.append((df, kept, sorted(r["id"] for r in rows if match(r))))
     # the parts no query keeps are deleted: each query answers from the parts it planned
-    needed = {p.path for _, kept, _ in plans for p in kept}
-    root = uri.removeprefix("file://")
-    for p in snapshot.parts:
-        if p.path not in needed:
-            os.remove(os.path.join(root, p.path))
-    for df, _, expected in plans:
-        assert sorted(r.id for r in df.collect()) == expected
+    answer_from_kept_parts(uri, snapshot, plans)
 
 
 def test_get_json_object_semantics_the_interpreter_assumes(spark: Any) -> None:

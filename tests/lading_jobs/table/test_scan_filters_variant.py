@@ -9,11 +9,11 @@ a part's values (``variant_get`` of a string path as ``int``) keeps every part."
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+from support.planned_parts import answer_from_kept_parts
 
 from lading_jobs.sources import files as sources_files
 from lading_jobs.table import format as fmt
@@ -79,10 +79,4 @@ def test_variant_path_filters_skip_parts_spark_never_fetches(spark: Any, file_ur
                                    [Input(name="events", table=uri)])
     assert len(planned(df, snapshot)) == DAYS
     # the parts no query keeps are deleted: each query answers from the parts it planned
-    needed = {p.path for _, kept, _ in plans for p in kept}
-    root = uri.removeprefix("file://")
-    for p in snapshot.parts:
-        if p.path not in needed:
-            os.remove(os.path.join(root, p.path))
-    for df, _, expected in plans:
-        assert sorted(r.id for r in df.collect()) == expected
+    answer_from_kept_parts(uri, snapshot, plans)
