@@ -464,17 +464,26 @@ def _open_ends_fail(out: Spec, s: Spec, mode: str) -> Spec:
 _DECIMAL_TYPE = re.compile(r"decimal\((\d+),(\d+)\)$")
 
 
+def _decimal_shape(to: str) -> tuple[decimal.Decimal, decimal.Decimal] | None:
+    """``decimal(p,s)``'s quantum (one unit of the scale) and its largest value (exact: 38 nines and
+    more, in ``_WIDE``); None for any other type name."""
+    m = _DECIMAL_TYPE.match(to)
+    if m is None:
+        return None
+    precision, scale = int(m.group(1)), int(m.group(2))
+    quantum = decimal.Decimal(1).scaleb(-scale)
+    return quantum, _WIDE.subtract(decimal.Decimal(1).scaleb(precision - scale), quantum)
+
+
 def _to_decimal(s: Spec, to: str, mode: str) -> Spec:
     """Rounding half up to the scale is monotone; a value too wide for the precision overflows
     (ANSI: fails; TRY and legacy: NULL)."""
-    m = _DECIMAL_TYPE.match(to)
-    if m is None:
+    shape = _decimal_shape(to)
+    if shape is None:
         return anything(to)
-    precision, scale = int(m.group(1)), int(m.group(2))
-    quantum = decimal.Decimal(1).scaleb(-scale)
+    quantum, limit = shape
     ctx = decimal.Context(prec=100)
     out = _monotone(s, to, lambda v: v.quantize(quantum, rounding=decimal.ROUND_HALF_UP, context=ctx))
-    limit = _WIDE.subtract(decimal.Decimal(1).scaleb(precision - scale), quantum)  # exact: 38 nines and more
     return _overflowing(out, limit.copy_negate(), limit, mode if mode != "LEGACY" else "TRY")
 
 
@@ -947,11 +956,10 @@ def _variant_number(n: dict[str, Any], nullable: bool, to: str, mode: str) -> Sp
         else:  # truncation toward zero lies within floor(lo) … ceil(hi)
             out = replace(out, lo=None if lo is None else math.floor(lo), hi=None if hi is None else math.ceil(hi))
         return _overflowing(out, *int_range(to), mode)
-    m = _DECIMAL_TYPE.match(to)
-    if m is None:
+    shape = _decimal_shape(to)
+    if shape is None:
         return anything(to)
-    precision, scale = int(m.group(1)), int(m.group(2))
-    quantum = decimal.Decimal(1).scaleb(-scale)
+    quantum, limit = shape
     ctx = decimal.Context(prec=400)
 
     def outward(v: float | None, toward: float, rounding: str) -> decimal.Decimal | None:
@@ -959,5 +967,4 @@ def _variant_number(n: dict[str, Any], nullable: bool, to: str, mode: str) -> Sp
         return None if v is None else decimal.Decimal(math.nextafter(v, toward)).quantize(quantum, rounding, ctx)
 
     out = replace(out, lo=outward(lo, -math.inf, decimal.ROUND_FLOOR), hi=outward(hi, math.inf, decimal.ROUND_CEILING))
-    limit = _WIDE.subtract(decimal.Decimal(1).scaleb(precision - scale), quantum)
     return _overflowing(out, limit.copy_negate(), limit, mode)
