@@ -132,6 +132,7 @@ def _parse(root: str, storage: st.Storage, n: int, lists: set[str]) -> list[Any]
     try:
         meta = mirror.read_metadata(root, storage, n)
     except (st.StorageError, FileNotFoundError):
+        _raise_unless_gone(storage, uri)
         return []  # deleted since the listing (by another retention run): it protects nothing
     except ValueError as e:
         raise TableError(f"retention cannot read the Iceberg mirror's {uri} ({e}); deleting none of the "
@@ -142,9 +143,19 @@ def _parse(root: str, storage: st.Storage, n: int, lists: set[str]) -> list[Any]
     return list(meta.snapshots)
 
 
+def _raise_unless_gone(storage: st.Storage, uri: str) -> None:
+    """After reading ``uri`` failed: return when the file is gone (deleted since it was listed or
+    named: it protects nothing); otherwise raise (a transient error, a denied read: what it protects
+    is unknown, so retention deletes none of the mirror's files). ``head`` failing raises too."""
+    if storage.head(uri) is not None:
+        raise st.StorageError(f"retention could not read the Iceberg mirror's {uri}, which exists; deleting none "
+                              "of the mirror's files (the next run tries again)")
+
+
 def _listed_files(root: str, storage: st.Storage, lists: set[str], *, optional: bool = False) -> set[str]:
     """The manifest lists ``lists``, their manifests and every file those name. ``optional``: lists
-    found by name, perhaps a killed writer's whose manifests are gone: what cannot be read is skipped."""
+    found by name, perhaps a killed writer's whose manifests are gone: a file that is gone is skipped;
+    one that exists but cannot be read raises, as without ``optional``."""
     out: set[str] = set()
     io = mirror._StorageIO(root, storage)  # noqa: SLF001 - the mirror's own reader, paths checked
     manifests = {}
@@ -156,6 +167,7 @@ def _listed_files(root: str, storage: st.Storage, lists: set[str], *, optional: 
         except (st.StorageError, OSError):
             if not optional:
                 raise
+            _raise_unless_gone(storage, ml)
     for path, m in manifests.items():
         out.add(path)
         try:
@@ -163,6 +175,7 @@ def _listed_files(root: str, storage: st.Storage, lists: set[str], *, optional: 
         except (st.StorageError, OSError):
             if not optional:
                 raise
+            _raise_unless_gone(storage, path)
     return out
 
 

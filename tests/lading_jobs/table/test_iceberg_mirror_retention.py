@@ -11,11 +11,14 @@ grace period (``now_ms``), so everything unreferenced is old enough.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
+from pyiceberg.manifest import read_manifest_list
 from pyiceberg.table import StaticTable
 from support.iceberg_readers import duckdb_rows, multiset
 
@@ -185,3 +188,89 @@ def test_retention_reads_only_the_first_and_last_kept_metadata_file_and_protects
     plain = st.open_storage(uri)
     listed = [o.uri for o in plain.list_objects(f"{uri}metadata/")]
     assert mirror_retention.referenced(uri, plain, numbers, listed) == mirror_retention.referenced(uri, plain, numbers)
+
+
+def _aged_lists_under_kept_metadata(tmp_path: Path, monkeypatch: Any) -> tuple[Path, str, list[int]]:
+    """A table whose newest metadata file lists only its last three snapshots (the older ones were
+    dropped from the metadata), every metadata file still within the grace period (kept, each
+    referencing its own snapshots' manifest lists) and every other file of the mirror two hours old:
+    the fast path of ``referenced`` finds the lists of the dropped snapshots by name, and only
+    those references keep them. The metadata files' numbers."""
+    monkeypatch.setattr(mirror, "SNAPSHOTS_MAX", 3)
+    root, uri = _table(tmp_path)
+    _commit(uri, [6], ["f"], 6, [1])
+    _commit(uri, [7], ["g"], 7, [1])
+    old = time.time() - 2 * 3600
+    for p in (root / "metadata").iterdir():
+        if mirror_retention.kind(p.name) not in (None, 0):
+            os.utime(p, (old, old))
+    numbers = sorted(int(p.name[1:-14]) for p in (root / "metadata").glob("v*.metadata.json"))
+    return root, uri, numbers
+
+
+def _lists(uri: str, numbers: list[int]) -> set[str]:
+    storage = st.open_storage(uri)
+    return {s.manifest_list for n in numbers for s in mirror.read_metadata(uri, storage, n).snapshots}
+
+
+def _manifests(uri: str, lists: set[str]) -> set[str]:
+    storage = st.open_storage(uri)
+    return {m.manifest_path for ml in lists
+            for m in read_manifest_list(mirror._Bytes(ml, storage.read(ml)))}  # noqa: SLF001
+
+
+def _named_only(uri: str, numbers: list[int]) -> tuple[list[str], list[str]]:
+    """The manifest lists, and the manifests, only the metadata files between the first and the last
+    reference (the fast path finds those lists by name)."""
+    ends, middle = _lists(uri, [numbers[0], numbers[-1]]), _lists(uri, numbers[1:-1])
+    return sorted(middle - ends), sorted(_manifests(uri, middle - ends) - _manifests(uri, ends))
+
+
+def _assert_every_kept_metadata_file_whole(uri: str, numbers: list[int]) -> None:
+    storage = st.open_storage(uri)
+    for n in numbers:
+        for f in mirror_retention.referenced(uri, storage, [n]):
+            assert Path(f.removeprefix("file://")).exists(), (n, f)
+
+
+@pytest.mark.parametrize("which", ["manifest list", "manifest", "newest metadata file"])
+def test_a_read_error_on_a_file_that_exists_makes_retention_delete_none_of_the_mirrors_files(
+        tmp_path: Path, monkeypatch: Any, capsys: Any, which: str) -> None:
+    """A transient error reading a file the kept metadata files reference (a manifest list found by
+    name, a manifest it names, the newest metadata file) is not "the file is gone": what it protects
+    is unknown, so the sweep deletes nothing, and the next run, the error gone, deletes only what no
+    kept metadata file references. Every kept metadata file stays whole throughout."""
+    from support.faults import Fault, FaultyStorage
+
+    root, uri, numbers = _aged_lists_under_kept_metadata(tmp_path, monkeypatch)
+    lists, manifests = _named_only(uri, numbers)
+    assert len(numbers) >= 9 and lists and manifests  # the fast path runs; some files are protected only by name
+    plain = st.open_storage(uri)
+    target = {"manifest list": lists[0], "manifest": manifests[0],
+              "newest metadata file": mirror.metadata_uri(uri, numbers[-1])}[which]
+    now_ms = int(time.time() * 1000)
+    faulty = FaultyStorage(plain, Fault("read", match=target))
+    sweep = mirror_retention.plan(uri, faulty, now_ms, HOUR_MS)
+    assert any(u == target for m, u in faulty.calls if m == "read") and all(f.fired for f in faulty.faults)
+    assert sweep.deleted == ()
+    assert "retention deletes none of the Iceberg mirror's files" in capsys.readouterr().err
+    _assert_every_kept_metadata_file_whole(uri, numbers)
+    mirror_retention.apply(plain, mirror_retention.plan(uri, plain, now_ms, HOUR_MS))  # the next run
+    _assert_every_kept_metadata_file_whole(uri, numbers)
+    _assert_listed_snapshots_exact(uri, root, plain)
+
+
+def test_a_named_manifest_list_deleted_before_it_is_read_is_skipped(tmp_path: Path, monkeypatch: Any) -> None:
+    """A manifest list found by name that another retention run (or a killed writer's clean-up)
+    deleted between the listing and the read protects nothing: the sweep goes on."""
+    from support.faults import Fault, FaultyStorage
+
+    root, uri, numbers = _aged_lists_under_kept_metadata(tmp_path, monkeypatch)
+    target = _named_only(uri, numbers)[0][0]
+    plain = st.open_storage(uri)
+    faulty = FaultyStorage(plain, Fault("read", action="hook", match=target,
+                                        hook=lambda: Path(target.removeprefix("file://")).unlink()))
+    referenced = mirror_retention.referenced(uri, faulty, numbers, [o.uri for o in plain.list_objects(
+        f"{uri}metadata/")])
+    assert all(f.fired for f in faulty.faults)
+    assert target in referenced and mirror.metadata_uri(uri, numbers[-1]) in referenced
