@@ -3,6 +3,7 @@
   python bench/mirror.py [--parts 1000] [--commits 30] [--rows 20000] [--dir /tmp/lading-bench-mirror] [--s3]
                          [--profile] [--streamcopy [--stream-messages 24000] [--stream-batch 1000]
                          [--stream-rounds 2]] [--cases append,stream,write] [--background [--block 5]]
+                         [--load [--load-rows 200000] [--load-rounds 5]]
 
 Two tables, identical but for the switch (``iceberg_mirror`` off / on), each given ``--parts``
 parts in commits of 100 (synthetic parts: statistics for six columns, no data is read by either
@@ -183,6 +184,87 @@ def streamcopy(args: argparse.Namespace) -> None:
         broker.wait()
 
 
+def load_case(args: argparse.Namespace) -> None:
+    """``--load``: a real CopyJob load (``run_load`` on local[2] Spark: Parquet files listed, read,
+    checked and written as parts, one commit) of ``--load-rows`` rows into a table of ``--parts``
+    synthetic parts, the table's mirror off then on, ``--load-rounds`` times interleaved; each load
+    in a "new process" for the mirror (``mirror.forget()``: it reads the previous metadata and
+    manifest list back, as a CopyJob's driver pod does). The job's time, and the time inside
+    ``mirror.after_commit`` (the publish, inline: a load publishes before its result names the
+    metadata file) timed directly, as a share of the job with the mirror."""
+    import datetime as dt
+    import os
+
+    import pyarrow.parquet as pq
+
+    from lading_jobs.load.job import run_load
+    from lading_jobs.session import build_session
+    from lading_jobs.table import mirror
+    from lading_spec.job import JobDocument
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    inside: list[float] = []
+    publish = mirror.after_commit
+
+    def timed(log: Any, entry: Any, snapshot: Any) -> None:
+        t0 = time.perf_counter()
+        publish(log, entry, snapshot)
+        if snapshot.meta.iceberg_mirror:
+            inside.append(time.perf_counter() - t0)
+
+    mirror.after_commit = timed  # type: ignore[assignment]
+    root = Path(args.dir) / "load"
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "src").mkdir(parents=True)
+    files = 2
+    per = args.load_rows // files
+    for f in range(files):
+        pq.write_table(rows(f * per, per), root / "src" / f"f-{f}.parquet")
+    storage = st.LocalStorage()
+    tables = {m: f"file://{root}/t-{'on' if m else 'off'}/" for m in (False, True)}
+    for m, uri in tables.items():
+        build(uri, storage, args.parts, m)
+    spark = build_session(master="local[2]", app_name="lading-bench-mirror-load", kind="CopyJob")
+    try:
+        spark.range(1000).mapInArrow(lambda it: it, "id bigint").count()  # start the Python workers
+
+        def load(uri: str, n: int) -> float:
+            src = root / f"src-{n}"
+            src.mkdir()
+            for f in (root / "src").iterdir():  # new names: the table's ledger would skip loaded files
+                os.link(f, src / f.name)
+            doc = JobDocument("CopyJob", "bench", "load", "uid", 1, f"bench-load-{n}", dt.datetime.now(dt.UTC),
+                              {"from": {"files": f"file://{src}/", "format": "parquet"}, "to": {"table": uri}})
+            mirror.forget()
+            t0 = time.perf_counter()
+            result = run_load(spark, doc)
+            took = time.perf_counter() - t0
+            assert result.get("rows") == per * files, result
+            return took
+
+        build(f"file://{root}/warm/", storage, 0, False)
+        load(f"file://{root}/warm/", 0)  # Spark's first job, untimed
+        inside.clear()
+        jobs: dict[bool, list[float]] = {False: [], True: []}
+        n = 1
+        for _ in range(args.load_rounds):
+            for m in (False, True):
+                jobs[m].append(load(tables[m], n))
+                n += 1
+        off, on = statistics.median(jobs[False]), statistics.median(jobs[True])
+        report("load", f"a CopyJob load of {per * files:,} rows (median of {len(jobs[True])})", off, on,
+               f"{args.parts} parts, run_load on local[2] Spark, local disk")
+        per_load = [a / b for a, b in zip(inside, jobs[True], strict=True)]
+        print(f"load: inside mirror.after_commit {statistics.median(inside) * 1000:.1f} ms per load (median of "
+              f"{len(inside)}; max {max(inside) * 1000:.1f} ms): {statistics.median(per_load):.1%} of its job "
+              f"(median; max {max(per_load):.1%})")
+    finally:
+        spark.stop()
+        mirror.after_commit = publish  # type: ignore[assignment]
+
+
 def background_case(kind: str, logs: dict[bool, TableLog], args: argparse.Namespace, storage: st.Storage) -> None:
     """``--background``: the mirror published off the commit path (``mirror_publisher.background()``),
     in blocks of ``--block`` commits, off then on, alternated; the on block settles at its end (every
@@ -235,6 +317,9 @@ def main() -> int:
     ap.add_argument("--background", action="store_true",
                     help="synthetic cases with the mirror published in the background (mirror_publisher)")
     ap.add_argument("--block", type=int, default=5, help="--background: commits per block")
+    ap.add_argument("--load", action="store_true", help="also a real CopyJob load (run_load on local[2] Spark)")
+    ap.add_argument("--load-rows", type=int, default=200_000)
+    ap.add_argument("--load-rounds", type=int, default=5)
     args = ap.parse_args()
     cases = [c for c in args.cases.split(",") if c]
     server = None
@@ -292,6 +377,8 @@ def main() -> int:
             server.stop()
     if args.streamcopy:
         streamcopy(args)
+    if args.load:
+        load_case(args)
     return 0
 
 

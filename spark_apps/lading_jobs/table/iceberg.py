@@ -24,6 +24,7 @@ from __future__ import annotations
 import decimal
 import re
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from pyiceberg import types as it
@@ -116,9 +117,20 @@ def _primitive(column: Column, t: str) -> it.PrimitiveType:
 
 def iceberg_schema(schema: TableSchema) -> Schema:
     """The Iceberg schema of a lading schema: same ids, names and order; every field optional
-    (parts store every column nullable; NOT NULL is enforced when writing)."""
+    (parts store every column nullable; NOT NULL is enforced when writing). The same object for the
+    same ``schema`` object (a publish asks three times; built once): treat it as immutable."""
+    cached = _SCHEMAS.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
     fields = [it.NestedField(c.id, c.name, iceberg_type(c), required=False) for c in schema.columns]
-    return Schema(*fields, schema_id=schema.schema_id)
+    out = Schema(*fields, schema_id=schema.schema_id)
+    if len(_SCHEMAS) >= 16:
+        _SCHEMAS.pop(next(iter(_SCHEMAS)))
+    _SCHEMAS[id(schema)] = (schema, out)  # the schema is kept alive with it: its id is not reused meanwhile
+    return out
+
+
+_SCHEMAS: dict[int, tuple[TableSchema, Schema]] = {}
 
 
 def name_mapping(schema: Schema) -> str:
@@ -234,19 +246,24 @@ def _diff_problem(envelope: str, p: Part) -> str | None:
     return None
 
 
-def inexact(snapshot: Snapshot, unreadable: frozenset[int] = frozenset()) -> str | None:
+def inexact(snapshot: Snapshot, unreadable: frozenset[int] = frozenset(),
+            only: Iterable[Part] | None = None) -> str | None:
     """Why an Iceberg reader of this version's data files would not return exactly lading's rows,
     or None when it would. Decided from the log and the statistics alone (no part is read);
     anything the statistics leave open counts as inexact. ``unreadable``: ids of columns of a type
     Iceberg cannot express, dropped or not: a part still holding one is refused by Iceberg
-    readers (pyiceberg converts every column of a file), so it is not mirrored either."""
+    readers (pyiceberg converts every column of a file), so it is not mirrored either.
+
+    ``only``: the parts to look at, when the others are known to pass (the version before was
+    mirrored exactly with the same schema and ``unreadable``: each part's answer depends on nothing
+    else, so a commit's added parts decide it); every live part otherwise."""
     try:
         iceberg_schema(snapshot.schema)
     except Unmirrorable as e:
         return str(e)
     defaults = [c for c in snapshot.schema.columns if c.default is not None]
     nested = [c for c in snapshot.schema.columns if c.field_ids]
-    for p in snapshot.parts:
+    for p in (snapshot.parts if only is None else only):
         held = sorted(unreadable & p.stats.columns.keys()) if unreadable else ()
         if held:
             return (f"part {p.path} holds column id {held[0]}, of a type Iceberg cannot express (dropped "

@@ -37,11 +37,13 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import sys
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +72,7 @@ from lading_jobs.table import copies, deletes, mirror_publisher
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
 from lading_jobs.table.iceberg_avro import write_manifest, write_manifest_list
-from lading_jobs.table.log import Snapshot, TableError, TableLog, read_commit, snapshot_at
+from lading_jobs.table.log import Part, Snapshot, TableError, TableLog, read_commit, snapshot_at
 
 METADATA_DIR = "metadata"
 VERSION_HINT = "version-hint.text"
@@ -279,7 +281,34 @@ class _Staged(st.Storage):
 
     def flush(self) -> None:
         pending, self.pending = self.pending, []
-        uploadset.parallel(lambda item: self.inner.put(*item), pending)
+        if len(pending) < 2:
+            uploadset.parallel(lambda item: self.inner.put(*item), pending)
+            return
+        futures = [_io_pool().submit(self.inner.put, *item) for item in pending]
+        for f in futures:  # every write ends before the first error is raised
+            f.exception()
+        for f in futures:
+            f.result()
+
+
+_POOL: ThreadPoolExecutor | None = None
+"""The threads a publish writes its files on, kept for the process (starting threads per publish
+cost a commit ~1 ms); never nested (a ``put`` submits nothing), so a bounded pool cannot deadlock."""
+
+
+def _io_pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lading-mirror-io")
+    return _POOL
+
+
+def _forget_pool() -> None:  # a forked child has none of the parent's threads: it starts its own
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _write_avro(storage: st.Storage, out: _Output, written: list[str]) -> None:
@@ -474,6 +503,20 @@ def _totals(manifests: list[ManifestFile]) -> dict[str, str]:
             "total-position-deletes": str(counts[ManifestContent.DELETES])}
 
 
+def _to_check(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 | None) -> list[Part] | None:
+    """The parts whose exactness decides version ``snapshot.version`` (``ice.inexact``'s ``only``): the
+    commit's added parts when ``prev`` mirrors the version before exactly and the commit changes
+    neither the schema nor the table's settings (every other live part passed then, under the same
+    schema and the same unreadable column ids, which ``prev`` records); None (every live part)
+    otherwise. Pure."""
+    if (prev is None or "schema" in entry or "metadata" in entry or PROP_REASON in prev.properties
+            or mirrored_version(prev) != snapshot.version - 1
+            or prev.current_snapshot_id != ice.snapshot_id(snapshot.version - 1)):
+        return None
+    added = {raw["path"] for raw in entry.get("add", ())}
+    return [p for p in snapshot.parts if p.path in added]
+
+
 def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
             prev: TableMetadataV2 | None, prev_number: int = -1,
             prev_manifests: list[ManifestFile] | None = None) -> Published | None:
@@ -483,7 +526,7 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
     attempt's manifests are deleted, and the caller looks again (``sync``)."""
     uri, v = fmt.table_root(snapshot.uri), snapshot.version
     unreadable = _unreadable(prev) | ice.unmirrorable_ids(snapshot.schema)
-    reason = (ice.inexact(snapshot, unreadable) if snapshot.meta.iceberg_mirror
+    reason = (ice.inexact(snapshot, unreadable, _to_check(snapshot, entry, prev)) if snapshot.meta.iceberg_mirror
               else f"the mirror was switched off at version {v} (lading table mirror --off); later versions are "
                    "not mirrored")
     written: list[str] = []

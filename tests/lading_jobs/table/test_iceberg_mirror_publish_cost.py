@@ -1,0 +1,97 @@
+"""What keeps a publish's cost per commit flat in a large table (issue 31): the exactness of a commit
+that only adds parts after an exactly mirrored version is decided over the added parts (every other
+live part passed under the same schema), with the same answers as deciding over every live part; and
+the publish writes its files on threads kept for the process, which a forked child replaces."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pyarrow as pa
+from pyiceberg.table import StaticTable
+
+from lading_jobs.table import format as fmt
+from lading_jobs.table import iceberg as ice
+from lading_jobs.table import mirror, writer
+from lading_jobs.table.log import Change, TableLog, read_commit, snapshot_at
+from lading_jobs.table.schema import Column, TableSchema
+
+SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
+
+
+def _append(uri: str, keys: list[int], diff: int = 1, create: bool = False, envelope: str = "append") -> None:
+    batch = pa.table({"k": pa.array(keys, pa.int64()), "v": [f"v{k}" for k in keys]})
+    written = writer.write_parts(uri, [batch], SCHEMA if create else TableLog.open_existing(uri).snapshot().schema,
+                                 write_id=fmt.new_write_id(), diff=diff)
+    writer.commit_parts(uri, written, create=writer.NewTable(SCHEMA, envelope) if create else None)
+
+
+def _decisions(uri: str, version: int) -> tuple[list[str] | None, str | None, str | None]:
+    """At ``version``: the parts the publish looks at (None: every live part), its answer and the
+    answer over every live part, with the metadata of the version before as the publish had it."""
+    log = TableLog.open_existing(uri)
+    snap, entry = snapshot_at(uri, log.storage, version), read_commit(uri, log.storage, version)
+    prev = next(m for n in range(mirror.latest_number(uri, log.storage), -1, -1)
+                if mirror.mirrored_version(m := mirror.read_metadata(uri, log.storage, n)) == version - 1)
+    unreadable = ice.unmirrorable_ids(snap.schema)
+    only = mirror._to_check(snap, entry, prev)  # noqa: SLF001 - the decision under test
+    return (None if only is None else sorted(p.path for p in only), ice.inexact(snap, unreadable, only),
+            ice.inexact(snap, unreadable))
+
+
+def test_a_commit_adding_parts_after_an_exact_version_is_decided_over_its_own_parts(tmp_path: Path) -> None:
+    uri = f"file://{tmp_path}/t/"
+    _append(uri, [1, 2], create=True)  # v0
+    _append(uri, [3])  # v1: exact, one part added
+    _append(uri, [4], diff=-1)  # v2: a retraction in an append table, which an Iceberg reader cannot read
+    _append(uri, [5])  # v3: after a version the mirror could not follow
+    log = TableLog.open_existing(uri)
+    added = [raw["path"] for raw in read_commit(uri, log.storage, 1)["add"]]
+    assert _decisions(uri, 1) == (sorted(added), None, None)
+    only, answer, full = _decisions(uri, 2)
+    assert only == sorted(raw["path"] for raw in read_commit(uri, log.storage, 2)["add"])
+    assert answer is not None and answer == full and "retraction" in answer  # the added part decides it
+    assert _decisions(uri, 3)[0] is None  # the version before was not exact: every live part is looked at
+    meta = StaticTable.from_metadata(mirror.metadata_uri(uri, mirror.latest_number(uri, log.storage))
+                                     .removeprefix("file://")).metadata
+    assert meta.current_snapshot_id == ice.snapshot_id(1) and meta.properties[mirror.PROP_BEHIND] == "2"
+
+
+def test_a_schema_change_is_decided_over_every_live_part(tmp_path: Path) -> None:
+    """A column added with a default: every part written before it reads the default in lading and
+    NULL in Iceberg v2, so the schema's commit looks at every live part (it adds none) and stops the mirror."""
+    uri = f"file://{tmp_path}/t/"
+    _append(uri, [1], create=True)
+    _append(uri, [2])
+    log = TableLog.open_existing(uri)
+    schema = log.snapshot().schema
+    log.commit(Change(schema=TableSchema(
+        (*schema.columns, Column(schema.last_column_id + 1, "w", "bigint", True, 7)), schema.last_column_id + 1,
+        schema.schema_id + 1)))
+    only, answer, full = _decisions(uri, 2)
+    assert only is None and answer == full and answer is not None and "default" in answer
+
+
+def test_a_forked_child_publishes_on_threads_of_its_own(tmp_path: Path) -> None:
+    """The parent's publish threads do not exist in a forked child (a crash test's writer, a worker):
+    its publishes start their own instead of waiting for the parent's forever."""
+    _append(f"file://{tmp_path}/a/", [1], create=True)
+    _append(f"file://{tmp_path}/a/", [2])  # the pool has threads, idle
+    assert mirror._POOL is not None  # noqa: SLF001
+    child_uri = f"file://{tmp_path}/b/"
+    pid = os.fork()
+    if pid == 0:  # the child: publish (its manifest and list are two files: written on the pool), then leave
+        code = 1
+        try:
+            signal.alarm(60)
+            _append(child_uri, [1], create=True)
+            _append(child_uri, [2])
+            code = 0 if mirror.mirrored_version(mirror.read_metadata(child_uri, TableLog.open_existing(
+                child_uri).storage, 1)) == 1 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert Path(tmp_path / "b" / "metadata" / "v1.metadata.json").exists()
