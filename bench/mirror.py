@@ -125,9 +125,9 @@ def streamcopy(args: argparse.Namespace) -> None:
     inside: list[float] = []  # seconds in mirror.after_commit per mirrored batch (the driver commits)
     publish = mirror.after_commit
 
-    def timed(log: Any, entry: Any, snapshot: Any) -> None:
+    def timed(log: Any, entry: Any, snapshot: Any, *more: Any) -> None:
         t0 = time.perf_counter()
-        publish(log, entry, snapshot)
+        publish(log, entry, snapshot, *more)
         if snapshot.meta.iceberg_mirror:
             inside.append(time.perf_counter() - t0)
 
@@ -135,9 +135,9 @@ def streamcopy(args: argparse.Namespace) -> None:
     behind: list[tuple[float, float]] = []  # (wall, thread CPU) of each publish, on the publisher's thread
     publish_after = mirror._publish_after  # noqa: SLF001 - the benchmark times the mirror's own step
 
-    def timed_publish(log: Any, entry: Any, snapshot: Any, switched_off: bool) -> None:
+    def timed_publish(log: Any, entry: Any, snapshot: Any, switched_off: bool, *more: Any) -> None:
         t0, c0 = time.perf_counter(), time.thread_time()
-        publish_after(log, entry, snapshot, switched_off)
+        publish_after(log, entry, snapshot, switched_off, *more)
         behind.append((time.perf_counter() - t0, time.thread_time() - c0))
 
     mirror._publish_after = timed_publish  # type: ignore[assignment]  # noqa: SLF001
@@ -208,9 +208,9 @@ def load_case(args: argparse.Namespace) -> None:
     inside: list[float] = []
     publish = mirror.after_commit
 
-    def timed(log: Any, entry: Any, snapshot: Any) -> None:
+    def timed(log: Any, entry: Any, snapshot: Any, *more: Any) -> None:
         t0 = time.perf_counter()
-        publish(log, entry, snapshot)
+        publish(log, entry, snapshot, *more)
         if snapshot.meta.iceberg_mirror:
             inside.append(time.perf_counter() - t0)
 

@@ -40,6 +40,20 @@ def main() -> int:
         from lading_jobs.table.log import TableLog
         from lading_jobs.table.schema import TableSchema
 
+        if args.get("first"):  # committed first, unfaulted: this process then published the version before
+            from lading_jobs.table import mirror
+
+            real_prepare = mirror.prepare
+
+            def traced(*a: object) -> object:  # says on stderr which versions' manifests start early
+                out = real_prepare(*a)  # type: ignore[arg-type]
+                if out is not None:
+                    print(f"prepared version {out.version}", file=sys.stderr, flush=True)
+                return out
+
+            mirror.prepare = traced  # type: ignore[assignment]
+            writer.commit_parts(args["table"], [writer.WrittenPart.from_json(w) for w in args["first"]],
+                                log=TableLog.open_existing(args["table"]))
         log = TableLog.open_existing(args["table"])
         log.storage = storage
         written = [writer.WrittenPart.from_json(w) for w in args["written"]]

@@ -458,12 +458,17 @@ class TableLog:
             entry["nonce"] = nonce
             _assign_version(entry)
             target = fmt.commit_uri(self.uri, entry["version"])
+            new = self._state.copy()
+            new.apply(entry)
+            prepared = _prepare_mirror(self, entry, new)  # the mirror's first round, beside the commit
             try:
                 won: bool | None = self.storage.put_if_absent(target, _encode(entry))
             except Exception as e:  # noqa: BLE001 - the request may have landed: look before deciding
                 won, unsettled = None, e
             if won:
-                return self._won(entry)
+                return self._won(entry, new, prepared)
+            if prepared is not None:
+                prepared.abandon()  # not this version's (or not known to be): its files go
             try:
                 mine = self._catch_up(nonce)
             except Exception as e:  # noqa: BLE001 - cannot read the log: cannot decide
@@ -483,9 +488,12 @@ class TableLog:
                 f"in {self.uri}{fmt.LOG_DIR}/ before retrying (nothing was cleaned up)", nonce)
         raise ConflictError(f"gave up committing to {self.uri} after {max_attempts} lost races; retry later")
 
-    def _won(self, entry: dict[str, Any]) -> Snapshot:
-        new = self._state.copy()
-        new.apply(entry)
+    def _won(self, entry: dict[str, Any], new: _State | None = None, prepared: Any = None) -> Snapshot:
+        """After ``entry`` landed: the state it makes (``new``, when computed already) becomes this
+        handle's; checkpoint, then the mirror (with ``prepared``, its first round, if started)."""
+        if new is None:
+            new = self._state.copy()
+            new.apply(entry)
         self._state = new
         if new.version % fmt.CHECKPOINT_INTERVAL == 0:
             try:
@@ -494,7 +502,7 @@ class TableLog:
                 print(f"lading: checkpoint {new.version} of {self.uri} not written ({e}); "
                       "opening replays a few more commits until the next one", file=sys.stderr)
         snap = new.snapshot(self.uri)
-        _mirror(self, entry, snap)
+        _mirror(self, entry, snap, prepared)
         return snap
 
     def _catch_up(self, nonce: str) -> Snapshot | None:
@@ -516,12 +524,25 @@ class TableLog:
         self.storage.put(fmt.last_checkpoint_uri(self.uri), _encode({"version": state.version}))
 
 
-def _mirror(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> None:
+def _prepare_mirror(log: TableLog, entry: dict[str, Any], new: _State) -> Any:
+    """Before the commit of ``entry`` (making state ``new``): the mirror's first round of its publish,
+    started beside the commit (``mirror.prepare``; None when the mirror does not start one)."""
+    if not new.meta.iceberg_mirror or "metadata" in entry:
+        return None
+    from lading_jobs.table import mirror  # imports this module
+
+    try:
+        return mirror.prepare(log, entry, new.snapshot(log.uri))
+    except Exception:  # noqa: BLE001 - an optimisation: the publish after the commit does it all
+        return None
+
+
+def _mirror(log: TableLog, entry: dict[str, Any], snapshot: Snapshot, prepared: Any = None) -> None:
     """After a commit landed: publish its Iceberg metadata (best effort, never fails the commit)."""
     if snapshot.meta.iceberg_mirror or "metadata" in entry:  # on, or being switched
         from lading_jobs.table import mirror  # imports this module
 
-        mirror.after_commit(log, entry, snapshot)
+        mirror.after_commit(log, entry, snapshot, prepared)
 
 
 def snapshot_at(uri: str, storage: st.Storage, version: int, as_of: int | None = None) -> Snapshot:

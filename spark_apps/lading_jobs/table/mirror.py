@@ -18,7 +18,11 @@ publishes, under ``<table>/metadata/``:
    the file it names and probe past it, and ``sync`` repairs it.
 
 The files of steps 1 and 2 are written together (``_Staged``: concurrent requests, one round
-trip) and are all durable before step 3 creates the metadata file that names them.
+trip) and are all durable before step 3 creates the metadata file that names them. A writer
+that published version *v - 1* itself starts steps 1 and 2 of an append-only commit on a thread
+beside the log's conditional write of *v* (``prepare``, ``Prepared``); after the commit only
+steps 3 and 4 are left. Those files are referenced by nothing until step 3: a writer that does
+not get version *v* deletes them, and a killed one leaves them to the mirror's retention.
 
 The snapshot of version *v* has id and sequence number *v* + 1 and carries ``lading.version``
 and ``lading.operation`` in its summary. A version that Iceberg readers could not read
@@ -43,7 +47,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -303,9 +307,21 @@ def _io_pool() -> ThreadPoolExecutor:
     return _POOL
 
 
+_PREPARE_POOL: ThreadPoolExecutor | None = None
+"""The threads ``prepare`` runs a first round on (which itself writes on ``_POOL``: a pool of its own,
+so that the two never wait for each other's threads)."""
+
+
+def _prepare_pool() -> ThreadPoolExecutor:
+    global _PREPARE_POOL
+    if _PREPARE_POOL is None:
+        _PREPARE_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lading-mirror-prepare")
+    return _PREPARE_POOL
+
+
 def _forget_pool() -> None:  # a forked child has none of the parent's threads: it starts its own
-    global _POOL
-    _POOL = None
+    global _POOL, _PREPARE_POOL
+    _POOL = _PREPARE_POOL = None
 
 
 os.register_at_fork(after_in_child=_forget_pool)
@@ -517,13 +533,108 @@ def _to_check(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 |
     return [p for p in snapshot.parts if p.path in added]
 
 
+def _first_round(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2 | None, prev_uri: str | None,
+                 storage: st.Storage, written: list[str],
+                 prev_manifests: list[ManifestFile] | None) -> tuple[list[ManifestFile], str]:
+    """Version ``snapshot.version``'s manifests (and delete file), and its manifest list, all written
+    and durable (together: one round of requests); the manifests and the list's URI. Their URIs go
+    to ``written`` as they are made."""
+    uri, v = fmt.table_root(snapshot.uri), snapshot.version
+    staged = _Staged(storage)  # manifests, delete file and manifest list: written together below
+    manifests = _manifests(snapshot, entry, prev, prev_uri, staged, written, prev_manifests)
+    if deletes.needed(snapshot):
+        manifests = _with_deletes(snapshot, entry, prev, manifests, staged, written)
+    sid = ice.snapshot_id(v)
+    out = _Output(f"{uri}{METADATA_DIR}/snap-{sid}-{uuid.uuid4().hex}.avro")
+    parent = prev.current_snapshot_id if prev is not None else None
+    with write_manifest_list(2, out, sid, parent, sid, "deflate") as lw:
+        lw.add_manifests(manifests)
+    _write_avro(staged, out, written)
+    staged.flush()  # every file the metadata names is durable before the metadata file is created
+    return manifests, out.location
+
+
+class Prepared:
+    """The first round of version ``version``'s publish (``_first_round``: manifest and manifest
+    list), started on a thread before the log commit of that version (``prepare``), after metadata
+    file ``number``. The publish takes it when the commit landed as ``version`` and the mirror is
+    still at ``number``; otherwise it is abandoned: its files are deleted (nothing references
+    them; a process killed first leaves them to the mirror's retention, as a killed publish does)."""
+
+    def __init__(self, version: int, number: int, storage: st.Storage,
+                 future: Future[tuple[list[ManifestFile], str, list[str]]]) -> None:
+        self.version, self.number, self.storage, self.future = version, number, storage, future
+        self.settled = False
+
+    def take(self, version: int, number: int) -> tuple[list[ManifestFile], str, list[str]] | None:
+        """Its manifests, manifest list and files, for the publish of ``version`` after metadata file
+        ``number``; None (abandoned) when it is not for that, or failed (its files already deleted)."""
+        if self.settled:
+            return None
+        if (version, number) != (self.version, self.number):
+            self.abandon()
+            return None
+        self.settled = True
+        try:
+            return self.future.result()
+        except Exception:  # noqa: BLE001 - the publish writes them itself
+            return None
+
+    def abandon(self) -> None:
+        if self.settled:
+            return
+        self.settled = True
+        try:
+            _, _, written = self.future.result()
+        except Exception:  # noqa: BLE001 - a failed round deleted its own files
+            return
+        _discard(self.storage, written)
+
+
+def _first_round_alone(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadataV2, prev_uri: str,
+                       storage: st.Storage, known: list[ManifestFile]) -> tuple[list[ManifestFile], str, list[str]]:
+    written: list[str] = []
+    try:
+        manifests, manifest_list = _first_round(snapshot, entry, prev, prev_uri, storage, written, known)
+    except BaseException:
+        _discard(storage, written)
+        raise
+    return manifests, manifest_list, written
+
+
+def prepare(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> Prepared | None:
+    """Before the log commit of ``entry`` (whose state would be ``snapshot``): start writing that
+    version's manifest and manifest list on a thread, so that after the commit only the metadata
+    file and the hint are left. Only for the common case, where it is cheap to be wrong: this process
+    published the version before (``_CACHE``), exactly, and the commit only adds parts that need no
+    delete or copy file; None otherwise, and inside ``mirror_publisher.background()`` (off the commit
+    path already). The caller hands the result to ``after_commit``, or abandons it when the commit
+    did not land as that version."""
+    root, v = fmt.table_root(log.uri), snapshot.version
+    cached = _CACHE.get(root)
+    if (not snapshot.meta.iceberg_mirror or cached is None or cached[2] is None or entry.get("remove")
+            or mirror_publisher.active() or deletes.needed(snapshot)):
+        return None
+    n, prev, known = cached
+    only = _to_check(snapshot, entry, prev)
+    if known is None:  # (checked above; for the type checker)
+        return None
+    if (only is None or any(copies.needed(snapshot.envelope, p) for p in only)
+            or ice.inexact(snapshot, _unreadable(prev) | ice.unmirrorable_ids(snapshot.schema), only) is not None):
+        return None
+    future = _prepare_pool().submit(_first_round_alone, snapshot, entry, prev, metadata_uri(root, n), log.storage,
+                                    known)
+    return Prepared(v, n, log.storage, future)
+
+
 def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
             prev: TableMetadataV2 | None, prev_number: int = -1,
-            prev_manifests: list[ManifestFile] | None = None) -> Published | None:
+            prev_manifests: list[ManifestFile] | None = None, prepared: Prepared | None = None) -> Published | None:
     """Publish the metadata of lading version ``snapshot.version`` (commit ``entry``) as metadata file
     ``prev_number + 1``, after ``prev`` (file ``prev_number``, which mirrors the version before; None
     for the first). None when that file already exists (another writer published it first): this
-    attempt's manifests are deleted, and the caller looks again (``sync``)."""
+    attempt's manifests are deleted, and the caller looks again (``sync``). ``prepared``: its first
+    round, when it was started before the commit for this version after ``prev_number``."""
     uri, v = fmt.table_root(snapshot.uri), snapshot.version
     unreadable = _unreadable(prev) | ice.unmirrorable_ids(snapshot.schema)
     reason = (ice.inexact(snapshot, unreadable, _to_check(snapshot, entry, prev)) if snapshot.meta.iceberg_mirror
@@ -534,17 +645,15 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
     try:
         new_snapshot = None
         if reason is None:
-            staged = _Staged(storage)  # manifests, delete file and manifest list: written together below
-            manifests = _manifests(snapshot, entry, prev, prev_uri, staged, written, prev_manifests)
-            if deletes.needed(snapshot):
-                manifests = _with_deletes(snapshot, entry, prev, manifests, staged, written)
+            taken = prepared.take(v, prev_number) if prepared is not None else None
+            if taken is not None:  # written before the log commit, beside it
+                manifests, manifest_list, early = taken
+                written.extend(early)
+            else:
+                manifests, manifest_list = _first_round(snapshot, entry, prev, prev_uri, storage, written,
+                                                        prev_manifests)
             sid = ice.snapshot_id(v)
-            out = _Output(f"{uri}{METADATA_DIR}/snap-{sid}-{uuid.uuid4().hex}.avro")
             parent = prev.current_snapshot_id if prev is not None else None
-            with write_manifest_list(2, out, sid, parent, sid, "deflate") as lw:
-                lw.add_manifests(manifests)
-            _write_avro(staged, out, written)
-            staged.flush()  # every file the metadata names is durable before the metadata file is created
             operation = _operation(entry)
             if operation == Operation.APPEND and any(m.content == ManifestContent.DELETES and m.manifest_path in written
                                                      for m in manifests):
@@ -556,7 +665,7 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
                 "total-data-files": str(len(snapshot.parts)), **_totals(manifests)})
             new_snapshot = IcebergSnapshot.model_validate({
                 "snapshot-id": sid, "parent-snapshot-id": parent, "sequence-number": sid,
-                "timestamp-ms": int(entry.get("timestamp", 0)), "manifest-list": out.location, "summary": summary,
+                "timestamp-ms": int(entry.get("timestamp", 0)), "manifest-list": manifest_list, "summary": summary,
                 "schema-id": snapshot.schema.schema_id})
         meta = build_metadata(snapshot, entry, prev, prev_uri, new_snapshot, reason)
         if unreadable:
@@ -655,25 +764,31 @@ def sync(uri: str, storage: st.Storage | None = None, *, upto: int | None = None
             out.append(published)
 
 
-def after_commit(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> None:
+def after_commit(log: TableLog, entry: dict[str, Any], snapshot: Snapshot, prepared: Prepared | None = None) -> None:
     """The writer's step after commit ``entry`` landed: mirror it (and any version the mirror
     lacks before it, first). Inside ``mirror_publisher.background()`` the publish runs on the table's
     background publisher, in version order, and this returns at once (``flush`` waits for it).
     Best effort: a failure leaves the mirror behind, says so on stderr (here, or at ``settle``), and
-    never fails the commit (the next writer or ``lading table sync`` catches up)."""
-    switched_off = not snapshot.meta.iceberg_mirror and "metadata" in entry and entry.get("version", 0) > 0
-    if not snapshot.meta.iceberg_mirror and not switched_off:
-        return
-    root = fmt.table_root(log.uri)
-    if mirror_publisher.active():
-        mirror_publisher.submit(root, snapshot.version, lambda: _publish_after(log, entry, snapshot, switched_off))
-        return
-    mirror_publisher.wait(root)  # a publish handed over before, if any, goes first
+    never fails the commit (the next writer or ``lading table sync`` catches up). ``prepared``: this
+    version's first round, started before the commit (``prepare``); abandoned if not used."""
     try:
-        _publish_after(log, entry, snapshot, switched_off)
-    except Exception as e:  # noqa: BLE001 - the commit stands; the mirror catches up later
-        print(f"lading: the Iceberg mirror of {log.uri} is behind version {snapshot.version} ({e}); "
-              f"`lading table sync {log.uri}` or the next commit catches it up", file=sys.stderr)
+        switched_off = not snapshot.meta.iceberg_mirror and "metadata" in entry and entry.get("version", 0) > 0
+        if not snapshot.meta.iceberg_mirror and not switched_off:
+            return
+        root = fmt.table_root(log.uri)
+        if mirror_publisher.active():
+            mirror_publisher.submit(root, snapshot.version,
+                                    lambda: _publish_after(log, entry, snapshot, switched_off))
+            return
+        mirror_publisher.wait(root)  # a publish handed over before, if any, goes first
+        try:
+            _publish_after(log, entry, snapshot, switched_off, prepared)
+        except Exception as e:  # noqa: BLE001 - the commit stands; the mirror catches up later
+            print(f"lading: the Iceberg mirror of {log.uri} is behind version {snapshot.version} ({e}); "
+                  f"`lading table sync {log.uri}` or the next commit catches it up", file=sys.stderr)
+    finally:
+        if prepared is not None:
+            prepared.abandon()  # not taken (a no-op when it was)
 
 
 def flush(uri: str) -> None:
@@ -682,7 +797,8 @@ def flush(uri: str) -> None:
     mirror_publisher.flush(fmt.table_root(uri))
 
 
-def _publish_after(log: TableLog, entry: dict[str, Any], snapshot: Snapshot, switched_off: bool) -> None:
+def _publish_after(log: TableLog, entry: dict[str, Any], snapshot: Snapshot, switched_off: bool,
+                   prepared: Prepared | None = None) -> None:
     root, v = fmt.table_root(log.uri), snapshot.version
     if switched_off:  # one last metadata file says so, if there is a mirror to say it in
         n, prev = _latest(root, log.storage)
@@ -698,7 +814,7 @@ def _publish_after(log: TableLog, entry: dict[str, Any], snapshot: Snapshot, swi
     else:
         n, prev = _latest(root, log.storage)
     done = mirrored_version(prev)
-    if done == v - 1 and publish(snapshot, entry, log.storage, prev, n, known) is not None:
+    if done == v - 1 and publish(snapshot, entry, log.storage, prev, n, known, prepared) is not None:
         return
     if done < v:
         sync(root, log.storage, upto=v)

@@ -10,6 +10,10 @@ copy file. Afterwards the log holds version 2
 hint, pyiceberg through the metadata file the hint names) see version 1 or version 2, whole;
 every file any metadata file references exists; ``mirror.sync`` (or the next writer) catches the
 mirror up, and a second sync does nothing.
+
+A child that published the version before starts v2's manifest and manifest list beside its log
+commit (``mirror.prepare``): killed at each step around that early round, the log holds v1 or v2,
+the readers see v1, the next writer mirrors every version, and retention deletes what was left.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,9 +31,10 @@ from pyiceberg.table import StaticTable
 from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
 
 from lading import cli
+from lading_jobs import storage as st
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
-from lading_jobs.table import mirror, reader, writer
+from lading_jobs.table import mirror, mirror_retention, reader, writer
 from lading_jobs.table.log import TableLog, snapshot_at
 from lading_jobs.table.schema import TableSchema
 
@@ -91,10 +97,15 @@ def _referenced_files_exist(root: Path) -> None:
 
 
 def _run_child(uri: str, method: str, match: str, action: str, diff: int = 1,
-               background: bool = False) -> subprocess.CompletedProcess[str]:
+               background: bool = False, first: bool = False) -> subprocess.CompletedProcess[str]:
+    """``first``: the child commits (and publishes) a version of its own first, without a fault."""
     written = writer.write_parts(uri, [_rows(100, 4)], SCHEMA, write_id=fmt.new_write_id(), diff=diff)
-    args = {"kind": "table", "table": uri, "written": [w.to_json() for w in written],
-            "fault": {"method": method, "match": match, "action": action}, "background": background}
+    args: dict[str, object] = {"kind": "table", "table": uri, "written": [w.to_json() for w in written],
+                               "fault": {"method": method, "match": match, "action": action},
+                               "background": background}
+    if first:
+        args["first"] = [w.to_json() for w in writer.write_parts(uri, [_rows(50, 3)], SCHEMA,
+                                                                  write_id=fmt.new_write_id())]
     return subprocess.run([sys.executable, str(CHILD), json.dumps(args)], capture_output=True, text=True,
                           timeout=300)
 
@@ -204,3 +215,50 @@ def test_a_process_killed_with_a_background_publish_pending_loses_nothing(tmp_pa
         assert multiset(pyiceberg_rows(latest, ice.snapshot_id(v))) == want, v
     assert multiset(duckdb_rows(str(root), [None])[0]) == multiset(_lading(uri, 3))
     _referenced_files_exist(root)
+
+
+EARLY_STEPS = {  # v2's commit by a process that published v1: its manifest and list are written beside it
+    "the early manifest": ("put", "-m0.avro", "kill"),  # the log commit may land first, or not
+    "after the early manifest list": ("put", "/snap-3-", "kill_after"),
+    "before the log commit": ("put_if_absent", fmt.commit_uri("file:///x/", 2).removeprefix("file:///x/"), "kill"),
+    "after the log commit": ("put_if_absent", fmt.commit_uri("file:///x/", 2).removeprefix("file:///x/"),
+                             "kill_after"),
+    "before the metadata file": ("put_if_absent", "v2.metadata.json", "kill"),
+}
+
+
+@pytest.mark.parametrize("step", list(EARLY_STEPS))
+def test_a_writer_killed_around_its_early_manifests_leaves_readers_whole_and_nothing_behind(
+        tmp_path: Path, step: str) -> None:
+    """The child commits v1, then v2, whose manifest and manifest list it starts beside the log
+    commit (it published v1), killed at each step: the log holds v1 or v2, whole; the Iceberg readers
+    see v1; every file a metadata file names exists; ``sync`` and the next writer mirror every version
+    exactly; and the mirror's retention, past the grace period, deletes what the killed writer left
+    (no file of the mirror is left unreferenced)."""
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _commit(uri, _rows(0, 5), create=True)
+    method, match, action = EARLY_STEPS[step]
+    done = _run_child(uri, method, match, action, first=True)
+    assert done.returncode == -9, done.stderr[-2000:]
+    assert "prepared version 2" in done.stderr  # the early round was started
+    version = TableLog.open_existing(uri).version
+    # killed on the early round's thread, the log commit may have landed or not; otherwise the step says
+    assert version in {"before the log commit": (1,), "after the log commit": (2,),
+                       "before the metadata file": (2,)}.get(step, (1, 2))
+    assert multiset(pyiceberg_rows(_hinted_metadata(root))) == multiset(_lading(uri, 1))
+    assert multiset(duckdb_rows(str(root), [None])[0]) == multiset(_lading(uri, 1))
+    _referenced_files_exist(root)
+    mirror.sync(uri)
+    _commit(uri, _rows(300, 2))  # the next writer
+    storage = st.open_storage(uri)
+    newest = mirror.latest_number(uri, storage)
+    latest = str(root / "metadata" / f"v{newest}.metadata.json")
+    for v in range(TableLog.open_existing(uri).version + 1):
+        assert multiset(pyiceberg_rows(latest, ice.snapshot_id(v))) == multiset(_lading(uri, v)), v
+    future = int(time.time() * 1000) + 2 * 3_600_000
+    mirror_retention.apply(storage, mirror_retention.plan(uri, storage, future, 3_600_000))
+    left = {f"file://{p}" for p in (root / "metadata").iterdir() if mirror_retention.kind(p.name) is not None}
+    assert left == mirror_retention.referenced(uri, storage, [mirror.latest_number(uri, storage)]) & left
+    _referenced_files_exist(root)
+    assert multiset(duckdb_rows(str(root), [None])[0]) == multiset(_lading(uri, TableLog.open_existing(uri).version))

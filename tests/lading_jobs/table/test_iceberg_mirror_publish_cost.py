@@ -1,7 +1,10 @@
-"""What keeps a publish's cost per commit flat in a large table (issue 31): the exactness of a commit
+"""What keeps a publish's cost per commit small in a large table (issue 31): the exactness of a commit
 that only adds parts after an exactly mirrored version is decided over the added parts (every other
-live part passed under the same schema), with the same answers as deciding over every live part; and
-the publish writes its files on threads kept for the process, which a forked child replaces."""
+live part passed under the same schema), with the same answers as deciding over every live part; the
+manifest and manifest list of a commit are written beside its log commit when this process published
+the version before (``mirror.prepare``), taken by the publish when the commit landed as that version,
+redone when that round failed, and deleted when another writer took the version; and the publish
+writes its files on threads kept for the process, which a forked child replaces."""
 
 from __future__ import annotations
 
@@ -11,10 +14,12 @@ from pathlib import Path
 
 import pyarrow as pa
 from pyiceberg.table import StaticTable
+from support.faults import Fault, FaultyStorage
+from support.iceberg_readers import multiset, pyiceberg_rows
 
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
-from lading_jobs.table import mirror, writer
+from lading_jobs.table import mirror, mirror_retention, reader, writer
 from lading_jobs.table.log import Change, TableLog, read_commit, snapshot_at
 from lading_jobs.table.schema import Column, TableSchema
 
@@ -95,3 +100,97 @@ def test_a_forked_child_publishes_on_threads_of_its_own(tmp_path: Path) -> None:
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     assert Path(tmp_path / "b" / "metadata" / "v1.metadata.json").exists()
+
+
+def _written(uri: str, keys: list[int]) -> list[writer.WrittenPart]:
+    batch = pa.table({"k": pa.array(keys, pa.int64()), "v": [f"v{k}" for k in keys]})
+    return writer.write_parts(uri, [batch], SCHEMA, write_id=fmt.new_write_id())
+
+
+def _spy_prepare(monkeypatch: object) -> list[mirror.Prepared]:
+    seen: list[mirror.Prepared] = []
+    real = mirror.prepare
+
+    def spy(*args: object) -> mirror.Prepared | None:
+        out = real(*args)  # type: ignore[arg-type]
+        if out is not None:
+            seen.append(out)
+        return out
+
+    monkeypatch.setattr(mirror, "prepare", spy)  # type: ignore[attr-defined]
+    return seen
+
+
+def _mirror_files_unreferenced(tmp_path: Path, uri: str) -> set[str]:
+    storage = TableLog.open_existing(uri).storage
+    numbers = list(range(mirror.latest_number(uri, storage) + 1))
+    files = {f"file://{p}" for p in (tmp_path / "t" / "metadata").iterdir()
+             if mirror_retention.kind(p.name) is not None}
+    return files - mirror_retention.referenced(uri, storage, numbers)
+
+
+def _exact_at_every_version(uri: str) -> None:
+    storage = TableLog.open_existing(uri).storage
+    latest = mirror.metadata_uri(uri, mirror.latest_number(uri, storage)).removeprefix("file://")
+    for v in range(TableLog.open_existing(uri).version + 1):
+        want = multiset(reader.scan(uri, snapshot=snapshot_at(uri, storage, v)))
+        assert multiset(pyiceberg_rows(latest, ice.snapshot_id(v))) == want, v
+
+
+def test_a_writer_that_published_the_version_before_writes_the_next_manifests_beside_its_commit(
+        tmp_path: Path, monkeypatch: object) -> None:
+    uri = f"file://{tmp_path}/t/"
+    _append(uri, [1, 2], create=True)  # v0: a new process would have nothing to start from
+    seen = _spy_prepare(monkeypatch)
+    _append(uri, [3])  # v1: this process published v0
+    _append(uri, [4, 5])  # v2
+    assert [p.version for p in seen] == [1, 2] and all(p.settled for p in seen)
+    storage = TableLog.open_existing(uri).storage
+    meta = mirror.read_metadata(uri, storage, 2)
+    assert meta.current_snapshot() is not None
+    assert meta.current_snapshot().manifest_list == seen[-1].future.result()[1]  # the publish took it
+    assert _mirror_files_unreferenced(tmp_path, uri) == set()
+    _exact_at_every_version(uri)
+
+
+def test_a_failed_early_round_is_redone_by_the_publish(tmp_path: Path, monkeypatch: object) -> None:
+    uri = f"file://{tmp_path}/t/"
+    _append(uri, [1], create=True)
+    _append(uri, [2])
+    seen = _spy_prepare(monkeypatch)
+    log = TableLog.open_existing(uri)
+    log.storage = FaultyStorage(log.storage, Fault("put", match="-m0.avro"))  # the early round's manifest
+    writer.commit_parts(uri, _written(uri, [3]), log=log)
+    assert len(seen) == 1 and seen[0].future.exception() is not None
+    assert mirror.describe(uri)["mirroredVersion"] == 2  # written again, after the commit
+    assert _mirror_files_unreferenced(tmp_path, uri) == set()
+    _exact_at_every_version(uri)
+
+
+def test_an_early_round_for_a_version_another_writer_took_is_deleted(tmp_path: Path, monkeypatch: object) -> None:
+    """Writer A starts v2's round, then loses v2 to writer B (another handle, committing just before
+    A's conditional write): A's round is deleted, B's v2 and A's v3 are mirrored exactly, and no file
+    of the mirror is left unreferenced."""
+    uri = f"file://{tmp_path}/t/"
+    _append(uri, [1], create=True)
+    _append(uri, [2])
+    seen = _spy_prepare(monkeypatch)
+    b_parts = _written(uri, [10])
+
+    def other_writer() -> None:
+        writer.commit_parts(uri, b_parts, log=TableLog.open_existing(uri))  # v2, published by B
+
+    a = TableLog.open_existing(uri)
+    a.storage = FaultyStorage(a.storage, Fault("put_if_absent", action="hook", match=fmt.commit_uri(uri, 2),
+                                               hook=other_writer))
+    snap = writer.commit_parts(uri, _written(uri, [20]), log=a)
+    assert snap.version == 3
+    a_lost, b_v2, a_v3 = seen  # A's round for v2 starts before its conditional write, whose hook runs B
+    assert (a_lost.version, a_lost.number, b_v2.version, a_v3.version) == (2, 1, 2, 3)
+    assert all(p.settled for p in seen)
+    files = a_lost.future.result()[2]
+    assert files and not any(Path(f.removeprefix("file://")).exists() for f in files)
+    assert mirror.read_metadata(uri, a.storage, 2).current_snapshot().manifest_list == b_v2.future.result()[1]
+    assert mirror.describe(uri)["mirroredVersion"] == 3
+    assert _mirror_files_unreferenced(tmp_path, uri) == set()
+    _exact_at_every_version(uri)
