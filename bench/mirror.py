@@ -28,7 +28,8 @@ the median batch with the mirror.
 
 Prints the median seconds per commit with the mirror off and on, and the mirror's share
 ``(on - off) / on`` (target ≤ 10 %). ``--s3`` runs against a moto S3 server on 127.0.0.1 instead
-of local disk (more realistic request costs). ``--profile`` prints, per case, cProfile's view of
+of local disk (more realistic request costs), in a process of its own (``--moto-in-process``: a
+thread of the benchmark's, whose request handling then competes with the commit for the GIL). ``--profile`` prints, per case, cProfile's view of
 the mirrored commits: the functions under ``mirror.after_commit`` by cumulative time. A script,
 not a test: record the output in docs/benchmarks.md ("Iceberg mirror").
 """
@@ -184,14 +185,15 @@ def streamcopy(args: argparse.Namespace) -> None:
         broker.wait()
 
 
-def load_case(args: argparse.Namespace) -> None:
+def load_case(args: argparse.Namespace, base: str, storage: st.Storage) -> None:
     """``--load``: a real CopyJob load (``run_load`` on local[2] Spark: Parquet files listed, read,
     checked and written as parts, one commit) of ``--load-rows`` rows into a table of ``--parts``
-    synthetic parts, the table's mirror off then on, ``--load-rounds`` times interleaved; each load
-    in a "new process" for the mirror (``mirror.forget()``: it reads the previous metadata and
-    manifest list back, as a CopyJob's driver pod does). The job's time, and the time inside
-    ``mirror.after_commit`` (the publish, inline: a load publishes before its result names the
-    metadata file) timed directly, as a share of the job with the mirror."""
+    synthetic parts under ``base`` (local disk, or moto with ``--s3``), the table's mirror off then
+    on, ``--load-rounds`` times interleaved; each load in a "new process" for the mirror
+    (``mirror.forget()``: it reads the previous metadata and manifest list back, as a CopyJob's driver
+    pod does). The job's time, and the time inside ``mirror.after_commit`` (the publish, inline: a
+    load publishes before its result names the metadata file) timed directly, as a share of the job
+    with the mirror."""
     import datetime as dt
     import os
 
@@ -215,28 +217,28 @@ def load_case(args: argparse.Namespace) -> None:
             inside.append(time.perf_counter() - t0)
 
     mirror.after_commit = timed  # type: ignore[assignment]
-    root = Path(args.dir) / "load"
-    shutil.rmtree(root, ignore_errors=True)
-    (root / "src").mkdir(parents=True)
+    root = f"{base}load/"
     files = 2
     per = args.load_rows // files
+    sources = []
     for f in range(files):
-        pq.write_table(rows(f * per, per), root / "src" / f"f-{f}.parquet")
-    storage = st.LocalStorage()
-    tables = {m: f"file://{root}/t-{'on' if m else 'off'}/" for m in (False, True)}
+        out = pa.BufferOutputStream()
+        pq.write_table(rows(f * per, per), out)
+        sources.append(out.getvalue().to_pybytes())
+    tables = {m: f"{root}t-{'on' if m else 'off'}/" for m in (False, True)}
     for m, uri in tables.items():
         build(uri, storage, args.parts, m)
+    where = "S3 (moto)" if base.startswith("s3://") else "local disk"
     spark = build_session(master="local[2]", app_name="lading-bench-mirror-load", kind="CopyJob")
     try:
         spark.range(1000).mapInArrow(lambda it: it, "id bigint").count()  # start the Python workers
 
         def load(uri: str, n: int) -> float:
-            src = root / f"src-{n}"
-            src.mkdir()
-            for f in (root / "src").iterdir():  # new names: the table's ledger would skip loaded files
-                os.link(f, src / f.name)
+            src = f"{root}src-{n}/"  # new names each time: the table's ledger would skip loaded files
+            for f, data in enumerate(sources):
+                storage.put(f"{src}f-{f}.parquet", data)
             doc = JobDocument("CopyJob", "bench", "load", "uid", 1, f"bench-load-{n}", dt.datetime.now(dt.UTC),
-                              {"from": {"files": f"file://{src}/", "format": "parquet"}, "to": {"table": uri}})
+                              {"from": {"files": src, "format": "parquet"}, "to": {"table": uri}})
             mirror.forget()
             t0 = time.perf_counter()
             result = run_load(spark, doc)
@@ -244,8 +246,8 @@ def load_case(args: argparse.Namespace) -> None:
             assert result.get("rows") == per * files, result
             return took
 
-        build(f"file://{root}/warm/", storage, 0, False)
-        load(f"file://{root}/warm/", 0)  # Spark's first job, untimed
+        build(f"{root}warm/", storage, 0, False)
+        load(f"{root}warm/", 0)  # Spark's first job, untimed
         inside.clear()
         jobs: dict[bool, list[float]] = {False: [], True: []}
         n = 1
@@ -255,7 +257,7 @@ def load_case(args: argparse.Namespace) -> None:
                 n += 1
         off, on = statistics.median(jobs[False]), statistics.median(jobs[True])
         report("load", f"a CopyJob load of {per * files:,} rows (median of {len(jobs[True])})", off, on,
-               f"{args.parts} parts, run_load on local[2] Spark, local disk")
+               f"{args.parts} parts, run_load on local[2] Spark, {where}")
         per_load = [a / b for a, b in zip(inside, jobs[True], strict=True)]
         print(f"load: inside mirror.after_commit {statistics.median(inside) * 1000:.1f} ms per load (median of "
               f"{len(inside)}; max {max(inside) * 1000:.1f} ms): {statistics.median(per_load):.1%} of its job "
@@ -301,6 +303,28 @@ def background_case(kind: str, logs: dict[bool, TableLog], args: argparse.Namesp
            f"{cpu[True] / k * 1000:.1f} ms ({(cpu[True] - cpu[False]) / cpu[True]:.0%})")
 
 
+def start_moto_process() -> tuple[str, int, Any]:
+    """moto's S3 server in a process of its own on 127.0.0.1 (a free port); (host, port, process)."""
+    import socket
+    import subprocess
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    moto = Path(sys.executable).with_name("moto_server")
+    process = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+            return "127.0.0.1", port, process
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError("moto_server did not start")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", type=int, default=1000)
@@ -317,21 +341,27 @@ def main() -> int:
     ap.add_argument("--background", action="store_true",
                     help="synthetic cases with the mirror published in the background (mirror_publisher)")
     ap.add_argument("--block", type=int, default=5, help="--background: commits per block")
+    ap.add_argument("--moto-in-process", action="store_true",
+                    help="--s3: moto's server as a thread of this process (its CPU counted as the benchmark's)")
     ap.add_argument("--load", action="store_true", help="also a real CopyJob load (run_load on local[2] Spark)")
     ap.add_argument("--load-rows", type=int, default=200_000)
     ap.add_argument("--load-rounds", type=int, default=5)
     args = ap.parse_args()
     cases = [c for c in args.cases.split(",") if c]
     server = None
+    moto_process = None
     if args.s3:
         import os
 
         import boto3
         from moto.server import ThreadedMotoServer
 
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        host, port = server.get_host_and_port()
+        if args.moto_in_process:
+            server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+            server.start()
+            host, port = server.get_host_and_port()
+        else:  # its own process, as a real S3 is not in ours: its request handling is not this process's CPU
+            host, port, moto_process = start_moto_process()
         os.environ.update({"AWS_ENDPOINT_URL_S3": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "x",
                            "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"})
         boto3.client("s3", endpoint_url=f"http://{host}:{port}").create_bucket(Bucket="bench")
@@ -372,13 +402,16 @@ def main() -> int:
                 stats = pstats.Stats(profile, stream=out)
                 stats.sort_stats("cumulative").print_stats(45)
                 print(out.getvalue())
+        if args.load:
+            load_case(args, base, storage)
     finally:
         if server is not None:
             server.stop()
+        if moto_process is not None:
+            moto_process.terminate()
+            moto_process.wait()
     if args.streamcopy:
         streamcopy(args)
-    if args.load:
-        load_case(args)
     return 0
 
 

@@ -216,6 +216,8 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
                 "files": 0, "rows": None}
     log = TableLog.open(table_uri, table_storage)
     snapshot = log.snapshot() if log is not None else None
+    if snapshot is not None and snapshot.meta.iceberg_mirror:
+        mirror.warm(table_uri, table_storage)  # read the mirror's state while the parts are written
     schema = _target_schema(log, spec, files[0], settings)
     todo, already = split_loaded(files, None if spec.load.force else snapshot)
     plan = LoadPlan(

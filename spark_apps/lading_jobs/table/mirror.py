@@ -696,6 +696,36 @@ def _remember(uri: str, number: int, meta: TableMetadataV2, manifests: list[Mani
     _CACHE[uri] = (number, meta, manifests)
 
 
+def warm(uri: str, storage: st.Storage) -> Future[None] | None:
+    """For a writer that will commit to table ``uri`` later (a load, while Spark writes its parts):
+    start reading the mirror's newest metadata file and its current snapshot's manifest list into
+    this process's memory (``_CACHE``) on a thread, as if this process had published them; its
+    commit then starts its manifests beside the log commit (``prepare``) and reads nothing back.
+    Nothing when this process already holds the table's. Never raises: a failure leaves the publish
+    to read what it needs, and a mirror that moves on meanwhile makes the memory stale, which is
+    safe (see ``_CACHE``)."""
+    root = fmt.table_root(uri)
+    if root in _CACHE:
+        return None
+    return _prepare_pool().submit(_warm, root, storage)
+
+
+def _warm(root: str, storage: st.Storage) -> None:
+    try:
+        n, meta = _latest(root, storage)
+        if meta is None:
+            return
+        current = meta.current_snapshot()
+        manifests = None
+        if current is not None and PROP_REASON not in meta.properties:
+            _check_inside(root, current.manifest_list, f"{metadata_uri(root, n)}: the current snapshot's manifest-list")
+            manifests = list(read_manifest_list(_Bytes(current.manifest_list, storage.read(current.manifest_list))))
+        if root not in _CACHE:  # this process's own publish, if one came first, is newer
+            _remember(root, n, meta, manifests)
+    except Exception:  # noqa: BLE001 - an optimisation: the publish reads what it needs itself
+        return
+
+
 def current_metadata(uri: str, storage: st.Storage | None = None) -> str | None:
     """The newest metadata file of the table's mirror (None: none, or it cannot be read): what this
     process last published, else one look at the store. For results and status; never raises."""

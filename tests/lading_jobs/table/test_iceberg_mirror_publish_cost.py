@@ -194,3 +194,51 @@ def test_an_early_round_for_a_version_another_writer_took_is_deleted(tmp_path: P
     assert mirror.describe(uri)["mirroredVersion"] == 3
     assert _mirror_files_unreferenced(tmp_path, uri) == set()
     _exact_at_every_version(uri)
+
+
+def test_a_writer_that_warmed_up_reads_nothing_back_and_starts_its_manifests_early(
+        tmp_path: Path, monkeypatch: object) -> None:
+    """A load's driver is a new process: ``mirror.warm`` reads the mirror's newest metadata file and
+    manifest list while its parts are written, so its commit reads neither back and writes its
+    manifest and list beside the log commit."""
+    uri = f"file://{tmp_path}/t/"
+    _append(uri, [1], create=True)
+    _append(uri, [2])
+    mirror.forget()  # as a new process
+    seen = _spy_prepare(monkeypatch)
+    log = TableLog.open_existing(uri)
+    future = mirror.warm(uri, log.storage)
+    assert future is not None
+    future.result()
+    assert mirror.warm(uri, log.storage) is None  # held already
+    log.storage = FaultyStorage(log.storage)  # records the calls
+    writer.commit_parts(uri, _written(uri, [3]), log=log)
+    reads = [u for m, u in log.storage.calls if m == "read" and "/metadata/" in u]
+    assert reads == [] and [p.version for p in seen] == [2]
+    assert _mirror_files_unreferenced(tmp_path, uri) == set()
+    _exact_at_every_version(uri)
+
+
+def test_a_warmed_up_writer_whose_mirror_moved_on_still_publishes_exactly(
+        tmp_path: Path, monkeypatch: object) -> None:
+    """Another process commits and publishes after this one warmed up: this one's memory of the
+    mirror is stale (version 0). Its commit's first attempt (version 1, lost) starts a round that is
+    deleted; the second (version 2) starts none, reads the mirror again, and every version reads exactly."""
+    uri = f"file://{tmp_path}/t/"
+    _append(uri, [1], create=True)
+    mirror.forget()
+    log = TableLog.open_existing(uri)
+    future = mirror.warm(uri, log.storage)
+    assert future is not None
+    future.result()
+    root = fmt.table_root(uri)
+    stale = mirror._CACHE[root]  # noqa: SLF001
+    writer.commit_parts(uri, _written(uri, [5]), log=TableLog.open_existing(uri))  # v1, "another process"
+    mirror._CACHE[root] = stale  # noqa: SLF001 - what this process still holds
+    seen = _spy_prepare(monkeypatch)
+    writer.commit_parts(uri, _written(uri, [6]), log=log)  # tries v1 (its state), loses it, lands as v2
+    assert [(p.version, p.settled) for p in seen] == [(1, True)]  # the round for v1 only, abandoned
+    assert not any(Path(f.removeprefix("file://")).exists() for f in seen[0].future.result()[2])
+    assert mirror.describe(uri)["mirroredVersion"] == 2
+    assert _mirror_files_unreferenced(tmp_path, uri) == set()
+    _exact_at_every_version(uri)
