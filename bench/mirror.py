@@ -3,7 +3,7 @@
   python bench/mirror.py [--parts 1000] [--commits 30] [--rows 20000] [--dir /tmp/lading-bench-mirror] [--s3]
                          [--profile] [--streamcopy [--stream-messages 24000] [--stream-batch 1000]
                          [--stream-rounds 2]] [--cases append,stream,write] [--background [--block 5]]
-                         [--load [--load-rows 200000] [--load-rounds 5]]
+                         [--load [--load-rows 200000] [--load-rounds 5]] [--compaction [--compaction-rounds 2]]
 
 Two tables, identical but for the switch (``iceberg_mirror`` off / on), each given ``--parts``
 parts in commits of 100 (synthetic parts: statistics for six columns, no data is read by either
@@ -188,8 +188,8 @@ def streamcopy(args: argparse.Namespace) -> None:
 def load_case(args: argparse.Namespace, base: str, storage: st.Storage) -> None:
     """``--load``: a real CopyJob load (``run_load`` on local[2] Spark: Parquet files listed, read,
     checked and written as parts, one commit) of ``--load-rows`` rows into a table of ``--parts``
-    synthetic parts under ``base`` (local disk, or moto with ``--s3``), the table's mirror off then
-    on, ``--load-rounds`` times interleaved; each load in a "new process" for the mirror
+    synthetic parts under ``base`` (local disk, or moto with ``--s3``), the table's mirror off and
+    on, ``--load-rounds`` times interleaved (off first in even rounds, on first in odd ones); each load in a "new process" for the mirror
     (``mirror.forget()``: it reads the previous metadata and manifest list back, as a CopyJob's driver
     pod does). The job's time, and the time inside ``mirror.after_commit`` (the publish, inline: a
     load publishes before its result names the metadata file) timed directly, as a share of the job
@@ -251,8 +251,8 @@ def load_case(args: argparse.Namespace, base: str, storage: st.Storage) -> None:
         inside.clear()
         jobs: dict[bool, list[float]] = {False: [], True: []}
         n = 1
-        for _ in range(args.load_rounds):
-            for m in (False, True):
+        for r in range(args.load_rounds):
+            for m in ((False, True) if r % 2 == 0 else (True, False)):  # neither setting always goes second
                 jobs[m].append(load(tables[m], n))
                 n += 1
         off, on = statistics.median(jobs[False]), statistics.median(jobs[True])
@@ -262,6 +262,73 @@ def load_case(args: argparse.Namespace, base: str, storage: st.Storage) -> None:
         print(f"load: inside mirror.after_commit {statistics.median(inside) * 1000:.1f} ms per load (median of "
               f"{len(inside)}; max {max(inside) * 1000:.1f} ms): {statistics.median(per_load):.1%} of its job "
               f"(median; max {max(per_load):.1%})")
+    finally:
+        spark.stop()
+        mirror.after_commit = publish  # type: ignore[assignment]
+
+
+def compaction_case(args: argparse.Namespace, base: str, storage: st.Storage) -> None:
+    """``--compaction``: a real Compaction (the engine's ``compact`` on local[2] Spark, bin-pack) of a
+    table of ``--parts`` real parts of 200 rows (written by lading's writer, committed 100 at a time),
+    the table's mirror off then on, ``--compaction-rounds`` times (a new table each time: a compaction
+    consumes its input); each in a "new process" for the mirror (``mirror.forget()``). The run's time,
+    and the time inside ``mirror.after_commit`` (its publish: a manifest of every live part, as after
+    any commit that removes parts) timed directly, as a share of the run with the mirror."""
+    import os
+
+    from lading_jobs.compact.engine import compact
+    from lading_jobs.engine import RunContext
+    from lading_jobs.session import build_session
+    from lading_jobs.table import mirror
+    from lading_spec.compaction import parse_compaction
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    inside: list[float] = []
+    publish = mirror.after_commit
+
+    def timed(log: Any, entry: Any, snapshot: Any, *more: Any) -> None:
+        t0 = time.perf_counter()
+        publish(log, entry, snapshot, *more)
+        if snapshot.meta.iceberg_mirror and entry.get("operation") == "compact":
+            inside.append(time.perf_counter() - t0)
+
+    def table(uri: str, on: bool) -> None:
+        log = TableLog.create(uri, SCHEMA, storage=storage, iceberg_mirror=on)
+        for c in range(0, args.parts, 100):
+            written = []
+            for i in range(c, min(c + 100, args.parts)):
+                written += writer.write_parts(uri, [rows(i * 200, 200)], SCHEMA, write_id=fmt.new_write_id(),
+                                              storage=storage)
+            writer.commit_parts(uri, written, log=log, storage=storage)
+
+    where = "S3 (moto)" if base.startswith("s3://") else "local disk"
+    spark = build_session(master="local[2]", app_name="lading-bench-mirror-compaction", kind="Compaction")
+    mirror.after_commit = timed  # type: ignore[assignment]
+    try:
+        runs: dict[bool, list[float]] = {False: [], True: []}
+        for r in range(-1, args.compaction_rounds):  # round -1: Spark's first jobs, untimed
+            for m in (False, True):
+                uri = f"{base}compaction/t-{r + 1}-{'on' if m else 'off'}/"
+                table(uri, m)
+                spec = parse_compaction({"table": uri, "targetFileSize": "64MB", "since": {"version": 0}})
+                mirror.forget()
+                if r < 0:
+                    inside.clear()
+                t0 = time.perf_counter()
+                compact(spark, spec, RunContext())
+                if r >= 0:
+                    runs[m].append(time.perf_counter() - t0)
+            if r < 0:
+                inside.clear()
+        off, on = statistics.median(runs[False]), statistics.median(runs[True])
+        report("compaction", f"a bin-pack of {args.parts} parts (median of {len(runs[True])})", off, on,
+               f"{args.parts} parts, the engine on local[2] Spark, {where}")
+        shares = [a / b for a, b in zip(inside, runs[True], strict=True)]
+        print(f"compaction: inside mirror.after_commit {statistics.median(inside) * 1000:.1f} ms per run (median "
+              f"of {len(inside)}; max {max(inside) * 1000:.1f} ms): {statistics.median(shares):.1%} of its run "
+              f"(median; max {max(shares):.1%})")
     finally:
         spark.stop()
         mirror.after_commit = publish  # type: ignore[assignment]
@@ -343,6 +410,8 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=5, help="--background: commits per block")
     ap.add_argument("--moto-in-process", action="store_true",
                     help="--s3: moto's server as a thread of this process (its CPU counted as the benchmark's)")
+    ap.add_argument("--compaction", action="store_true", help="also a real Compaction (local[2] Spark)")
+    ap.add_argument("--compaction-rounds", type=int, default=2)
     ap.add_argument("--load", action="store_true", help="also a real CopyJob load (run_load on local[2] Spark)")
     ap.add_argument("--load-rows", type=int, default=200_000)
     ap.add_argument("--load-rounds", type=int, default=5)
@@ -404,6 +473,8 @@ def main() -> int:
                 print(out.getvalue())
         if args.load:
             load_case(args, base, storage)
+        if args.compaction:
+            compaction_case(args, base, storage)
     finally:
         if server is not None:
             server.stop()
