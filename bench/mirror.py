@@ -26,6 +26,13 @@ the batches of each setting. Beside that A/B (two medians of a noisy machine), t
 inside ``mirror.after_commit`` in the driver, timed directly per mirrored batch, as a share of
 the median batch with the mirror.
 
+With ``--load`` and ``--compaction``, the commits lading makes on a large table, in real jobs on
+local[2] Spark (local disk, or moto with ``--s3``): a CopyJob load (``run_load``) of
+``--load-rows`` rows into the ``--parts``-part table, and a Compaction (the engine's ``compact``,
+bin-pack) of a table of ``--parts`` real parts; each job's driver starting as a new process would
+(``mirror.forget()``), off and on interleaved; beside the A/B, the publish on the job's path
+(inside ``mirror.after_commit``) timed directly, as a share of that job.
+
 Prints the median seconds per commit with the mirror off and on, and the mirror's share
 ``(on - off) / on`` (target ≤ 10 %). ``--s3`` runs against a moto S3 server on 127.0.0.1 instead
 of local disk (more realistic request costs), in a process of its own (``--moto-in-process``: a
@@ -37,6 +44,7 @@ not a test: record the output in docs/benchmarks.md ("Iceberg mirror").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import pstats
@@ -45,6 +53,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -185,24 +194,25 @@ def streamcopy(args: argparse.Namespace) -> None:
         broker.wait()
 
 
-def load_case(args: argparse.Namespace, base: str, storage: st.Storage) -> None:
-    """``--load``: a real CopyJob load (``run_load`` on local[2] Spark: Parquet files listed, read,
-    checked and written as parts, one commit) of ``--load-rows`` rows into a table of ``--parts``
-    synthetic parts under ``base`` (local disk, or moto with ``--s3``), the table's mirror off and
-    on, ``--load-rounds`` times interleaved (off first in even rounds, on first in odd ones); each load in a "new process" for the mirror
-    (``mirror.forget()``: it reads the previous metadata and manifest list back, as a CopyJob's driver
-    pod does). The job's time, and the time inside ``mirror.after_commit`` (the publish, inline: a
-    load publishes before its result names the metadata file) timed directly, as a share of the job
-    with the mirror."""
-    import datetime as dt
+def report_job(kind: str, what: str, times: dict[bool, list[float]], inside: list[float], where: str) -> None:
+    """A job case's A/B (``times`` by the mirror's setting) and its publish timed directly (``inside``,
+    one per job with the mirror), as a share of each of those jobs."""
+    off, on = statistics.median(times[False]), statistics.median(times[True])
+    report(kind, f"{what} (median of {len(times[True])})", off, on, where)
+    shares = [a / b for a, b in zip(inside, times[True], strict=True)]
+    print(f"{kind}: inside mirror.after_commit {statistics.median(inside) * 1000:.1f} ms per job (median of "
+          f"{len(inside)}; max {max(inside) * 1000:.1f} ms): {statistics.median(shares):.1%} of its job "
+          f"(median; max {max(shares):.1%})")
+
+
+@contextlib.contextmanager
+def publishes_timed(counted: Callable[[dict[str, Any]], bool] = lambda entry: True) -> Iterator[list[float]]:
+    """Within: the seconds each mirrored commit whose entry ``counted`` accepts spends inside
+    ``mirror.after_commit`` (its publish, on the commit's path), appended to the list yielded; and
+    the environment a local Spark session of this interpreter needs."""
     import os
 
-    import pyarrow.parquet as pq
-
-    from lading_jobs.load.job import run_load
-    from lading_jobs.session import build_session
     from lading_jobs.table import mirror
-    from lading_spec.job import JobDocument
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -213,10 +223,39 @@ def load_case(args: argparse.Namespace, base: str, storage: st.Storage) -> None:
     def timed(log: Any, entry: Any, snapshot: Any, *more: Any) -> None:
         t0 = time.perf_counter()
         publish(log, entry, snapshot, *more)
-        if snapshot.meta.iceberg_mirror:
+        if snapshot.meta.iceberg_mirror and counted(entry):
             inside.append(time.perf_counter() - t0)
 
     mirror.after_commit = timed  # type: ignore[assignment]
+    try:
+        yield inside
+    finally:
+        mirror.after_commit = publish  # type: ignore[assignment]
+
+
+def load_case(args: argparse.Namespace, base: str, storage: st.Storage) -> None:
+    """``--load``: a real CopyJob load (``run_load`` on local[2] Spark: Parquet files listed, read,
+    checked and written as parts, one commit) of ``--load-rows`` rows into a table of ``--parts``
+    synthetic parts under ``base`` (local disk, or moto with ``--s3``), the table's mirror off and
+    on, ``--load-rounds`` times interleaved (off first in even rounds, on first in odd ones); each load in a "new process" for the mirror
+    (``mirror.forget()``: it reads the previous metadata and manifest list back, as a CopyJob's driver
+    pod does). The job's time, and the time inside ``mirror.after_commit`` (the publish, inline: a
+    load publishes before its result names the metadata file) timed directly, as a share of the job
+    with the mirror."""
+    with publishes_timed() as inside:
+        _load_case(args, base, storage, inside)
+
+
+def _load_case(args: argparse.Namespace, base: str, storage: st.Storage, inside: list[float]) -> None:
+    import datetime as dt
+
+    import pyarrow.parquet as pq
+
+    from lading_jobs.load.job import run_load
+    from lading_jobs.session import build_session
+    from lading_jobs.table import mirror
+    from lading_spec.job import JobDocument
+
     root = f"{base}load/"
     files = 2
     per = args.load_rows // files
@@ -255,16 +294,10 @@ def load_case(args: argparse.Namespace, base: str, storage: st.Storage) -> None:
             for m in ((False, True) if r % 2 == 0 else (True, False)):  # neither setting always goes second
                 jobs[m].append(load(tables[m], n))
                 n += 1
-        off, on = statistics.median(jobs[False]), statistics.median(jobs[True])
-        report("load", f"a CopyJob load of {per * files:,} rows (median of {len(jobs[True])})", off, on,
-               f"{args.parts} parts, run_load on local[2] Spark, {where}")
-        per_load = [a / b for a, b in zip(inside, jobs[True], strict=True)]
-        print(f"load: inside mirror.after_commit {statistics.median(inside) * 1000:.1f} ms per load (median of "
-              f"{len(inside)}; max {max(inside) * 1000:.1f} ms): {statistics.median(per_load):.1%} of its job "
-              f"(median; max {max(per_load):.1%})")
+        report_job("load", f"a CopyJob load of {per * files:,} rows", jobs, inside,
+                   f"{args.parts} parts, run_load on local[2] Spark, {where}")
     finally:
         spark.stop()
-        mirror.after_commit = publish  # type: ignore[assignment]
 
 
 def compaction_case(args: argparse.Namespace, base: str, storage: st.Storage) -> None:
@@ -274,25 +307,16 @@ def compaction_case(args: argparse.Namespace, base: str, storage: st.Storage) ->
     consumes its input); each in a "new process" for the mirror (``mirror.forget()``). The run's time,
     and the time inside ``mirror.after_commit`` (its publish: a manifest of every live part, as after
     any commit that removes parts) timed directly, as a share of the run with the mirror."""
-    import os
+    with publishes_timed(lambda entry: entry.get("operation") == "compact") as inside:
+        _compaction_case(args, base, storage, inside)
 
+
+def _compaction_case(args: argparse.Namespace, base: str, storage: st.Storage, inside: list[float]) -> None:
     from lading_jobs.compact.engine import compact
     from lading_jobs.engine import RunContext
     from lading_jobs.session import build_session
     from lading_jobs.table import mirror
     from lading_spec.compaction import parse_compaction
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    inside: list[float] = []
-    publish = mirror.after_commit
-
-    def timed(log: Any, entry: Any, snapshot: Any, *more: Any) -> None:
-        t0 = time.perf_counter()
-        publish(log, entry, snapshot, *more)
-        if snapshot.meta.iceberg_mirror and entry.get("operation") == "compact":
-            inside.append(time.perf_counter() - t0)
 
     def table(uri: str, on: bool) -> None:
         log = TableLog.create(uri, SCHEMA, storage=storage, iceberg_mirror=on)
@@ -305,7 +329,6 @@ def compaction_case(args: argparse.Namespace, base: str, storage: st.Storage) ->
 
     where = "S3 (moto)" if base.startswith("s3://") else "local disk"
     spark = build_session(master="local[2]", app_name="lading-bench-mirror-compaction", kind="Compaction")
-    mirror.after_commit = timed  # type: ignore[assignment]
     try:
         runs: dict[bool, list[float]] = {False: [], True: []}
         for r in range(-1, args.compaction_rounds):  # round -1: Spark's first jobs, untimed
@@ -322,16 +345,10 @@ def compaction_case(args: argparse.Namespace, base: str, storage: st.Storage) ->
                     runs[m].append(time.perf_counter() - t0)
             if r < 0:
                 inside.clear()
-        off, on = statistics.median(runs[False]), statistics.median(runs[True])
-        report("compaction", f"a bin-pack of {args.parts} parts (median of {len(runs[True])})", off, on,
-               f"{args.parts} parts, the engine on local[2] Spark, {where}")
-        shares = [a / b for a, b in zip(inside, runs[True], strict=True)]
-        print(f"compaction: inside mirror.after_commit {statistics.median(inside) * 1000:.1f} ms per run (median "
-              f"of {len(inside)}; max {max(inside) * 1000:.1f} ms): {statistics.median(shares):.1%} of its run "
-              f"(median; max {max(shares):.1%})")
+        report_job("compaction", f"a bin-pack of {args.parts} parts", runs, inside,
+                   f"{args.parts} parts, the engine on local[2] Spark, {where}")
     finally:
         spark.stop()
-        mirror.after_commit = publish  # type: ignore[assignment]
 
 
 def background_case(kind: str, logs: dict[bool, TableLog], args: argparse.Namespace, storage: st.Storage) -> None:
@@ -340,7 +357,6 @@ def background_case(kind: str, logs: dict[bool, TableLog], args: argparse.Namesp
     publish done). Per commit: the time on the caller's path (the median commit call: what the next
     batch waits), the block's wall time (settling included) and the whole process's CPU (the
     publisher thread's included) divided by its commits."""
-    import contextlib
 
     from lading_jobs.table import mirror_publisher
 
