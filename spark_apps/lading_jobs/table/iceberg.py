@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import decimal
 import re
+import threading
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -124,13 +125,15 @@ def iceberg_schema(schema: TableSchema) -> Schema:
         return cached[1]
     fields = [it.NestedField(c.id, c.name, iceberg_type(c), required=False) for c in schema.columns]
     out = Schema(*fields, schema_id=schema.schema_id)
-    if len(_SCHEMAS) >= 16:
-        _SCHEMAS.pop(next(iter(_SCHEMAS)))
-    _SCHEMAS[id(schema)] = (schema, out)  # the schema is kept alive with it: its id is not reused meanwhile
+    with _SCHEMAS_LOCK:  # a publish and an early round may ask on two threads
+        if len(_SCHEMAS) >= 16:
+            _SCHEMAS.pop(next(iter(_SCHEMAS)))
+        _SCHEMAS[id(schema)] = (schema, out)  # the schema is kept alive with it: its id is not reused meanwhile
     return out
 
 
 _SCHEMAS: dict[int, tuple[TableSchema, Schema]] = {}
+_SCHEMAS_LOCK = threading.Lock()
 
 
 def name_mapping(schema: Schema) -> str:

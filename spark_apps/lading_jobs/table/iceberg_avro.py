@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
@@ -118,6 +119,7 @@ class _ManifestWriter(pm.ManifestWriterV2):
 
 _ENCODED: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
 _ENCODED_MAX = 4096
+_ENCODED_LOCK = threading.Lock()
 
 
 def _encoded(writer: Writer, manifest: pm.ManifestFile) -> bytes:
@@ -125,15 +127,18 @@ def _encoded(writer: Writer, manifest: pm.ManifestFile) -> bytes:
     its sequence numbers are assigned; the key holds them, and the length, anyway)."""
     key = (manifest.manifest_path, manifest.manifest_length, manifest.sequence_number,
            manifest.min_sequence_number)
-    data = _ENCODED.get(key)
-    if data is None:
-        out = io.BytesIO()
-        writer.write(BinaryEncoder(out), manifest)
-        data = _ENCODED[key] = out.getvalue()
+    with _ENCODED_LOCK:  # publishes of several tables (and early rounds) run on several threads
+        data = _ENCODED.get(key)
+        if data is not None:
+            _ENCODED.move_to_end(key)
+            return data
+    out = io.BytesIO()
+    writer.write(BinaryEncoder(out), manifest)
+    data = out.getvalue()
+    with _ENCODED_LOCK:
+        _ENCODED[key] = data
         if len(_ENCODED) > _ENCODED_MAX:
             _ENCODED.popitem(last=False)
-    else:
-        _ENCODED.move_to_end(key)
     return data
 
 

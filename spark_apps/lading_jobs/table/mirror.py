@@ -44,6 +44,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -690,10 +691,19 @@ reads what is there."""
 _CACHE_TABLES = 64
 
 
-def _remember(uri: str, number: int, meta: TableMetadataV2, manifests: list[ManifestFile] | None) -> None:
-    if len(_CACHE) >= _CACHE_TABLES and uri not in _CACHE:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[uri] = (number, meta, manifests)
+_CACHE_LOCK = threading.Lock()  # publishes, early rounds and warm-ups of several tables on several threads
+
+
+def _remember(uri: str, number: int, meta: TableMetadataV2, manifests: list[ManifestFile] | None,
+              *, unless_held: bool = False) -> None:
+    """``unless_held``: only when this process holds nothing of the table (a warm-up: this process's
+    own publish, if one came first, is newer)."""
+    with _CACHE_LOCK:
+        if unless_held and uri in _CACHE:
+            return
+        if len(_CACHE) >= _CACHE_TABLES and uri not in _CACHE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[uri] = (number, meta, manifests)
 
 
 def warm(uri: str, storage: st.Storage) -> Future[None] | None:
@@ -720,8 +730,7 @@ def _warm(root: str, storage: st.Storage) -> None:
         if current is not None and PROP_REASON not in meta.properties:
             _check_inside(root, current.manifest_list, f"{metadata_uri(root, n)}: the current snapshot's manifest-list")
             manifests = list(read_manifest_list(_Bytes(current.manifest_list, storage.read(current.manifest_list))))
-        if root not in _CACHE:  # this process's own publish, if one came first, is newer
-            _remember(root, n, meta, manifests)
+        _remember(root, n, meta, manifests, unless_held=True)
     except Exception:  # noqa: BLE001 - an optimisation: the publish reads what it needs itself
         return
 

@@ -242,3 +242,33 @@ def test_a_warmed_up_writer_whose_mirror_moved_on_still_publishes_exactly(
     assert mirror.describe(uri)["mirroredVersion"] == 2
     assert _mirror_files_unreferenced(tmp_path, uri) == set()
     _exact_at_every_version(uri)
+
+
+def test_writers_of_several_tables_on_several_threads_all_publish_exactly(tmp_path: Path, capsys: object) -> None:
+    """The process-wide memories (published metadata, Iceberg schemas, encoded manifest records) are
+    shared by every table's publish and early round: four threads committing to four tables at once
+    publish every version, none reported behind."""
+    import threading
+
+    uris = [f"file://{tmp_path}/t{i}/" for i in range(4)]
+    for uri in uris:
+        _append(uri, [0], create=True)
+    errors: list[BaseException] = []
+
+    def commits(uri: str) -> None:
+        try:
+            for k in range(1, 11):
+                _append(uri, [k])
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=commits, args=(uri,)) for uri in uris]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert "behind" not in capsys.readouterr().err  # type: ignore[attr-defined]
+    for uri in uris:
+        assert mirror.describe(uri)["mirroredVersion"] == 10
+        _exact_at_every_version(uri)
