@@ -34,7 +34,7 @@ import json
 import sys
 import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -92,16 +92,21 @@ def outside(uri: str, roots: Iterable[str]) -> bool:
     return True
 
 
-def parallel(fn: Callable[[Any], Any], items: Iterable[Any]) -> None:
-    """``fn`` over ``items`` on up to 16 threads; every call ends before the first error is raised."""
+def parallel(fn: Callable[[Any], Any], items: Iterable[Any], pool: ThreadPoolExecutor | None = None) -> None:
+    """``fn`` over ``items`` on up to 16 threads (``pool``'s, when given: a pool the caller keeps, which
+    ``fn`` must not submit to); every call ends before the first error is raised."""
     items = list(items)
     if not items:
         return
     if len(items) == 1:
         fn(items[0])
         return
-    with ThreadPoolExecutor(max_workers=min(PARALLEL, len(items))) as pool:
+    if pool is not None:
         futures = [pool.submit(fn, item) for item in items]
+        wait(futures)
+    else:
+        with ThreadPoolExecutor(max_workers=min(PARALLEL, len(items))) as own:
+            futures = [own.submit(fn, item) for item in items]
     for f in futures:
         f.result()
 

@@ -286,14 +286,7 @@ class _Staged(st.Storage):
 
     def flush(self) -> None:
         pending, self.pending = self.pending, []
-        if len(pending) < 2:
-            uploadset.parallel(lambda item: self.inner.put(*item), pending)
-            return
-        futures = [_io_pool().submit(self.inner.put, *item) for item in pending]
-        for f in futures:  # every write ends before the first error is raised
-            f.exception()
-        for f in futures:
-            f.result()
+        uploadset.parallel(lambda item: self.inner.put(*item), pending, _io_pool())
 
 
 _POOL: ThreadPoolExecutor | None = None
