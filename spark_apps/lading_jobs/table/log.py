@@ -460,13 +460,14 @@ class TableLog:
             target = fmt.commit_uri(self.uri, entry["version"])
             new = self._state.copy()
             new.apply(entry)
-            prepared = _prepare_mirror(self, entry, new)  # the mirror's first round, beside the commit
+            snap = new.snapshot(self.uri) if new.meta.iceberg_mirror and "metadata" not in entry else None
+            prepared = _prepare_mirror(self, entry, snap) if snap is not None else None  # beside the commit
             try:
                 won: bool | None = self.storage.put_if_absent(target, _encode(entry))
             except Exception as e:  # noqa: BLE001 - the request may have landed: look before deciding
                 won, unsettled = None, e
             if won:
-                return self._won(entry, new, prepared)
+                return self._won(entry, new, snap, prepared)
             if prepared is not None:
                 prepared.abandon()  # not this version's (or not known to be): its files go
             try:
@@ -488,20 +489,20 @@ class TableLog:
                 f"in {self.uri}{fmt.LOG_DIR}/ before retrying (nothing was cleaned up)", nonce)
         raise ConflictError(f"gave up committing to {self.uri} after {max_attempts} lost races; retry later")
 
-    def _won(self, entry: dict[str, Any], new: _State | None = None, prepared: Any = None) -> Snapshot:
-        """After ``entry`` landed: the state it makes (``new``, when computed already) becomes this
-        handle's; checkpoint, then the mirror (with ``prepared``, its first round, if started)."""
-        if new is None:
-            new = self._state.copy()
-            new.apply(entry)
+    def _won(self, entry: dict[str, Any], new: _State, snap: Snapshot | None, prepared: Any) -> Snapshot:
+        """After ``entry`` landed: the state it makes, ``new``, becomes this handle's; checkpoint, then
+        the mirror (with ``prepared``, its first round, if started). ``snap``: ``new``'s snapshot, when
+        taken already (taken again after a checkpoint, which rewrites the ledger)."""
         self._state = new
         if new.version % fmt.CHECKPOINT_INTERVAL == 0:
+            snap = None
             try:
                 self._checkpoint(new)
             except Exception as e:  # noqa: BLE001 - a checkpoint is an optimisation, the commit stands
                 print(f"lading: checkpoint {new.version} of {self.uri} not written ({e}); "
                       "opening replays a few more commits until the next one", file=sys.stderr)
-        snap = new.snapshot(self.uri)
+        if snap is None:
+            snap = new.snapshot(self.uri)
         _mirror(self, entry, snap, prepared)
         return snap
 
@@ -524,15 +525,13 @@ class TableLog:
         self.storage.put(fmt.last_checkpoint_uri(self.uri), _encode({"version": state.version}))
 
 
-def _prepare_mirror(log: TableLog, entry: dict[str, Any], new: _State) -> Any:
-    """Before the commit of ``entry`` (making state ``new``): the mirror's first round of its publish,
+def _prepare_mirror(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> Any:
+    """Before the commit of ``entry`` (making ``snapshot``): the mirror's first round of its publish,
     started beside the commit (``mirror.prepare``; None when the mirror does not start one)."""
-    if not new.meta.iceberg_mirror or "metadata" in entry:
-        return None
     from lading_jobs.table import mirror  # imports this module
 
     try:
-        return mirror.prepare(log, entry, new.snapshot(log.uri))
+        return mirror.prepare(log, entry, snapshot)
     except Exception:  # noqa: BLE001 - an optimisation: the publish after the commit does it all
         return None
 

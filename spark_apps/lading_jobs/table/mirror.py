@@ -606,14 +606,12 @@ def prepare(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> Prepare
     did not land as that version."""
     root, v = fmt.table_root(log.uri), snapshot.version
     cached = _CACHE.get(root)
-    if (not snapshot.meta.iceberg_mirror or cached is None or cached[2] is None or entry.get("remove")
-            or mirror_publisher.active() or deletes.needed(snapshot)):
+    if (not snapshot.meta.iceberg_mirror or cached is None or entry.get("remove") or mirror_publisher.active()
+            or deletes.needed(snapshot)):
         return None
     n, prev, known = cached
     only = _to_check(snapshot, entry, prev)
-    if known is None:  # (checked above; for the type checker)
-        return None
-    if (only is None or any(copies.needed(snapshot.envelope, p) for p in only)
+    if (known is None or only is None or any(copies.needed(snapshot.envelope, p) for p in only)
             or ice.inexact(snapshot, _unreadable(prev) | ice.unmirrorable_ids(snapshot.schema), only) is not None):
         return None
     future = _prepare_pool().submit(_first_round_alone, snapshot, entry, prev, metadata_uri(root, n), log.storage,
