@@ -124,6 +124,11 @@ def report(kind: str, what: str, off: float, on: float, where: str, extra: str =
 
 def streamcopy(args: argparse.Namespace) -> None:
     """The real StreamCopy batch (``--streamcopy``): see the module's docstring."""
+    with publishes_timed() as inside:  # seconds in mirror.after_commit per mirrored batch (the driver commits)
+        _streamcopy(args, inside)
+
+
+def _streamcopy(args: argparse.Namespace, inside: list[float]) -> None:
     import os
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -132,16 +137,6 @@ def streamcopy(args: argparse.Namespace) -> None:
     from lading_jobs.session import build_session
     from lading_jobs.table import mirror
 
-    inside: list[float] = []  # seconds in mirror.after_commit per mirrored batch (the driver commits)
-    publish = mirror.after_commit
-
-    def timed(log: Any, entry: Any, snapshot: Any, *more: Any) -> None:
-        t0 = time.perf_counter()
-        publish(log, entry, snapshot, *more)
-        if snapshot.meta.iceberg_mirror:
-            inside.append(time.perf_counter() - t0)
-
-    mirror.after_commit = timed  # type: ignore[assignment]
     behind: list[tuple[float, float]] = []  # (wall, thread CPU) of each publish, on the publisher's thread
     publish_after = mirror._publish_after  # noqa: SLF001 - the benchmark times the mirror's own step
 

@@ -8,6 +8,7 @@ publish catches a failed one up; a process killed with publishes pending loses n
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -46,11 +47,18 @@ def _table(tmp_path: Path) -> tuple[Path, str]:
     return root, uri
 
 
+def _log_faulting_v1_metadata(uri: str, action: str = "raise", hook: Callable[[], None] | None = None) -> TableLog:
+    """A handle on the table whose storage applies ``action`` to the conditional create of v1.metadata.json."""
+    log = TableLog.open_existing(uri)
+    log.storage = FaultyStorage(log.storage, Fault("put_if_absent", match="v1.metadata.json", action=action,
+                                                   hook=hook))
+    return log
+
+
 def test_a_failed_background_publish_surfaces_at_flush_naming_the_table_and_version_and_is_retried(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root, uri = _table(tmp_path)
-    log = TableLog.open_existing(uri)
-    log.storage = FaultyStorage(log.storage, Fault("put_if_absent", match="v1.metadata.json", action="raise"))
+    log = _log_faulting_v1_metadata(uri)
     with mirror_publisher.background():
         _commit(uri, _rows(10, 2), log=log)  # v1: the commit stands, its publish fails
         with pytest.raises(mirror_publisher.MirrorBehind, match=r"could not publish version 1") as e:
@@ -68,8 +76,7 @@ def test_a_failed_background_publish_left_at_the_end_is_reported_not_raised(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The job's end (``background()`` exiting) settles: the commits stand, stderr says what is behind."""
     _, uri = _table(tmp_path)
-    log = TableLog.open_existing(uri)
-    log.storage = FaultyStorage(log.storage, Fault("put_if_absent", match="v1.metadata.json", action="raise"))
+    log = _log_faulting_v1_metadata(uri)
     with mirror_publisher.background():
         _commit(uri, _rows(10, 2), log=log)
     err = capsys.readouterr().err
@@ -88,9 +95,7 @@ def test_the_commit_returns_before_its_publish_and_flush_waits_for_it(tmp_path: 
         reached.set()
         release.wait(30)  # a safety bound only: the old, synchronous code would stop here
 
-    log = TableLog.open_existing(uri)
-    log.storage = FaultyStorage(log.storage, Fault("put_if_absent", match="v1.metadata.json", action="hook",
-                                                   hook=hold))
+    log = _log_faulting_v1_metadata(uri, "hook", hold)
     with mirror_publisher.background():
         _commit(uri, _rows(10, 2), log=log)
         returned_while_held = not release.is_set()
