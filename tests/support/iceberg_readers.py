@@ -51,3 +51,85 @@ def multiset(table: pa.Table, columns: list[str] | None = None) -> collections.C
     names = columns if columns is not None else table.column_names
     cols = [table.column(n).to_pylist() for n in names]
     return collections.Counter(tuple(_value(c[i]) for c in cols) for i in range(table.num_rows))
+
+
+SPEC_RESERVED_MIN = 2_147_483_447
+"""Iceberg's spec: tables must not use field ids from ``Integer.MAX_VALUE - 200`` up; those are its
+metadata columns'."""
+POSITION_DELETE_IDS = {2_147_483_546: "file_path", 2_147_483_545: "pos"}
+"""The spec's reserved ids of a position delete file's columns, with their spec names."""
+
+
+def _parquet_ids(t: pa.DataType, path: str, out: list[tuple[str, int | None]]) -> None:
+    children: list[pa.Field] = []
+    if pa.types.is_struct(t):
+        children = [t.field(i) for i in range(t.num_fields)]
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        children = [t.value_field]
+    elif pa.types.is_map(t):
+        children = [t.key_field, t.item_field]
+    for f in children:
+        _field_ids(f, f"{path}.{f.name}", out)
+
+
+def _field_ids(f: pa.Field, path: str, out: list[tuple[str, int | None]]) -> None:
+    raw = (f.metadata or {}).get(b"PARQUET:field_id")
+    out.append((path, int(raw) if raw is not None else None))
+    _parquet_ids(f.type, path, out)
+
+
+def strict_field_id_problems(metadata: str, footers: dict[str, pa.Schema] | None = None) -> list[str]:
+    """What a reader that checks Parquet field ids strictly refuses in the files the snapshots of the
+    metadata file ``metadata`` list (data files, copy files, delete files): a field without an id, or
+    an id the metadata did not assign — one above ``last-column-id``, in none of its ``schemas``, or
+    in the spec's reserved range (2147483447 and up) other than a position delete file's
+    ``file_path`` and ``pos`` under their spec names. Empty when every file passes. ``footers``: the
+    files' schemas already read (by path; filled in)."""
+    from pyiceberg.manifest import DataFileContent
+    from pyiceberg.schema import index_by_id
+    from pyiceberg.table import StaticTable
+
+    table = StaticTable.from_metadata(metadata)
+    meta = table.metadata
+    assigned = {fid for s in meta.schemas for fid in index_by_id(s)}
+    problems: list[str] = []
+    seen: set[str] = set()
+    footers = {} if footers is None else footers
+    for snap in meta.snapshots:
+        for manifest in snap.manifests(table.io):
+            for entry in manifest.fetch_manifest_entry(table.io):
+                df = entry.data_file
+                if df.file_path in seen:
+                    continue
+                seen.add(df.file_path)
+                if df.file_path not in footers:
+                    with table.io.new_input(df.file_path).open() as stream:
+                        footers[df.file_path] = pq.read_schema(stream)
+                schema = footers[df.file_path]
+                ids: list[tuple[str, int | None]] = []
+                for f in schema:
+                    _field_ids(f, f.name, ids)
+                for path, fid in ids:
+                    where = f"{df.file_path} ({df.content.name}) field {path!r}"
+                    if fid is None:
+                        problems.append(f"{where}: no field id")
+                    elif fid >= SPEC_RESERVED_MIN:
+                        if not (df.content == DataFileContent.POSITION_DELETES
+                                and POSITION_DELETE_IDS.get(fid) == path):
+                            problems.append(f"{where}: id {fid} is reserved by the spec for another column")
+                    elif fid > meta.last_column_id or fid not in assigned:
+                        problems.append(f"{where}: id {fid} was never assigned (last-column-id "
+                                        f"{meta.last_column_id}, schemas {[s.schema_id for s in meta.schemas]})")
+    return problems
+
+
+def assert_strict_field_ids(table_dir: str | Path, first: int = 0) -> None:
+    """Every metadata file of the mirror at ``table_dir`` (``v<n>.metadata.json``, n >= ``first``)
+    passes ``strict_field_id_problems``."""
+    footers: dict[str, pa.Schema] = {}
+    files = [p for p in Path(table_dir, "metadata").glob("v*.metadata.json") if int(p.name[1:].split(".")[0]) >= first]
+    files.sort(key=lambda p: int(p.name[1:].split(".")[0]))
+    assert files, table_dir
+    for f in files:
+        problems = strict_field_id_problems(str(f), footers)
+        assert not problems, (f.name, problems[:5])

@@ -62,12 +62,18 @@ def compact_in_process(uri: str, sort_by: tuple[str, ...] = (), target_kb: int =
 def check_mirror_every_version(uri: str, root: Path, first: int = 0) -> None:
     """From version ``first`` on: a current Iceberg snapshot of that version (never behind), holding
     lading's rows for pyiceberg (that version's metadata file, and by id from the latest) and for
-    DuckDB (by id); its summary's ``total-records`` is their number (not counting deleted rows)."""
+    DuckDB (by id); its summary's ``total-records`` is their number (not counting deleted rows); and
+    every Parquet field id of every file those metadata files list is one they assigned."""
     from pyiceberg.table import StaticTable
 
     from lading_jobs.table import iceberg as ice
     from lading_jobs.table import mirror
-    from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
+    from support.iceberg_readers import (
+        assert_strict_field_ids,
+        duckdb_rows,
+        multiset,
+        pyiceberg_rows,
+    )
 
     latest = TableLog.open_existing(uri).version
     last = str(root / "metadata" / f"v{latest}.metadata.json")
@@ -84,3 +90,4 @@ def check_mirror_every_version(uri: str, root: Path, first: int = 0) -> None:
         assert multiset(by_id, ["k", "v"]) == want, v
         summary = meta.snapshot_by_id(ice.snapshot_id(v)).summary  # type: ignore[union-attr]
         assert summary is not None and summary["total-records"] == str(sum(want.values())), v
+    assert_strict_field_ids(root, first)

@@ -8,6 +8,12 @@ decides is here, with no I/O:
   map keys and values) by their ids from the log (``Column.field_ids``). A type Iceberg cannot
   express (intervals, ``void``, ``variant``, also inside a nested type) is an ``Unmirrorable``
   naming the column. ``name_mapping``: ``schema.name-mapping.default``, names to those ids.
+* ``with_lading_columns``: the metadata's ``schemas`` with lading's own columns (``_lading_time``,
+  ``_lading_diff``, in every part under ids 2147483000 and 2147483001) recorded in a schema of their
+  own that no snapshot uses, and ``LADING_LAST_COLUMN_ID`` the least ``last-column-id``: every id in
+  a part is then one the metadata assigned, as Iceberg records a dropped column (its data stays in
+  the files, no reader returns it), so a reader that checks field ids strictly takes the parts, and
+  no reader shows the columns (``SELECT *`` reads a snapshot's schema).
 * ``data_file``: a part as an Iceberg data file, its column metrics taken from lading's
   statistics (never from the part): value and null counts, bounds in Iceberg's single-value
   binary encoding, strings truncated to 16 characters as Iceberg's default metrics mode does
@@ -144,6 +150,30 @@ def name_mapping(schema: Schema) -> str:
     mapped += [MappedField.model_validate({"field-id": fid, "names": [name]})
                for name, fid in ((fmt.TIME_COLUMN, fmt.TIME_FIELD_ID), (fmt.DIFF_COLUMN, fmt.DIFF_FIELD_ID))]
     return NameMapping(mapped).model_dump_json()
+
+
+LADING_SCHEMA_ID = fmt.TIME_FIELD_ID
+"""The Iceberg schema id of the schema holding lading's own columns (``with_lading_columns``): far
+above any lading schema id (they count schema changes from 0), so it never collides with one."""
+LADING_LAST_COLUMN_ID = max(fmt.TIME_FIELD_ID, fmt.DIFF_FIELD_ID)
+"""The least ``last-column-id`` of the mirror's metadata: the ids of lading's own columns are assigned.
+Below Iceberg's reserved range (2147483447 up), as a table's field ids must be."""
+
+
+def lading_columns_schema() -> Schema:
+    """lading's own columns as the parts hold them (int64, not null), under their part field ids."""
+    return Schema(it.NestedField(fmt.TIME_FIELD_ID, fmt.TIME_COLUMN, it.LongType(), required=True),
+                  it.NestedField(fmt.DIFF_FIELD_ID, fmt.DIFF_COLUMN, it.LongType(), required=True),
+                  schema_id=LADING_SCHEMA_ID)
+
+
+def with_lading_columns(schemas: Iterable[Schema]) -> list[Schema]:
+    """``schemas`` (a metadata file's, in order) with ``lading_columns_schema`` first: the ids every
+    part carries for lading's own columns are then assigned by the metadata. No snapshot and no
+    ``current-schema-id`` names it, so readers never return those columns. Metadata files written
+    before it existed get it at their table's next publish."""
+    rest = [s for s in schemas if s.schema_id != LADING_SCHEMA_ID]
+    return [lading_columns_schema(), *rest]
 
 
 def table_uuid(table_id: str) -> uuid.UUID:

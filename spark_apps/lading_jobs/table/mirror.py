@@ -440,7 +440,7 @@ def build_metadata(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadat
     """The metadata of lading version ``snapshot.version``: ``prev``'s plus ``new_snapshot`` (None for
     a version the mirror cannot follow exactly, with ``reason``). Pure."""
     v, ts = snapshot.version, int(entry.get("timestamp", 0))
-    schemas: list[Schema] = list(prev.schemas) if prev is not None else []
+    schemas = ice.with_lading_columns(prev.schemas if prev is not None else [])  # lading's columns' ids
     current_schema_id = prev.current_schema_id if prev is not None else None
     if new_snapshot is not None or prev is None:
         schema = ice.iceberg_schema(snapshot.schema) if reason is None else _mirrorable(snapshot)
@@ -479,7 +479,8 @@ def build_metadata(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadat
     return TableMetadataV2.model_validate({
         "location": fmt.table_root(snapshot.uri).rstrip("/"), "table-uuid": ice.table_uuid(snapshot.table_id),
         "last-updated-ms": ts,
-        "last-column-id": max(snapshot.schema.last_column_id, prev.last_column_id if prev is not None else 0),
+        "last-column-id": max(snapshot.schema.last_column_id, prev.last_column_id if prev is not None else 0,
+                              ice.LADING_LAST_COLUMN_ID),
         "schemas": schemas, "current-schema-id": current_schema_id, "partition-specs": [PartitionSpec(spec_id=0)],
         "default-spec-id": 0, "last-partition-id": 999, "properties": properties, "current-snapshot-id": current,
         "snapshots": snapshots, "snapshot-log": snapshot_log, "metadata-log": metadata_log[-METADATA_LOG_MAX:],

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.conversions import from_bytes
 from pyiceberg.table import StaticTable
-from support.iceberg_readers import duckdb_rows, multiset, pyiceberg_rows
+from support.iceberg_readers import assert_strict_field_ids, duckdb_rows, multiset, pyiceberg_rows
 
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
@@ -65,7 +65,8 @@ def _lading(uri: str, version: int) -> pa.Table:
 
 def _check_every_version(uri: str, root: Path) -> None:
     """At every lading version: the mirror's snapshot holds lading's rows, read by pyiceberg from that
-    version's metadata, by pyiceberg by snapshot id from the latest, and by DuckDB (current and by id)."""
+    version's metadata, by pyiceberg by snapshot id from the latest, and by DuckDB (current and by id);
+    every field id in the files is one the metadata assigned (a strict reader takes them)."""
     mirror.flush(uri)  # a publish handed to the background publisher lands first
     latest = TableLog.open_existing(uri).version
     meta = str(root / "metadata" / f"v{latest}.metadata.json")
@@ -83,6 +84,7 @@ def _check_every_version(uri: str, root: Path) -> None:
         own = StaticTable.from_metadata(str(root / "metadata" / f"v{v}.metadata.json")).metadata
         summary = own.snapshot_by_id(ice.snapshot_id(v)).summary  # type: ignore[union-attr]
         assert summary is not None and summary["total-records"] == str(want.num_rows), v  # the rows read
+    assert_strict_field_ids(root)
 
 
 @pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
@@ -411,6 +413,7 @@ def test_random_operations_never_give_an_iceberg_reader_a_wrong_answer(tmp_path:
             want = _lading(uri, ice.version_of(s.snapshot_id))
             assert multiset(meta.scan(snapshot_id=s.snapshot_id).to_arrow(), want.column_names) == multiset(want)
         assert latest["mirroredVersion"] == latest["snapshotVersion"] == TableLog.open_existing(uri).version
+    assert_strict_field_ids(root)
     current = mirror.describe(uri).get("snapshotVersion")
     if current is not None:
         want = _lading(uri, current)

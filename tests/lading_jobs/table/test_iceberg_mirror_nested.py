@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.table import StaticTable
 from pyiceberg.types import ListType, MapType, NestedField, StructType
-from support.iceberg_readers import duckdb_rows, pyiceberg_rows
+from support.iceberg_readers import assert_strict_field_ids, duckdb_rows, pyiceberg_rows
 
 from lading_jobs import storage as st
 from lading_jobs.compact import task as compact_task
@@ -142,6 +142,7 @@ def _check_every_version(uri: str, root: Path) -> None:
         assert _multiset(pyiceberg_rows(str(root / "metadata" / f"v{v}.metadata.json")), cols) == as_py, v
         assert _multiset(pyiceberg_rows(newest, ice.snapshot_id(v)), cols) == as_py, v
         assert _multiset(by_id, cols) == expected, v
+    assert_strict_field_ids(root)  # nested fields' ids too
 
 
 def _field_ids(t: pa.DataType, path: str = "") -> dict[str, int | None]:

@@ -1,0 +1,154 @@
+"""The Iceberg mirror read by a reader that checks field ids strictly (issue 43, item 5): every
+Parquet field id in every file a snapshot lists — parts, copy files, position delete files — is one
+the metadata assigned (at most ``last-column-id`` and in one of its ``schemas``) or a spec-reserved id
+with its spec meaning (a position delete file's ``file_path`` and ``pos``). lading's own columns
+(``_lading_time``, ``_lading_diff``) are recorded in a schema of their own that no snapshot reads, so
+pyiceberg and DuckDB still return exactly the user's columns and rows, for every envelope; a table
+mirrored before that gets the schema at its next publish, its parts unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.manifest import DataFileContent
+from pyiceberg.table import StaticTable
+from support.iceberg_readers import (
+    assert_strict_field_ids,
+    duckdb_rows,
+    multiset,
+    pyiceberg_rows,
+    strict_field_id_problems,
+)
+from support.kv_tables import (
+    SCHEMA,
+    batch,
+    check_mirror_every_version,
+    commit,
+    compact_in_process,
+    rows_at,
+)
+
+from lading_jobs.table import format as fmt
+from lading_jobs.table import iceberg as ice
+from lading_jobs.table import writer
+from lading_jobs.table.log import Change, TableLog
+
+
+def _meta_file(root: Path, n: int) -> str:
+    return str(root / "metadata" / f"v{n}.metadata.json")
+
+
+def _file_contents(meta_file: str) -> set[DataFileContent]:
+    table = StaticTable.from_metadata(meta_file)
+    return {e.data_file.content for s in table.metadata.snapshots for m in s.manifests(table.io)
+            for e in m.fetch_manifest_entry(table.io)}
+
+
+def _history(uri: str, envelope: str) -> None:
+    """Loads with updates, delete markers or retractions (by envelope), rows counting more than once
+    (diff) and a compaction. (Schema evolution: the every-version tests of test_iceberg_mirror*.py,
+    which run the same check.)"""
+    create = writer.NewTable(SCHEMA, envelope, ("k",) if envelope == "upsert" else ())
+    commit(uri, batch([1, 2, 3, 3], ["a", "b", "c", "c"], [1] * 4, [2 if envelope == "diff" else 1, 1, 1, 1]),
+           create=create)
+    if envelope == "append":
+        commit(uri, batch([4, 5], ["d", None], [2, 2], [1, 1]))
+    else:
+        commit(uri, batch([2, 3, 4], ["b", "c", "d"], [2, 2, 2], [-1, -1 if envelope == "diff" else 1, 1]))
+    compact_in_process(uri, since=2)
+    commit(uri, batch([6, 1], ["f", "a"], [4, 4], [1, -1 if envelope == "diff" else 1]))
+
+
+@pytest.mark.parametrize("envelope", ["append", "upsert", "diff"])
+def test_every_field_id_of_every_envelope_is_one_the_metadata_assigned(tmp_path: Path, envelope: str) -> None:
+    """At every version (its own metadata file, each of whose snapshots' files): no field id a strict
+    reader refuses; pyiceberg and DuckDB read lading's rows, and exactly its columns (``SELECT *``
+    shows no lading column)."""
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    _history(uri, envelope)
+    latest = TableLog.open_existing(uri).version
+    check_mirror_every_version(uri, root)  # rows exact at every version; the strict check on every file
+    contents = _file_contents(_meta_file(root, latest))
+    want = {"append": {DataFileContent.DATA}, "upsert": {DataFileContent.DATA, DataFileContent.POSITION_DELETES},
+            "diff": {DataFileContent.DATA, DataFileContent.POSITION_DELETES}}[envelope]
+    assert contents == want  # the check read delete files too where the envelope has them
+    if envelope == "diff":
+        assert list((root / "metadata").glob("*-copies.parquet"))  # and a copy file (a row counting twice)
+    names = rows_at(uri, latest).column_names
+    assert names == ["k", "v"]
+    assert pyiceberg_rows(_meta_file(root, latest)).column_names == names
+    assert duckdb_rows(str(root), [None])[0].column_names == names
+
+
+def test_lading_columns_are_in_a_schema_of_their_own_that_no_snapshot_reads(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    commit(uri, batch([1, 2], ["a", "b"], [1, 1], [1, 1]), create=writer.NewTable(SCHEMA, "append"))
+    log = TableLog.open_existing(uri)
+    log.commit(Change(operation="schema", schema=log.snapshot().schema.add_column("x", "bigint")))
+    raw = json.loads(Path(_meta_file(root, 1)).read_text())
+    own = raw["schemas"][0]
+    assert own["schema-id"] == ice.LADING_SCHEMA_ID
+    assert [(f["id"], f["name"], f["type"], f["required"]) for f in own["fields"]] == [
+        (fmt.TIME_FIELD_ID, fmt.TIME_COLUMN, "long", True), (fmt.DIFF_FIELD_ID, fmt.DIFF_COLUMN, "long", True)]
+    assert [s["schema-id"] for s in raw["schemas"][1:]] == [0, 1]
+    assert raw["current-schema-id"] == 1
+    assert all(s["schema-id"] != ice.LADING_SCHEMA_ID for s in raw["snapshots"])
+    assert raw["last-column-id"] == fmt.DIFF_FIELD_ID == ice.LADING_LAST_COLUMN_ID
+    assert ice.LADING_LAST_COLUMN_ID < 2_147_483_447  # below the ids the spec reserves
+
+
+def _as_written_before(root: Path) -> None:
+    """The metadata files as the mirror wrote them before it recorded lading's columns: no schema of
+    theirs, ``last-column-id`` lading's own counter."""
+    for f in (root / "metadata").glob("v*.metadata.json"):
+        raw = json.loads(f.read_text())
+        raw["schemas"] = [s for s in raw["schemas"] if s["schema-id"] != ice.LADING_SCHEMA_ID]
+        raw["last-column-id"] = max(fid["id"] for s in raw["schemas"] for fid in s["fields"])
+        f.write_text(json.dumps(raw))
+
+
+def test_a_table_mirrored_before_is_accounted_for_at_its_next_publish(tmp_path: Path) -> None:
+    """Its parts carry lading's columns under the same ids as ever (nothing is rewritten): the old
+    metadata files (immutable) still read exactly, and the next publish's file assigns the ids — for
+    every snapshot it lists, the old ones too."""
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    commit(uri, batch([1, 2, 2], ["a", "b", "b"], [1, 1, 1], [1, 1, 1]), create=writer.NewTable(SCHEMA, "diff"))
+    commit(uri, batch([2, 3], ["b", "c"], [2, 2], [-1, 1]))
+    _as_written_before(root)
+    problems = strict_field_id_problems(_meta_file(root, 1))
+    assert problems and all(fmt.TIME_COLUMN in p or fmt.DIFF_COLUMN in p for p in problems), problems
+    commit(uri, batch([4], ["d"], [3], [1]))
+    assert_strict_field_ids(root, first=2)
+    table = StaticTable.from_metadata(_meta_file(root, 2))
+    assert [s.snapshot_id for s in table.metadata.snapshots] == [1, 2, 3]
+    for v in range(3):  # the old files and the new one: lading's rows
+        assert multiset(pyiceberg_rows(_meta_file(root, 2), ice.snapshot_id(v)), ["k", "v"]) == multiset(
+            rows_at(uri, v)), v
+    check_mirror_every_version(uri, root, first=2)
+    for v in range(2):
+        assert multiset(pyiceberg_rows(_meta_file(root, v)), ["k", "v"]) == multiset(rows_at(uri, v)), v
+
+
+def test_the_check_refuses_an_unassigned_id_and_a_reserved_id_out_of_place(tmp_path: Path) -> None:
+    """The strict check itself: a part column under an id no schema has, and a data file using a
+    position delete file's reserved id, are both named."""
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    commit(uri, batch([1], ["a"], [1], [1]), create=writer.NewTable(SCHEMA, "append"))
+    part = next(root.glob("data/*/*.parquet"))
+    t = pq.read_table(part)
+    fields = [f.with_metadata({b"PARQUET:field_id": str(fid).encode()})
+              for f, fid in zip(t.schema, (1, 2_147_483_546, 17, fmt.DIFF_FIELD_ID), strict=True)]
+    pq.write_table(pa.Table.from_arrays(t.columns, schema=pa.schema(fields)), part)
+    problems = strict_field_id_problems(_meta_file(root, 0))
+    assert len(problems) == 2, problems
+    assert "'v': id 2147483546 is reserved" in problems[0] and "'_lading_time': id 17 was never assigned" in problems[1]
