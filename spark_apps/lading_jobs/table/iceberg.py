@@ -13,7 +13,8 @@ decides is here, with no I/O:
   own that no snapshot uses, and ``LADING_LAST_COLUMN_ID`` the least ``last-column-id``: every id in
   a part is then one the metadata assigned, as Iceberg records a dropped column (its data stays in
   the files, no reader returns it), so a reader that checks field ids strictly takes the parts, and
-  no reader shows the columns (``SELECT *`` reads a snapshot's schema).
+  no reader shows the columns (``SELECT *`` reads a snapshot's schema). ``accounting_lading_columns``:
+  the successor of a metadata file written before, recording them (``lading table sync``).
 * ``data_file``: a part as an Iceberg data file, its column metrics taken from lading's
   statistics (never from the part): value and null counts, bounds in Iceberg's single-value
   binary encoding, strings truncated to 16 characters as Iceberg's default metrics mode does
@@ -38,7 +39,9 @@ from pyiceberg import types as it
 from pyiceberg.conversions import to_bytes
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadataV2
 from pyiceberg.table.name_mapping import MappedField, NameMapping, create_mapping_from_schema
+from pyiceberg.table.snapshots import MetadataLogEntry
 from pyiceberg.typedef import Record
 from pyspark.sql import types as T
 
@@ -174,6 +177,22 @@ def with_lading_columns(schemas: Iterable[Schema]) -> list[Schema]:
     before it existed get it at their table's next publish."""
     rest = [s for s in schemas if s.schema_id != LADING_SCHEMA_ID]
     return [lading_columns_schema(), *rest]
+
+
+def accounting_lading_columns(meta: TableMetadataV2, meta_uri: str, now_ms: int,
+                              log_max: int) -> TableMetadataV2 | None:
+    """The successor of metadata file ``meta_uri`` (``meta``) when it lacks ``lading_columns_schema``
+    (written before the mirror recorded it): the same snapshots, current schema and properties, the
+    schema recorded, ``last-column-id`` raised, ``meta_uri`` appended to the ``metadata-log`` (its
+    newest ``log_max`` entries kept). None when ``meta`` has it. Pure."""
+    if any(s.schema_id == LADING_SCHEMA_ID for s in meta.schemas):
+        return None
+    entries = [*meta.metadata_log, MetadataLogEntry.model_validate({"metadata-file": meta_uri,
+                                                                    "timestamp-ms": meta.last_updated_ms})]
+    return meta.model_copy(update={
+        "schemas": with_lading_columns(meta.schemas),
+        "last_column_id": max(meta.last_column_id, LADING_LAST_COLUMN_ID),
+        "metadata_log": entries[-log_max:], "last_updated_ms": max(meta.last_updated_ms, now_ms)})
 
 
 def table_uuid(table_id: str) -> uuid.UUID:

@@ -789,10 +789,24 @@ def sync(uri: str, storage: st.Storage | None = None, *, upto: int | None = None
             _repair_hint(root, storage, n)
         v = mirrored_version(prev) + 1
         if v > latest:
+            if prev is not None and _account_lading_columns(root, storage, n, prev):
+                continue  # a metadata file written before lading's columns were recorded: recorded now
             return out
         published = publish(snapshot_at(root, storage, v), read_commit(root, storage, v), storage, prev, n)
         if published is not None:
             out.append(published)
+
+
+def _account_lading_columns(root: str, storage: st.Storage, n: int, meta: TableMetadataV2) -> bool:
+    """When metadata file ``n`` (``meta``, the newest) lacks the schema of lading's own columns
+    (``ice.with_lading_columns``), create file ``n + 1`` with it (as retention's expiry does: same
+    ``lading.version``); True when a file ``n + 1`` exists now (this call's or another writer's)."""
+    new = ice.accounting_lading_columns(meta, metadata_uri(root, n), int(time.time() * 1000), METADATA_LOG_MAX)
+    if new is None:
+        return False
+    if storage.put_if_absent(metadata_uri(root, n + 1), new.model_dump_json(exclude_none=True).encode()):
+        storage.put_hint(hint_uri(root), str(n + 1).encode())
+    return True
 
 
 def after_commit(log: TableLog, entry: dict[str, Any], snapshot: Snapshot, prepared: Prepared | None = None) -> None:

@@ -34,7 +34,7 @@ from support.kv_tables import (
 
 from lading_jobs.table import format as fmt
 from lading_jobs.table import iceberg as ice
-from lading_jobs.table import writer
+from lading_jobs.table import mirror, writer
 from lading_jobs.table.log import Change, TableLog
 
 
@@ -105,12 +105,13 @@ def test_lading_columns_are_in_a_schema_of_their_own_that_no_snapshot_reads(tmp_
 
 def _as_written_before(root: Path) -> None:
     """The metadata files as the mirror wrote them before it recorded lading's columns: no schema of
-    theirs, ``last-column-id`` lading's own counter."""
+    theirs, ``last-column-id`` lading's own counter. (This process forgets what it published.)"""
     for f in (root / "metadata").glob("v*.metadata.json"):
         raw = json.loads(f.read_text())
         raw["schemas"] = [s for s in raw["schemas"] if s["schema-id"] != ice.LADING_SCHEMA_ID]
         raw["last-column-id"] = max(fid["id"] for s in raw["schemas"] for fid in s["fields"])
         f.write_text(json.dumps(raw))
+    mirror.forget()
 
 
 def test_a_table_mirrored_before_is_accounted_for_at_its_next_publish(tmp_path: Path) -> None:
@@ -152,3 +153,32 @@ def test_the_check_refuses_an_unassigned_id_and_a_reserved_id_out_of_place(tmp_p
     problems = strict_field_id_problems(_meta_file(root, 0))
     assert len(problems) == 2, problems
     assert "'v': id 2147483546 is reserved" in problems[0] and "'_lading_time': id 17 was never assigned" in problems[1]
+
+
+def test_sync_records_lading_columns_for_a_table_mirrored_before_without_a_new_commit(tmp_path: Path) -> None:
+    """``lading table sync`` on a current mirror whose newest metadata file was written before:
+    one more metadata file (same version, same snapshots) that a strict reader takes; a second sync
+    writes nothing."""
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    commit(uri, batch([1, 2], ["a", "b"], [1, 1], [1, 1]), create=writer.NewTable(SCHEMA, "upsert", ("k",)))
+    commit(uri, batch([2, 3], ["b2", "c"], [2, 2], [1, 1]))
+    _as_written_before(root)
+    assert strict_field_id_problems(_meta_file(root, 1))
+    assert mirror.sync(uri) == []  # no version was missing
+    assert_strict_field_ids(root, first=2)
+    old, new = (StaticTable.from_metadata(_meta_file(root, n)).metadata for n in (1, 2))
+    assert new.properties[mirror.PROP_VERSION] == "1" and new.snapshots == old.snapshots
+    assert new.current_schema_id == old.current_schema_id == 0
+    assert new.metadata_log[-1].metadata_file == _meta_file(root, 1).replace(str(root), f"file://{root}")
+    assert (root / "metadata" / "version-hint.text").read_text() == "2"
+    assert mirror.describe(uri)["mirroredVersion"] == 1
+    for v in range(2):
+        assert multiset(pyiceberg_rows(_meta_file(root, 2), ice.snapshot_id(v)), ["k", "v"]) == multiset(
+            rows_at(uri, v)), v
+    assert multiset(duckdb_rows(str(root), [None])[0], ["k", "v"]) == multiset(rows_at(uri, 1))
+    mirror.sync(uri)
+    assert not (root / "metadata" / "v3.metadata.json").exists()
+    commit(uri, batch([4], ["d"], [3], [1]))  # version 2's file follows it, as number 3
+    assert_strict_field_ids(root, first=2)
+    assert multiset(pyiceberg_rows(_meta_file(root, 3)), ["k", "v"]) == multiset(rows_at(uri, 2))
