@@ -442,10 +442,10 @@ def build_metadata(snapshot: Snapshot, entry: dict[str, Any], prev: TableMetadat
     v, ts = snapshot.version, int(entry.get("timestamp", 0))
     schemas = ice.with_lading_columns(prev.schemas if prev is not None else [])  # lading's columns' ids
     current_schema_id = prev.current_schema_id if prev is not None else None
+    schema = ice.iceberg_schema(snapshot.schema) if reason is None else _mirrorable(snapshot)
+    if all(s.schema_id != schema.schema_id for s in schemas):
+        schemas.append(schema)  # also a version without a snapshot: a part may hold a column it alone had
     if new_snapshot is not None or prev is None:
-        schema = ice.iceberg_schema(snapshot.schema) if reason is None else _mirrorable(snapshot)
-        if all(s.schema_id != schema.schema_id for s in schemas):
-            schemas.append(schema)
         current_schema_id = schema.schema_id
     snapshots = list(prev.snapshots) if prev is not None else []
     snapshot_log = list(prev.snapshot_log) if prev is not None else []
