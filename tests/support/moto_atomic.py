@@ -12,8 +12,10 @@ honours the same headers) restores S3's behaviour; part uploads and reads stay c
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 _LOCK = threading.RLock()
@@ -57,3 +59,32 @@ def answer_unknown_uploads_as_s3() -> None:
 
     setattr(checked, _PATCHED, True)
     S3Backend.complete_multipart_upload = checked  # type: ignore[method-assign]
+
+    from moto.s3.responses import S3Response
+
+    post = S3Response._key_response_post
+
+    @functools.wraps(post)
+    def strict(self: Any, request: Any, body: Any, bucket_name: str, query: dict[str, Any], key_name: str,
+               *args: Any, **kwargs: Any) -> Any:
+        if _FORGET.is_set() and query.get("uploadId"):
+            upload_id = query["uploadId"][0]
+            if upload_id not in self.backend.get_bucket(bucket_name).multiparts:
+                raise NoSuchUpload(upload_id=upload_id)
+        return post(self, request, body, bucket_name, query, key_name, *args, **kwargs)
+
+    S3Response._key_response_post = strict  # type: ignore[method-assign]
+
+
+_FORGET = threading.Event()
+
+
+@contextlib.contextmanager
+def completed_uploads_forgotten() -> Iterator[None]:
+    """While in it, a completion resent for an upload that already completed answers
+    ``NoSuchUpload`` (S3 may, once the upload id is gone) instead of moto's idempotent 200."""
+    _FORGET.set()
+    try:
+        yield
+    finally:
+        _FORGET.clear()
