@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import fnmatch
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -47,6 +48,8 @@ SINGLE_PUT = "single-put"
 aborting it deletes it)."""
 NOT_BEGUN = ""
 """The upload id of an upload nothing was sent for yet (aborting it is a no-op)."""
+CONDITIONAL_ATTEMPTS = 3
+"""Sends of one conditional create (or completion) whose answers were lost while the key stayed empty."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,32 @@ class PendingUpload:
 
 class StorageError(RuntimeError):
     """A storage call failed; the message names the URI and what to check."""
+
+
+class WriteUndecided(StorageError):
+    """A write's answer was lost (a reset, a timeout, a 5xx) and reading back what is there could not
+    tell whether it landed: it may still land. Nothing may be undone on the strength of it; a rerun of
+    the same run (its intent, its nonce) decides."""
+
+
+def undecided(error: BaseException) -> bool:
+    """Whether a failed write may have landed (its answer lost): ``WriteUndecided``, or a cause that
+    is a dropped connection, a timeout, a 5xx or a throttle; not a definite refusal (403, 404, 400)."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, WriteUndecided):
+            return True
+        if isinstance(seen, botocore.exceptions.EndpointConnectionError):
+            return False  # never connected: nothing was sent
+        if isinstance(seen, botocore.exceptions.ConnectionError | botocore.exceptions.HTTPClientError):
+            return True
+        if isinstance(seen, botocore.exceptions.ClientError):
+            status = seen.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+            return int(status) >= 500 or int(status) == 429
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class ObjectChanged(StorageError):
@@ -215,7 +244,11 @@ class Storage:
         raise NotImplementedError
 
     def put_if_absent(self, uri: str, data: bytes) -> bool:
-        """Create ``uri`` only if nothing is there; ``False`` when another writer won."""
+        """Create ``uri`` only if nothing is there. ``True``: the object now holds ``data``, written by
+        this call (also when the answer to the write was lost and a retry was refused because the
+        first attempt had landed: the object is read back and recognised); ``False``: another
+        writer's object is there. Raises ``WriteUndecided`` when the answer was lost and what is
+        there cannot tell (nothing may be undone then), ``StorageError`` when the write was refused."""
         raise NotImplementedError
 
     def put_hint(self, uri: str, data: bytes) -> None:
@@ -242,6 +275,8 @@ class Storage:
         return upload
 
     def complete_upload(self, upload: PendingUpload) -> None:
+        """Make the upload visible. A retried completion whose first attempt landed (the upload id is
+        gone, the object there is the upload's) succeeds; ``WriteUndecided`` when that cannot be told."""
         raise NotImplementedError
 
     def abort_upload(self, upload: PendingUpload) -> None:
@@ -417,15 +452,54 @@ class S3Storage(Storage):
         self._call("writing", uri, self.client.put_object, Bucket=bucket, Key=key, Body=data)
 
     def put_if_absent(self, uri: str, data: bytes) -> bool:
+        """``If-None-Match: *``. An answer lost after the write landed comes back as a refusal (412:
+        botocore sends the PUT again after a reset, and the retry finds the first attempt's object) or
+        as a dropped connection: either way the object is read back, and the write is ours when it
+        holds exactly ``data`` (every caller's object carries its run, attempt or nonce). While the
+        key stays empty after a lost answer the create is sent again: a conditional create cannot
+        overwrite, so a late first attempt and the retry cannot both land."""
         bucket, key = split_s3(uri)
+        lost: BaseException | None = None
+        for _ in range(CONDITIONAL_ATTEMPTS):
+            try:
+                self.client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+                return True
+            except botocore.exceptions.ClientError as e:
+                code = e.response.get("Error", {}).get("Code", "")
+                refused = code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
+                if not refused and not undecided(e):
+                    self._call("writing", uri, _raise, error=e)
+                lost = e
+                if code in ("ConditionalRequestConflict", "409"):  # another create of the key in flight
+                    held = self._holds(uri, data, e)
+                    return bool(held)
+            except botocore.exceptions.BotoCoreError as e:
+                if not undecided(e):
+                    self._call("writing", uri, _raise, error=e)
+                lost = e
+            held = self._holds(uri, data, lost)
+            if held is not None:
+                return held
+            # nothing there: the write did not land (yet); sending it again is safe
+        raise WriteUndecided(
+            f"writing {uri} (create if absent) failed ({lost}) and the key is still empty after "
+            f"{CONDITIONAL_ATTEMPTS} attempts; a lost attempt may still land. Nothing was undone: rerun the "
+            "same run to finish or undo it") from lost
+
+    def _holds(self, uri: str, data: bytes, error: BaseException | None) -> bool | None:
+        """After an ambiguous answer to writing ``data`` at ``uri``: whether the object there is exactly
+        ``data`` (``None``: nothing there). ``WriteUndecided`` when it cannot be read."""
         try:
-            self.client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-        except botocore.exceptions.ClientError as e:
-            code = e.response.get("Error", {}).get("Code", "")
-            if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+            info = self.head(uri)
+            if info is None:
+                return None
+            if info.size != len(data):
                 return False
-            self._call("writing", uri, _raise, error=e)
-        return True
+            return self.read(uri) == data
+        except Exception as e:  # noqa: BLE001 - whatever the read-back's failure, the write is undecided
+            raise WriteUndecided(
+                f"writing {uri} got no clear answer ({error}) and reading it back to see whether the write "
+                f"landed failed ({e}); nothing was undone: rerun the same run to finish or undo it") from e
 
     def delete(self, uris: Iterable[str]) -> None:
         by_bucket: dict[str, list[str]] = {}
@@ -458,13 +532,57 @@ class S3Storage(Storage):
         return PendingUpload(uri=uri, upload_id=SINGLE_PUT)
 
     def complete_upload(self, upload: PendingUpload) -> None:
+        """``CompleteMultipartUpload``. Its answer may be lost after the upload completed: the retry
+        then finds the upload id gone (``NoSuchUpload``), or the connection drops for good. The
+        object is then looked at: it is the upload's when its ETag is the one S3 gives the upload's
+        parts (the MD5 of their MD5s, ``-<parts>``). While the object is not there and the upload
+        may still exist, completing is sent again (completing twice cannot make another object)."""
         if upload.upload_id == SINGLE_PUT:
             return
         bucket, key = split_s3(upload.uri)
         if not upload.parts:  # S3 needs at least one part; an empty file is one empty part
             self.upload_part(upload, b"")
-        self._call("completing", upload.uri, self.client.complete_multipart_upload, Bucket=bucket, Key=key,
-                   UploadId=upload.upload_id, MultipartUpload={"Parts": upload.parts})
+        lost: BaseException | None = None
+        for _ in range(CONDITIONAL_ATTEMPTS):
+            try:
+                self.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload.upload_id,
+                                                      MultipartUpload={"Parts": upload.parts})
+                return
+            except botocore.exceptions.ClientError as e:
+                gone = e.response.get("Error", {}).get("Code") == "NoSuchUpload"
+                if not gone and not undecided(e):
+                    self._call("completing", upload.uri, _raise, error=e)
+                lost = e
+            except botocore.exceptions.BotoCoreError as e:
+                if not undecided(e):
+                    self._call("completing", upload.uri, _raise, error=e)
+                gone, lost = False, e
+            if self._completed(upload, lost):
+                return
+            if gone:
+                raise StorageError(
+                    f"completing {upload.uri} failed: its upload {upload.upload_id} is gone (aborted, or expired "
+                    "by the bucket's lifecycle rule) and the object there is not what it held; run again") from lost
+        raise WriteUndecided(
+            f"completing {upload.uri} failed ({lost}) and the object is not there yet after {CONDITIONAL_ATTEMPTS} "
+            "attempts; a lost attempt may still land. Nothing was undone: rerun the same run") from lost
+
+    def _completed(self, upload: PendingUpload, error: BaseException | None) -> bool:
+        """Whether the object at ``upload.uri`` is the one completing ``upload`` makes (see ``complete_upload``)."""
+        expected = multipart_etag(upload.parts)
+        try:
+            info = self.head(upload.uri)
+        except Exception as e:  # noqa: BLE001 - cannot look: cannot tell
+            raise WriteUndecided(
+                f"completing {upload.uri} got no clear answer ({error}) and looking at the object failed ({e}); "
+                "nothing was undone: rerun the same run to finish or undo it") from e
+        if info is None:
+            return False
+        if expected is None:
+            raise WriteUndecided(
+                f"completing {upload.uri} got no clear answer ({error}); an object is there but its parts' "
+                "ETags are not MD5s, so it cannot be told for the upload's; nothing was undone: rerun the same run")
+        return info.etag == expected
 
     def abort_upload(self, upload: PendingUpload) -> None:
         if upload.upload_id == NOT_BEGUN:
@@ -492,6 +610,18 @@ class S3Storage(Storage):
 
 def _raise(error: Exception) -> None:
     raise error
+
+
+def multipart_etag(parts: list[dict[str, Any]]) -> str | None:
+    """The ETag S3 gives a completed multipart upload: the MD5 of its parts' MD5s, then ``-<parts>``
+    (``None`` when a part's ETag is not an MD5: server-side encryption with KMS or a customer key)."""
+    digests = b""
+    for part in parts:
+        etag = str(part["ETag"]).strip('"')
+        if not re.fullmatch(r"[0-9a-fA-F]{32}", etag):
+            return None
+        digests += bytes.fromhex(etag)
+    return f"{hashlib.md5(digests, usedforsecurity=False).hexdigest()}-{len(parts)}"
 
 
 def _epoch(when: Any) -> float | None:
