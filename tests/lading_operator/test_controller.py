@@ -377,3 +377,21 @@ def test_strays_are_found_in_what_the_watch_saw_and_a_stale_one_is_dropped(
     controller.reconcile(COPYJOB, ns, "watched")  # the ghost is not deleted (nor announced) again
     assert _reasons(kube, ns, "watched").count("StrayDeleted") == 2
     controller.forget(COPYJOB, ns, "watched")
+
+
+@pytest.mark.k8s
+def test_a_pass_from_a_stale_watch_event_writes_nothing_and_starts_again_from_a_read(
+        api: Kube, kube_namespace: str) -> None:
+    """A new resource's first pass plans from its watch event, not from a read; a change that event
+    does not show (here spec.cancel, set just after) makes the status write fail (409, the
+    resourceVersion precondition), before any SparkApplication is created, and the pass starts again
+    from a read: the job is cancelled before it ran, as a pass that had read it would have done."""
+    kube, ns = api, kube_namespace
+    job = _create_job(kube, ns, "stale")
+    event = controller.known_resource(COPYJOB, kopf.Body(job))
+    assert event is not None  # new: no read needed
+    kube.client.patch(API, "copyjobs", ns, "stale", {"spec": {"cancel": True}})
+    controller.reconcile(COPYJOB, ns, "stale", event)
+    assert kube.client.get(API, "copyjobs", ns, "stale")["status"]["phase"] == "Cancelled"
+    assert kube.client.list(SPARK, "sparkapplications", ns) == []
+    controller.forget(COPYJOB, ns, "stale")
