@@ -198,6 +198,17 @@ def known_resource(kind: Kind, body: Mapping[str, Any]) -> dict[str, Any] | None
     return None
 
 
+def forget_everything() -> None:
+    """What a freshly started operator remembers: nothing (for tests of a restart)."""
+    with _apps_lock:
+        _apps.clear()
+        _owned.clear()
+    _written.clear()
+    _listed.clear()
+    _refusals.clear()
+    drivers.forget_all()
+
+
 def forget(kind: Kind, namespace: str, name: str) -> None:
     _written.pop((kind.name, namespace, name), None)
     _refusals.pop((kind.name, namespace, name), None)

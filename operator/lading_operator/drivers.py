@@ -67,3 +67,8 @@ def take_ended(namespace: str, name: str, owner_uid: str) -> dict[str, Any] | No
             return None
         del _ended[(namespace, name)]
         return pod
+
+
+def forget_all() -> None:
+    with _lock:
+        _ended.clear()
