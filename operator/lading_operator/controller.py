@@ -278,12 +278,37 @@ def observe(kind: Kind, resource: dict[str, Any], now: dt.datetime | None = None
     if never_ran:
         _listed.add(key)
     elif not continuous and key in _listed:
-        with _apps_lock:
-            owned = tuple(copy.deepcopy(a) for a in (_owned.get((namespace, uid)) or {}).values())
+        current = {str(app_name)} if app_name and status.get("phase") in {str(p) for p in ACTIVE} else set()
+        owned = _owned_from_watch(namespace, uid, current | set(scheduled.active_other_runs(status)))
     elif not continuous:
         owned = _owned_apps(kind, namespace, str(meta.get("name") or ""), uid)
         _listed.add(key)
     return rc.Observed(resource, app, pod, checked, now, others, foreign, latest, owned)
+
+
+def _owned_from_watch(namespace: str, uid: str, under_way: set[str]) -> tuple[dict[str, Any], ...]:
+    """The SparkApplications ``uid`` owns, as the watch saw them. One that is neither a run under
+    way (``under_way``) nor finished nor being deleted would be a stray (lading_operator.strays):
+    the watch's copy may lag behind (an application that has just completed), so it is read
+    before it counts; one gone is dropped. In the common path there is none: no request."""
+    with _apps_lock:
+        apps = [copy.deepcopy(a) for a in (_owned.get((namespace, uid)) or {}).values()]
+    out = []
+    for app in apps:
+        meta = app["metadata"]
+        name = str(meta.get("name") or "")
+        if name not in under_way and not meta.get("deletionTimestamp") and sparkapp_state.classify(app) not in (
+                sparkapp_state.Outcome.COMPLETED, sparkapp_state.Outcome.FAILED):
+            fresh = k8s.get_app(namespace, name)
+            with _apps_lock:
+                if fresh is None:
+                    _forget_owned(namespace, uid, name)
+                    continue
+                app = _slim_app(fresh)
+                if name in (_owned.get((namespace, uid)) or {}):
+                    _owned[(namespace, uid)][name] = copy.deepcopy(app)
+        out.append(app)
+    return tuple(out)
 
 
 def _ended_pod(namespace: str, app: Mapping[str, Any]) -> dict[str, Any] | None:
