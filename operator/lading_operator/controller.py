@@ -17,11 +17,18 @@ The create's answers:
   retried with backoff, the condition naming the cause;
 - any other 4xx but 429: the run fails (``SubmissionFailed``) with the API's message.
 
-Reads the watches already carry are not repeated: a pass starts from the
-resource's latest watch event when that is the very object our last status write
-returned (same resourceVersion), and from the SparkApplication its latest watch
-event carried (taken once); otherwise it reads them from the API. That is the
-view an informer-based controller has, and one our own writes cannot make stale.
+Reads the watches already carry are not repeated (docs/operator.md, "API requests
+per run"): a pass starts from the resource's latest watch event when that is the
+object our last status write returned (or older than it: then from what that write
+returned), or when no pass has written its status yet (a new resource: the first
+pass needs no GET); from the SparkApplication its latest watch event carried (taken
+once); from the driver's termination message its pod's watch event carried
+(:mod:`lading_operator.drivers`); and from the SparkApplications the resource owns
+as the watch saw them, once a pass of this process has listed them (or the resource
+had never run). Otherwise it reads them from the API. A pass that did not read the
+resource writes its status only if the resource is still at the version it planned
+from (a ``resourceVersion`` precondition): a change it has not seen makes the write
+fail with 409, and the pass starts again from a read.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from lading_operator import (
+    drivers,
     k8s,
     lifecycle,
     metrics,
@@ -84,11 +92,18 @@ def start_timeout(env: Mapping[str, str] | None = None) -> float:
 
 
 ResourceKey = tuple[str, str, str]  # (kind, namespace, name)
-# resourceVersion of each resource as our last status write left it.
-_written: dict[ResourceKey, str] = {}
+# Each resource's last status write: the resourceVersion the pass planned from, and the
+# object the write returned.
+_written: dict[ResourceKey, tuple[str, dict[str, Any]]] = {}
 # The latest watch event's body of each SparkApplication: (namespace, name) → app.
 _apps: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
 _apps_lock = threading.Lock()
+# The SparkApplications each resource owns, as the watch saw them: (namespace, owner uid) →
+# app name → the fields lading_operator.strays reads.
+_owned: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+# Resources whose owned SparkApplications a pass of this process listed (or that had never
+# run): their later passes read them from _owned.
+_listed: set[ResourceKey] = set()
 # Creates refused in a row (403/404), for the backoff.
 _refusals: dict[ResourceKey, int] = {}
 
@@ -105,14 +120,50 @@ def check_policy(namespace: str, uris: list[tuple[str, str]], spark: Any) -> str
     return policy.check_resource(_policy, namespace, uris, spark, install.image, install.service_account)
 
 
-def app_event(namespace: str, name: str, app: Mapping[str, Any] | None) -> None:
-    """Keep the SparkApplication a watch event carried (``None``: it was deleted)."""
+def app_event(namespace: str, name: str, app: Mapping[str, Any] | None,
+              owners: tuple[str, ...] = ()) -> None:
+    """Keep the SparkApplication a watch event carried (``None``: it was deleted), and what
+    its owners (``owners``: their uids, lading resources only) need of it."""
     with _apps_lock:
         _apps.pop((namespace, name), None)
         if app is not None:
             _apps[(namespace, name)] = copy.deepcopy(dict(app))
             while len(_apps) > APPS_KEPT:
                 _apps.popitem(last=False)
+        for uid in owners:
+            if app is None:
+                _forget_owned(namespace, uid, name)
+            else:
+                _owned.setdefault((namespace, uid), {})[name] = _slim_app(app)
+
+
+def _slim_app(app: Mapping[str, Any]) -> dict[str, Any]:
+    meta = app.get("metadata") or {}
+    return {"metadata": {k: copy.deepcopy(meta[k]) for k in ("name", "labels", "ownerReferences",
+                                                              "deletionTimestamp") if k in meta},
+            "status": {"applicationState": copy.deepcopy((app.get("status") or {}).get("applicationState") or {})}}
+
+
+def _forget_owned(namespace: str, uid: str, name: str) -> None:
+    apps = _owned.get((namespace, uid))
+    if apps is not None:
+        apps.pop(name, None)
+        if not apps:
+            _owned.pop((namespace, uid), None)
+
+
+def _deleted_app(namespace: str, name: str, found: bool) -> None:
+    """We asked for its deletion: the watch's copy says it is being deleted (until its own event
+    comes), so that no pass asks again. A delete answered 404 (``found`` false): whatever the watch
+    kept of it is stale (a DELETED event missed) and is dropped."""
+    with _apps_lock:
+        for ns, uid in [k for k, apps in _owned.items() if k[0] == namespace and name in apps]:
+            if found:
+                _owned[(ns, uid)][name]["metadata"].setdefault("deletionTimestamp", "requested")
+            else:
+                _forget_owned(ns, uid, name)
+        if not found:
+            _apps.pop((namespace, name), None)
 
 
 def _get_app(namespace: str, name: str) -> dict[str, Any] | None:
@@ -127,23 +178,49 @@ def _key(kind: Kind, meta: Mapping[str, Any]) -> ResourceKey:
 
 
 def known_resource(kind: Kind, body: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A copy of ``body`` (a watch event's) if it is the object our last status write returned."""
+    """What a pass may start from instead of reading the resource, given its latest watch event's
+    ``body``: ``body`` when it is the object our last status write returned, or when no pass has
+    written the status of this resource yet and it has none (a new resource); what that write
+    returned when ``body`` is the version the write was planned from (its own event has not
+    arrived yet); else ``None`` (read it). A copy: the pass may change it."""
     meta = body.get("metadata") or {}
     rv = meta.get("resourceVersion")
-    if rv is None or _written.get(_key(kind, meta)) != rv:
+    written = _written.get(_key(kind, meta))
+    if rv is None:
         return None
-    return copy.deepcopy(dict(body))
+    if written is None:
+        return None if body.get("status") else copy.deepcopy(dict(body))
+    before, returned = written
+    if rv == (returned.get("metadata") or {}).get("resourceVersion"):
+        return copy.deepcopy(dict(body))
+    if rv == before:
+        return copy.deepcopy(returned)
+    return None
+
+
+def forget_everything() -> None:
+    """What a freshly started operator remembers: nothing (for tests of a restart)."""
+    with _apps_lock:
+        _apps.clear()
+        _owned.clear()
+    _written.clear()
+    _listed.clear()
+    _refusals.clear()
+    drivers.forget_all()
 
 
 def forget(kind: Kind, namespace: str, name: str) -> None:
     _written.pop((kind.name, namespace, name), None)
     _refusals.pop((kind.name, namespace, name), None)
+    _listed.discard((kind.name, namespace, name))
 
 
-def _wrote(kind: Kind, updated: Mapping[str, Any]) -> None:
+def _wrote(kind: Kind, before: str, updated: Mapping[str, Any]) -> str:
+    """Remember a status write (planned from version ``before``); the version it made."""
     meta = updated.get("metadata") or {}
     if meta.get("resourceVersion"):
-        _written[_key(kind, meta)] = str(meta["resourceVersion"])
+        _written[_key(kind, meta)] = (before, copy.deepcopy(dict(updated)))
+    return str(meta.get("resourceVersion") or "")
 
 
 def _pod_of(namespace: str, app: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -178,7 +255,8 @@ def observe(kind: Kind, resource: dict[str, Any], now: dt.datetime | None = None
             foreign, app = app, None
         if app is not None and (sparkapp_state.needs_driver_pod(sparkapp_state.app_state(app))
                                 or _may_be_stuck(app, now, timeout)):
-            pod = _pod_of(namespace, app)
+            pod = _ended_pod(namespace, app) if not continuous else None
+            pod = pod if pod is not None else _pod_of(namespace, app)
             checked = True
         elif app is None and foreign is None and continuous:
             pod = k8s.get_pod(namespace, names.driver_pod_name(str(app_name)))
@@ -188,14 +266,57 @@ def observe(kind: Kind, resource: dict[str, Any], now: dt.datetime | None = None
         other_app = _get_app(namespace, other)
         other_pod = None
         if other_app is not None and sparkapp_state.needs_driver_pod(sparkapp_state.app_state(other_app)):
-            other_pod = _pod_of(namespace, other_app)
+            other_pod = _ended_pod(namespace, other_app) or _pod_of(namespace, other_app)
         others[other] = (other_app, other_pod)
     latest = progress.POLLER.latest((namespace, str(app_name))) if app is not None else None
     # A resource that never ran owns no application (its status names the application before
-    # the create): its first pass lists nothing, one request fewer per CopyJob.
+    # the create): its first pass lists nothing, one request fewer per CopyJob. Once listed
+    # (or never run), the watch keeps what it owns: later passes list nothing either.
     never_ran = not (status.get("runId") or status.get("sparkApplication") or status.get("lastRuns"))
-    owned = None if continuous or never_ran else _owned_apps(kind, namespace, str(meta.get("name") or ""), uid)
+    key = _key(kind, meta)
+    owned: tuple[dict[str, Any], ...] | None = None
+    if never_ran:
+        _listed.add(key)
+    elif not continuous and key in _listed:
+        current = {str(app_name)} if app_name and status.get("phase") in {str(p) for p in ACTIVE} else set()
+        owned = _owned_from_watch(namespace, uid, current | set(scheduled.active_other_runs(status)))
+    elif not continuous:
+        owned = _owned_apps(kind, namespace, str(meta.get("name") or ""), uid)
+        _listed.add(key)
     return rc.Observed(resource, app, pod, checked, now, others, foreign, latest, owned)
+
+
+def _owned_from_watch(namespace: str, uid: str, under_way: set[str]) -> tuple[dict[str, Any], ...]:
+    """The SparkApplications ``uid`` owns, as the watch saw them. One that is neither a run under
+    way (``under_way``) nor finished nor being deleted would be a stray (lading_operator.strays):
+    the watch's copy may lag behind (an application that has just completed), so it is read
+    before it counts; one gone is dropped. In the common path there is none: no request."""
+    with _apps_lock:
+        apps = [copy.deepcopy(a) for a in (_owned.get((namespace, uid)) or {}).values()]
+    out = []
+    for app in apps:
+        meta = app["metadata"]
+        name = str(meta.get("name") or "")
+        if name not in under_way and not meta.get("deletionTimestamp") and sparkapp_state.classify(app) not in (
+                sparkapp_state.Outcome.COMPLETED, sparkapp_state.Outcome.FAILED):
+            fresh = k8s.get_app(namespace, name)
+            with _apps_lock:
+                if fresh is None:
+                    _forget_owned(namespace, uid, name)
+                    continue
+                app = _slim_app(fresh)
+                if name in (_owned.get((namespace, uid)) or {}):
+                    _owned[(namespace, uid)][name] = copy.deepcopy(app)
+        out.append(app)
+    return tuple(out)
+
+
+def _ended_pod(namespace: str, app: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The driver pod of a finished SparkApplication as its pod's watch event carried it, if the
+    driver container had terminated by then (its termination message is final)."""
+    if sparkapp_state.classify(app) not in (sparkapp_state.Outcome.COMPLETED, sparkapp_state.Outcome.FAILED):
+        return None
+    return drivers.take_ended(namespace, results.driver_pod_name(app), str((app.get("metadata") or {}).get("uid") or ""))
 
 
 def _owned_apps(kind: Kind, namespace: str, name: str, uid: str) -> tuple[dict[str, Any], ...]:
@@ -208,17 +329,20 @@ def _owned_apps(kind: Kind, namespace: str, name: str, uid: str) -> tuple[dict[s
         raise
 
 
-def _apply_status(kind: Kind, resource: dict[str, Any], plan: rc.Plan) -> bool:
+def _apply_status(kind: Kind, resource: dict[str, Any], plan: rc.Plan, before: str,
+                  precondition: str | None = None) -> str | None:
+    """Write ``plan.status`` (planned from version ``before``); the version the resource is at
+    afterwards, ``None`` if it is gone. ``precondition``: see :func:`k8s.patch_status`."""
     meta = resource["metadata"]
     if not plan.status:
-        return True
-    updated = k8s.patch_status(kind.plural, meta["namespace"], meta["name"], plan.status)
+        return before
+    updated = k8s.patch_status(kind.plural, meta["namespace"], meta["name"], plan.status, precondition)
     if updated is None:
-        return False
-    _wrote(kind, updated)
+        return None
+    after = _wrote(kind, before, updated)
     if plan.phase:
         metrics.observe_phase(kind.name, meta["namespace"], meta["name"], plan.phase)
-    return True
+    return after
 
 
 def _create(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float) -> rc.Plan | None:
@@ -251,18 +375,22 @@ def _create(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float) -> rc.P
     return None
 
 
-def execute(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float | None = None) -> float | None:
-    """Carry out ``plan``; returns the requeue delay."""
+def execute(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float | None = None,
+            precondition: bool = False) -> float | None:
+    """Carry out ``plan``; returns the requeue delay. ``precondition``: the status is written only
+    if the resource is still at the version observed (else ApiException 409, before anything is done)."""
     timeout = start_timeout() if timeout is None else timeout
     resource = dict(obs.resource)
     meta = resource["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    if not _apply_status(kind, resource, plan):
+    version = str(meta.get("resourceVersion") or "")
+    written = _apply_status(kind, resource, plan, version, version if precondition and version else None)
+    if written is None:
         return None
     requeue = plan.requeue_after
     follow = _create(kind, obs, plan, timeout) if plan.create is not None else None
     for app_name in plan.delete_apps:
-        k8s.delete_app(namespace, app_name)
+        _deleted_app(namespace, app_name, k8s.delete_app(namespace, app_name))
     for run_id in plan.delete_runs:
         k8s.delete_run(namespace, kind.name, name, str(meta.get("uid") or ""), run_id)
     if plan.delete_resource:  # before its Event: a refused delete posts nothing, and the next pass tries again
@@ -270,7 +398,7 @@ def execute(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float | None =
     _events(resource, plan)
     _record(kind, plan)
     if follow is not None:
-        _apply_status(kind, resource, follow)
+        _apply_status(kind, resource, follow, written)
         _events(resource, follow)
         _record(kind, follow)
         requeue = follow.requeue_after
@@ -314,8 +442,21 @@ def reconcile(kind: Kind, namespace: str, name: str, known: dict[str, Any] | Non
 
     ``None``: on change only; :data:`GONE`: the resource (with ``uid``, when given)
     no longer exists. ``known``: the resource as :func:`known_resource` found it,
-    instead of reading it.
+    instead of reading it; its status is then written only if the resource has not
+    changed since (else the pass starts again from a read).
     """
+    if known is not None:
+        try:
+            return _reconcile(kind, namespace, name, known, uid)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            log.info("%s %s/%s changed since its watch event: reading it", kind.name, namespace, name)
+    return _reconcile(kind, namespace, name, None, uid)
+
+
+def _reconcile(kind: Kind, namespace: str, name: str, known: dict[str, Any] | None,
+               uid: str | None) -> float | str | None:
     resource = known if known is not None else k8s.get_resource(kind.plural, namespace, name)
     if resource is None or (uid and (resource.get("metadata") or {}).get("uid") != uid):
         return GONE
@@ -329,4 +470,4 @@ def reconcile(kind: Kind, namespace: str, name: str, known: dict[str, Any] | Non
     plan = rc.plan(obs, check_policy, kind=kind, start_timeout=timeout)
     if not plan.status and not plan.create and not plan.delete_apps and (resource.get("status") or {}).get("phase"):
         metrics.observe_phase(kind.name, namespace, name, str(resource["status"]["phase"]))
-    return execute(kind, obs, plan, timeout)
+    return execute(kind, obs, plan, timeout, precondition=known is not None)

@@ -83,11 +83,19 @@ def get_resource(plural: str, namespace: str, name: str) -> dict[str, Any] | Non
         raise
 
 
-def patch_status(plural: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any] | None:
-    """Merge-patch ``status`` through the /status subresource; ``None`` if the resource is gone."""
+def patch_status(plural: str, namespace: str, name: str, patch: dict[str, Any],
+                 resource_version: str | None = None) -> dict[str, Any] | None:
+    """Merge-patch ``status`` through the /status subresource; ``None`` if the resource is gone.
+
+    ``resource_version``: only if the resource is still at that version (else 409, raised):
+    a pass that planned from a watch event's body, not from a read, writes nothing over a
+    change it has not seen."""
+    body: dict[str, Any] = {"status": patch}
+    if resource_version is not None:
+        body["metadata"] = {"resourceVersion": resource_version}
     try:
         return _obj(_custom().patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, plural, name, {"status": patch}))
+            GROUP, VERSION, namespace, plural, name, body))
     except ApiException as e:
         if _missing(e):
             return None

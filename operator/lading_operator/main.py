@@ -21,7 +21,7 @@ from typing import Any
 
 import kopf
 
-from lading_operator import controller, election, metrics, persistence, policy, render
+from lading_operator import controller, drivers, election, metrics, persistence, policy, render
 from lading_operator.handlers import resources  # registers the handlers on import
 
 # No handler needs a finalizer (see handlers/resources.py); kopf removes this one,
@@ -46,6 +46,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Resources are discovered once at start-up, so install spark-operator's CRDs first.
     settings.scanning.disabled = True
     settings.execution.max_workers = int(os.environ.get("LADING_WORKERS", "16"))
+    # Only the driver pods of lading's runs, selected by the API server (drivers.py).
+    settings.watching.label_selectors["v1", "pods"] = drivers.SELECTOR
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     controller.set_policy(policy.load_policy(os.environ.get("LADING_POLICY_FILE")))

@@ -33,11 +33,13 @@ TTL_FIELD = "ttlSecondsAfterFinished"
 # kopf's own requests (kopf 1.45, settings in lading_operator/main.py): it lists and watches every
 # kind a handler serves; it merge-patches a resource to remove the lading.io/finalizer an older
 # release left (main.FINALIZER; no progress or diff-base annotations: persistence.DIFFLESS_KINDS,
-# no change handlers); it POSTs core/v1 Events (kopf._cogs.clients.events). Peering is off
-# (standalone) and scanning is off: no kopfpeerings, CRDs or Namespaces.
+# no change handlers); it POSTs core/v1 Events (kopf._cogs.clients.events); it lists and watches
+# the driver pods (handlers/resources.py: driver_pod_changed, label selector drivers.SELECTOR).
+# Peering is off (standalone) and scanning is off: no kopfpeerings, CRDs or Namespaces.
 KOPF: set[Triple] = (
     {(k8s.GROUP, plural, verb) for plural in LADING for verb in ("list", "watch", "patch")}
     | {(*SPARK[:1], SPARK[1], verb) for verb in ("list", "watch")}
+    | {("", "pods", verb) for verb in ("list", "watch")}
     | {("", "events", "create")}
 )
 

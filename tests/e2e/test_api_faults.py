@@ -140,8 +140,10 @@ def test_slow_answers_to_every_request_still_end_the_run_once(plane: Plane, ns: 
     plane.proxy.add(Fault(path=f"/namespaces/{ns}/", watch=False, delay=0.5, times=-1))
     create(plane, ns, "slow-server")
     succeeded_once(plane, ns, "slow-server")
-    # Every request of the run was answered half a second late: read, status writes, create, Events, pod.
-    assert injected(plane, "delay 0.5") - delayed >= 6
+    # Every request of the run was answered half a second late: status writes, create, Events (the
+    # resource and the driver's termination message come from watch events: docs/operator.md, "API
+    # requests per run"; a pass that reads them anyway is delayed too).
+    assert injected(plane, "delay 0.5") - delayed >= 5
     alive(plane)
 
 

@@ -193,6 +193,7 @@ class Request:
     subresource: str
     namespace: str
     code: int
+    user_agent: str = ""  # e.g. kopf/1.45.2 (kopf's own watches) or OpenAPI-Generator/... (the operator's calls)
 
 
 def audit_requests(endpoint: Endpoint, user: str) -> list[Request]:
@@ -210,5 +211,6 @@ def audit_requests(endpoint: Endpoint, user: str) -> list[Request]:
         seen.setdefault(event["auditID"], Request(
             user=user, verb=str(event.get("verb", "")), resource=str(ref.get("resource", "")),
             subresource=str(ref.get("subresource", "")), namespace=str(ref.get("namespace", "")),
-            code=int((event.get("responseStatus") or {}).get("code") or 0)))
+            code=int((event.get("responseStatus") or {}).get("code") or 0),
+            user_agent=str(event.get("userAgent", ""))))
     return list(seen.values())

@@ -403,9 +403,13 @@ class SparkOperatorStandIn:
         a driver pod with the termination message, then the final state.
         """
         pod_name = f"{run.name}-driver"
+        driver = (app.get("spec") or {}).get("driver") or {}
         with contextlib.suppress(ApiStatusError):
             self.client.create({"apiVersion": "v1", "kind": "Pod",
                                 "metadata": {"name": pod_name, "namespace": run.namespace,
+                                             # as spark-operator labels a driver pod (see 2.)
+                                             "labels": {**(driver.get("labels") or {}), "spark-role": "driver",
+                                                        "sparkoperator.k8s.io/app-name": run.name},
                                              "ownerReferences": [{"apiVersion": API, "kind": "SparkApplication",
                                                                   "name": run.name,
                                                                   "uid": app["metadata"].get("uid", ""),

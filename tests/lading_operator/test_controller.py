@@ -38,17 +38,22 @@ def _copyjob(rv: str) -> dict:
             "status": {"phase": "Submitted"}}
 
 
-def test_kopf_body_is_used_only_when_it_is_our_last_write() -> None:
+def test_kopf_body_is_used_only_when_it_is_our_last_write_or_older_or_new() -> None:
     controller.forget(COPYJOB, "ns", "a")
     body = kopf.Body(_copyjob("7"))
-    assert controller.known_resource(COPYJOB, body) is None  # nothing written yet: read it
-    controller._wrote(COPYJOB, _copyjob("7"))
+    assert controller.known_resource(COPYJOB, body) is None  # a status no pass of ours wrote: read it
+    fresh = {k: v for k, v in _copyjob("5").items() if k != "status"}
+    assert controller.known_resource(COPYJOB, kopf.Body(fresh)) == fresh  # new: the first pass reads nothing
+    controller._wrote(COPYJOB, "6", _copyjob("7"))
     known = controller.known_resource(COPYJOB, body)
     assert known == _copyjob("7")
     known["status"]["phase"] = "Running"  # a copy: kopf's body is untouched
     assert body["status"]["phase"] == "Submitted"
+    # the version our write was planned from: its own event is still on the way, what it returned is newer
+    assert controller.known_resource(COPYJOB, kopf.Body(_copyjob("6"))) == _copyjob("7")
     assert controller.known_resource(COPYJOB, kopf.Body(_copyjob("8"))) is None  # newer than our write
-    assert controller.known_resource(COPYJOB, kopf.Body(_copyjob("6"))) is None  # older than our write
+    assert controller.known_resource(COPYJOB, kopf.Body(_copyjob("5"))) is None  # older than what we planned from
+    assert controller.known_resource(COPYJOB, kopf.Body(fresh)) is None  # written: a status-less body is old
     controller.forget(COPYJOB, "ns", "a")
     assert controller.known_resource(COPYJOB, body) is None
 
@@ -68,7 +73,7 @@ def test_an_application_from_a_watch_event_is_taken_once() -> None:
 def test_cache_keys_hold_the_kind() -> None:
     # A Compaction and a CopyJob of one name: our write of one does not make the other "known".
     compaction = {**_copyjob("7"), "kind": "Compaction"}
-    controller._wrote(COMPACTION, compaction)
+    controller._wrote(COMPACTION, "6", compaction)
     assert controller.known_resource(COMPACTION, kopf.Body(compaction)) is not None
     assert controller.known_resource(COPYJOB, kopf.Body(_copyjob("7"))) is None
     controller.forget(COMPACTION, "ns", "a")
@@ -339,5 +344,63 @@ def test_the_first_pass_of_a_resource_that_never_ran_lists_no_applications(
     status = kube.client.get(API, "copyjobs", ns, "fresh")["status"]
     assert status["phase"] == "Submitted" and len(kube.client.list(SPARK, "sparkapplications", ns)) == 1
     assert lists() == 0
-    controller.reconcile(COPYJOB, ns, "fresh")  # a run under way: its strays are looked for
+    controller.reconcile(COPYJOB, ns, "fresh")  # a run under way: its strays are looked for in
+    assert lists() == 0                          # what the watch saw (it saw every create of ours)
+    controller.forget(COPYJOB, ns, "fresh")      # as after a restart: the watch may not have shown
+    controller.reconcile(COPYJOB, ns, "fresh")   # them all yet, so the first pass lists them
     assert lists() == 1
+    controller.reconcile(COPYJOB, ns, "fresh")
+    assert lists() == 1
+
+
+@pytest.mark.k8s
+def test_strays_are_found_in_what_the_watch_saw_and_confirmed_by_a_read(
+        api: Kube, kube_namespace: str, operator_identity: Identity) -> None:
+    """After its first pass, a resource's strays come from the SparkApplication watch (here its events
+    are handed to the controller as kopf would), with no list: one that would be a stray is read
+    before it counts, as the watch's copy may lag. A real stray is deleted (once); one the watch
+    kept although it is gone (a DELETED event missed) is dropped; one whose copy says RUNNING but
+    which has completed since is kept."""
+    kube, ns = api, kube_namespace
+    if not (kube.endpoint.directory / "audit.log").exists():
+        pytest.skip("the API server's audit log is this machine's control plane's (not LADING_TEST_KUBECONFIG's)")
+    job = _create_job(kube, ns, "watched")
+    uid = job["metadata"]["uid"]
+    controller.reconcile(COPYJOB, ns, "watched")  # never ran: submits; from now on the watch has its apps
+    run_id = kube.client.get(API, "copyjobs", ns, "watched")["status"]["runId"]
+    stray = kube.client.create(_app_for(job, "gone-run"), "sparkapplications")
+    ghost = _app_for(job, "ghost-run")  # the watch showed it; it was deleted unseen
+    lagging = kube.client.create(_app_for(job, run_id, attempt=9), "sparkapplications")
+    name = lagging["metadata"]["name"]
+    kube.client.patch_status(SPARK, "sparkapplications", ns, name,
+                             {"applicationState": {"state": "COMPLETED"}, "driverInfo": {}})
+    lagging["status"] = {"applicationState": {"state": "RUNNING"}}  # the watch has not shown it completed
+    for app in (stray, ghost, lagging):
+        controller.app_event(ns, app["metadata"]["name"], app, (uid,))
+    controller.reconcile(COPYJOB, ns, "watched")
+    assert kube.client.get_or_none(SPARK, "sparkapplications", ns, stray["metadata"]["name"]) is None
+    assert kube.client.get_or_none(SPARK, "sparkapplications", ns, name) is not None
+    assert not any(r.namespace == ns and r.verb == "list" for r in audit_requests(kube.endpoint,
+                                                                                operator_identity.user))
+    assert _reasons(kube, ns, "watched").count("StrayDeleted") == 1
+    controller.reconcile(COPYJOB, ns, "watched")  # asked once: not deleted (nor announced) again
+    assert _reasons(kube, ns, "watched").count("StrayDeleted") == 1
+    controller.forget(COPYJOB, ns, "watched")
+
+
+@pytest.mark.k8s
+def test_a_pass_from_a_stale_watch_event_writes_nothing_and_starts_again_from_a_read(
+        api: Kube, kube_namespace: str) -> None:
+    """A new resource's first pass plans from its watch event, not from a read; a change that event
+    does not show (here spec.cancel, set just after) makes the status write fail (409, the
+    resourceVersion precondition), before any SparkApplication is created, and the pass starts again
+    from a read: the job is cancelled before it ran, as a pass that had read it would have done."""
+    kube, ns = api, kube_namespace
+    job = _create_job(kube, ns, "stale")
+    event = controller.known_resource(COPYJOB, kopf.Body(job))
+    assert event is not None  # new: no read needed
+    kube.client.patch(API, "copyjobs", ns, "stale", {"spec": {"cancel": True}})
+    controller.reconcile(COPYJOB, ns, "stale", event)
+    assert kube.client.get(API, "copyjobs", ns, "stale")["status"]["phase"] == "Cancelled"
+    assert kube.client.list(SPARK, "sparkapplications", ns) == []
+    controller.forget(COPYJOB, ns, "stale")

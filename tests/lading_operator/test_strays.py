@@ -93,8 +93,7 @@ def at(monkeypatch: pytest.MonkeyPatch, when: dt.datetime) -> None:
 
 def restarted_pass(name: str) -> Any:
     """A pass of a freshly started operator (nothing remembered from the watches)."""
-    controller._written.clear()
-    controller._apps.clear()
+    controller.forget_everything()
     return controller.reconcile(COPYJOB, NS, name)
 
 

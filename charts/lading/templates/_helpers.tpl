@@ -93,10 +93,11 @@ Nothing on Secrets: credentials reach Spark pods by envFrom, resolved by the kub
 - apiGroups: ["sparkoperator.k8s.io"]
   resources: ["sparkapplications"]
   verbs: ["create", "get", "list", "watch", "delete"]
-# The driver pod, by name: its termination message carries the result.
+# The driver pods: their termination message carries the result. Watched (label selector
+# spark-role=driver,lading.io/kind), and read by name when the watch has not shown it ended.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get"]
+  verbs: ["get", "list", "watch"]
 # Events on our resources: kopf and the operator both POST core/v1 Events, never patch them.
 - apiGroups: [""]
   resources: ["events"]

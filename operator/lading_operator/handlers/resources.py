@@ -8,6 +8,8 @@ reconcile loop per resource running and wakes it:
   resource and its SparkApplication) and runs on a dedicated thread pool
   (blocking API calls) sized by ``LADING_WORKERS``; the loop then sleeps until its
   requeue time or a wake-up;
+- the driver pods of lading's runs are watched too (one watch, narrowed by a label
+  selector): the run's end reads its termination message from there (drivers.py);
 - a new generation (a spec change: ``cancel``, ``suspend``, ``schedule``...) and a
   change of a SparkApplication it owns wake the loop: coroutines, as they only
   touch in-memory state, on the event loop that owns the wake-up events;
@@ -31,7 +33,7 @@ from typing import Any
 
 import kopf
 
-from lading_operator import controller, k8s, kinds, metrics, progress, render, wakeups
+from lading_operator import controller, drivers, k8s, kinds, metrics, progress, render, wakeups
 from lading_operator.kinds import Kind
 
 IDLE_SECONDS = 300.0      # nothing scheduled: look again anyway (missed events, clock)
@@ -127,13 +129,24 @@ def register(kind: Kind) -> None:
                labels={render.LABEL_KIND: kopf.PRESENT})
 async def sparkapplication_changed(body: kopf.Body, name: str, namespace: str | None, type: str | None,
                                    **_: Any) -> None:
-    # The next pass over the owner uses this body instead of reading the application again.
-    controller.app_event(namespace or "", name, None if type == "DELETED" else body)
+    # The next pass over the owner uses this body instead of reading the application again,
+    # and its owner's passes see it among the applications the owner has (strays).
+    owners = tuple(str(ref.get("uid")) for ref in body.get("metadata", {}).get("ownerReferences") or []
+                   if ref.get("kind") in kinds.BY_NAME and ref.get("uid"))
+    controller.app_event(namespace or "", name, None if type == "DELETED" else body, owners)
     if type == "ADDED" and not body.get("status"):
         return  # our own create (or a listing of one not started yet): nothing new to follow
     for ref in body.get("metadata", {}).get("ownerReferences") or []:
         if ref.get("kind") in kinds.BY_NAME:
             wakeups.wake(str(ref.get("kind")), namespace or "", str(ref.get("name")))
+
+
+@kopf.on.event("", "v1", "pods", labels={drivers.SPARK_ROLE: "driver", render.LABEL_KIND: kopf.PRESENT})
+async def driver_pod_changed(body: kopf.Body, name: str, namespace: str | None, type: str | None,
+                             **_: Any) -> None:
+    # The pass that ends the run reads the driver's termination message from here (drivers.py);
+    # the watch is narrowed by a server-side label selector (main.configure).
+    drivers.pod_event(namespace or "", name, None if type == "DELETED" else body)
 
 
 @kopf.on.startup()
