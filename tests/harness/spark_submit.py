@@ -82,18 +82,12 @@ def _role_conf(app: Mapping[str, Any], role: str, submission_id: str) -> list[st
         args += _conf(f"{prefix}.container.image", image)
     if pod.get("cores") is not None:
         args += _conf(f"spark.{role}.cores", int(pod["cores"]))
-    if pod.get("coreRequest"):
-        args += _conf(f"{prefix}.request.cores", pod["coreRequest"])
-    if pod.get("coreLimit"):
-        args += _conf(f"{prefix}.limit.cores", pod["coreLimit"])
-    if pod.get("memory"):
-        args += _conf(f"spark.{role}.memory", pod["memory"])
-    if pod.get("memoryOverhead"):
-        args += _conf(f"spark.{role}.memoryOverhead", pod["memoryOverhead"])
-    if pod.get("serviceAccount"):
-        args += _conf(f"spark.kubernetes.authenticate.{role}.serviceAccountName", pod["serviceAccount"])
-    if pod.get("javaOptions"):
-        args += _conf(f"spark.{role}.extraJavaOptions", pod["javaOptions"])
+    for field, key in (("coreRequest", f"{prefix}.request.cores"), ("coreLimit", f"{prefix}.limit.cores"),
+                       ("memory", f"spark.{role}.memory"), ("memoryOverhead", f"spark.{role}.memoryOverhead"),
+                       ("serviceAccount", f"spark.kubernetes.authenticate.{role}.serviceAccountName"),
+                       ("javaOptions", f"spark.{role}.extraJavaOptions")):
+        if pod.get(field):
+            args += _conf(key, pod[field])
     if role == "executor" and pod.get("deleteOnTermination") is not None:
         args += _conf("spark.kubernetes.executor.deleteOnTermination", bool(pod["deleteOnTermination"]))
     for key, value in labels.items():

@@ -76,15 +76,21 @@ def node_cluster() -> Iterator[NodeCluster]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-@pytest.fixture
-def node_namespace(node_cluster: NodeCluster) -> Iterator[str]:
+def restricted_namespace(cluster: NodeCluster) -> str:
     """A fresh namespace enforcing Pod Security "restricted", with its ``default`` ServiceAccount
     (nothing else: ``helm install`` creates the chart's Spark ServiceAccount there)."""
-    client = node_cluster.kube.client
+    client = cluster.kube.client
     name = f"n-{uuid.uuid4().hex[:10]}"
     client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": RESTRICTED}},
                   "namespaces")
     client.wait_for("v1", "serviceaccounts", name, "default", lambda sa: sa is not None, timeout=60, interval=0.2)
+    return name
+
+
+@pytest.fixture
+def node_namespace(node_cluster: NodeCluster) -> Iterator[str]:
+    """A fresh namespace enforcing Pod Security "restricted" for one test."""
+    name = restricted_namespace(node_cluster)
     yield name
     node_cluster.kube.delete_namespace(name)
 
@@ -131,12 +137,14 @@ def node_standin(node_cluster: NodeCluster) -> Iterator[SparkOperatorStandIn]:
         yield standin
 
 
-@pytest.fixture
-def lading_release(node_cluster: NodeCluster, node_namespace: str) -> Iterator[Release]:
+@pytest.fixture(scope="module")
+def lading_release(node_cluster: NodeCluster) -> Iterator[Release]:
     """``helm install lading charts/lading`` with the built image (pullPolicy Never), its
     operator Deployment (two replicas, leader election) rolled out, watching every namespace
-    and serving ``node_namespace`` as its job namespace. Uninstalled afterwards."""
+    and serving a fresh restricted namespace as its job namespace (``Release.job_namespace``),
+    for the tests of one module. Uninstalled, and both namespaces deleted, afterwards."""
     kube = node_cluster.kube
+    node_namespace = restricted_namespace(node_cluster)
     release_ns = f"lading-{uuid.uuid4().hex[:6]}"
     repository, _, tag = node_cluster.image.rpartition(":")
     helm = [str(REPO / ".tools" / "bin" / "helm"), "--kubeconfig", kube.kubeconfig]
@@ -153,3 +161,4 @@ def lading_release(node_cluster: NodeCluster, node_namespace: str) -> Iterator[R
     subprocess.run([*helm, "uninstall", "lading", "--namespace", release_ns, "--wait", "--timeout", "120s"],
                    capture_output=True, text=True, timeout=180)
     kube.delete_namespace(release_ns)
+    kube.delete_namespace(node_namespace)

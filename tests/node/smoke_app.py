@@ -44,7 +44,7 @@ def main() -> None:
     marker = jvm.org.apache.hadoop.fs.Path("/tmp/smoke-hadoop-marker")
     hadoop_fs.create(marker).close()
     parquet_rows = None
-    if sc.master.startswith("local"):  # one filesystem for every task only in local mode
+    if str(sc.master).startswith("local"):  # one filesystem for every task only in local mode
         spark.range(0, 100).write.mode("overwrite").parquet("file:///tmp/smoke-parquet")
         parquet_rows = spark.read.parquet("file:///tmp/smoke-parquet").count()
     report = {

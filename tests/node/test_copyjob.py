@@ -65,28 +65,40 @@ def wait_until_true(check: Any, timeout: float, what: str) -> None:
         time.sleep(1)
 
 
-def test_unload_of_a_query_over_a_table_runs_as_driver_and_executor_pods(
-        node_cluster: NodeCluster, node_namespace: str, lading_release: Release,
-        node_standin: SparkOperatorStandIn, node_s3: str) -> None:
-    client = node_cluster.kube.client
-    s3 = boto3.client("s3", endpoint_url=node_s3, region_name="us-east-1")
+def s3_setup(client: KubeClient, namespace: str, endpoint: str) -> tuple[Any, str]:
+    """A boto3 client, a fresh bucket, and the namespace's Secret ``s3`` (created once)."""
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     bucket = f"n-{uuid.uuid4().hex[:12]}"
     s3.create_bucket(Bucket=bucket)
-    table = f"s3://{bucket}/tables/kv/"
-    kv_tables.twelve_small_parts(table)  # 60 rows, k = 0..59, 12 parts
-    expected = [(k, f"c{k // 10}") for k in range(0, 60, 2)]  # what twelve_small_parts wrote, k even
-    assert len(expected) == 30
-    client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3", "namespace": node_namespace},
-                   "stringData": {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}}, "secrets")
-    spec = {
-        "from": {"query": "SELECT k, v FROM kv WHERE k % 2 = 0", "inputs": [{"name": "kv", "table": table}]},
-        "to": {"files": f"s3://{bucket}/out/", "format": "parquet"},
-        "connection": {"secretRef": {"name": "s3"}, "endpoint": node_s3, "region": "us-east-1"},
+    if client.get_or_none("v1", "secrets", namespace, "s3") is None:
+        client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3", "namespace": namespace},
+                       "stringData": {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}},
+                      "secrets")
+    return s3, bucket
+
+
+def copy_spec(source: dict[str, Any], target: str, endpoint: str) -> dict[str, Any]:
+    return {
+        "from": source, "to": {"files": target, "format": "parquet"},
+        "connection": {"secretRef": {"name": "s3"}, "endpoint": endpoint, "region": "us-east-1"},
         # two CPUs for the whole node: the driver and the executor ask for a share each
         "spark": {"executor": {"instances": 1},
                   "sparkConf": {"spark.kubernetes.driver.request.cores": "400m",
                                 "spark.kubernetes.executor.request.cores": "400m"}},
     }
+
+
+def test_unload_of_a_query_over_a_table_runs_as_driver_and_executor_pods(
+        node_cluster: NodeCluster, lading_release: Release, node_standin: SparkOperatorStandIn,
+        node_s3: str) -> None:
+    client = node_cluster.kube.client
+    node_namespace = lading_release.job_namespace
+    s3, bucket = s3_setup(client, node_namespace, node_s3)
+    table = f"s3://{bucket}/tables/kv/"
+    kv_tables.twelve_small_parts(table)  # 60 rows, k = 0..59, 12 parts
+    expected = [(k, f"c{k // 10}") for k in range(0, 60, 2)]  # what twelve_small_parts wrote, k even
+    spec = copy_spec({"query": "SELECT k, v FROM kv WHERE k % 2 = 0", "inputs": [{"name": "kv", "table": table}]},
+                     f"s3://{bucket}/out/", node_s3)
     with PodsSeen(client, node_namespace) as pods:
         client.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": "unload", "namespace": node_namespace},
                        "spec": spec}, "copyjobs")
@@ -113,3 +125,34 @@ def test_unload_of_a_query_over_a_table_runs_as_driver_and_executor_pods(
     client.delete(API, "copyjobs", node_namespace, "unload")
     wait_until_true(lambda: not spark_pods(client, node_namespace, "driver"), 120,
                     "the driver pod outlived its CopyJob")
+
+
+# Seconds of work per row on a loaded machine: the job is still running when it is cancelled.
+SLOW_QUERY = ("SELECT id, aggregate(sequence(1, 200000), 0L, (a, x) -> a + x % (id + 1)) AS pause "
+              "FROM range(0, 100000, 1, 2)")
+
+
+def test_cancel_mid_run_removes_the_driver_and_executors_and_leaves_nothing(
+        node_cluster: NodeCluster, lading_release: Release, node_standin: SparkOperatorStandIn,
+        node_s3: str) -> None:
+    client = node_cluster.kube.client
+    namespace = lading_release.job_namespace
+    s3, bucket = s3_setup(client, namespace, node_s3)
+    client.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": "to-cancel", "namespace": namespace},
+                   "spec": copy_spec({"query": SLOW_QUERY}, f"s3://{bucket}/cancelled/", node_s3)}, "copyjobs")
+    # mid-run: the executor pod is running tasks
+    wait_until_true(lambda: any((p.get("status") or {}).get("phase") == "Running"
+                                for p in spark_pods(client, namespace, "executor")), 420,
+                    "no executor pod running")
+    client.patch(API, "copyjobs", namespace, "to-cancel", {"spec": {"cancel": True}})
+    done = client.wait_for(API, "copyjobs", namespace, "to-cancel",
+                           lambda o: ((o or {}).get("status") or {}).get("phase") in ("Cancelled", "Failed",
+                                                                                       "Succeeded"),
+                           timeout=120, interval=1)
+    assert done is not None and done["status"]["phase"] == "Cancelled", (done or {}).get("status")
+    # the driver pod goes with its SparkApplication, the executors with the driver
+    wait_until_true(lambda: not spark_pods(client, namespace, "driver") and not spark_pods(client, namespace,
+                                                                                            "executor"),
+                    90, "Spark pods outlived the cancelled run")
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="cancelled/").get("KeyCount", 0) == 0
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
