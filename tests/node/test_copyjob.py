@@ -23,7 +23,9 @@ from harness.client import KubeClient
 from harness.node import NodeCluster, Release
 from harness.spark_operator import SparkOperatorStandIn
 
-pytestmark = pytest.mark.node
+# The session's node starts inside the first test's budget (pytest-timeout counts fixtures):
+# ~3-5 minutes with the image import on a loaded machine, plus Spark runs of minutes each.
+pytestmark = [pytest.mark.node, pytest.mark.timeout(1800)]
 API = "lading.io/v1alpha1"
 
 
@@ -54,8 +56,10 @@ class PodsSeen:
         return sorted(self.seen.values())
 
 
-def spark_pods(client: KubeClient, namespace: str, role: str) -> list[dict[str, Any]]:
-    return client.list("v1", "pods", namespace, label_selector=f"spark-role={role}")
+def spark_pods(client: KubeClient, namespace: str, role: str, app: str = "") -> list[dict[str, Any]]:
+    """The Spark pods of ``role`` (driver, executor), of SparkApplication ``app`` if given."""
+    selector = f"spark-role={role}" + (f",sparkoperator.k8s.io/app-name={app}" if app else "")
+    return client.list("v1", "pods", namespace, label_selector=selector)
 
 
 def wait_until_true(check: Any, timeout: float, what: str) -> None:
@@ -108,8 +112,9 @@ def test_unload_of_a_query_over_a_table_runs_as_driver_and_executor_pods(
         assert done is not None
         status = done["status"]
         assert status["phase"] == "Succeeded", status
+        app = status["sparkApplication"]
         # the driver stops its executors when the job ends
-        wait_until_true(lambda: not spark_pods(client, node_namespace, "executor"), 90,
+        wait_until_true(lambda: not spark_pods(client, node_namespace, "executor", app), 90,
                         "executor pods still there after the job")
     assert status["response"]["rows"] == len(expected)
     assert "driver" in pods.roles() and "executor" in pods.roles(), pods.seen
@@ -123,7 +128,7 @@ def test_unload_of_a_query_over_a_table_runs_as_driver_and_executor_pods(
     assert sorted(zip(got.column("k").to_pylist(), got.column("v").to_pylist(), strict=True)) == expected
     # deleting the CopyJob takes its SparkApplication and driver pod with it
     client.delete(API, "copyjobs", node_namespace, "unload")
-    wait_until_true(lambda: not spark_pods(client, node_namespace, "driver"), 120,
+    wait_until_true(lambda: not spark_pods(client, node_namespace, "driver", app), 120,
                     "the driver pod outlived its CopyJob")
 
 
@@ -140,9 +145,14 @@ def test_cancel_mid_run_removes_the_driver_and_executors_and_leaves_nothing(
     s3, bucket = s3_setup(client, namespace, node_s3)
     client.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": "to-cancel", "namespace": namespace},
                    "spec": copy_spec({"query": SLOW_QUERY}, f"s3://{bucket}/cancelled/", node_s3)}, "copyjobs")
-    # mid-run: the executor pod is running tasks
+    running = client.wait_for(API, "copyjobs", namespace, "to-cancel",
+                              lambda o: bool(((o or {}).get("status") or {}).get("sparkApplication")),
+                              timeout=300, interval=1)
+    assert running is not None
+    app = running["status"]["sparkApplication"]
+    # mid-run: its executor pod is running tasks
     wait_until_true(lambda: any((p.get("status") or {}).get("phase") == "Running"
-                                for p in spark_pods(client, namespace, "executor")), 420,
+                                for p in spark_pods(client, namespace, "executor", app)), 600,
                     "no executor pod running")
     client.patch(API, "copyjobs", namespace, "to-cancel", {"spec": {"cancel": True}})
     done = client.wait_for(API, "copyjobs", namespace, "to-cancel",
@@ -151,8 +161,8 @@ def test_cancel_mid_run_removes_the_driver_and_executors_and_leaves_nothing(
                            timeout=120, interval=1)
     assert done is not None and done["status"]["phase"] == "Cancelled", (done or {}).get("status")
     # the driver pod goes with its SparkApplication, the executors with the driver
-    wait_until_true(lambda: not spark_pods(client, namespace, "driver") and not spark_pods(client, namespace,
-                                                                                            "executor"),
-                    90, "Spark pods outlived the cancelled run")
+    wait_until_true(lambda: not spark_pods(client, namespace, "driver", app)
+                    and not spark_pods(client, namespace, "executor", app),
+                    120, "Spark pods outlived the cancelled run")
     assert s3.list_objects_v2(Bucket=bucket, Prefix="cancelled/").get("KeyCount", 0) == 0
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []

@@ -31,7 +31,8 @@ import yaml
 from harness.client import KubeClient
 from harness.node import NodeCluster, pod_log, termination_message, wait_pod_done
 
-pytestmark = pytest.mark.node
+# The session's node starts inside the first test's budget (pytest-timeout counts fixtures).
+pytestmark = [pytest.mark.node, pytest.mark.timeout(1800)]
 
 SMOKE = Path(__file__).with_name("smoke_app.py")
 SPARK_ROLE_RULES = [  # what Spark's driver needs in its namespace (the chart's Spark Role grants it)
