@@ -1,66 +1,82 @@
 # lading: ONE image for the operator and the Spark apps (see docs/install.md#the-image).
 #
-#   Spark pods (spark-operator):  ENTRYPOINT /opt/entrypoint.sh driver|executor ...
+#   Spark pods (spark-submit, spark-operator): the image's ENTRYPOINT with "driver ..." or "executor"
 #                                 mainApplicationFile local:///opt/lading/spark_apps/lading_jobs/main.py
 #   operator (Helm chart):        command: ["python", "-m", "lading_operator"]
 #
-# Spark itself, JVM side and Python side, is the pyspark wheel pinned in
-# requirements.lock (SPARK_HOME points into it), so the pods run exactly the
-# Spark, pyarrow and boto3 the tests run. The official Apache Spark image
-# supplies the Java runtime Apache builds Spark with, and its entrypoint.sh /
-# decom.sh, which spark-operator's pods call. Its own Spark and its Python
-# (Ubuntu 22.04's 3.10, too old for the lock's numpy 2.4) are not used.
+# Built from Debian bookworm alone: Debian's python3 (3.11), openjdk-17-jre-headless, tini, the
+# locked wheels in a virtualenv (Spark itself, JVM and Python side, is the pyspark wheel pinned in
+# requirements.lock; SPARK_HOME points into it, so the pods run exactly the Spark, pyarrow and boto3
+# the tests run), our code and our entrypoint (docker/entrypoint.sh). No compiler, no other image.
 #
-# Build: docker build -t ghcr.io/lading/lading:0.1.0 .
-
-# --- the official Apache Spark image: Java runtime and the Kubernetes entrypoint.
-FROM apache/spark:4.1.2-scala2.13-java17-ubuntu AS spark
+# Build: scripts/image (docker where there is an engine, else buildah; it makes the base with
+# debootstrap where no registry is reachable), or directly:
+#   docker build -t registry.example.com/data/lading:0.1.0 .
+# Behind a TLS-intercepting proxy, hand pip its CA bundle (never stored in the image):
+#   docker build --secret id=pip-ca,src=/etc/ssl/certs/ca-certificates.crt ...
 
 # --- build: a virtualenv with the runtime dependencies at the lock's exact versions.
-FROM python:3.11.14-slim-bookworm AS build
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1
+FROM debian:bookworm-slim AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONDONTWRITEBYTECODE=1 DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY requirements.lock pyproject.toml ./
 # pyproject's dependencies, constrained to requirements.lock: every package that
 # lands in the image, direct or transitive, must be pinned there (checked below).
-RUN python -m venv /opt/venv \
- && python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > runtime.txt \
+RUN --mount=type=secret,id=pip-ca \
+    if [ -s /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi \
+ && python3 -m venv /opt/venv \
+ && python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > runtime.txt \
  && /opt/venv/bin/pip install --constraint requirements.lock --requirement runtime.txt \
  && /opt/venv/bin/pip check \
  && /opt/venv/bin/pip freeze --all --exclude-editable | grep -vE '^(pip|setuptools|wheel)==' > installed.txt \
- && if grep -vxFf requirements.lock installed.txt; then echo "^ installed but not pinned in requirements.lock" >&2; exit 1; fi
+ && if grep -vxFf requirements.lock installed.txt; then echo "^ installed but not pinned in requirements.lock" >&2; exit 1; fi \
+ && find /opt/venv -name __pycache__ -prune -exec rm -rf {} +
 
 # --- runtime.
-FROM python:3.11.14-slim-bookworm
+FROM debian:bookworm-slim
 ARG SPARK_UID=185
-# tini and nss_wrapper: what the Spark entrypoint runs under; procps: decom.sh.
-RUN apt-get update \
- && apt-get install -y --no-install-recommends tini libnss-wrapper procps \
- && rm -rf /var/lib/apt/lists/* \
+ENV DEBIAN_FRONTEND=noninteractive
+# python3: the venv's interpreter; the JRE Spark runs on; tini as PID 1; nss_wrapper names an
+# arbitrary uid without a writable /etc/passwd (docker/entrypoint.sh). The JRE's man pages are
+# skipped (bookworm-slim has no /usr/share/man/man1, which its postinst expects).
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends python3 openjdk-17-jre-headless tini libnss-wrapper \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log \
  && groupadd --system --gid=${SPARK_UID} spark \
- && useradd --system --uid=${SPARK_UID} --gid=spark --home-dir /nonexistent --shell /usr/sbin/nologin spark \
- && mkdir -p /opt/spark/work-dir /opt/lading \
- && chown spark:spark /opt/spark/work-dir && chmod g+w /opt/spark/work-dir
+ && useradd --system --uid=${SPARK_UID} --gid=spark --home-dir /tmp --no-create-home --shell /usr/sbin/nologin spark \
+ && mkdir -p /opt/spark/work-dir /opt/spark/conf /opt/lading \
+ && chown spark:spark /opt/spark/work-dir && chmod 0775 /opt/spark/work-dir
 
-COPY --from=spark /opt/java/openjdk /opt/java/openjdk
-COPY --from=spark /opt/entrypoint.sh /opt/decom.sh /opt/
 COPY --from=build /opt/venv /opt/venv
 
 # The repository layout the job contract names: /opt/lading/spark_apps/lading_jobs/main.py.
 COPY spark_apps /opt/lading/spark_apps
 COPY operator /opt/lading/operator
 COPY lading /opt/lading/lading
+COPY docker/entrypoint.sh /opt/lading/entrypoint.sh
 
-ENV JAVA_HOME=/opt/java/openjdk \
+ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
     SPARK_HOME=/opt/venv/lib/python3.11/site-packages/pyspark \
+    SPARK_CONF_DIR=/opt/spark/conf \
     PYSPARK_PYTHON=/opt/venv/bin/python \
     PYSPARK_DRIVER_PYTHON=/opt/venv/bin/python \
     PYTHONPATH=/opt/lading/spark_apps:/opt/lading/operator:/opt/lading \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PATH=/opt/venv/bin:/opt/java/openjdk/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+    HOME=/tmp \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+# The image carries what it claims: the pinned set, consistent; Java and Spark start; no compiler.
+RUN /opt/venv/bin/pip check \
+ && "$JAVA_HOME/bin/java" -version \
+ && /opt/venv/bin/python -c "import pyspark, pyarrow, boto3, kopf, lading_jobs, lading_operator" \
+ && if command -v cc gcc g++ >/dev/null; then echo "a compiler is in the image" >&2; exit 1; fi
 
 WORKDIR /opt/spark/work-dir
 USER 185:185
-ENTRYPOINT ["/opt/entrypoint.sh"]
+ENTRYPOINT ["/usr/bin/tini", "-g", "--", "/opt/lading/entrypoint.sh"]
 CMD ["python", "-m", "lading_operator"]

@@ -124,9 +124,10 @@ class Endpoint:
 class ControlPlane:
     """The three processes, started by the shared launcher in ``directory``."""
 
-    def __init__(self, directory: Path, apiserver_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, directory: Path, apiserver_args: tuple[str, ...] = (), node_ip: str = "") -> None:
         self.directory = directory
         self.apiserver_args = apiserver_args
+        self.node_ip = node_ip  # for a real node (harness.node): the `kubernetes` Service's endpoint
         self.process: subprocess.Popen[bytes] | None = None
         self.endpoint: Endpoint | None = None
 
@@ -140,7 +141,8 @@ class ControlPlane:
                        "--audit-log-mode=blocking", *self.apiserver_args)
         argv = [sys.executable, str(kube_tools() / "control-plane"), "--dir", str(self.directory),
                 "--assets", str(assets), "--controllers", CONTROLLERS,
-                *(f"--apiserver-arg={a}" for a in server_args)]
+                *(f"--apiserver-arg={a}" for a in server_args),
+                *(["--node-ip", self.node_ip] if self.node_ip else [])]
         with open(out, "wb") as stdout, open(self.directory / "launcher.err", "wb") as stderr:
             self.process = subprocess.Popen(argv, stdout=stdout, stderr=stderr, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + READY_SECONDS

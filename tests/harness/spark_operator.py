@@ -37,6 +37,17 @@ plus the kubelet would do for each one, with the real Spark app:
    security context) fails the submission: SUBMISSION_FAILED with the server's message,
    as spark-submit's failure does in spark-operator.
 
+``mode="k8s"`` (the ``node`` tier, a real node): spark-operator's own way instead of 2.-7.: one
+``spark-submit --master k8s://... --deploy-mode cluster`` per submission with the settings
+spark-operator derives from the spec, the webhook's pod mutations as Spark pod templates, the
+image's entrypoint running the driver and executor pods, and the application's state read from
+the driver pod (SUBMITTED, RUNNING, SUCCEEDING/COMPLETED, FAILING/FAILED with spark-operator's
+``driver container failed with ExitCode: N, Reason: R``; SUBMISSION_FAILED with spark-submit's
+error). :mod:`harness.spark_submit` says which spark-operator behaviour each part follows and
+which it does not. The kubelet writes the driver's termination message; deleting the application
+deletes the driver pod (Spark's executors are owned by it). ``restartPolicy: OnFailure`` reruns as
+in 6. The ``spark`` mode stays for the fast tiers.
+
 ``mode="instant"`` is a test double for measuring operator overhead ONLY (the
 scale benchmark): no Spark; each application is completed at once with a
 synthetic termination message marked ``"synthetic": true``.
@@ -58,12 +69,14 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import requests
 
+from harness import spark_submit
 from harness.client import ApiStatusError, KubeClient
 
 Obj = dict[str, Any]
@@ -105,9 +118,10 @@ class SparkOperatorStandIn:
 
     def __init__(self, url: str, mode: str = "spark", log_dir: Path | None = None,
                  extra_env: dict[str, str] | None = None, instant_workers: int = 8,
-                 webhook: bool = True, token: str = "", ca: str | bool = True) -> None:
-        if mode not in ("spark", "instant"):
-            raise ValueError("mode is 'spark' or 'instant'")
+                 webhook: bool = True, token: str = "", ca: str | bool = True, poll_seconds: float = 1.0) -> None:
+        if mode not in ("spark", "instant", "k8s"):
+            raise ValueError("mode is 'spark', 'instant' or 'k8s'")
+        self.poll_seconds = poll_seconds  # k8s: how often the driver pod is read (spark-operator: on events)
         self.url = url.rstrip("/")
         self.mode = mode
         self.webhook = webhook
@@ -198,7 +212,8 @@ class SparkOperatorStandIn:
         if self.mode == "instant":
             self._pool.submit(self._guard, self._run_instant, run, app)
         else:
-            run.thread = threading.Thread(target=self._guard, args=(self._run_spark, run, app),
+            target = self._run_k8s if self.mode == "k8s" else self._run_spark
+            run.thread = threading.Thread(target=self._guard, args=(target, run, app),
                                           name=f"driver-{key[1]}", daemon=True)
             run.thread.start()
 
@@ -387,6 +402,94 @@ class SparkOperatorStandIn:
                                    "submissionAttempts": execution + 1, "lastSubmissionAttemptTime": _now()})
         self._finish(run, exit_code, message)
 
+    # -- spark-operator's own way: spark-submit in cluster mode, the driver pod read back ------
+    def _submit(self, run: _Run, app: Obj, workdir: Path, attempt: int) -> str | None:
+        """One spark-submit; the submission ID, or None after SUBMISSION_FAILED was written."""
+        submission_id = str(uuid.uuid4())
+        templates = spark_submit.write_pod_templates(app, workdir / submission_id)
+        token = workdir / "submission-token"
+        token.write_text(self.client.session.headers.get("Authorization", "").removeprefix("Bearer "))
+        token.chmod(0o600)
+        auth = ["--conf", f"spark.kubernetes.authenticate.submission.oauthTokenFile={token}"]
+        if isinstance(self.client.session.verify, str):
+            auth += ["--conf", f"spark.kubernetes.authenticate.submission.caCertFile={self.client.session.verify}"]
+        args = spark_submit.submit_args(app, f"k8s://{self.url}", submission_id, templates)
+        argv = [str(Path(sys.executable).with_name("spark-submit")), *args[:4], *auth, *args[4:]]
+        # spark-operator's own environment, not this test process's: PYSPARK_PYTHON and the like
+        # would reach the driver pod (Spark copies them), credentials would reach spark-submit.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PYSPARK_", "SPARK_"))}
+        with open(workdir / "spark-submit.log", "ab") as log:
+            run.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+            code = run.process.wait()
+        if run.deleting.is_set():
+            return None
+        if code != 0:
+            tail = (workdir / "spark-submit.log").read_bytes()[-3000:].decode(errors="replace")
+            self._app_status(run, {"applicationState": {"state": "SUBMISSION_FAILED",
+                                                        "errorMessage": f"failed to run spark-submit: {tail}"},
+                                   "driverInfo": {}, "submissionAttempts": attempt,
+                                   "lastSubmissionAttemptTime": _now()})
+            return None
+        self._app_status(run, {"applicationState": {"state": "SUBMITTED"}, "submissionID": submission_id,
+                               "driverInfo": {"podName": spark_submit.driver_pod_name(app)},
+                               "submissionAttempts": attempt, "lastSubmissionAttemptTime": _now()})
+        return submission_id
+
+    def _follow_driver(self, run: _Run, app: Obj) -> tuple[str, str]:
+        """The driver pod's states as the application's, until it ends (SUCCEEDING or FAILING)."""
+        pod_name = spark_submit.driver_pod_name(app)
+        last = ("SUBMITTED", "")
+        while not run.deleting.is_set():
+            pod = self.client.get_or_none("v1", "pods", run.namespace, pod_name)
+            state, error = spark_submit.application_state(pod)
+            if (state, error) != last:
+                status: Obj = {"applicationState": {"state": state, "errorMessage": error or None}}
+                labels = ((pod or {}).get("metadata") or {}).get("labels") or {}
+                if labels.get("spark-app-selector"):
+                    status["sparkApplicationId"] = labels["spark-app-selector"]
+                    status["executorState"] = self._executor_states(run.namespace, labels["spark-app-selector"])
+                self._app_status(run, status)
+                last = (state, error)
+            if state in ("SUCCEEDING", "FAILING"):
+                return last
+            time.sleep(self.poll_seconds)
+        return last
+
+    def _executor_states(self, namespace: str, app_id: str) -> dict[str, str]:
+        states = {"Pending": "PENDING", "Running": "RUNNING", "Succeeded": "COMPLETED", "Failed": "FAILED"}
+        pods = self.client.list("v1", "pods", namespace, label_selector=f"spark-app-selector={app_id},"
+                                                                        "spark-role=executor")
+        return {p["metadata"]["name"]: states.get((p.get("status") or {}).get("phase", ""), "UNKNOWN")
+                for p in pods}
+
+    def _run_k8s(self, run: _Run, app: Obj) -> None:
+        self._add_finalizer(app)
+        spec = app.get("spec") or {}
+        policy = spec.get("restartPolicy") or {}
+        retries = int(policy.get("onFailureRetries") or 0) if policy.get("type") == "OnFailure" else 0
+        workdir = self.log_dir / f"{run.namespace}-{run.name}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        state, error = "FAILING", ""
+        for attempt in range(1, retries + 2):
+            if self._submit(run, app, workdir, attempt) is None:
+                return
+            self._app_status(run, {"executionAttempts": attempt})
+            state, error = self._follow_driver(run, app)
+            if run.deleting.is_set():
+                return
+            if state == "SUCCEEDING" or attempt > retries:
+                break
+            # restartPolicy OnFailure: delete the driver pod, submit again (see 6.).
+            self._app_status(run, {"applicationState": {"state": "PENDING_RERUN"}, "driverInfo": {}})
+            with contextlib.suppress(ApiStatusError):
+                self.client.delete("v1", "pods", run.namespace, spark_submit.driver_pod_name(app))
+            self.client.wait_gone("v1", "pods", run.namespace, spark_submit.driver_pod_name(app), GRACE_SECONDS * 2)
+        final: Obj = {"applicationState": {"state": "COMPLETED" if state == "SUCCEEDING" else "FAILED"},
+                      "terminationTime": _now()}
+        if error:
+            final["applicationState"]["errorMessage"] = error
+        self._app_status(run, final)
+
     def _finish(self, run: _Run, exit_code: int, message: str) -> None:
         ok = exit_code == 0
         self._app_status(run, {"applicationState": {"state": "SUCCEEDING" if ok else "FAILING"}})
@@ -471,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", default=os.environ.get("LADING_STANDIN_TOKEN", ""),
                         help="a bearer token (default: $LADING_STANDIN_TOKEN)")
     parser.add_argument("--ca", default="", help="the server's certificate file (default: the system's CAs)")
-    parser.add_argument("--mode", choices=("spark", "instant"), default="spark")
+    parser.add_argument("--mode", choices=("spark", "instant", "k8s"), default="spark")
     parser.add_argument("--workers", type=int, default=8)
     args = parser.parse_args(argv)
     standin = SparkOperatorStandIn(args.url, mode=args.mode, instant_workers=args.workers, token=args.token,
