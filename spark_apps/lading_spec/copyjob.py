@@ -218,6 +218,14 @@ def _iceberg(value: Any, path: str) -> IcebergTable:
                         as_of_ms=None if as_of is None else _instant_ms(as_of, f"{path}.asOf"))
 
 
+def iceberg_table_root(metadata: str) -> str:
+    """The directory of the Iceberg table whose metadata file is ``metadata`` (the parent of its
+    ``metadata/`` directory): every file a read of it opens must lie under it, and the
+    operator's policy checks it as the prefix the job reads."""
+    directory = metadata.rsplit("/", 1)[0]
+    return directory.removesuffix("/metadata") + "/"
+
+
 def _instant_ms(value: Any, path: str) -> int:
     """An RFC 3339 instant with its zone (``2026-03-01T00:00:00Z``) as milliseconds since the epoch."""
     text = value if isinstance(value, str) else None

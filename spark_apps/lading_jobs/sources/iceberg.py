@@ -44,7 +44,7 @@ from lading_jobs.formats import spark as spark_formats
 from lading_jobs.formats import types as format_types
 from lading_jobs.table import expr as ex
 from lading_jobs.table.stats import to_stats_domain
-from lading_spec.copyjob import IcebergTable
+from lading_spec.copyjob import IcebergTable, iceberg_table_root
 
 NAME = "lading-iceberg"
 
@@ -54,14 +54,6 @@ class IcebergInputError(ValueError):
 
 
 # -- files through lading's storage -----------------------------------------------------------
-def table_root(metadata: str) -> str:
-    """The table's directory: the parent of the ``metadata/`` directory holding ``metadata``."""
-    directory = metadata.rsplit("/", 1)[0]
-    if directory.endswith("/metadata"):
-        directory = directory[: -len("/metadata")]
-    return directory + "/"
-
-
 def _normalise(location: str) -> str:
     """An Iceberg file location as a lading URI (``s3a://``/``s3n://`` are ``s3://``; a bare
     absolute path is ``file://``); ``.`` and ``..`` segments resolved, so the confinement
@@ -152,7 +144,7 @@ class Opened:
 
 def open_table(ref: IcebergTable, field: str, settings: st.S3Settings | None = None) -> Opened:
     """Read ``ref``'s metadata file and choose its snapshot; clear errors naming ``field``."""
-    io = LadingFileIO(table_root(_normalise(ref.metadata)), settings or st.S3Settings.from_env(), field)
+    io = LadingFileIO(iceberg_table_root(_normalise(ref.metadata)), settings or st.S3Settings.from_env(), field)
     uri = io.confine(ref.metadata)
     data = io.storage(uri).read(uri) if io.storage(uri).head(uri) is not None else None
     if data is None:

@@ -17,7 +17,15 @@ import pyarrow as pa
 import pytest
 from pyiceberg.expressions import EqualTo
 from pyiceberg.schema import Schema
-from pyiceberg.types import DateType, DecimalType, LongType, NestedField, StringType, TimestamptzType, TimeType
+from pyiceberg.types import (
+    DateType,
+    DecimalType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestamptzType,
+    TimeType,
+)
 from support.iceberg_readers import duckdb_rows, multiset
 from support.iceberg_writer import FileCatalog
 
