@@ -231,3 +231,27 @@ def test_the_spec_names_each_bad_field() -> None:
     for spec, message in cases:
         with pytest.raises(SpecError, match=message):
             parse_copyjob(spec)
+
+
+def test_a_copyjob_unloads_an_iceberg_input(spark: Any, orders: dict[str, Any], tmp_path: Path) -> None:
+    """The whole job (``run_job``): a self-join of the input (two scans of one relation, read
+    without pruning so each gets its own rows) unloaded to Parquet, equal to DuckDB's rows."""
+    import pyarrow.parquet as pq
+    from support.unload import job_doc
+
+    from lading_jobs.main import run_job
+
+    query = ("SELECT a.id, b.label FROM orders a JOIN orders b ON a.id = b.id + 1 "
+             "WHERE a.dt = DATE'2026-01-02' AND b.dt = DATE'2026-01-01'")
+    dest = f"file://{tmp_path}/out/"
+    doc = job_doc({"from": {"query": query, "inputs": [{"name": "orders", "iceberg": {"metadata": orders["metadata"]}}]},
+                   "to": {"files": dest, "format": "parquet"}})
+    result = run_job(spark, doc)
+    [duck] = duckdb_rows(orders["path"], [None])
+    rows = duck.to_pylist()
+    by_id = {r["id"]: r for r in rows}
+    want = [(r["id"], by_id[r["id"] - 1]["label"]) for r in rows
+            if r["dt"] == dt.date(2026, 1, 2) and r["id"] - 1 in by_id and by_id[r["id"] - 1]["dt"] == dt.date(2026, 1, 1)]
+    got = pa.concat_tables([pq.read_table(p) for p in sorted((tmp_path / "out").rglob("*.parquet"))])
+    assert result["rows"] == len(want) > 0
+    assert sorted(zip(got.column("id").to_pylist(), got.column("label").to_pylist(), strict=True)) == sorted(want)
