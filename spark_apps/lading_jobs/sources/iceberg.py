@@ -20,6 +20,8 @@ snapshot, equality deletes (named), and a column of an Iceberg type lading has n
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import decimal
 import json
 import posixpath
 from collections.abc import Iterator, Sequence
@@ -87,7 +89,6 @@ class _File(InputFile):
         return self.io.storage(self.uri).head(self.uri) is not None
 
     def open(self, seekable: bool = True) -> InputStream:
-        self.io.opened.append(self.uri)
         return self.io.storage(self.uri).open_input(self.uri, len(self))  # type: ignore[return-value]
 
 
@@ -98,7 +99,6 @@ class LadingFileIO(FileIO):
     root: str
     settings: st.S3Settings
     field: str
-    opened: list[str] = dataclasses.field(default_factory=list, compare=False)
 
     def __post_init__(self) -> None:
         super().__init__({})
@@ -219,15 +219,26 @@ def spark_schema(schema: Schema, field: str) -> T.StructType:
 # -- filters ----------------------------------------------------------------------------------
 def _iceberg_literal(value: Any, t: it.IcebergType) -> Any:
     """A Spark filter literal as the value pyiceberg binds to a column of type ``t``, or
-    None when it does not translate (the filter then prunes nothing)."""
-    if isinstance(value, float) and value != value:
-        return None  # NaN: pyiceberg's comparisons take no NaN literal
+    None when it does not translate exactly (the filter then prunes nothing): only a literal
+    of the column's own kind, so no conversion can round it."""
     if isinstance(t, it.TimestampType | it.TimestamptzType):
-        return to_stats_domain(value, naive_utc=isinstance(t, it.TimestampType)) if hasattr(value, "tzinfo") else None
+        ok = isinstance(value, dt.datetime)
+        return to_stats_domain(value, naive_utc=isinstance(t, it.TimestampType)) if ok else None
     if isinstance(t, it.DateType):
-        return to_stats_domain(value) if hasattr(value, "year") and not hasattr(value, "tzinfo") else None
-    if isinstance(value, str | bool | int | float) or value.__class__.__name__ == "Decimal":
-        return value
+        return to_stats_domain(value) if isinstance(value, dt.date) and not isinstance(value, dt.datetime) else None
+    if isinstance(t, it.DecimalType):  # at the column's scale (pyiceberg binds no other), when exactly so
+        if not isinstance(value, decimal.Decimal) or not value.is_finite():
+            return None
+        scaled = value.quantize(decimal.Decimal(1).scaleb(-t.scale), context=decimal.Context(prec=60))
+        return scaled if scaled == value else None
+    if isinstance(t, it.FloatType | it.DoubleType):
+        return value if isinstance(value, int | float) and not isinstance(value, bool) and value == value else None
+    if isinstance(t, it.IntegerType | it.LongType):
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(t, it.StringType):
+        return value if isinstance(value, str) else None
+    if isinstance(t, it.BooleanType):
+        return value if isinstance(value, bool) else None
     return None
 
 

@@ -255,3 +255,26 @@ def test_a_copyjob_unloads_an_iceberg_input(spark: Any, orders: dict[str, Any], 
     got = pa.concat_tables([pq.read_table(p) for p in sorted((tmp_path / "out").rglob("*.parquet"))])
     assert result["rows"] == len(want) > 0
     assert sorted(zip(got.column("id").to_pylist(), got.column("label").to_pylist(), strict=True)) == sorted(want)
+
+
+def test_filters_prune_only_with_literals_of_the_columns_own_kind() -> None:
+    """A literal that would need rounding or a guess (a float for a decimal, a decimal with more
+    places than the column, an int for a timestamp, NaN) prunes nothing; the rest bind."""
+    from pyiceberg.types import BooleanType, DoubleType
+
+    from lading_jobs.table import expr as ex
+
+    schema = Schema(NestedField(1, "n", LongType()), NestedField(2, "d", DecimalType(5, 2)),
+                    NestedField(3, "t", TimestamptzType()), NestedField(4, "day", DateType()),
+                    NestedField(5, "x", DoubleType()), NestedField(6, "b", BooleanType()))
+    binds = [ex.Pred("eq", "n", 3), ex.Pred("ge", "d", decimal.Decimal("1.2")), ex.Pred("lt", "T", BASE),
+             ex.Pred("in", "day", (dt.date(2026, 1, 1), dt.date(2026, 1, 3))), ex.Pred("gt", "x", 2),
+             ex.Pred("eq", "b", True), ex.Not(ex.Pred("isnull", "n"))]
+    for e in binds:
+        converted = iceberg.to_iceberg(e, schema)
+        assert converted is not None and iceberg._bindable(converted, schema), e
+    refused = [ex.Pred("eq", "n", 3.5), ex.Pred("eq", "n", True), ex.Pred("ge", "d", 1.25),
+               ex.Pred("ge", "d", decimal.Decimal("1.255")), ex.Pred("lt", "t", 5), ex.Pred("eq", "x", float("nan")),
+               ex.Pred("eq", "day", BASE), ex.Pred("eq", "missing", 1)]
+    for e in refused:
+        assert iceberg.to_iceberg(e, schema) is None, e
