@@ -182,6 +182,9 @@ def copyjob_uris(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
                 out.append((f"spec.from.inputs[{i}].{key}", item[key]))
         for j, uri in enumerate(item.get("fileList") or []):
             out.append((f"spec.from.inputs[{i}].fileList[{j}]", str(uri)))
+        metadata = item.get("iceberg", {}).get("metadata") if isinstance(item.get("iceberg"), dict) else None
+        if isinstance(metadata, str):  # the job reads only under the table's directory (sources.iceberg)
+            out.append((f"spec.from.inputs[{i}].iceberg.metadata", copyjob.iceberg_table_root(metadata)))
     if isinstance(spec.get("rejectedRows"), str):
         out.append(("spec.rejectedRows", spec["rejectedRows"]))
     return out

@@ -3,13 +3,15 @@
 ``from`` is exactly one of ``query`` (Spark SQL over named ``inputs``), ``table``
 (a lading table, optionally ``asOf``) or ``files``; ``to`` is exactly one of
 ``files`` (an unload; from files: a format conversion) or ``table`` (a load, which
-reads ``from.files``). Every error names its field.
+reads ``from.files``). A query's input is a file set, a lading table or an Iceberg table
+(``iceberg: {metadata, snapshotId | asOf}``). Every error names its field.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from lading_spec.errors import SpecError
@@ -37,13 +39,24 @@ MAX_PARTS = 10_000  # S3's most parts in one multipart upload
 
 
 @dataclass(frozen=True)
+class IcebergTable:
+    """An Iceberg table read from one metadata file, at its current snapshot or the one
+    ``snapshot_id`` names or the one current at ``as_of_ms`` (milliseconds since the epoch)."""
+
+    metadata: str
+    snapshot_id: int | None = None
+    as_of_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class Input:
-    """A named input a query can use: a file set or a lading table."""
+    """A named input a query can use: a file set, a lading table or an Iceberg table."""
 
     name: str
     files: FileSet | None = None
     table: str | None = None
     as_of: int | None = None
+    iceberg: IcebergTable | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +191,53 @@ def _as_of(value: Any, path: str) -> int | None:
     return value
 
 
+def _iceberg(value: Any, path: str) -> IcebergTable:
+    """``from.inputs[i].iceberg``: ``metadata`` (a ``….metadata.json`` URI), optional
+    ``snapshotId`` or ``asOf`` (an RFC 3339 instant with its zone)."""
+    obj = _mapping(value, path)
+    _only(obj, path, ("metadata", "snapshotId", "asOf", "catalog", "table"))
+    if "catalog" in obj or "table" in obj:
+        raise SpecError(f"{path}.{'catalog' if 'catalog' in obj else 'table'}",
+                        "catalog-named Iceberg tables are not supported yet; give the table's current metadata "
+                        "file instead: metadata: s3://bucket/warehouse/db/orders/metadata/v3.metadata.json")
+    metadata = obj.get("metadata")
+    if metadata is None:
+        raise SpecError(f"{path}.metadata", "missing; give the URI of the table's metadata file "
+                        "(s3://…/metadata/vN.metadata.json)")
+    check_uri(metadata, f"{path}.metadata")
+    if not metadata.endswith(".metadata.json"):
+        raise SpecError(f"{path}.metadata", f"expected an Iceberg metadata file (…/metadata/vN.metadata.json), "
+                        f"got {metadata!r}")
+    snapshot_id = obj.get("snapshotId")
+    if snapshot_id is not None and (isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int)):
+        raise SpecError(f"{path}.snapshotId", f"expected an Iceberg snapshot id (an integer), got {snapshot_id!r}")
+    as_of = obj.get("asOf")
+    if as_of is not None and snapshot_id is not None:
+        raise SpecError(f"{path}.asOf", "give snapshotId or asOf, not both")
+    return IcebergTable(metadata=metadata, snapshot_id=snapshot_id,
+                        as_of_ms=None if as_of is None else _instant_ms(as_of, f"{path}.asOf"))
+
+
+def iceberg_table_root(metadata: str) -> str:
+    """The directory of the Iceberg table whose metadata file is ``metadata`` (the parent of its
+    ``metadata/`` directory): every file a read of it opens must lie under it, and the
+    operator's policy checks it as the prefix the job reads."""
+    directory = metadata.rsplit("/", 1)[0]
+    return directory.removesuffix("/metadata") + "/"
+
+
+def _instant_ms(value: Any, path: str) -> int:
+    """An RFC 3339 instant with its zone (``2026-03-01T00:00:00Z``) as milliseconds since the epoch."""
+    text = value if isinstance(value, str) else None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise SpecError(path, f"expected an instant with its zone, such as 2026-03-01T00:00:00Z, got {value!r}")
+    return int(when.timestamp() * 1000)
+
+
 def _file_set(obj: dict[str, Any], path: str, default_format: FileFormat = "parquet") -> FileSet:
     uri = obj.get("files")
     file_list = obj.get("fileList")
@@ -221,14 +281,21 @@ def _source(obj: dict[str, Any]) -> Source:
         for i, raw in enumerate(obj.get("inputs") or []):
             path = f"from.inputs[{i}]"
             raw = _mapping(raw, path)
-            _only(raw, path, ("name", "files", "pattern", "fileList", "format", "options", "table", "asOf"))
+            _only(raw, path, ("name", "files", "pattern", "fileList", "format", "options", "table", "asOf",
+                              "iceberg"))
             name = raw.get("name")
             if not isinstance(name, str) or not name.isidentifier():
                 raise SpecError(f"{path}.name", f"expected a SQL identifier, got {name!r}")
             if name in names:
                 raise SpecError(f"{path}.name", f"input {name!r} is named twice")
             names.add(name)
-            if raw.get("table") is not None:
+            if raw.get("iceberg") is not None:
+                extra = [k for k in ("files", "fileList", "table", "asOf", "pattern", "format", "options") if k in raw]
+                if extra:
+                    raise SpecError(f"{path}.{extra[0]}", "an iceberg input reads its table alone: give iceberg or "
+                                    "files or table (time travel: iceberg.snapshotId or iceberg.asOf)")
+                inputs.append(Input(name=name, iceberg=_iceberg(raw["iceberg"], f"{path}.iceberg")))
+            elif raw.get("table") is not None:
                 inputs.append(Input(name=name, table=check_uri(raw["table"], f"{path}.table"),
                                     as_of=_as_of(raw.get("asOf"), f"{path}.asOf")))
             else:

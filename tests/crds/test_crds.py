@@ -330,7 +330,14 @@ REJECTED = [
      "spec.source.files.options", "not accepted for this format"),
     ("CopyJob", merged(UNLOAD, {"from": {"asOf": 3}}), "spec.from.asOf", "from.table only"),
     ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a"}]}}), "spec.from.inputs[0]",
-     "exactly one of table or files"),
+     "exactly one of table, files (files/fileList) or iceberg"),
+    ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a", "table": "s3://bkt/t/", "iceberg": {
+        "metadata": "s3://bkt/t/metadata/v1.metadata.json"}}]}}), "spec.from.inputs[0]", "exactly one of table"),
+    ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a", "iceberg": {
+        "metadata": "s3://bkt/t/metadata/v1.metadata.json", "snapshotId": 1, "asOf": "2026-01-01T00:00:00Z"}}]}}),
+     "spec.from.inputs[0].iceberg.asOf", "snapshotId or asOf, not both"),
+    ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a", "iceberg": {"metadata": "s3://bkt/t/"}}]}}),
+     "spec.from.inputs[0].iceberg.metadata", "should match"),
     ("CopyJob", merged(UNLOAD, {"schedule": "every day"}), "spec.schedule", "should match"),
     ("CopyJob", merged(UNLOAD, {"schedule": "@daily", "ttlSecondsAfterFinished": 60}),
      "spec.ttlSecondsAfterFinished", "one-shot"),

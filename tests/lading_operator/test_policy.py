@@ -323,3 +323,20 @@ def test_namespace_is_filled_only_where_the_job_fills_it(policy: pol.Policy, fie
 ])
 def test_what_follows_a_repository_entry_must_be_a_tag_or_digest(entry: str, image: str, allowed: bool) -> None:
     assert pol.image_allowed(image, (entry,)) is allowed
+
+
+def test_an_iceberg_input_is_checked_as_its_table_directory(policy: pol.Policy) -> None:
+    """The job reads every file of the table (under the metadata file's table directory), so the
+    policy checks that directory, not only the metadata file's own prefix."""
+    from lading_operator.kinds import copyjob_uris
+
+    def spec(metadata: str) -> dict[str, object]:
+        return {"from": {"query": "SELECT * FROM o", "inputs": [{"name": "o", "iceberg": {"metadata": metadata}}]},
+                "to": {"files": "s3://lake/out/"}}
+
+    uris = copyjob_uris(spec("s3://lake/wh/orders/metadata/v3.metadata.json"))
+    assert ("spec.from.inputs[0].iceberg.metadata", "s3://lake/wh/orders/") in uris
+    assert pol.check_uris(policy, "analytics", uris) is None
+    narrow = pol.Policy(enabled=True, namespaces={"analytics": ("s3://lake/wh/orders/metadata/", "s3://lake/out/")})
+    error = pol.check_uris(narrow, "analytics", uris)
+    assert error is not None and error.startswith("spec.from.inputs[0].iceberg.metadata: ")

@@ -360,11 +360,17 @@ def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Inpu
                     sort: bool = False, shared: frozenset[str] | set[str] = frozenset(),
                     scan_filters: dict[str, Any] | None = None) -> None:
     """Register every input as a temporary view named after it (for ``from.query``); table
-    inputs named in ``shared`` (lower case) take no pushed filter (``reader.shared_scans``),
+    and Iceberg inputs named in ``shared`` (lower case) take no pushed filter (``reader.shared_scans``),
     those in ``scan_filters`` skip parts by the query's filter on them (``reader.scan_filters``)."""
     for i, item in enumerate(inputs):
         if item.files is not None:
             read_fileset(session, item.files, sort=sort, field=f"from.inputs[{i}]").createOrReplaceTempView(item.name)
+            continue
+        if item.iceberg is not None:
+            from lading_jobs.sources import iceberg
+
+            iceberg.read_iceberg(session, item.iceberg, field=f"from.inputs[{i}].iceberg", view=item.name,
+                                 pushdown=item.name.lower() not in shared).createOrReplaceTempView(item.name)
             continue
         try:
             from lading_jobs.table import reader  # the table engineer's module
@@ -389,7 +395,7 @@ def query_frame(session: SparkSession, query: str, inputs: tuple[Input, ...] | l
     names = [i.name for i in inputs]
     register_inputs(session, inputs, sort=sort)
     df = sandbox.query_frame(session, query, names)
-    if not any(i.table is not None for i in inputs):
+    if not any(i.table is not None or i.iceberg is not None for i in inputs):
         return df
     from lading_jobs.table import reader
 

@@ -198,6 +198,8 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
     """``opened``: ``item`` (the copy's own ``from.files`` or ``from.table``) as already read;
     ``frame``: the query's DataFrame (``from.query``), whose analysed plan holds the filter on
     a table input's scan (``table_scan``)."""
+    if item.iceberg is not None:
+        return Choice(SPARK, f"from.query: input {item.name!r} is an Iceberg table (read by Spark tasks)")
     if order:
         if item.files is None or item.files.format != "parquet":
             return Choice(SPARK, f"from.query: ORDER BY over input {item.name!r}, which is not Parquet files "

@@ -89,7 +89,10 @@ def _source_summary(spec: CopyJobSpec) -> dict[str, Any]:
     if s.query is not None:
         return {"query": s.query, "inputs": [
             {"name": i.name, **({"files": i.files.uri, "fileList": list(i.files.file_list), "format": i.files.format}
-                                if i.files is not None else {"table": i.table, "asOf": i.as_of})}
+                                if i.files is not None else
+                                {"iceberg": i.iceberg.metadata, "snapshotId": i.iceberg.snapshot_id,
+                                 "asOfMs": i.iceberg.as_of_ms} if i.iceberg is not None
+                                else {"table": i.table, "asOf": i.as_of})}
             for i in s.inputs]}
     if s.files is not None:
         return {"files": s.files.uri, "fileList": list(s.files.file_list), "format": s.files.format}
