@@ -1,7 +1,7 @@
 """The ``node`` tier: lading on a real Kubernetes node (pods in real containers).
 
 Off by default: it needs root, the Debian packages of the node (containerd, runc, the CNI
-plugins, iptables, iproute2, podman; scripts/bootstrap installs them as root) and the image built
+plugins, iptables, iproute2, podman; `LADING_NODE_TESTS=1 scripts/bootstrap` installs them as root) and the image built
 by ``scripts/image``, and it changes machine-wide state while it runs (a bridge, iptables rules,
 kernel settings; all restored when the node stops). ``LADING_NODE_TESTS=1`` turns it on;
 ``LADING_IMAGE`` names the image (default ``localhost/lading:dev``). Run it alone, in one
