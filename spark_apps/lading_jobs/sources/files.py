@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from lading_jobs import splits
+from lading_jobs import pushed, splits
 from lading_jobs.formats import csv as lcsv
 from lading_jobs.formats import jsonl, spark, types
 from lading_jobs.formats.compressed import NotDecompressible, compression_of, decompress
@@ -335,6 +335,7 @@ class FilesDataSource(DataSource):
         return spark.transfer_schema(self._schema(list_files(self._fileset())))
 
     def reader(self, schema: T.StructType) -> DataSourceReader:
+        pushed.guard_literals()  # first: before pyspark's worker reads the pushed filters
         files = list_files(self._fileset())
         open_cost = int(self.options.get("openCost") or splits.OPEN_COST)
         budget = int(self.options.get("splitBytes")
