@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 from lading_jobs import critical, splits, uploadset, workerheap
 from lading_jobs import storage as st
 from lading_jobs.engine import Cancelled
+from lading_jobs.load import decode as dec
 from lading_jobs.load import manifest as mf
 from lading_jobs.load import transform as tf
 from lading_jobs.load.infer import infer_schema
@@ -233,7 +234,8 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
     tplan = None
     if spec.transform is not None and tasks:
         tplan = tf.plan_transform(spec.transform, schema,
-                                  tf.source_schema(spec.transform, fileset.format, fileset.options, todo[0], settings))
+                                  tf.source_schema(spec.transform, fileset.format, fileset.options, todo[0], settings),
+                                  dec.BINARY_TEXT.get(fileset.format))
     original = schema
     if spec.target.schema_evolution == "addColumns" and tplan is None:
         plan = dataclasses.replace(plan, discover=True)
