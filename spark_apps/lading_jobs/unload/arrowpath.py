@@ -198,6 +198,9 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
     """``opened``: ``item`` (the copy's own ``from.files`` or ``from.table``) as already read;
     ``frame``: the query's DataFrame (``from.query``), whose analysed plan holds the filter on
     a table input's scan (``table_scan``)."""
+    if item.files is not None and item.files.partitioning == "hive":
+        return Choice(SPARK, f"input {item.name!r} is Hive-partitioned: its directories' columns, and their "
+                             "pruning, are the Spark SQL path's")
     if order:
         if item.files is None or item.files.format != "parquet":
             return Choice(SPARK, f"from.query: ORDER BY over input {item.name!r}, which is not Parquet files "
