@@ -427,7 +427,8 @@ class FilesReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        assert isinstance(partition, _Split)
+        if not isinstance(partition, _Split):  # no split: pyspark stands one empty partition in
+            return
         wire = to_arrow_schema(spark.transfer_schema(self.schema), timezone="UTC")
         for batch in read_split(partition.split, self.fs, self.schema):
             yield spark.wire_batch(batch, wire)

@@ -110,6 +110,7 @@ def test_a_query_reads_the_directories_as_columns_and_never_opens_pruned_files(
     df = spark.sql("SELECT id, region, dt, v FROM t WHERE dt <= DATE'2024-01-02'")
     assert df.schema.simpleString() == "struct<id:int,region:string,dt:date,v:string>"
     assert sorted(tuple(r) for r in df.collect()) == sorted(r for r in ROWS if r[2] <= dt.date(2024, 1, 2))
+    assert spark.sql("SELECT count(*) AS n FROM t WHERE dt = DATE'2030-01-01'").collect()[0].n == 0  # no directory
     nulls = spark.sql("SELECT id, region, dt, v FROM t WHERE region IS NULL AND v <> 'none'")
     assert sorted(tuple(r) for r in nulls.collect()) == sorted(r for r in ROWS if r[1] is None)
     escaped = spark.sql("SELECT id, region, dt, v FROM t WHERE region IN ('a/b', 'k=v', '50%', 'x:y')")
