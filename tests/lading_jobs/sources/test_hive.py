@@ -149,3 +149,17 @@ def test_a_partition_column_that_is_also_a_file_column_is_refused(tmp_path: Path
     fs = FileSet(uri=f"file://{root}/", format="parquet", options=ParquetOptions(), partitioning="hive")
     with pytest.raises(sources_files.SchemaDrift, match="also a partition column"):
         sources_files.infer_schema(fs, sources_files.list_files(fs))
+
+
+@pytest.mark.s3
+def test_s3_lists_one_level_with_a_delimiter(bucket: str) -> None:
+    from lading_jobs.storage import open_storage
+
+    root = f"s3://{bucket}/levels/"
+    store = open_storage(root)
+    for key in ("a=1/x.parquet", "a=1/b=2/y.parquet", "a=%2F/z.parquet", "top.txt"):
+        store.put(root + key, b"x")
+    dirs, files = store.list_level(root)
+    assert dirs == [root + "a=%2F/", root + "a=1/"] and [f.uri for f in files] == [root + "top.txt"]
+    dirs, files = store.list_level(root + "a=1/")
+    assert dirs == [root + "a=1/b=2/"] and [f.uri for f in files] == [root + "a=1/x.parquet"]
