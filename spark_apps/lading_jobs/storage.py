@@ -199,6 +199,20 @@ class Storage:
         (S3 starts the listing there: the cost is what follows, not what precedes)."""
         return (o for o in self.list_objects(prefix) if o.uri > start_after)
 
+    def list_level(self, prefix: str) -> tuple[list[str], list[ObjectInfo]]:
+        """One level under the directory ``prefix`` (ending in ``/``): the prefixes of its
+        subdirectories (each ending in ``/``) and its own objects, both in key order. One
+        request per page on S3 (``Delimiter='/'``): what lies deeper is not listed."""
+        dirs: set[str] = set()
+        files = []
+        for o in self.list_objects(prefix):
+            rest = o.uri[len(prefix):]
+            if "/" in rest:
+                dirs.add(prefix + rest.split("/", 1)[0] + "/")
+            else:
+                files.append(o)
+        return sorted(dirs), files
+
     def list_matching(self, uri: str, pattern: str | None = None) -> list[ObjectInfo]:
         """Objects under a prefix or matching a glob (``s3://b/raw/*.csv``), in key order."""
         if has_glob(uri):
@@ -402,6 +416,20 @@ class S3Storage(Storage):
                                      _epoch(obj.get("LastModified")))
         except botocore.exceptions.ClientError as e:
             self._call("listing", prefix, _raise, error=e)
+
+    def list_level(self, prefix: str) -> tuple[list[str], list[ObjectInfo]]:
+        bucket, key = split_s3(prefix)
+        paginator = self.client.get_paginator("list_objects_v2")
+        dirs: list[str] = []
+        files: list[ObjectInfo] = []
+        try:
+            for page in paginator.paginate(Bucket=bucket, Prefix=key, Delimiter="/"):
+                dirs += [f"s3://{bucket}/{p['Prefix']}" for p in page.get("CommonPrefixes", [])]
+                files += [ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'),
+                                     _epoch(obj.get("LastModified"))) for obj in page.get("Contents", [])]
+        except botocore.exceptions.ClientError as e:
+            self._call("listing", prefix, _raise, error=e)
+        return sorted(dirs), sorted(files, key=lambda o: o.uri)
 
     def list_objects_after(self, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
         bucket, key = split_s3(prefix)
@@ -678,6 +706,27 @@ class LocalStorage(Storage):
                         continue
                     found.append(ObjectInfo(uri, st.st_size, _etag(st), st.st_mtime))
         yield from sorted(found, key=lambda o: o.uri)
+
+    def list_level(self, prefix: str) -> tuple[list[str], list[ObjectInfo]]:
+        """One directory's subdirectories and regular files; symbolic links are neither (a link
+        planted under a prefix leads nowhere), nor is the staging directory."""
+        root = _path(prefix)
+        if not prefix.endswith("/") or not root.is_dir():
+            return [], []
+        dirs, files = [], []
+        with os.scandir(root) as entries:
+            for e in entries:
+                if e.is_symlink() or e.name == STAGING_DIR:
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    dirs.append(prefix + e.name + "/")
+                elif e.is_file(follow_symlinks=False):
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    files.append(ObjectInfo(prefix + e.name, st.st_size, _etag(st), st.st_mtime))
+        return sorted(dirs), sorted(files, key=lambda o: o.uri)
 
     def head(self, uri: str) -> ObjectInfo | None:
         try:

@@ -261,12 +261,55 @@ def _file_set(obj: dict[str, Any], path: str, default_format: FileFormat = "parq
     if pattern is not None and not isinstance(pattern, str):
         raise SpecError(f"{path}.pattern", f"expected a glob such as '*.csv', got {pattern!r}")
     fmt = parse_format(obj.get("format", default_format), f"{path}.format")
+    partitioning, columns = _partitioning(obj, path, uri)
     return FileSet(uri=uri, pattern=pattern, file_list=listed, format=fmt,
-                   options=parse_options(fmt, obj.get("options"), f"{path}.options"))
+                   options=parse_options(fmt, obj.get("options"), f"{path}.options"),
+                   partitioning=partitioning, partition_columns=columns)
+
+
+_FLAT_TYPE = re.compile(r"(string|boolean|tinyint|smallint|int|bigint|float|double|date|timestamp|timestamp_ntz"
+                        r"|decimal\(\d+,\s*\d+\))$", re.IGNORECASE)
+
+
+def _partitioning(obj: dict[str, Any], path: str,
+                  uri: str | None) -> tuple[Literal["hive"] | None, tuple[tuple[str, str], ...]]:
+    """``partitioning: hive`` and its optional ``partitionColumns`` ([{name, type}], outermost first)."""
+    kind = obj.get("partitioning")
+    raw = obj.get("partitionColumns")
+    if kind is None:
+        if raw is not None:
+            raise SpecError(f"{path}.partitionColumns", "applies with partitioning: hive only; add it or remove "
+                            "partitionColumns")
+        return None, ()
+    if kind != "hive":
+        raise SpecError(f"{path}.partitioning", f"got {kind!r}; accepted: hive (col=value/ directories)")
+    if uri is None or any(c in uri for c in "*?["):
+        raise SpecError(f"{path}.partitioning", "Hive partitioning reads the col=value/ directories under a "
+                        "prefix: give files as a prefix (no glob, no fileList); pattern still selects file names")
+    columns: list[tuple[str, str]] = []
+    if raw is not None:
+        if not isinstance(raw, list) or not raw:
+            raise SpecError(f"{path}.partitionColumns", "expected a list of {name, type}, outermost directory first")
+        for i, item in enumerate(raw):
+            at = f"{path}.partitionColumns[{i}]"
+            item = _mapping(item, at)
+            _only(item, at, ("name", "type"))
+            name, type_ = item.get("name"), item.get("type")
+            if not isinstance(name, str) or not name:
+                raise SpecError(f"{at}.name", "expected the column name its directories spell (name=value/)")
+            if any(name == n for n, _ in columns):
+                raise SpecError(f"{at}.name", f"{name!r} is named twice")
+            if not isinstance(type_, str) or not _FLAT_TYPE.match(type_.strip()):
+                raise SpecError(f"{at}.type", f"expected a flat Spark SQL type (string, boolean, tinyint, smallint, "
+                                f"int, bigint, float, double, decimal(p,s), date, timestamp, timestamp_ntz), got "
+                                f"{type_!r}")
+            columns.append((name, re.sub(r"\s+", "", type_.strip().lower())))
+    return "hive", tuple(columns)
 
 
 def _source(obj: dict[str, Any]) -> Source:
-    _only(obj, "from", ("query", "inputs", "table", "asOf", "files", "pattern", "fileList", "format", "options"))
+    _only(obj, "from", ("query", "inputs", "table", "asOf", "files", "pattern", "fileList", "format", "options",
+                        "partitioning", "partitionColumns"))
     given = [k for k in ("query", "table", "files") if obj.get(k) is not None]
     if obj.get("fileList") and "files" not in given:
         given.append("files")
@@ -281,8 +324,8 @@ def _source(obj: dict[str, Any]) -> Source:
         for i, raw in enumerate(obj.get("inputs") or []):
             path = f"from.inputs[{i}]"
             raw = _mapping(raw, path)
-            _only(raw, path, ("name", "files", "pattern", "fileList", "format", "options", "table", "asOf",
-                              "iceberg"))
+            _only(raw, path, ("name", "files", "pattern", "fileList", "format", "options", "partitioning",
+                              "partitionColumns", "table", "asOf", "iceberg"))
             name = raw.get("name")
             if not isinstance(name, str) or not name.isidentifier():
                 raise SpecError(f"{path}.name", f"expected a SQL identifier, got {name!r}")
@@ -290,12 +333,16 @@ def _source(obj: dict[str, Any]) -> Source:
                 raise SpecError(f"{path}.name", f"input {name!r} is named twice")
             names.add(name)
             if raw.get("iceberg") is not None:
-                extra = [k for k in ("files", "fileList", "table", "asOf", "pattern", "format", "options") if k in raw]
+                extra = [k for k in ("files", "fileList", "table", "asOf", "pattern", "format", "options",
+                             "partitioning", "partitionColumns") if k in raw]
                 if extra:
                     raise SpecError(f"{path}.{extra[0]}", "an iceberg input reads its table alone: give iceberg or "
                                     "files or table (time travel: iceberg.snapshotId or iceberg.asOf)")
                 inputs.append(Input(name=name, iceberg=_iceberg(raw["iceberg"], f"{path}.iceberg")))
             elif raw.get("table") is not None:
+                if raw.get("partitioning") is not None or raw.get("partitionColumns") is not None:
+                    raise SpecError(f"{path}.partitioning", "applies to file inputs (files) only: a table input "
+                                    "reads its own layout")
                 inputs.append(Input(name=name, table=check_uri(raw["table"], f"{path}.table"),
                                     as_of=_as_of(raw.get("asOf"), f"{path}.asOf")))
             else:

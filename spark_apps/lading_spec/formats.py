@@ -138,3 +138,7 @@ class FileSet:
     file_list: tuple[str, ...] = ()
     format: FileFormat = "parquet"
     options: FormatOptions = field(default_factory=ParquetOptions)
+    partitioning: Literal["hive"] | None = None
+    """``hive``: the ``col=value/`` directories under the prefix are columns (``sources.hive``)."""
+    partition_columns: tuple[tuple[str, str], ...] = ()
+    """(name, type) of each partition column, outermost first; empty: found and inferred."""

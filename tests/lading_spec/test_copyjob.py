@@ -178,3 +178,33 @@ def test_a_file_list_names_each_file_once_and_alone(source: dict[str, Any], fiel
     with pytest.raises(SpecError) as info:
         parse_copyjob({"from": source, "to": {"files": "s3://exports/o/"}})
     assert info.value.field == field and message in info.value.message
+
+
+def test_hive_partitioning_of_a_file_set() -> None:
+    spec = parse_copyjob({"from": {"files": "s3://lake/orders/", "format": "parquet", "partitioning": "hive",
+                                   "partitionColumns": [{"name": "dt", "type": "date"},
+                                                        {"name": "amount", "type": "DECIMAL(12, 2)"}]},
+                          "to": {"table": "s3://lake/t/"}})
+    assert spec.source.files is not None and spec.source.files.partitioning == "hive"
+    assert spec.source.files.partition_columns == (("dt", "date"), ("amount", "decimal(12,2)"))
+    spec = parse_copyjob({"from": {"query": "SELECT * FROM o", "inputs": [
+        {"name": "o", "files": "s3://lake/orders/", "partitioning": "hive"}]}, "to": {"files": "s3://exports/o/"}})
+    assert spec.source.inputs[0].files is not None and spec.source.inputs[0].files.partition_columns == ()
+
+
+@pytest.mark.parametrize(("source", "field", "message"), [
+    ({"files": "s3://lake/in/", "partitioning": "delta"}, "from.partitioning", "accepted: hive"),
+    ({"files": "s3://lake/in/", "partitionColumns": [{"name": "dt", "type": "date"}]}, "from.partitionColumns",
+     "partitioning: hive only"),
+    ({"files": "s3://lake/in/*/", "partitioning": "hive"}, "from.partitioning", "as a prefix"),
+    ({"fileList": ["s3://lake/in/dt=1/a.csv"], "partitioning": "hive"}, "from.partitioning", "as a prefix"),
+    ({"files": "s3://lake/in/", "partitioning": "hive", "partitionColumns": [{"name": "dt", "type": "map<int,int>"}]},
+     "from.partitionColumns[0].type", "flat Spark SQL type"),
+    ({"files": "s3://lake/in/", "partitioning": "hive",
+      "partitionColumns": [{"name": "dt", "type": "date"}, {"name": "dt", "type": "int"}]},
+     "from.partitionColumns[1].name", "named twice"),
+])
+def test_hive_partitioning_refused_naming_the_field(source: dict[str, Any], field: str, message: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_copyjob({"from": source, "to": {"table": "s3://lake/t/"}})
+    assert info.value.field == field and message in info.value.message

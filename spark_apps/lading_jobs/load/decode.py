@@ -56,6 +56,11 @@ class Piece:
     positions: np.ndarray  # one per row: line or row number
 
 
+BINARY_TEXT = {"csv": "hex", "json": "base64"}
+"""How each text format spells a binary value: PostgreSQL's bytea hex (``\\x0102``) in CSV,
+base64 (as lading writes it) in JSON lines; Parquet holds binary values as they are."""
+
+
 @dataclass
 class Decoded:
     """A decoded file. ``pieces`` may be lazy (Parquet reads one row group at a time):
@@ -171,7 +176,7 @@ def decode_csv(data: bytes, opts: CsvOptions, columns: list[str]) -> Decoded:
     With ``header`` the first line names the columns (matched by name); without,
     fields are matched to ``columns`` by position.
     """
-    out = Decoded(unit="line", by_position=not opts.header, text=True, binary_text="hex")
+    out = Decoded(unit="line", by_position=not opts.header, text=True, binary_text=BINARY_TEXT["csv"])
     if opts.header:
         try:
             names = _header(data, opts)
@@ -433,7 +438,7 @@ def decode_json(data: bytes, exact: Collection[str] = (), text: bool = False,
     exact = frozenset(name.lower() for name in exact)
     verbatim = frozenset(name.lower() for name in verbatim)
     pieces: list[Piece] = []
-    out = Decoded(unit="line", pieces=pieces, binary_text="base64")
+    out = Decoded(unit="line", pieces=pieces, binary_text=BINARY_TEXT["json"])
     starts, ends, raw = _line_source(data)
     solid = np.flatnonzero(~L.blank_lines(data, starts, ends))
     out.raw = raw

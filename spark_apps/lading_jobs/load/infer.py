@@ -10,6 +10,7 @@ reported row by row, not silently widened.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -43,8 +44,10 @@ def _read_sample(data: bytes, fmt: str, options: FormatOptions, uri: str) -> pa.
     return table.schema
 
 
-def infer_schema(data: bytes, fmt: str, options: FormatOptions, uri: str) -> TableSchema:
-    """The table schema the file ``uri`` (its bytes ``data``) suggests; errors name the file."""
+def infer_schema(data: bytes, fmt: str, options: FormatOptions, uri: str,
+                 extra: Sequence[pa.Field] = ()) -> TableSchema:
+    """The table schema the file ``uri`` (its bytes ``data``) suggests, ``extra`` columns (a
+    Hive-partitioned set's directories) after its own; errors name the file."""
     try:
         schema = _read_sample(data, fmt, options, uri)
     except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as e:
@@ -61,4 +64,5 @@ def infer_schema(data: bytes, fmt: str, options: FormatOptions, uri: str) -> Tab
         except SchemaError as e:
             raise SchemaError(f"to.inferSchema: column {f.name!r} of {uri}: {e}; give to.schema instead") from e
         fields.append(f.with_nullable(True))
+    fields += [f.with_nullable(True) for f in extra if f.name not in schema.names]
     return TableSchema.from_arrow(pa.schema(fields))

@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 from lading_jobs import critical, splits, uploadset, workerheap
 from lading_jobs import storage as st
 from lading_jobs.engine import Cancelled
+from lading_jobs.load import decode as dec
 from lading_jobs.load import manifest as mf
 from lading_jobs.load import transform as tf
 from lading_jobs.load.infer import infer_schema
@@ -40,6 +41,7 @@ from lading_jobs.load.stores import storage_for
 from lading_jobs.load.task import FileTask, LoadPlan, run_file
 from lading_jobs.session import wait_for_tasks
 from lading_jobs.sources import files as file_sets
+from lading_jobs.sources import hive
 from lading_jobs.table import evolve, mirror, mirror_switch, writer
 from lading_jobs.table import format as fmt
 from lading_jobs.table.log import (
@@ -71,7 +73,7 @@ def _settings(spec: CopyJobSpec) -> st.S3Settings:
     return st.S3Settings.from_env(spec.connection.endpoint, spec.connection.region)
 
 
-def _target_schema(log: TableLog | None, spec: CopyJobSpec, first: st.ObjectInfo | None,
+def _target_schema(log: TableLog | None, spec: CopyJobSpec, files: list[st.ObjectInfo],
                    settings: st.S3Settings) -> TableSchema:
     if log is not None:
         return log.snapshot().schema
@@ -79,11 +81,19 @@ def _target_schema(log: TableLog | None, spec: CopyJobSpec, first: st.ObjectInfo
     try:
         if target.schema:
             return TableSchema.from_spec(target.schema)
-        if target.infer_schema and first is not None:
+        if target.infer_schema and files:
             fileset = spec.source.files
             assert fileset is not None
+            first = files[0]
             data = storage_for(first.uri, settings).read(first.uri)
-            return infer_schema(data, fileset.format, fileset.options, first.uri)
+            extra: list[pa.Field] = []
+            if fileset.partitioning == "hive":  # the directories' columns follow the file's
+                root = file_sets.hive_root(fileset)
+                found = [hive.path_values(root, f.uri) for f in files]
+                given = list(fileset.partition_columns) or [
+                    (n, hive.infer_type([p[i][1] for p in found])) for i, (n, _) in enumerate(found[0])]
+                extra = [pa.field(n, hive.arrow_type(t)) for n, t in given]
+            return infer_schema(data, fileset.format, fileset.options, first.uri, extra)
     except SchemaError as e:
         raise SpecError("to.schema", str(e)) from e
     raise SpecError("to.schema", f"there is no table at {target.table}; give to.schema (columns and types) "
@@ -218,7 +228,7 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
     snapshot = log.snapshot() if log is not None else None
     if snapshot is not None and snapshot.meta.iceberg_mirror:
         mirror.warm(table_uri, table_storage)  # read the mirror's state while the parts are written
-    schema = _target_schema(log, spec, files[0], settings)
+    schema = _target_schema(log, spec, files, settings)
     todo, already = split_loaded(files, None if spec.load.force else snapshot)
     plan = LoadPlan(
         table_uri=table_uri, schema=schema,
@@ -228,12 +238,18 @@ def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = N
         key_columns=snapshot.key_columns if snapshot is not None else spec.target.key_columns,
         time=writer.default_time(snapshot) if snapshot is not None else int(time.time() * 1000),
         write_id=fmt.new_write_id(), format=fileset.format, options=fileset.options, load=spec.load,
-        rejects_prefix=rejects_prefix, settings=settings)
+        rejects_prefix=rejects_prefix, settings=settings,
+        hive_root=file_sets.hive_root(fileset) if fileset.partitioning == "hive" else None)
     tasks, groups = plan_load(todo, fileset.format, settings, spark.sparkContext.defaultParallelism, chunk_bytes)
     tplan = None
+    if spec.transform is not None and fileset.partitioning == "hive":
+        raise SpecError("transform", "a transform does not read Hive-partitioned files yet: load without the "
+                        "transform, or read the files without partitioning (their col=value/ directories are "
+                        "then no columns)")
     if spec.transform is not None and tasks:
         tplan = tf.plan_transform(spec.transform, schema,
-                                  tf.source_schema(spec.transform, fileset.format, fileset.options, todo[0], settings))
+                                  tf.source_schema(spec.transform, fileset.format, fileset.options, todo[0], settings),
+                                  dec.BINARY_TEXT.get(fileset.format))
     original = schema
     if spec.target.schema_evolution == "addColumns" and tplan is None:
         plan = dataclasses.replace(plan, discover=True)

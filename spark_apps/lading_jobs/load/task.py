@@ -23,10 +23,11 @@ import pyarrow as pa
 
 from lading_jobs import storage as st
 from lading_jobs.load.conform import Conformer, FileError
-from lading_jobs.load.decode import Decoded, Reject, decode
+from lading_jobs.load.decode import Decoded, Piece, Reject, decode
 from lading_jobs.load.policy import FileOutcome, should_write
 from lading_jobs.load.stores import storage_for
 from lading_jobs.sink import PartSink
+from lading_jobs.sources import hive
 from lading_jobs.table import consolidate, writer
 from lading_jobs.table.schema import TableSchema, arrow_type
 from lading_spec.copyjob import LoadOptions
@@ -72,6 +73,7 @@ class LoadPlan:
     settings: st.S3Settings
     discover: bool = False  # schemaEvolution: addColumns — report the file's columns the table lacks
     key_columns: tuple[str, ...] = ()  # the table's key (upsert: sorting keeps each key's last row)
+    hive_root: str | None = None  # partitioning: hive — the prefix whose col=value/ directories are columns
 
 
 def reject_entry(uri: str, unit: str, r: Reject) -> dict[str, Any]:
@@ -172,6 +174,24 @@ def is_unreadable(file_error: str | None) -> bool:
     return file_error.startswith(UNREADABLE) or " changed after it was listed (listed ETag " in file_error
 
 
+def with_directories(decoded: Decoded, values: list[tuple[str, str | None]]) -> Decoded:
+    """A Hive-partitioned file's records with its directories' values (``sources.hive``) as
+    more columns of text (NULL for ``__HIVE_DEFAULT_PARTITION__``), matched and converted to the
+    table's columns as a CSV field would be; a column the file holds itself keeps the file's values."""
+    pieces = decoded.pieces
+
+    def added() -> Iterator[Piece]:
+        for piece in pieces:
+            table = piece.table
+            for name, value in values:
+                if name not in table.column_names:
+                    table = table.append_column(name, pa.repeat(pa.scalar(value, pa.string()), table.num_rows))
+            yield Piece(table, piece.positions)
+
+    decoded.pieces = added()
+    return decoded
+
+
 def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
     """Load one file as far as pending uploads; the outcome says what happened.
 
@@ -182,8 +202,14 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
     """
     out = FileOutcome(task.file, task.uri, task.etag, task.size)
     try:
+        directories = hive.path_values(plan.hive_root, task.uri) if plan.hive_root is not None else []
+    except hive.PartitionError as e:
+        out.file_error = f"its directories are no col=value directories under {plan.hive_root}: {e}"
+        return out
+    in_file = [n for n in plan.schema.names if n not in {name for name, _ in directories}]  # headerless CSV
+    try:
         decoded: Decoded = decode(read_task(plan, task), plan.format, plan.options,
-                                  plan.schema.names, task.uri, row_groups=task.row_groups,
+                                  in_file, task.uri, row_groups=task.row_groups,
                                   first_row=task.first_row, exact_numbers=exact_number_columns(plan.schema),
                                   verbatim=verbatim_columns(plan.schema))
     except (st.StorageError, OSError) as e:
@@ -193,6 +219,8 @@ def run_file(plan: LoadPlan, task: FileTask) -> FileOutcome:
     if decoded.error:
         out.file_error = decoded.error
         return out
+    if directories:
+        decoded = with_directories(decoded, directories)
     conformer = Conformer(decoded, plan.schema, discover=task.uri if plan.discover else None)
     out = finish_file(plan, task, out, conformer.tables(),
                       lambda: (conformer.rejects, decoded.rows_read, conformer.rows_good))

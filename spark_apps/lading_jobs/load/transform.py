@@ -9,12 +9,15 @@ the caller's.
         │                          (CSV fields as strings, named ``$1``… or transform.fields),
         │                          plus its decode rejects and one summary row
         ▼
-  select (Spark SQL, JVM)          per target column TryEval(struct(CAST(item AS type))),
-        │                          the WHERE the same way: a failing expression (a bad cast
-        │                          under ANSI, an overflow) gives a NULL struct, not a failed task
+  select (Spark SQL, JVM)          per target column TryEval(struct(item)) (nested, interval,
+        │                          variant values: TryEval(struct(CAST(item AS type)))), the
+        │                          WHERE the same way: a failing expression (a bad cast under
+        │                          ANSI, an overflow) gives a NULL struct, not a failed task
         ▼
   mapInArrow(write)                per partition, Arrow only: WHERE false → filtered, a NULL
-                                   struct → rejected row (file, line), the rest → pending parts
+                                   struct → rejected row (file, line), each value converted to
+                                   its column as a plain load converts it (``cast.cast_column``:
+                                   exact, never rounded), the rest → pending parts
 
 Every projection is narrow, so partition i of the last step holds exactly task i's
 rows and the task finishes its file like ``task.run_file`` (same outcome, same
@@ -38,6 +41,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lading_jobs import sandbox, workerheap
+from lading_jobs.formats import types as ftypes
 from lading_jobs.formats.compressed import decompress
 from lading_jobs.load import decode as dec
 from lading_jobs.load.cast import bisected, cast_column
@@ -70,6 +74,7 @@ class TransformPlan:
     targets: tuple[str, ...]  # the table column each item fills, in item order
     items: tuple[str, ...]  # the items' Spark SQL, ``$k`` resolved
     where: str | None
+    binary_text: str | None = None  # how the source spells binary values as text (``decode.binary_text``)
 
 
 def _item_column(i: int) -> str:
@@ -127,8 +132,10 @@ def source_schema(transform: Transform, fmt_name: str, options: FormatOptions, f
     return schema
 
 
-def plan_transform(transform: Transform, schema: TableSchema, source: pa.Schema) -> TransformPlan:
-    """Map the items to table columns and resolve ``$k``; errors name the spec field."""
+def plan_transform(transform: Transform, schema: TableSchema, source: pa.Schema,
+                   binary_text: str | None = None) -> TransformPlan:
+    """Map the items to table columns and resolve ``$k``; errors name the spec field.
+    ``binary_text``: how the files spell a binary value as text (as a plain load of them reads it)."""
     by_name = {c.name.lower(): c for c in schema.columns}
     if transform.columns:
         targets = []
@@ -151,7 +158,8 @@ def plan_transform(transform: Transform, schema: TableSchema, source: pa.Schema)
     names = source.names
     return TransformPlan(source=source, targets=tuple(targets),
                          items=tuple(resolve_fields(t, names) for t in transform.items),
-                         where=resolve_fields(transform.where, names) if transform.where else None)
+                         where=resolve_fields(transform.where, names) if transform.where else None,
+                         binary_text=binary_text)
 
 
 def _try_struct(spark: SparkSession, sql: str) -> Column:
@@ -171,9 +179,25 @@ def _spark_error(e: Exception) -> str:
     return text.strip().splitlines()[0] if text.strip() else type(e).__name__
 
 
+_LOADED = (T.StringType, T.CharType, T.VarcharType, T.BinaryType, T.BooleanType, T.ByteType, T.ShortType,
+           T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType, T.DateType, T.TimestampType,
+           T.TimestampNTZType)
+"""The value types a plain load converts (``cast.cast_column``), as Spark types."""
+
+
+def converts_as_loaded(item: T.DataType, column: str) -> bool:
+    """Whether an item of Spark type ``item`` reaches the table column of type ``column`` through
+    the plain load's conversion (``cast.cast_column``, in the write step) rather than Spark's
+    ``CAST``: for every flat value, so that an item that only selects a field loads exactly what
+    a load without the transform loads (``'2.675'`` into ``decimal(12,2)`` is a rejected row, not
+    ``2.68``: Spark's ``CAST`` rounds). Nested, interval and variant values keep Spark's ``CAST``."""
+    return isinstance(item, (*_LOADED, T.NullType)) and isinstance(ftypes.parse_type(spark_type(column)), _LOADED)
+
+
 def transformed(spark: SparkSession, raw: DataFrame, tplan: TransformPlan, schema: TableSchema) -> DataFrame:
-    """The decoded rows with, per item, its value cast to its column's type (a struct, NULL on
-    error), the WHERE likewise, and for failing rows only the record as JSON (for the rejects)."""
+    """The decoded rows with, per item, its value (a struct, NULL on error) in its own type when the
+    write step converts it as a plain load does (``converts_as_loaded``), else cast to its column's
+    type by Spark; the WHERE likewise, and for failing rows only the record as JSON (for the rejects)."""
     types = {c.name: c.type for c in schema.columns}
     computed = [_item_column(i) for i in range(len(tplan.items))] + ([WHERE] if tplan.where else [])
     source = ", ".join(_quote(n) for n in tplan.source.names)
@@ -184,8 +208,15 @@ def transformed(spark: SparkSession, raw: DataFrame, tplan: TransformPlan, schem
         tenant = sandbox.tenant_session(spark)
         raw = sandbox.in_session(tenant, raw)
         with sandbox.refusals("transform.select"):
-            cols = [_try_struct(tenant, f"CAST(({item}) AS {spark_type(types[target])})").alias(_item_column(i))
-                    for i, (item, target) in enumerate(zip(tplan.items, tplan.targets, strict=True))]
+            cols = [_try_struct(tenant, f"({item})").alias(_item_column(i))  # the sandbox's check first
+                    for i, item in enumerate(tplan.items)]
+            item_types = raw.selectExpr(*[f"({item}) AS {_item_column(i)}"
+                                          for i, item in enumerate(tplan.items)]).schema if tplan.items else None
+            for i, (item, target) in enumerate(zip(tplan.items, tplan.targets, strict=True)):
+                assert item_types is not None
+                if not converts_as_loaded(item_types[_item_column(i)].dataType, types[target]):
+                    cols[i] = _try_struct(tenant, f"CAST(({item}) AS {spark_type(types[target])})").alias(
+                        _item_column(i))
             if tplan.where is not None:
                 where = _try_struct(tenant, f"({tplan.where})")  # the sandbox's check first
                 where_type = raw.selectExpr(f"({tplan.where}) AS w").schema["w"].dataType
@@ -368,9 +399,10 @@ class Rows:
         for c in self.schema.columns:
             typ = arrow_type(c.type)
             if c.name in values:
-                # the column rules of a plain load (``cast.cast_column``: varchar/char lengths, the
-                # uuid form, one JSON text per json value), on the value Spark's CAST gave
-                arr, failures = cast_column(values[c.name], typ, c.type)
+                # the plain load's conversion and column rules (``cast.cast_column``: exact numbers,
+                # varchar/char lengths, the uuid form, one JSON text per json value), on the item's
+                # value or (nested types) the value Spark's CAST gave
+                arr, failures = cast_column(values[c.name], typ, c.type, self.tplan.binary_text)
                 for r, why in failures:
                     if keep[r] and not bad[r]:
                         reason.setdefault(r, (c.name, f"the expression for column {c.name!r} gave {why}"))

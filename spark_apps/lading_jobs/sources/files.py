@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fnmatch
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -38,10 +39,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from lading_jobs import splits
+from lading_jobs import pushed, splits
 from lading_jobs.formats import csv as lcsv
 from lading_jobs.formats import jsonl, spark, types
 from lading_jobs.formats.compressed import NotDecompressible, compression_of, decompress
+from lading_jobs.sources import hive
 from lading_jobs.storage import ObjectInfo, Storage, open_storage
 from lading_spec.copyjob import Input
 from lading_spec.errors import SpecError
@@ -57,7 +59,8 @@ class SchemaDrift(ValueError):
 
 def fileset_to_json(fs: FileSet) -> str:
     return json.dumps({"uri": fs.uri, "pattern": fs.pattern, "fileList": list(fs.file_list),
-                       "format": fs.format, "options": dataclasses.asdict(fs.options)})
+                       "format": fs.format, "options": dataclasses.asdict(fs.options),
+                       "partitioning": fs.partitioning, "partitionColumns": [list(c) for c in fs.partition_columns]})
 
 
 def fileset_from_json(text: str) -> FileSet:
@@ -67,7 +70,8 @@ def fileset_from_json(text: str) -> FileSet:
     if cls is CsvOptions and isinstance(opts.get("force_quote"), list):
         opts["force_quote"] = tuple(opts["force_quote"])
     return FileSet(uri=raw.get("uri"), pattern=raw.get("pattern"), file_list=tuple(raw.get("fileList") or ()),
-                   format=raw["format"], options=cls(**opts))
+                   format=raw["format"], options=cls(**opts), partitioning=raw.get("partitioning"),
+                   partition_columns=tuple((n, t) for n, t in raw.get("partitionColumns") or ()))
 
 
 def list_files(fs: FileSet, storage: Callable[[str], Storage] = open_storage, *,
@@ -85,8 +89,62 @@ def list_files(fs: FileSet, storage: Callable[[str], Storage] = open_storage, *,
             found.append(info)
         return found
     assert fs.uri is not None
+    if fs.partitioning == "hive":
+        return [f.info for f in list_hive(fs, storage, field=field).files]
     listed = storage(fs.uri).list_matching(fs.uri, fs.pattern)
     return [o for o in listed if not o.uri.rsplit("/", 1)[-1].startswith((".", "_"))]
+
+
+def hive_root(fs: FileSet) -> str:
+    assert fs.uri is not None
+    return fs.uri if fs.uri.endswith("/") else fs.uri + "/"
+
+
+def _listed_name(fs: FileSet) -> Callable[[str], bool]:
+    """Whether a listed file belongs to the set: not hidden, and ``pattern`` (if any) matching."""
+    def keep(uri: str) -> bool:
+        name = uri.rsplit("/", 1)[-1]
+        if name.startswith((".", "_")):
+            return False
+        return not fs.pattern or fnmatch.fnmatchcase(name, fs.pattern) or fnmatch.fnmatchcase(uri, fs.pattern)
+    return keep
+
+
+def list_hive(fs: FileSet, storage: Callable[[str], Storage] = open_storage, *, prune: hive.Prune | None = None,
+              field: str = "from") -> hive.Listing:
+    """A Hive-partitioned file set's files and partition values, directories pruned (``sources.hive``)."""
+    root = hive_root(fs)
+    return hive.list_partitioned(storage(root), root, [n for n, _ in fs.partition_columns], prune=prune,
+                                 keep=_listed_name(fs), field=f"{field}.files")
+
+
+def hive_columns(fs: FileSet, listing: hive.Listing | None) -> list[tuple[str, str]]:
+    """(name, type) of the partition columns: as given, else inferred from ``listing``."""
+    if fs.partition_columns:
+        return list(fs.partition_columns)
+    assert listing is not None
+    return hive.column_types(listing, ())
+
+
+def _hive_first(fs: FileSet) -> ObjectInfo:
+    """The first file of a Hive-partitioned set with given columns, one directory per level
+    listed (the schema's file; the rest is listed when the read is planned, pruned)."""
+    root = hive_root(fs)
+    storage = open_storage(root)
+    keep = _listed_name(fs)
+    prefix, depth = root, len(fs.partition_columns)
+    for _ in range(depth):
+        dirs = [d for d in storage.list_level(prefix)[0] if not d[len(prefix):].startswith((".", "_"))]
+        if not dirs:
+            break
+        prefix = dirs[0]
+    found = [f for f in storage.list_level(prefix)[1] if keep(f.uri)]
+    if not found:  # an empty first directory: the whole listing finds one, or none
+        every = list_hive(fs).files
+        if not every:
+            raise FileNotFoundError(f"no files under {root}" + (f" with pattern {fs.pattern!r}" if fs.pattern else ""))
+        return every[0].info
+    return found[0]
 
 
 SORT_SPLIT_BYTES = 32 * 1024**2
@@ -233,7 +291,27 @@ def check_parquet_schema(uri: str, found: T.StructType, expected: T.StructType) 
 
 
 def infer_schema(fs: FileSet, files: list[ObjectInfo]) -> T.StructType:
-    """The Spark schema of the file set: the first file's (see the module doc)."""
+    """The Spark schema of the file set: the first file's (see the module doc), and for Hive
+    partitioning the partition columns after it (their types given, or inferred from
+    ``files``' directories: ``sources.hive``)."""
+    if fs.partitioning != "hive":
+        return _file_schema(fs, files)
+    if not files:
+        raise FileNotFoundError(f"no files under {fs.uri}" + (f" with pattern {fs.pattern!r}" if fs.pattern else ""))
+    root = hive_root(fs)
+    found = [hive.path_values(root, f.uri) for f in files]
+    names = [n for n, _ in found[0]]
+    given = list(fs.partition_columns) or [(n, hive.infer_type([p[i][1] for p in found])) for i, n in enumerate(names)]
+    plain = _file_schema(dataclasses.replace(fs, partitioning=None), files[:1])
+    for name, _ in given:
+        if name.lower() in (n.lower() for n in plain.names):
+            raise SchemaDrift(f"from.files: {files[0].uri} has a column {name!r}, which is also a partition column "
+                              f"({name}=…/ directories): read its files without partitioning, or unload them with "
+                              "keepPartitionColumns: false")
+    return T.StructType([*plain.fields, *(T.StructField(n, types.parse_type(t), True) for n, t in given)])
+
+
+def _file_schema(fs: FileSet, files: list[ObjectInfo]) -> T.StructType:
     if not files:
         raise FileNotFoundError(f"no files match {fs.uri or list(fs.file_list)}"
                                 + (f" with pattern {fs.pattern!r}" if fs.pattern else ""))
@@ -254,12 +332,30 @@ def infer_schema(fs: FileSet, files: list[ObjectInfo]) -> T.StructType:
 # -- reading a split ------------------------------------------------------------------------
 def read_split(split: splits.Split, fs: FileSet, schema: T.StructType) -> Iterator[pa.RecordBatch]:
     """The split's rows in lading's Arrow types for ``schema``, piece after piece, in file order."""
+    if fs.partitioning == "hive":
+        yield from _hive_split(split, fs, schema)
+        return
     lading = types.arrow_schema(schema)
     for piece in split.pieces:
         if fs.format == "parquet":
             yield from _parquet_piece(piece, schema, lading)
         else:
             yield from decode_file(piece.uri, fs, lading, piece.etag or None).to_batches(max_chunksize=65536)
+
+
+def _hive_split(split: splits.Split, fs: FileSet, schema: T.StructType) -> Iterator[pa.RecordBatch]:
+    """Each piece read as a plain file of the set, its directories' values added as columns."""
+    root, plain = hive_root(fs), dataclasses.replace(fs, partitioning=None, partition_columns=())
+    lading = types.arrow_schema(schema)
+    for piece in split.pieces:
+        values = dict(hive.path_values(root, piece.uri))
+        file_schema = T.StructType([f for f in schema.fields if f.name not in values])
+        consts = [(f.name, types.type_name(f.dataType)) for f in schema.fields if f.name in values]
+        for batch in read_split(splits.Split(split.index, (piece,)), plain, file_schema):
+            filled = dict(zip([n for n, _ in consts], hive.constant_columns(
+                tuple(values[n] for n, _ in consts), consts, batch.num_rows, piece.uri), strict=True))
+            arrays = [filled[f.name].cast(f.type) if f.name in filled else batch.column(f.name) for f in lading]
+            yield pa.RecordBatch.from_arrays(arrays, schema=lading)
 
 
 @contextlib.contextmanager
@@ -298,18 +394,41 @@ class _Split(InputPartition):
 
 
 class FilesReader(DataSourceReader):
-    def __init__(self, fs: FileSet, schema: T.StructType, files: list[ObjectInfo], split_bytes: int,
-                 open_cost: int) -> None:
+    """Plans and reads splits of the listed ``files``; a Hive-partitioned set (``files`` None)
+    is listed when its read is planned, the directories its pushed filters rule out unlisted."""
+
+    def __init__(self, fs: FileSet, schema: T.StructType, files: list[ObjectInfo] | None, split_bytes: int,
+                 open_cost: int, options: dict[str, str] | None = None) -> None:
         self.fs, self.schema, self.files = fs, schema, files
         self.split_bytes, self.open_cost = split_bytes, open_cost
+        self.options = options or {}
+        self.filters: list[Any] = []
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - pyspark's name
+        """Takes none (Spark applies them all); a Hive-partitioned set keeps them to prune its
+        directories, unless several scans share the relation (``pushdown=false``)."""
+        if self.files is None and self.options.get("pushdown") != "false":  # (keys in lower case)
+            self.filters = list(filters)
+        yield from filters
 
     def partitions(self) -> list[InputPartition]:
-        return [_Split(s) for s in plan_splits(self.fs, self.files, self.split_bytes, self.open_cost)]
+        files = self.files
+        budget = self.split_bytes
+        if files is None:
+            columns = [(n, t) for n, t in json.loads(self.options["hivecolumns"])]
+            listing = list_hive(self.fs, prune=hive.pruner(self.filters, columns))
+            self.filters = []  # used: the reader travels to the tasks without them
+            files = [f.info for f in listing.files]
+            budget = splits.budget(sum(o.size for o in files), int(self.options.get("cores") or 1),
+                                   int(self.options.get("maxbytes") or splits.SPLIT_BYTES), self.open_cost,
+                                   files=len(files))
+        return [_Split(s) for s in plan_splits(self.fs, files, budget, self.open_cost)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        assert isinstance(partition, _Split)
+        if not isinstance(partition, _Split):  # no split: pyspark stands one empty partition in
+            return
         wire = to_arrow_schema(spark.transfer_schema(self.schema), timezone="UTC")
         for batch in read_split(partition.split, self.fs, self.schema):
             yield spark.wire_batch(batch, wire)
@@ -332,27 +451,59 @@ class FilesDataSource(DataSource):
         return infer_schema(self._fileset(), files)
 
     def schema(self) -> T.StructType:
+        given = self.options.get("schema")
+        if given:
+            return spark.transfer_schema(T.StructType.fromJson(json.loads(given)))
         return spark.transfer_schema(self._schema(list_files(self._fileset())))
 
     def reader(self, schema: T.StructType) -> DataSourceReader:
-        files = list_files(self._fileset())
+        pushed.guard_literals()  # first: before pyspark's worker reads the pushed filters
+        fs = self._fileset()
         open_cost = int(self.options.get("openCost") or splits.OPEN_COST)
+        if fs.partitioning == "hive" and self.options.get("schema") and self.options.get("hiveColumns"):
+            return FilesReader(fs, self._schema([]), None, 0, open_cost,
+                               {k.lower(): v for k, v in self.options.items()})  # Spark's keys: any case
+        files = list_files(fs)
         budget = int(self.options.get("splitBytes")
                      or splits.budget(sum(o.size for o in files), 1, open_cost=open_cost, files=len(files)))
-        return FilesReader(self._fileset(), self._schema(files), files, budget, open_cost)
+        return FilesReader(fs, self._schema(files), files, budget, open_cost)
 
 
 def read_fileset(session: SparkSession, fs: FileSet, schema: T.StructType | None = None, *,
-                 sort: bool = False, field: str = "from") -> DataFrame:
+                 sort: bool = False, field: str = "from", view: str | None = None,
+                 pushdown: bool = True) -> DataFrame:
     """A DataFrame over the file set, year-month intervals restored; splits planned as
-    ``split_sizes`` says (``sort``: for tasks that sort their split whole)."""
+    ``split_sizes`` says (``sort``: for tasks that sort their split whole).
+
+    A Hive-partitioned set (``partitioning: hive``) is listed when its scan is planned, its
+    directories pruned by the filters Spark pushes on the partition columns; here only its
+    first file is found (for its schema), or with inferred partition types every directory is
+    listed once. ``view`` names the relation (``reader.shared_scans``); ``pushdown=False``:
+    no pruning, for a relation several scans of a query share."""
     session.dataSource.register(FilesDataSource)
-    files = list_files(fs, field=field)
-    full = schema or infer_schema(fs, files)
-    budget, open_cost = split_sizes(session, files, sort=sort)
+    options: dict[str, str] = {}
+    if fs.partitioning == "hive":
+        files = [_hive_first(fs)] if fs.partition_columns else list_files(fs, field=field)
+        full = schema or infer_schema(fs, files)
+        names = ({n for n, _ in fs.partition_columns}
+                 or {n for n, _ in hive.path_values(hive_root(fs), files[0].uri)})
+        conf = session._jsparkSession.sessionState().conf()  # type: ignore[attr-defined]
+        max_bytes, open_cost = int(conf.filesMaxPartitionBytes()), int(conf.filesOpenCostInBytes())
+        options.update({"hiveColumns": json.dumps([[f.name, types.type_name(f.dataType)] for f in full.fields
+                                                   if f.name in names]),
+                        "maxBytes": str(min(max_bytes, SORT_SPLIT_BYTES) if sort else max_bytes),
+                        "cores": str(session.sparkContext.defaultParallelism), "openCost": str(open_cost)})
+        if not pushdown:
+            options["pushdown"] = "false"
+    else:
+        files = list_files(fs, field=field)
+        full = schema or infer_schema(fs, files)
+        budget, open_cost = split_sizes(session, files, sort=sort)
+        options.update({"splitBytes": str(budget), "openCost": str(open_cost)})
+    if view is not None:
+        options["view"] = view
     df = (session.read.format(NAME).schema(spark.transfer_schema(full)).option("fileset", fileset_to_json(fs))
-          .option("schema", full.json()).option("splitBytes", str(budget)).option("openCost", str(open_cost))
-          .load())
+          .option("schema", full.json()).options(**options).load())
     return spark.from_transfer(df, full)
 
 
@@ -364,7 +515,8 @@ def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Inpu
     those in ``scan_filters`` skip parts by the query's filter on them (``reader.scan_filters``)."""
     for i, item in enumerate(inputs):
         if item.files is not None:
-            read_fileset(session, item.files, sort=sort, field=f"from.inputs[{i}]").createOrReplaceTempView(item.name)
+            read_fileset(session, item.files, sort=sort, field=f"from.inputs[{i}]", view=item.name,
+                         pushdown=item.name.lower() not in shared).createOrReplaceTempView(item.name)
             continue
         if item.iceberg is not None:
             from lading_jobs.sources import iceberg
@@ -395,14 +547,17 @@ def query_frame(session: SparkSession, query: str, inputs: tuple[Input, ...] | l
     names = [i.name for i in inputs]
     register_inputs(session, inputs, sort=sort)
     df = sandbox.query_frame(session, query, names)
-    if not any(i.table is not None or i.iceberg is not None for i in inputs):
+    pruned = [i for i in inputs if i.files is not None and i.files.partitioning == "hive"]
+    if not pruned and not any(i.table is not None or i.iceberg is not None for i in inputs):
         return df
     from lading_jobs.table import reader
 
-    shared = reader.shared_scans(df)
+    shared = reader.shared_scans(df)  # Hive-partitioned file sets prune by pushed filters too
     if shared:
         register_inputs(session, [i for i in inputs if i.name.lower() in shared], sort=sort, shared=shared)
         df = sandbox.query_frame(session, query, names)
+    if not any(i.table is not None for i in inputs):
+        return df
     filters = {view: f for view, f in reader.scan_filters(df).items() if view not in shared}
     tables = [i for i in inputs if i.table is not None and i.name.lower() in filters]
     if not tables:

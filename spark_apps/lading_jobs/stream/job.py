@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lading_jobs import storage as st
+from lading_jobs.load import decode as dec
 from lading_jobs.load import transform as tf
 from lading_jobs.load.infer import infer_schema
 from lading_jobs.load.stores import storage_for
@@ -310,6 +311,7 @@ class Stream:
             else:
                 source = tf.source_schema(transform, self.source.spec.format, self.source.options, plan.files[0],
                                           self.settings)
+                return tf.plan_transform(transform, snap.schema, source, dec.BINARY_TEXT.get(self.source.spec.format))
             return tf.plan_transform(transform, snap.schema, source)
         except SpecError as e:
             raise Stopped("InvalidTransform", f"batch {plan.describe}: {e}; nothing of the batch was committed",

@@ -38,7 +38,7 @@ _COMPARE = {"EqualTo": "eq", "LessThan": "lt", "LessThanOrEqual": "le", "Greater
             "GreaterThanOrEqual": "ge", "EqualNullSafe": "eqns"}
 _UNARY = {"IsNull": "isnull", "IsNotNull": "isnotnull", "Not": "not", "Year": "year", "Month": "month",
           "DayOfMonth": "day"}
-_ARITH = {"Add": "add", "Subtract": "sub", "Multiply": "mul", "Divide": "div"}
+_ARITH = {"Add": "add", "Subtract": "sub", "Multiply": "mul", "Divide": "div", "IntegralDivide": "idiv"}
 _TIME = {"CurrentTimestamp": "timestamp", "Now": "timestamp", "CurrentDate": "date"}
 _PASS_THROUGH = ("SubqueryAlias", "View", "Sort", "Distinct", "Deduplicate", "RepartitionByExpression",
                  "Repartition", "ResolvedHint")

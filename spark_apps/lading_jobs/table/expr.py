@@ -25,7 +25,7 @@ Nor are literals pyspark cannot hand over exactly: a decimal of 28 significant
 digits or more (pyspark builds pushed decimals in Python's default context, which
 rounds to 28 digits, so ``9999999999999999999999999999.9999999999`` arrives as
 ``1.000000000000000000000000000E+28``), and a date or timestamp outside Python's
-years 1 … 9999 (``OUT_OF_RANGE``, see ``reader.guard_pushed_literals``). Spark
+years 1 … 9999 (``OUT_OF_RANGE``, see ``lading_jobs.pushed``). Spark
 evaluates those filters itself; they skip nothing.
 """
 
@@ -41,6 +41,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lading_jobs.pushed import OUT_OF_RANGE as OUT_OF_RANGE
 from lading_jobs.table.schema import TableSchema, arrow_type, normalize_type
 from lading_jobs.table.stats import ColumnStats, PartStats, to_stats_domain
 
@@ -172,17 +173,6 @@ FIRST_EXACT_SPARK_TIMESTAMP = dt.datetime(1582, 10, 17, tzinfo=dt.UTC)
 # pyspark turns a pushed decimal into Python in the default decimal context (28 digits): one
 # of 28 significant digits or more may have been rounded (and its scale changed with it).
 SPARK_DECIMAL_DIGITS = 28
-
-
-class _OutOfRange:
-    """A pushed literal pyspark could not turn into Python (a date or timestamp outside
-    years 1 … 9999): the filter stays with Spark."""
-
-    def __repr__(self) -> str:
-        return "OUT_OF_RANGE"
-
-
-OUT_OF_RANGE = _OutOfRange()
 
 
 def spark_literal_is_exact(value: Any) -> bool:

@@ -17,7 +17,7 @@ fail is read and Spark decides.
 Spark's semantics, corner by corner: comparisons are three-valued (NULL when a side
 is NULL); floats order NaN above every number and ``-0.0 = 0.0`` (a float range
 without an upper bound holds NaN); integer arithmetic under ANSI fails on overflow
-(``TRY`` gives NULL, legacy wraps: anything); decimal arithmetic with a literal follows Spark's
+(``TRY`` gives NULL, legacy wraps: anything); ``x DIV c`` truncates toward zero; decimal arithmetic with a literal follows Spark's
 result types and half-up rounding, its overflow failing under ANSI and NULL otherwise.
 Functions of the session time zone (``timestamp`` ↔ ``date``, ``date_trunc``,
 timestamp + day-time interval, ``current_date``) are computed at the range's ends in
@@ -399,6 +399,36 @@ def _decimal_arith(node: vx.Call, x: Spec, c: Spec, lit_left: bool, mode: str) -
     return _to_decimal(_monotone(x, node.type, f, increasing), node.type, mode)
 
 
+def _integral_div(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+    """``x DIV c`` for an integral ``x`` and an integer literal ``c`` (Spark's ``IntegralDivide``,
+    a ``bigint``): the quotient truncated toward zero, so ``-7 DIV 2`` is ``-3``. Truncation is
+    non-decreasing in ``x / c``, so the ends map to the ends, swapped for a negative ``c``. A NULL
+    ``c`` gives NULL; ``x DIV 0`` fails under ANSI and is NULL otherwise (a NULL ``x`` stays
+    NULL). ``|x DIV c| <= |x|``, so only ``c = -1`` can overflow (the smallest ``bigint``): ANSI
+    fails; TRY and legacy wrap, anything. ``c DIV x`` is not monotone, and a decimal ``x`` is not
+    computed here: anything."""
+    a, b = args
+    mode = node.params[0] if node.params else "ANSI"
+    if not isinstance(node.args[1], vx.Lit) or isinstance(node.args[0], vx.Lit) or \
+            node.type != "bigint" or kind(a.type) != "integer" or kind(b.type) != "integer":
+        return anything(node.type)
+    if b.empty:
+        return Spec(node.type, True, a.fallible, empty=True)
+    c = b.lo
+    if c == 0:
+        return Spec(node.type, a.nullable or (mode != "ANSI" and not a.empty),
+                    a.fallible or (mode == "ANSI" and not a.empty), empty=True)
+
+    def quotient(v: int) -> int:
+        q = abs(v) // abs(c)
+        return q if (v < 0) == (c < 0) else -q
+
+    out = _monotone(a, node.type, quotient, c > 0)
+    if c != -1:
+        return out
+    return _overflowing(out, *int_range(node.type), "ANSI" if mode == "ANSI" else "LEGACY")
+
+
 def _negate(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     (a,) = args
     if kind(node.type) != "integer":
@@ -689,7 +719,7 @@ FUNCTIONS: dict[str, Callable[[vx.Call, list[Spec], Env], Spec]] = {
     "and": _and, "or": _or, "not": _not, "isnull": _isnull, "isnotnull": _isnotnull,
     "eq": _comparison, "lt": _comparison, "le": _comparison, "gt": _comparison, "ge": _comparison,
     "eqns": _comparison, "in": _in, "coalesce": _coalesce,
-    "add": _arith, "sub": _arith, "mul": _arith, "div": _arith, "neg": _negate, "cast": _cast_call,
+    "add": _arith, "sub": _arith, "mul": _arith, "div": _arith, "idiv": _integral_div, "neg": _negate, "cast": _cast_call,
     "date_trunc": _date_trunc, "trunc": _trunc_date, "date_add": _date_add, "date_sub": _date_add,
     "time_add": _time_add, "add_months": _add_months, "year": _year, "month": _month, "day": _day, "unix_timestamp": _unix_timestamp,
 }

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from lading_jobs import pushed
 from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.formats import types as format_types
@@ -364,40 +364,8 @@ class LadingDataSource(DataSource):
         return spark_formats.transfer_schema(snapshot.schema.spark_schema())
 
     def reader(self, schema: Any) -> DataSourceReader:
-        guard_pushed_literals()
+        pushed.guard_literals()  # first: before the worker reads the filters
         return LadingReader(dict(self.options))
-
-
-def guard_pushed_literals() -> None:
-    """In pyspark's filter-pushdown worker (which calls ``reader`` before it reads the
-    filters): a pushed literal that Python cannot hold (a timestamp or date before year 1 or
-    after 9999) becomes ``expr.OUT_OF_RANGE`` instead of an ``OverflowError`` that fails the
-    query; ``from_spark`` then leaves that filter to Spark. Other processes are untouched."""
-    name = "pyspark.sql.worker.data_source_pushdown_filters"
-    worker = sys.modules.get(name)
-    main = sys.modules.get("__main__")
-    if worker is None and getattr(getattr(main, "__spec__", None), "name", None) == name:
-        worker = main  # started as ``python -m``
-    original = getattr(worker, "deserializeVariant", None)
-    if worker is None or original is None or getattr(original, "lading_guarded", False):
-        return
-
-    def deserialize(variant: dict[str, Any]) -> Any:
-        return _GuardedVariant(original(variant))
-
-    deserialize.lading_guarded = True  # type: ignore[attr-defined]
-    worker.deserializeVariant = deserialize  # type: ignore[attr-defined]
-
-
-class _GuardedVariant:
-    def __init__(self, variant: Any) -> None:
-        self.variant = variant
-
-    def toPython(self) -> Any:  # noqa: N802 - pyspark's name
-        try:
-            return self.variant.toPython()
-        except (OverflowError, ValueError):  # datetime's range: years 1 … 9999
-            return ex.OUT_OF_RANGE
 
 
 class LadingReader(DataSourceReader):

@@ -200,6 +200,9 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
     a table input's scan (``table_scan``)."""
     if item.iceberg is not None:
         return Choice(SPARK, f"from.query: input {item.name!r} is an Iceberg table (read by Spark tasks)")
+    if item.files is not None and item.files.partitioning == "hive":
+        return Choice(SPARK, f"input {item.name!r} is Hive-partitioned: its directories' columns, and their "
+                             "pruning, are the Spark SQL path's")
     if order:
         if item.files is None or item.files.format != "parquet":
             return Choice(SPARK, f"from.query: ORDER BY over input {item.name!r}, which is not Parquet files "

@@ -5,7 +5,8 @@
   and fail the whole load.
 * Values a transform gives go through ``cast.cast_column`` like a plain load's: the same
   file loaded with and without ``SELECT $1,$2,$3,$4 FROM source`` loads the same rows and
-  rejects the same lines and columns (varchar lengths, json validity, the uuid form).
+  rejects the same lines and columns (varchar lengths, json validity, the uuid form, exact
+  decimals: no rounding unless the SELECT asks for it).
 * The statement is type-checked by Spark's analyser before any task: a non-boolean WHERE
   is refused naming it; ``IS DISTINCT FROM`` parses.
 """
@@ -87,6 +88,45 @@ def test_a_transform_enforces_the_column_rules_of_a_plain_load(spark: Any, root:
     rows, loaded, rejected_lines = outcomes["plain"]
     assert rows == 4 and rejected_lines == [(2, "v"), (4, "j"), (5, "u")]
     assert {r["v"] for r in loaded} == {"abc", "ab ", "xyz"} and {r["u"] for r in loaded} == {UUID}
+
+
+EXACT_CSV = ("1,2.675,7,\\x0102,2024-01-02 10:00:00+02:00,t,2024-01-02\n"  # 2.675 does not fit decimal(12,2)
+             "2,2.67,7.5,\\x03,2024-01-02 10:00:00,yes,2024-01-02\n"  # 7.5 is no bigint
+             "3,-0.005, 8 ,\\x,2024-01-02T10:00:00Z,0,2024-01-02\n"
+             "4,1.5,9,zz,2024-01-02,n,2024-01-02\n"  # zz is no bytea hex
+             "5,1.5,9,\\x00,2024-01-02,n,2024-02-30\n"  # no such day
+             "6,12.5,10,\\xff,2024-01-02 10:00:00,f,2024-02-28\n")
+EXACT_SCHEMA = [{"name": "id", "type": "int"}, {"name": "m", "type": "decimal(12,2)"}, {"name": "n", "type": "bigint"},
+                {"name": "b", "type": "binary"}, {"name": "ts", "type": "timestamp"}, {"name": "ok", "type": "boolean"},
+                {"name": "d", "type": "date"}]
+
+
+def test_an_identity_transform_loads_exactly_what_the_plain_load_loads(spark: Any, root: str) -> None:
+    """A transform that only selects fields converts them as a plain load does: ``2.675`` into
+    ``decimal(12,2)`` is a rejected row in both, not 2.68 (Spark's CAST rounds), binary is
+    bytea hex as in CSV; a rounding the user asks for is an explicit CAST or round()."""
+    src = root + "in/"
+    store(src).put(src + "1.csv", EXACT_CSV.encode())
+    outcomes = {}
+    for name, select in (("plain", None), ("identity", "SELECT $1, $2, $3, $4, $5, $6, $7 FROM source"),
+                         ("cast", "SELECT $1, CAST($2 AS DECIMAL(12,2)), $3, $4, $5, $6, $7 FROM source"),
+                         ("round", "SELECT $1, round($2, 2), $3, $4, $5, $6, $7 FROM source")):
+        table, rejected = root + f"{name}/", root + f"rejected-{name}/"
+        spec: dict[str, Any] = {"from": {"files": src, "format": "csv"}, "onError": "continue",
+                                "rejectedRows": rejected, "to": {"table": table, "schema": EXACT_SCHEMA}}
+        if select:
+            spec["transform"] = {"select": select}
+        result = run_load(spark, job(spec))
+        outcomes[name] = (result["rows"], table_rows(table), rejects(rejected))
+    assert outcomes["identity"] == outcomes["plain"]
+    rows, loaded, rejected_lines = outcomes["plain"]
+    assert rejected_lines == [(1, "m"), (2, "n"), (3, "m"), (4, "b"), (5, "d")]
+    assert rows == 1 and [(r["id"], str(r["m"]), r["n"], r["b"], r["ok"]) for r in loaded] == \
+        [(6, "12.50", 10, b"\xff", False)]
+    for explicit in ("cast", "round"):  # asked for: 2.675 is 2.68, -0.005 is -0.01
+        rows, loaded, rejected_lines = outcomes[explicit]
+        assert {r["id"]: str(r["m"]) for r in loaded} == {1: "2.68", 3: "-0.01", 6: "12.50"}, outcomes[explicit]
+        assert rejected_lines == [(2, "n"), (4, "b"), (5, "d")], outcomes[explicit]
 
 
 def test_transform_statements_are_type_checked_and_parsed_as_spark_sql(spark: Any, root: str) -> None:

@@ -139,6 +139,43 @@ def test_overflow_may_fail_under_ansi_so_the_part_is_kept() -> None:
     assert may(narrowing, part(c1=ColumnStats(nulls=0, min=-(2**40), max=-1)))
 
 
+def idiv(x: vx.Node, c: int | None, mode: str = "ANSI") -> vx.Call:
+    return vx.call("idiv", x, lit("bigint", c), type="bigint", params=(mode,))
+
+
+def test_integral_division_by_a_literal() -> None:
+    n = col("bigint")
+    per_thousand = cmp("eq", vx.call("add", idiv(n, 1000), lit("bigint", 1), type="bigint", params=("ANSI",)),
+                       lit("bigint", 101))  # n DIV 1000 + 1 = 101
+    assert may(per_thousand, part(c1=ColumnStats(nulls=0, min=100_000, max=100_999)))
+    assert not may(per_thousand, part(c1=ColumnStats(nulls=0, min=101_000, max=101_999)))
+    assert not may(per_thousand, part(c1=ColumnStats(nulls=3, min=99_000, max=99_999)))
+    # truncation toward zero: -999 DIV 1000 is 0 (floor would say -1)
+    zero = cmp("eq", idiv(n, 1000), lit("bigint", 0))
+    assert may(zero, part(c1=ColumnStats(nulls=0, min=-1999, max=-999)))
+    assert not may(zero, part(c1=ColumnStats(nulls=0, min=-1999, max=-1000)))
+    # a negative divisor reverses the order
+    assert may(cmp("gt", idiv(n, -10), lit("bigint", 2)), part(c1=ColumnStats(nulls=0, min=-30, max=0)))
+    assert not may(cmp("gt", idiv(n, -10), lit("bigint", 2)), part(c1=ColumnStats(nulls=0, min=-29, max=100)))
+    # DIV 0: an error for any non-NULL row under ANSI (read: Spark raises), NULL otherwise; a NULL divisor: NULL
+    rows = part(c1=ColumnStats(nulls=0, min=1, max=5))
+    assert may(cmp("eq", idiv(n, 0), lit("bigint", 7)), rows)
+    assert not may(cmp("eq", idiv(n, 0, "LEGACY"), lit("bigint", 7)), rows)
+    assert may(vx.call("isnull", idiv(n, 0, "TRY")), rows)
+    assert not may(cmp("eq", idiv(n, 0), lit("bigint", 7)), part(rows=4, c1=ColumnStats(nulls=4)))
+    assert not may(cmp("eq", idiv(n, None), lit("bigint", 7)), rows)
+    # only -1 overflows (the smallest bigint): ANSI raises, legacy and TRY wrap to it
+    smallest = part(c1=ColumnStats(nulls=0, min=-(2**63), max=-(2**63) + 3))
+    assert may(cmp("lt", idiv(n, -1), lit("bigint", 0)), smallest)
+    assert may(cmp("lt", idiv(n, -1, "TRY"), lit("bigint", 0)), smallest)
+    assert not may(cmp("lt", idiv(n, 2), lit("bigint", -(2**62) - 2)), smallest)
+    # the literal on the left, or a decimal: not monotone here, anything
+    assert may(cmp("eq", vx.call("idiv", lit("bigint", 7), n, type="bigint", params=("ANSI",)), lit("bigint", 99)),
+               rows)
+    assert may(cmp("eq", idiv(col("decimal(10,2)"), 10), lit("bigint", 99)),
+               part(c1=ColumnStats(nulls=0, min="1.00", max="5.00")))
+
+
 def test_casts() -> None:
     amount = col("decimal(38,2)")
     to_long = cmp("gt", vx.call("cast", amount, type="bigint", params=("ANSI",)), lit("bigint", 10))

@@ -97,6 +97,11 @@ CASES = [
     # decimal(10,2) * 1.5 is decimal(13,3); / 4 is decimal(14,6), rounded half up
     ("amount * 1.5 > 16", 1, lambda r: r["amount"] * decimal.Decimal("1.5") > 16),
     ("amount / 4 < 0.5 AND 7.5 - amount > 0", 2, lambda r: r["amount"] < 2),
+    # DIV truncates toward zero: a positive divisor keeps the order, a negative one reverses it
+    ("id DIV 10 + 1 = 6", 1, lambda r: r["id"] // 10 == 5),
+    ("id DIV -10 = -3", 1, lambda r: 30 <= r["id"] <= 39),
+    ("(id - 60) DIV 10 = 0", 2, lambda r: 51 <= r["id"] <= 69),  # -9 DIV 10 is 0, not -1
+    ("CAST(id AS INT) DIV 25 = 4 AND id DIV 1 >= 0", 2, lambda r: 100 <= r["id"] <= 124),
 ]
 
 
