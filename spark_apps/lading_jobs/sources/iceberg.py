@@ -394,9 +394,9 @@ class IcebergDataSource(DataSource):
         return spark_formats.transfer_schema(spark_schema(opened.schema, field))
 
     def reader(self, schema: T.StructType) -> DataSourceReader:
-        from lading_jobs.table.reader import guard_pushed_literals
+        from lading_jobs import pushed
 
-        guard_pushed_literals()
+        pushed.guard_literals()  # first: before pyspark's worker reads the pushed filters
         return IcebergReader(dict(self.options))
 
 
