@@ -60,6 +60,10 @@ def _core() -> kubernetes.client.CoreV1Api:
     return kubernetes.client.CoreV1Api(client())
 
 
+def _networking() -> kubernetes.client.NetworkingV1Api:
+    return kubernetes.client.NetworkingV1Api(client())
+
+
 def _coordination() -> Any:
     # Any: the client's stubs want V1Lease models; the Lease calls send and read plain JSON
     # (the models' MicroTime serialisation drops the microseconds when they are zero).
@@ -113,12 +117,22 @@ def get_app(namespace: str, name: str) -> dict[str, Any] | None:
         raise
 
 
-def create_app(app: dict[str, Any]) -> bool:
-    """Create a SparkApplication; ``False`` if one of that name exists already (409)."""
+def create_app(app: dict[str, Any]) -> dict[str, Any] | None:
+    """Create a SparkApplication; the created object, or ``None`` if one of that name exists already (409)."""
     try:
-        _custom().create_namespaced_custom_object(
+        return _obj(_custom().create_namespaced_custom_object(
             render.SPARK_GROUP, render.SPARK_VERSION_API, app["metadata"]["namespace"],
-            render.SPARK_PLURAL, app)
+            render.SPARK_PLURAL, app))
+    except ApiException as e:
+        if e.status == 409:
+            return None
+        raise
+
+
+def create_network_policy(policy: dict[str, Any]) -> bool:
+    """Create a NetworkPolicy (a run's, :mod:`lading_operator.netpol`); ``False`` if it exists (409)."""
+    try:
+        _networking().create_namespaced_network_policy(policy["metadata"]["namespace"], policy)
         return True
     except ApiException as e:
         if e.status == 409:

@@ -21,7 +21,7 @@ from typing import Any
 
 import kopf
 
-from lading_operator import controller, election, metrics, persistence, policy, render
+from lading_operator import controller, election, metrics, netpol, persistence, policy, render
 from lading_operator.handlers import resources  # registers the handlers on import
 from lading_spec import controls
 
@@ -86,6 +86,7 @@ def run() -> None:
     logging.basicConfig(level=os.environ.get("LADING_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     escape_log_controls()
+    netpol.settings_from_env()  # a malformed LADING_NETWORK_POLICY stops the start, not the first run
     namespaces = namespaces_from_env()
     liveness = os.environ.get("LADING_LIVENESS", DEFAULT_LIVENESS)
     endpoint = None if liveness.lower() == "off" else liveness
