@@ -255,7 +255,7 @@ def _create(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float) -> rc.P
     return None
 
 
-def _isolate(resource: dict[str, Any], app: dict[str, Any], created: Mapping[str, Any]) -> None:
+def _isolate(resource: Mapping[str, Any], app: dict[str, Any], created: Mapping[str, Any]) -> None:
     """The run's own NetworkPolicy (:mod:`lading_operator.netpol`: its pods admit each other), owned
     by the application ``created``, when the chart turned NetworkPolicies on. A refusal does not fail
     the run here: it is a Warning Event and a log line (the executors cannot reach the driver
@@ -270,7 +270,7 @@ def _isolate(resource: dict[str, Any], app: dict[str, Any], created: Mapping[str
         k8s.create_network_policy(policy)
     except ApiException as e:
         log.warning("creating NetworkPolicy %s: %s %s", where, e.status, _api_message(e))
-        k8s.post_event(resource, "Warning", "NetworkPolicyFailed",
+        k8s.post_event(dict(resource), "Warning", "NetworkPolicyFailed",
                        f"creating NetworkPolicy {where}: {e.status} {_api_message(e)}; until it exists this run's "
                        "executors cannot reach its driver (the chart's networkPolicy admits only the operator)")
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lading_spec import kafkacreds
 from lading_spec.copyjob import (
     Column,
     Connection,
@@ -28,7 +29,6 @@ from lading_spec.copyjob import (
     parse_iceberg_mirror,
     parse_schema_evolution,
 )
-from lading_spec import kafkacreds
 from lading_spec.errors import SpecError
 from lading_spec.formats import FileFormat, FormatOptions, parse_format, parse_options
 from lading_spec.sizes import parse_size
