@@ -34,3 +34,8 @@ def escape_controls(text: str, keep: str = "") -> str:
     if not keep:
         return _CONTROLS.sub(_escaped, text)
     return _CONTROLS.sub(lambda m: m.group(0) if m.group(0) in keep else _escaped(m), text)
+
+
+def has_controls(text: str) -> bool:
+    """Whether ``text`` holds a character :func:`escape_controls` escapes (newline and tab included)."""
+    return _CONTROLS.search(text) is not None

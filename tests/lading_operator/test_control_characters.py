@@ -91,3 +91,14 @@ def test_operator_log_records_are_escaped(caplog: pytest.LogCaptureFixture) -> N
         f.filter(record)  # type: ignore[union-attr]
     message = record.getMessage()
     assert not controls_in(message) and "\n" not in message and "\\x1b[31mred" in message
+
+
+def test_a_stream_drivers_progress_answer_reaches_status_without_controls() -> None:
+    """The operator reads a StreamCopy driver's /progress (an answer treated as hostile): its free
+    text is escaped, and a key holding a control character is not taken at all."""
+    from lading_spec.streamprogress import status_fields
+
+    out = status_fields({"lastBatch": {"time": "2026-01-01T00:00:00Z", "rows": 1, "range": "t/0 \x1b]0;x\x07"},
+                         "offsets": {"t:0": 5, "t\x1b[2J:1": 7}, "topicIds": {"t\x07": None}})
+    assert out["lastBatch"]["range"] == "t/0 \\x1b]0;x\\x07"
+    assert out["offsets"] == {"t:0": 5} and "topicIds" not in out
