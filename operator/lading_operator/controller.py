@@ -258,8 +258,8 @@ def _create(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float) -> rc.P
 def _isolate(resource: Mapping[str, Any], app: dict[str, Any], created: Mapping[str, Any]) -> None:
     """The run's own NetworkPolicy (:mod:`lading_operator.netpol`: its pods admit each other), owned
     by the application ``created``, when the chart turned NetworkPolicies on. A refusal does not fail
-    the run here: it is a Warning Event and a log line (the executors cannot reach the driver
-    without it, and the run fails saying so)."""
+    the run here: it is a Warning Event ``NetworkPolicyFailed`` and a log line (without the policy the
+    executors cannot reach the driver, so the run cannot finish until an admin grants it)."""
     uid = str((created.get("metadata") or {}).get("uid") or "")
     settings = netpol.settings_from_env()
     if settings is None or not uid:

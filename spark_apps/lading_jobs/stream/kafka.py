@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lading_jobs import pinning
 from lading_jobs.stream import memory
 from lading_jobs.stream.positions import Range, Watermarks
 from lading_spec import kafkacreds
@@ -118,8 +119,6 @@ def check_broker_addresses(bootstrap: tuple[str, ...]) -> None:
     not resolve is left to librdkafka, which reports it. librdkafka resolves names itself
     (confluent-kafka has no resolver hook), so unlike S3 connections these are checked here,
     at the start of the driver and of each task, not pinned."""
-    from lading_jobs import pinning
-
     for i, server in enumerate(bootstrap):
         try:
             pinning.checked_addresses(kafkacreds.broker_host(server))

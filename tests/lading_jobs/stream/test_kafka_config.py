@@ -98,3 +98,12 @@ def test_transient_kafka_errors_are_waited_out_with_backoff_and_only_fatal_ones_
         assert not kf.is_transient(CK(code)), CK(code)
     assert not kf.is_transient(CK(CK._TRANSPORT, fatal=True))
     assert [kf.backoff(i) for i in range(8)] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]
+
+
+def test_a_broker_name_that_resolves_to_a_link_local_address_is_refused() -> None:
+    """The Spark app resolves each broker (here numeric spellings the resolver reads as
+    169.254.169.254) and refuses a link-local answer, naming the field; other addresses pass."""
+    for spelling in ("2852039166", "0xa9fea9fe", "169.254.169.254"):
+        with pytest.raises(kf.KafkaError, match=r"source.kafka.bootstrapServers\[1\]: .* link-local"):
+            kf.check_broker_addresses(("127.0.0.1:9092", f"{spelling}:80"))
+    kf.check_broker_addresses(("127.0.0.1:9092", "no-such-host.invalid:9092"))  # librdkafka reports that one
