@@ -52,6 +52,7 @@ from lading_operator import (
     lifecycle,
     metrics,
     names,
+    netpol,
     policy,
     progress,
     render,
@@ -366,13 +367,36 @@ def _create(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float) -> rc.P
             return lifecycle.submission_failed(after, _api_message(e))
         raise
     _refusals.pop(key, None)
-    if created:
+    if created is not None:
+        _isolate(obs.resource, plan.create, created)
         return None
     existing = k8s.get_app(meta["namespace"], app_name)
     if existing is not None and not lifecycle.owned_by(existing, str(meta.get("uid") or "")):
         return lifecycle.name_taken(after, existing)
     log.info("adopted existing SparkApplication %s/%s", meta["namespace"], app_name)
+    if existing is not None:
+        _isolate(obs.resource, plan.create, existing)
     return None
+
+
+def _isolate(resource: Mapping[str, Any], app: dict[str, Any], created: Mapping[str, Any]) -> None:
+    """The run's own NetworkPolicy (:mod:`lading_operator.netpol`: its pods admit each other), owned
+    by the application ``created``, when the chart turned NetworkPolicies on. A refusal does not fail
+    the run here: it is a Warning Event ``NetworkPolicyFailed`` and a log line (without the policy the
+    executors cannot reach the driver, so the run cannot finish until an admin grants it)."""
+    uid = str((created.get("metadata") or {}).get("uid") or "")
+    settings = netpol.settings_from_env()
+    if settings is None or not uid:
+        return
+    policy = netpol.build_networkpolicy(app, uid, settings)
+    where = f"{policy['metadata']['namespace']}/{policy['metadata']['name']}"
+    try:
+        k8s.create_network_policy(policy)
+    except ApiException as e:
+        log.warning("creating NetworkPolicy %s: %s %s", where, e.status, _api_message(e))
+        k8s.post_event(dict(resource), "Warning", "NetworkPolicyFailed",
+                       f"creating NetworkPolicy {where}: {e.status} {_api_message(e)}; until it exists this run's "
+                       "executors cannot reach its driver (the chart's networkPolicy admits only the operator)")
 
 
 def execute(kind: Kind, obs: rc.Observed, plan: rc.Plan, timeout: float | None = None,

@@ -21,6 +21,7 @@ import kubernetes
 from kubernetes.client.rest import ApiException
 
 from lading_operator import names, render
+from lading_spec import controls
 
 GROUP = "lading.io"
 VERSION = "v1alpha1"
@@ -57,6 +58,11 @@ def _custom() -> kubernetes.client.CustomObjectsApi:
 
 def _core() -> kubernetes.client.CoreV1Api:
     return kubernetes.client.CoreV1Api(client())
+
+
+def _networking() -> Any:
+    # Any: the client's stubs want a V1NetworkPolicy model; the call sends the plain dict netpol builds.
+    return kubernetes.client.NetworkingV1Api(client())
 
 
 def _coordination() -> Any:
@@ -120,12 +126,22 @@ def get_app(namespace: str, name: str) -> dict[str, Any] | None:
         raise
 
 
-def create_app(app: dict[str, Any]) -> bool:
-    """Create a SparkApplication; ``False`` if one of that name exists already (409)."""
+def create_app(app: dict[str, Any]) -> dict[str, Any] | None:
+    """Create a SparkApplication; the created object, or ``None`` if one of that name exists already (409)."""
     try:
-        _custom().create_namespaced_custom_object(
+        return _obj(_custom().create_namespaced_custom_object(
             render.SPARK_GROUP, render.SPARK_VERSION_API, app["metadata"]["namespace"],
-            render.SPARK_PLURAL, app)
+            render.SPARK_PLURAL, app))
+    except ApiException as e:
+        if e.status == 409:
+            return None
+        raise
+
+
+def create_network_policy(policy: dict[str, Any]) -> bool:
+    """Create a NetworkPolicy (a run's, :mod:`lading_operator.netpol`); ``False`` if it exists (409)."""
+    try:
+        _networking().create_namespaced_network_policy(policy["metadata"]["namespace"], policy)
         return True
     except ApiException as e:
         if e.status == 409:
@@ -205,8 +221,25 @@ def replace_lease(namespace: str, name: str, body: dict[str, Any], timeout: floa
     return dict(json.loads(response.data))
 
 
+EVENT_MESSAGE_LIMIT = 1024
+
+
+def event_message(message: str) -> str:
+    """An Event's message: one line (every control character escaped, newlines too: ``kubectl
+    get events`` shows a row per Event), bounded (:func:`lading_spec.controls.escape_controls`)."""
+    text = controls.escape_controls(message)
+    return text if len(text) <= EVENT_MESSAGE_LIMIT else text[:EVENT_MESSAGE_LIMIT - 1] + "…"
+
+
 def post_event(resource: dict[str, Any], type_: str, reason: str, message: str) -> None:
     """A core/v1 Event about ``resource`` (best effort: an Event never fails a reconcile)."""
+    body = event_body(resource, type_, reason, message)
+    with contextlib.suppress(ApiException):
+        _post(f"/api/v1/namespaces/{body['metadata']['namespace']}/events", body)
+
+
+def event_body(resource: dict[str, Any], type_: str, reason: str, message: str) -> dict[str, Any]:
+    """The core/v1 Event :func:`post_event` sends (pure but for its name and time)."""
     meta = resource.get("metadata") or {}
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     body = {
@@ -217,7 +250,7 @@ def post_event(resource: dict[str, Any], type_: str, reason: str, message: str) 
                            "name": meta.get("name"), "namespace": meta.get("namespace"),
                            "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
         "reason": reason,
-        "message": message[:1024],
+        "message": event_message(message),
         "type": type_,
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,
@@ -226,8 +259,7 @@ def post_event(resource: dict[str, Any], type_: str, reason: str, message: str) 
         "lastTimestamp": now,
         "count": 1,
     }
-    with contextlib.suppress(ApiException):
-        _post(f"/api/v1/namespaces/{meta.get('namespace')}/events", body)
+    return body
 
 
 def _post(path: str, body: dict[str, Any]) -> None:

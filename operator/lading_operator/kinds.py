@@ -8,7 +8,8 @@ registers by being listed in :data:`ALL`. A description says
   ``phases`` its CRD's ``status.phase`` accepts;
 - how to check a spec: ``parse`` (the ``lading_spec`` parser, raising
   ``SpecError`` naming the field) and ``uris`` (every storage URI with its field
-  path, for the storage policy);
+  path, for the storage policy, and a StreamCopy's Kafka brokers under
+  ``spec.source.kafka.bootstrapServers[i]``, for the policy's ``brokers``);
 - how to render a run: ``operator_fields``, the spec fields that stay out of the
   job document (the rest goes to the Spark app, whose ``main.py`` picks the
   engine by the document's ``kind``);
@@ -196,6 +197,11 @@ def compaction_uris(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def streamcopy_uris(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
+    kafka = (spec.get("source") or {}).get("kafka") or {}
+    servers = kafka.get("bootstrapServers")
+    for i, server in enumerate(servers if isinstance(servers, list) else []):
+        if isinstance(server, str):
+            out.append((f"spec.source.kafka.bootstrapServers[{i}]", server))
     files = (spec.get("source") or {}).get("files") or {}
     if isinstance(files.get("uri"), str):
         out.append(("spec.source.files.uri", files["uri"]))

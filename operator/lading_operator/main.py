@@ -21,8 +21,9 @@ from typing import Any
 
 import kopf
 
-from lading_operator import controller, drivers, election, metrics, persistence, policy, render
+from lading_operator import controller, drivers, election, metrics, netpol, persistence, policy, render
 from lading_operator.handlers import resources  # registers the handlers on import
+from lading_spec import controls
 
 # No handler needs a finalizer (see handlers/resources.py); kopf removes this one,
 # left on resources by an older release, because it is named here.
@@ -63,9 +64,31 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         metrics.start_metrics_server(int(port), os.environ.get("LADING_METRICS_ADDRESS") or "0.0.0.0")
 
 
+class EscapeControls(logging.Filter):
+    """Every log record's message with its control characters escaped, newlines too (one record,
+    one line; :mod:`lading_spec.controls`): a message may quote a tenant's text (an error, a name)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        escaped = controls.escape_controls(message)
+        if escaped != message:
+            record.msg, record.args = escaped, None
+        return True
+
+
+def escape_log_controls() -> None:
+    """Install :class:`EscapeControls` on every root handler (what the operator's log prints) and
+    on ``kopf.objects``, whose records kopf also posts as Events (``settings.posting``)."""
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(EscapeControls())
+    logging.getLogger("kopf.objects").addFilter(EscapeControls())
+
+
 def run() -> None:
     logging.basicConfig(level=os.environ.get("LADING_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    escape_log_controls()
+    netpol.settings_from_env()  # a malformed LADING_NETWORK_POLICY stops the start, not the first run
     namespaces = namespaces_from_env()
     liveness = os.environ.get("LADING_LIVENESS", DEFAULT_LIVENESS)
     endpoint = None if liveness.lower() == "off" else liveness

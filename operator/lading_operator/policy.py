@@ -17,6 +17,9 @@ YAML file and points ``LADING_POLICY_FILE`` at it::
       namespaces: {gpu: ["spark.kubernetes.node.selector.", "spark.executorEnv.TZ"]}
     limits:            # caps on what spec.spark and sizing properties ask for (lading_operator.sizing)
       default: {executors: 10, cores: 4, memory: 16g}
+    brokers:           # Kafka brokers a StreamCopy may name: host:port, or *.domain:port
+      default: ["*.kafka.svc.cluster.local:9092"]
+      namespaces: {analytics: ["kafka-0.corp:9093", "kafka-1.corp:9093"]}
 
 Each section works like ``allowedPrefixes``: a listed namespace gets exactly its
 list, any other gets ``default``, ``{namespace}`` stands for the namespace.
@@ -69,7 +72,7 @@ from urllib.parse import unquote, urlsplit
 import yaml
 
 from lading_operator import sizing
-from lading_spec import envvars, sparkconf
+from lading_spec import envvars, kafkacreds, sparkconf
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _CUT = re.compile(r"[{*?\[]")
@@ -106,6 +109,7 @@ class Policy:
     spark_conf: Allowed = field(default_factory=Allowed)
     limits: sizing.Limits = field(default_factory=sizing.Limits)
     limits_by_namespace: dict[str, sizing.Limits] = field(default_factory=dict)
+    brokers: Allowed | None = None  # None: no brokers section (any broker the address checks pass)
 
     def limits_for(self, namespace: str) -> sizing.Limits:
         """The caps of ``namespace`` (a listed namespace gets exactly its own)."""
@@ -116,7 +120,7 @@ class Policy:
         return Allowed(self.default, self.namespaces).for_namespace(namespace)
 
 
-SECTIONS = ("allowedPrefixes", "images", "serviceAccounts", "sparkConf", "limits")
+SECTIONS = ("allowedPrefixes", "images", "serviceAccounts", "sparkConf", "limits", "brokers")
 
 
 def parse_policy(document: Any, source: str = "policy") -> Policy:
@@ -133,6 +137,7 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
                   images=_section(document, "images", source, _image_list),
                   service_accounts=_section(document, "serviceAccounts", source, _account_list),
                   spark_conf=_section(document, "sparkConf", source, _conf_list),
+                  brokers=_brokers_section(document, source),
                   **_limits(document, source))
 
 
@@ -402,5 +407,67 @@ def _allowed_text(allowed: tuple[str, ...], default: str) -> str:
 def check_resource(policy: Policy, namespace: str, uris: list[tuple[str, str]], spark: Any,
                    default_image: str, default_service_account: str) -> str | None:
     """The policy's verdict on one resource: its storage URIs, then its ``spec.spark``."""
-    return check_uris(policy, namespace, uris) or check_spark(policy, namespace, spark, default_image,
-                                                              default_service_account)
+    brokers = [(f, u) for f, u in uris if f.startswith(BROKERS_FIELD)]
+    uris = [(f, u) for f, u in uris if not f.startswith(BROKERS_FIELD)]
+    return (check_brokers(policy, namespace, brokers) or check_uris(policy, namespace, uris)
+            or check_spark(policy, namespace, spark, default_image, default_service_account))
+
+
+# --- Kafka brokers (issue 41: a credential goes only where its owner said) ---------------------
+#
+# ``brokers``: the Kafka brokers a namespace's StreamCopies may name in
+# ``spec.source.kafka.bootstrapServers``, a section like the others (``default`` and
+# ``namespaces``, ``{namespace}`` filled in). An entry is ``host:port`` or ``*.domain:port``
+# (any host under ``domain``, on that port); hosts compare case-insensitively, without a
+# trailing dot. No ``brokers`` section: any broker the address checks pass
+# (:func:`lading_spec.kafkacreds.broker_address_error`); the Kafka Secret's own binding still
+# decides where its credentials go (checked by the Spark app, which reads the Secret).
+
+BROKERS_FIELD = "spec.source.kafka.bootstrapServers"
+"""The field (``kinds.streamcopy_uris`` lists each broker under it) the ``brokers`` section checks."""
+
+
+def _brokers_section(document: dict[str, Any], source: str) -> Allowed | None:
+    return None if document.get("brokers") is None else _section(document, "brokers", source, _broker_list)
+
+
+def _broker_list(value: Any, where: str) -> tuple[str, ...]:
+    out = _strings(value, where, "Kafka brokers, host:port or *.domain:port")
+    for i, item in enumerate(out):
+        sample = item.replace("{namespace}", "ns")
+        why = kafkacreds.broker_address_error("x" + sample[1:] if sample.startswith("*.") else sample)
+        if why:
+            raise PolicyError(f"{where}[{i}]: {item!r}: {why}")
+    return tuple(out)
+
+
+def broker_allowed(server: str, entries: tuple[str, ...]) -> bool:
+    """Whether ``server`` (``host:port``) matches an entry: exactly, or ``*.domain:port`` for a
+    host under ``domain`` (never ``domain`` itself, never ``evil-domain``)."""
+    host, _, port = server.rpartition(":")
+    host = host.rstrip(".").lower()
+    for entry in entries:
+        e_host, _, e_port = entry.rpartition(":")
+        e_host = e_host.rstrip(".").lower()
+        if e_port.lstrip("0") != port.lstrip("0"):
+            continue
+        if e_host.startswith("*."):
+            if host.endswith(e_host[1:]) and len(host) > len(e_host) - 1:
+                return True
+        elif host == e_host:
+            return True
+    return False
+
+
+def check_brokers(policy: Policy, namespace: str, brokers: list[tuple[str, str]]) -> str | None:
+    """An error for the first (field, broker) the ``brokers`` section forbids in ``namespace``."""
+    if not policy.enabled or policy.brokers is None:
+        return None
+    allowed = policy.brokers.for_namespace(namespace)
+    for field_path, server in brokers:
+        if not broker_allowed(server, allowed):
+            fix = (f"allowed brokers in namespace {namespace!r}: {', '.join(allowed)}" if allowed else
+                   f"no broker is allowed in namespace {namespace!r}")
+            return (f"{field_path}: {server!r} is not an allowed Kafka broker ({fix}); name one of those, or ask "
+                    "the cluster admin to add it to policy.brokers")
+    return None

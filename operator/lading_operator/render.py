@@ -35,6 +35,7 @@ from lading_spec.job import API_VERSION, JobDocument
 from lading_spec.sparkconf import (
     JAVA_OPTIONS,
     SANDBOX_CONF,
+    UI_CONF,
     UNLOAD_PATH,
     parse_spark_conf,
     unload_path_value,
@@ -414,7 +415,8 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
     if options.image_pull_secrets:
         app_spec["imagePullSecrets"] = list(options.image_pull_secrets)
     # The sandbox settings come last: a query reads only its inputs (lading_jobs.sandbox).
-    app_spec["sparkConf"] = {**options.spark_conf, **SANDBOX_CONF}
+    # ... and the UI's kill links and kill REST calls off (UI_CONF), whatever the spec asked.
+    app_spec["sparkConf"] = {**options.spark_conf, **SANDBOX_CONF, **UI_CONF}
     if continuous:
         app_spec = render_stream.continuous_spec(app_spec, spec)
     return {

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lading_operator.phases import Phase
+from lading_spec import controls
 
 CONDITION_TYPES = ("Ready", "Succeeded", "Failed", "Reconciling", "Stalled")
 IGNORED = "SpecChangeIgnored"
@@ -32,10 +33,13 @@ IGNORED = "SpecChangeIgnored"
 MESSAGE_LIMIT = 4096  # characters of one message or error in status (an object must stay small)
 
 
-def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """``text``, its middle cut when longer than ``limit``: the head says what failed, the
-    tail (of spark-submit's output, say) often why; status holds several copies of a message
-    (response, five conditions), and the API refuses an object over etcd's 1.5 MiB."""
+def clip(text: str, limit: int = MESSAGE_LIMIT, keep: str = controls.MULTI_LINE) -> str:
+    """``text`` with its control characters escaped (but ``keep``'s: newline and tab in a
+    multi-line field, :mod:`lading_spec.controls`), its middle cut when longer than ``limit``:
+    the head says what failed, the tail (of spark-submit's output, say) often why; status holds
+    several copies of a message (response, five conditions), and the API refuses an object over
+    etcd's 1.5 MiB."""
+    text = controls.escape_controls(text, keep)
     if len(text) <= limit:
         return text
     half = limit // 2
@@ -136,7 +140,7 @@ def ignored_change(previous: Sequence[Mapping[str, Any]] | None, type_: str, mes
     """The conditions at ``generation`` plus ``type_`` = True saying why the change is not acted on."""
     out = [c for c in with_generation(previous or (), generation) if c.get("type") != type_]
     old = next((c for c in previous or () if isinstance(c, Mapping) and c.get("type") == type_), {})
-    out.append({"type": type_, "status": "True", "reason": type_, "message": message,
+    out.append({"type": type_, "status": "True", "reason": type_, "message": clip(message),
                 "lastTransitionTime": old["lastTransitionTime"] if old.get("status") == "True"
                 and old.get("lastTransitionTime") else timestamp(now), "observedGeneration": generation})
     return out
@@ -186,7 +190,7 @@ def last_run_entry(status: Mapping[str, Any], phase: Phase, history: Mapping[str
         **history,
     }
     if error:
-        entry["error"] = error[:1000]
+        entry["error"] = clip(error, 1000)
     return {k: v for k, v in entry.items() if v is not None}
 
 

@@ -39,6 +39,12 @@ SANDBOX_CONF: dict[str, str] = {
     "spark.sql.runSQLOnFiles": "false",
     "spark.sql.variable.substitute": "false",
 }
+UI_CONF: dict[str, str] = {
+    "spark.ui.killEnabled": "false",
+}
+"""Set on every SparkApplication lading renders, after the spec's own (``lading_operator.render``), and
+never another value: the driver's UI and REST API answer whoever reaches them, and with kills enabled
+a GET there stops the job's stages."""
 KEY = re.compile(r"^spark\.[A-Za-z0-9._/-]+$")
 MAX_KEYS = 64
 MAX_VALUE = 4096
@@ -151,6 +157,10 @@ def never_allowed(key: str, value: str) -> str | None:
     if key in SANDBOX_CONF and value.strip().lower() != SANDBOX_CONF[key]:
         return f"must stay {SANDBOX_CONF[key]}: it keeps queries away from files and the environment; " \
                "remove the key (lading sets it)"
+    ui = next((k for k in UI_CONF if k.lower() == lowered), None)
+    if ui is not None and (key != ui or value.strip().lower() != UI_CONF[ui]):
+        return (f"must stay {ui}={UI_CONF[ui]}: the Spark UI answers whoever reaches it, and with kills enabled "
+                "it stops the job; remove the key (lading sets it)")
     if key in SPEC_FIELDS:
         return f"set spec.{SPEC_FIELDS[key]} instead"
     for pattern, why in NEVER:

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lading_spec import kafkacreds
 from lading_spec.copyjob import (
     Column,
     Connection,
@@ -219,6 +220,9 @@ def _kafka(obj: dict[str, Any]) -> KafkaSource:
     for i, server in enumerate(servers):
         if not isinstance(server, str) or not _BROKER.match(server):
             raise SpecError(f"{path}.bootstrapServers[{i}]", f"expected host:port, got {server!r}")
+        why = kafkacreds.broker_address_error(server)
+        if why:
+            raise SpecError(f"{path}.bootstrapServers[{i}]", why)
     topics = _str_list(obj.get("topics"), f"{path}.topics")
     if not topics:
         raise SpecError(f"{path}.topics", "expected at least one topic")
@@ -237,6 +241,10 @@ def _kafka(obj: dict[str, Any]) -> KafkaSource:
             raise SpecError(f"{path}.consumer.{key}", f"values are strings; quote {val!r}")
     secret = _mapping(obj.get("secretRef"), f"{path}.secretRef")
     _only(secret, f"{path}.secretRef", ("name",))
+    if secret.get("name"):
+        weakening = kafkacreds.weakening_error(consumer)
+        if weakening:
+            raise SpecError(f"{path}.consumer.{weakening[0]}", weakening[1])
     fail_on_data_loss = obj.get("failOnDataLoss", True)
     if not isinstance(fail_on_data_loss, bool):
         raise SpecError(f"{path}.failOnDataLoss", f"must be true or false, got {fail_on_data_loss!r}")

@@ -39,6 +39,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from lading_spec.controls import escape_controls, has_controls
+
 PROGRESS_PORT = 8090
 PROGRESS_PORT_ENV = "LADING_PROGRESS_PORT"
 PROGRESS_PATH = "/progress"
@@ -93,7 +95,7 @@ def _positions(value: Any) -> dict[str, int]:
     if not isinstance(value, Mapping):
         return {}
     out: dict[str, int] = {}
-    for key in sorted(k for k in value if isinstance(k, str) and 0 < len(k) <= MAX_KEY):
+    for key in sorted(k for k in value if isinstance(k, str) and 0 < len(k) <= MAX_KEY and not has_controls(k)):
         n = _count(value[key])
         if n is not None:
             out[key] = n
@@ -113,7 +115,7 @@ def _topic_ids(value: Any) -> dict[str, str]:
     if not isinstance(value, Mapping):
         return {}
     out: dict[str, str] = {}
-    for key in sorted(k for k in value if isinstance(k, str) and 0 < len(k) <= MAX_KEY):
+    for key in sorted(k for k in value if isinstance(k, str) and 0 < len(k) <= MAX_KEY and not has_controls(k)):
         v = value[key]
         if v is None or (isinstance(v, str) and _TOPIC_ID.match(v) is not None):
             out[key] = v if v is not None else TOPIC_ID_UNAVAILABLE
@@ -135,7 +137,7 @@ def _last_batch(value: Any) -> dict[str, Any] | None:
             and 0 <= seconds < 1e9:
         out["durationSeconds"] = round(float(seconds), 3)
     if isinstance(value.get("range"), str) and value["range"]:
-        text = value["range"]
+        text = escape_controls(value["range"])  # the driver's answer is treated as hostile
         out["range"] = text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "…"
     end = _positions(value.get("end"))
     if end:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import os
 from typing import Any
 
 from chart import helm
 
-from lading_operator import render
+from lading_operator import netpol, render
 from lading_spec.streamprogress import PROGRESS_PORT
 
 OPERATOR = f"{helm.RELEASE}-lading-operator"
@@ -47,8 +48,15 @@ def ports(rule: dict[str, Any]) -> set[int]:
     return {p["port"] for p in rule.get("ports") or []}
 
 
-def test_off_by_default() -> None:
-    assert not helm.by_kind(helm.render(helm.CLUSTER), "NetworkPolicy")
+def test_on_by_default_and_off_when_asked() -> None:
+    """``helm template`` with the default values renders the operator's policy and the Spark pods'
+    policy in the (default) job namespace, and tells the operator to create each run's own."""
+    found = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in
+             helm.by_kind(helm.render(helm.CLUSTER), "NetworkPolicy")}
+    assert found == {(helm.NAMESPACE, OPERATOR), (helm.NAMESPACE, SPARK)}
+    assert run_policy_settings(helm.CLUSTER) is not None
+    off = {"networkPolicy": {"enabled": False}}
+    assert not helm.by_kind(helm.render(off), "NetworkPolicy") and run_policy_settings(off) is None
 
 
 def test_one_for_the_operator_and_one_per_job_namespace() -> None:
@@ -81,9 +89,9 @@ def test_spark_policy_selects_the_rendered_spark_pods_and_lets_the_operator_read
         labels = spark_pod_labels(ns)
         assert selects(policy["podSelector"], labels["driver"]) and selects(policy["podSelector"], labels["executor"])
         assert not selects(policy["podSelector"], {"app": "something-else"})
-        between, ui = policy["ingress"]
-        assert selects(between["from"][0]["podSelector"], labels["executor"]) and "ports" not in between
-        assert ports(ui) == {4040, PROGRESS_PORT}  # the Spark UI and a StreamCopy driver's /progress
+        (ui,) = policy["ingress"]  # the operator only: a run's pods admit each other by their own policy
+        assert ports(ui) == {4040, PROGRESS_PORT}
+        assert not selects(ui["from"][0]["podSelector"], labels["executor"])  # the Spark UI and a StreamCopy driver's /progress
         assert selects(ui["from"][0]["podSelector"], operator_labels)
         assert selects(ui["from"][0]["namespaceSelector"], {"kubernetes.io/metadata.name": helm.NAMESPACE})
         egress_ports = [ports(r) for r in policy["egress"]]
@@ -140,3 +148,66 @@ def test_spark_pods_reach_no_metadata_service_but_dns_storage_and_the_api_server
                 assert any(allows(r, "52.216.8.1", 443) for r in egress) and any(allows(r, "2600:1f18::1", 443) for r in egress)
     explicit = spark_egress(EXPLICIT_ANYWHERE)[0]
     assert any(allows(r, "52.216.8.1", 80) for r in explicit) and any(allows(r, "2600:1f18::1", 80) for r in explicit)
+
+
+def run_policy_settings(values: dict[str, Any]) -> netpol.Settings | None:
+    """What the chart tells the operator about each run's NetworkPolicy (LADING_NETWORK_POLICY)."""
+    deployment = helm.one(helm.render(values), "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    old = os.environ.get(netpol.ENV)
+    try:
+        os.environ.pop(netpol.ENV, None)
+        if env.get(netpol.ENV) is not None:
+            os.environ[netpol.ENV] = env[netpol.ENV]
+        return netpol.settings_from_env()
+    finally:
+        os.environ.pop(netpol.ENV, None)
+        if old is not None:
+            os.environ[netpol.ENV] = old
+
+
+def app_pods(namespace: str, name: str, run_id: str, attempt: int = 1) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
+    """A rendered SparkApplication, and its driver's and an executor's labels as they reach the pods:
+    the rendered ``spec.driver.labels``/``spec.executor.labels`` (spark-operator passes them as
+    spark.kubernetes.{driver,executor}.label.*), plus what spark-operator and Spark add themselves."""
+    run = render.RunIdentity(kind="CopyJob", namespace=namespace, name=name, uid="u", generation=1,
+                             run_id=run_id, run_time=dt.datetime(2026, 1, 1, tzinfo=dt.UTC), attempt=attempt)
+    app = render.build_sparkapplication({"from": {"query": "SELECT 1"}, "to": {"files": "s3://b/o/"}}, run,
+                                        installation=render.Installation())
+    added = {"sparkoperator.k8s.io/app-name": app["metadata"]["name"],
+             "sparkoperator.k8s.io/launched-by-spark-operator": "true", "spark-app-selector": f"spark-{run_id}",
+             "spark-app-name": app["metadata"]["name"]}
+    pods = {"driver": {**app["spec"]["driver"]["labels"], **added, "spark-role": "driver"},
+            "executor": {**app["spec"]["executor"]["labels"], **added, "spark-role": "executor", "spark-exec-id": "1"}}
+    return app, pods
+
+
+def test_each_run_admits_its_own_pods_and_the_operator_only() -> None:
+    """The policy the operator creates with each SparkApplication (lading_operator.netpol), with the
+    settings the chart gives it: its driver and executors reach each other, the operator reaches the
+    UI and /progress, and no other run's pods (same namespace, same resource's other attempt or run,
+    another resource) get in."""
+    settings = run_policy_settings(helm.CLUSTER)
+    assert settings is not None
+    app, pods = app_pods("team-a", "orders", "r1")
+    policy = netpol.build_networkpolicy(app, "app-uid", settings)
+    assert policy["metadata"]["ownerReferences"] == [{"apiVersion": render.SPARK_API_VERSION, "kind": "SparkApplication",
+                                                      "name": app["metadata"]["name"], "uid": "app-uid",
+                                                      "controller": True}]
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress"]
+    assert selects(spec["podSelector"], pods["driver"]) and selects(spec["podSelector"], pods["executor"])
+    own, operator = spec["ingress"]
+    assert "ports" not in own and selects(own["from"][0]["podSelector"], pods["executor"])
+    assert "namespaceSelector" not in own["from"][0]  # the policy's own namespace only
+    operator_pod = helm.one(helm.render(helm.CLUSTER), "Deployment")["spec"]["template"]["metadata"]["labels"]
+    peer = operator["from"][0]
+    assert selects(peer["podSelector"], operator_pod) and not selects(peer["podSelector"], pods["driver"])
+    assert selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": helm.NAMESPACE})
+    assert not selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": "team-a"})
+    assert ports(operator) == {4040, PROGRESS_PORT}
+    for other in (app_pods("team-a", "orders", "r2")[1], app_pods("team-a", "orders", "r1", attempt=2)[1],
+                  app_pods("team-a", "payments", "r1")[1]):
+        for role in ("driver", "executor"):
+            assert not selects(own["from"][0]["podSelector"], other[role])
+            assert not selects(spec["podSelector"], other[role])

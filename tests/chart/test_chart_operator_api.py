@@ -75,6 +75,8 @@ def _resources(function: str, method: str, args: list[ast.expr]) -> list[tuple[s
     status = "/status" if method.endswith("_status") else ""
     if method.endswith("_namespaced_lease"):  # _coordination(): CoordinationV1Api
         return [(LEASES[0], LEASES[1])]
+    if method.endswith("_namespaced_network_policy"):  # _networking(): NetworkingV1Api
+        return [("networking.k8s.io", "networkpolicies")]
     if "custom_object" in method:
         group = ast.unparse(args[0])
         if group == "GROUP":
@@ -106,7 +108,7 @@ def operator_calls() -> dict[str, set[Triple]]:
                 calls.setdefault(fn.name, set()).add(("", "events", "create"))
             elif (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
                   and isinstance(func.value.func, ast.Name)
-                  and func.value.func.id in ("_custom", "_core", "_coordination")):
+                  and func.value.func.id in ("_custom", "_core", "_coordination", "_networking")):
                 verb = _verb(func.attr)
                 for group, resource in _resources(fn.name, func.attr, node.args):
                     calls.setdefault(fn.name, set()).add((group, resource, verb))
@@ -127,7 +129,7 @@ def test_the_derivation_sees_every_api_call_in_k8s_py() -> None:
     calls = operator_calls()
     # Every function of k8s.py that reaches the API server; a new one must show up here.
     assert set(calls) == {"get_resource", "patch_status", "delete_resource", "get_app", "create_app",
-                          "delete_app", "list_apps", "get_pod", "post_event",
+                          "delete_app", "list_apps", "get_pod", "post_event", "create_network_policy",
                           "get_lease", "create_lease", "replace_lease"}
     assert calls["replace_lease"] == {("coordination.k8s.io", "leases", "update")}
     assert calls["delete_resource"] == {(k8s.GROUP, p, "delete") for p in ttl_kinds()}
@@ -142,8 +144,8 @@ def test_no_api_call_outside_k8s_py() -> None:
         if path == K8S_PY:
             continue
         text = path.read_text()
-        for needle in ("CustomObjectsApi", "CoreV1Api", "EventsV1Api", "CoordinationV1Api", "_custom()",
-                       "_core()", "_coordination()", "k8s._post",
+        for needle in ("CustomObjectsApi", "CoreV1Api", "EventsV1Api", "CoordinationV1Api", "NetworkingV1Api",
+                       "_custom()", "_core()", "_coordination()", "_networking()", "k8s._post",
                        "kopf.patch", "call_api"):
             assert needle not in text, f"{path.relative_to(OPERATOR_DIR)} uses {needle}"
 

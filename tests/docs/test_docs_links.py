@@ -264,7 +264,7 @@ def chart_values() -> dict:  # type: ignore[type-arg]
 # Spark properties share the `spark.` prefix with the chart's `spark:` values; they are not values.
 _SPARK_PROPERTY = re.compile(r"^spark\.(kubernetes|sql|executor|driver|dynamicAllocation|hadoop|app|master|default|"
                              r"jars|files|archives|submit|network|task|memory|speculation|redaction|pyspark|"
-                             r"executorEnv|kerberos|locality|shuffle|reducer|rpc|python|stage|plugins|lading|yarn)(\.|$)")
+                             r"executorEnv|kerberos|locality|shuffle|reducer|rpc|python|stage|plugins|lading|yarn|ui)(\.|$)")
 _VALUE_TAIL = r"((?:\.[A-Za-z][\w]*)+)(?:=\S*|: .*)?$"
 
 

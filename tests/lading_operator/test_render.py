@@ -114,7 +114,7 @@ def test_shape_identity_and_credentials_by_reference() -> None:
     assert spec["mainApplicationFile"] == "local:///opt/lading/spark_apps/lading_jobs/main.py"
     assert spec["image"] == "registry.local/lading:dev"
     assert spec["sparkConf"] == {"spark.sql.shuffle.partitions": "8", "spark.sql.runSQLOnFiles": "false",
-                                 "spark.sql.variable.substitute": "false"}
+                                 "spark.sql.variable.substitute": "false", "spark.ui.killEnabled": "false"}
     for role in ("driver", "executor"):
         pod = spec[role]
         # only the credentials, each by its key: the Secret's other keys never become variables

@@ -102,6 +102,13 @@ Nothing on Secrets: credentials reach Spark pods by envFrom, resolved by the kub
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+{{- if .Values.networkPolicy.enabled }}
+# Each run's own NetworkPolicy, owned by its SparkApplication (lading_operator.netpol); the
+# garbage collector deletes it with the application, the operator never updates or deletes one.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["create"]
+{{- end }}
 {{- end }}
 
 {{/*

@@ -204,6 +204,7 @@ def run_range(target: Target, source: KafkaRead, index: int, rng: pos.Range) -> 
     its rows come later in the task's parts, and the later row wins (``consolidate``: same
     time, greater part order or position)."""
     config = kf.consumer_config(source.bootstrap, dict(source.consumer), source.group)
+    kf.check_broker_addresses(source.bootstrap)
     schema = target.schema
     chunk = memory.chunk_bytes(source.task_bytes)
     out = Outcome(index, str(rng))
@@ -312,6 +313,7 @@ def _transform_stage(spark: Any, target: Target, source: Any, items: list[Any], 
     if kind == "kafka":
         def decode(i: int) -> Iterator[pa.RecordBatch]:
             config = kf.consumer_config(source.bootstrap, dict(source.consumer), source.group)
+            kf.check_broker_addresses(source.bootstrap)
             return source_batches(kf.read_chunks(config, items[i], memory.chunk_bytes(source.task_bytes)),
                                   source.value_format, tplan.source)
 

@@ -503,7 +503,13 @@ def run_stream(spark: Any, doc: JobDocument, spec: StreamCopySpec | None = None,
     if progress_port is not None:
         server = ProgressServer(progress, progress_host or os.environ.get("LADING_PROGRESS_HOST") or "0.0.0.0",
                                 progress_port)
-    stream = Stream(spark, doc, spec, progress)
+    try:
+        stream = Stream(spark, doc, spec, progress)
+    except kf.KafkaError as e:  # refused before any connection: the properties, the Secret's binding
+        if server is not None:
+            server.close()
+        progress.update(state="failed", error=str(e))
+        return {"runId": doc.run_id, "error": str(e)}
     base: dict[str, Any] = {"runId": doc.run_id, "destination": stream.table_uri}
     watcher: LagWatcher | None = None
     publishing = mirror_publisher.background()  # batches commit while the mirror publishes the last one

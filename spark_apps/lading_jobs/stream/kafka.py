@@ -28,8 +28,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lading_jobs import pinning
 from lading_jobs.stream import memory
 from lading_jobs.stream.positions import Range, Watermarks
+from lading_spec import kafkacreds
 from lading_spec.streamcopy import (
     KAFKA_PROPERTIES_DIR,
     KAFKA_PROPERTIES_DIR_ENV,
@@ -90,19 +92,42 @@ def consumer_config(bootstrap: tuple[str, ...], consumer: Mapping[str, str], gro
     back. A property from either side that would run a program, load a library, reach
     an address lading does not validate or replace the brokers
     (:func:`lading_spec.streamcopy.escape_property_error`) is refused, naming the key
-    and where it came from, never its value.
+    and where it came from, never its value. A Secret's credentials go only where the
+    Secret says (its ``bootstrap.servers``, ``security.protocol`` and ``sasl.mechanism``,
+    :func:`lading_spec.kafkacreds.binding_error`); its ``bootstrap.servers`` is that
+    binding, never a connection setting.
     """
     from_secret = translate(secret if secret is not None else secret_properties())
-    for where, props in (("source.kafka.consumer", consumer),
-                         ("the credentials Secret (source.kafka.secretRef)", from_secret)):
+    bound = from_secret.pop(kafkacreds.BOUND_BROKERS, None)
+    for where, props in (("source.kafka.consumer", consumer), (kafkacreds.SECRET_FIELD, from_secret)):
         for key in props:
             why = escape_property_error(key)
             if why:
                 raise KafkaError(f"{where}: property {key!r}: {why}")
+    why = kafkacreds.binding_error(bootstrap, consumer, {**from_secret, kafkacreds.BOUND_BROKERS: bound or ""})
+    if why:
+        raise KafkaError(why)
     lading = {"bootstrap.servers": ",".join(bootstrap), "group.id": group,
               "enable.auto.commit": "false", "enable.auto.offset.store": "false", "auto.offset.reset": "error",
               "enable.partition.eof": "true"}
-    return {**dict(consumer), **from_secret, **lading}
+    return {**kafkacreds.secret_wins(consumer, from_secret), **from_secret, **lading}
+
+
+def check_broker_addresses(bootstrap: tuple[str, ...]) -> None:
+    """Resolve each broker's name and refuse one that answers a link-local address (the
+    instance metadata service), as an S3 endpoint's (``lading_jobs.pinning``). A name that does
+    not resolve is left to librdkafka, which reports it. librdkafka resolves names itself
+    (confluent-kafka has no resolver hook), so unlike S3 connections these are checked here,
+    at the start of the driver and of each task, not pinned."""
+    for i, server in enumerate(bootstrap):
+        try:
+            pinning.checked_addresses(kafkacreds.broker_host(server))
+        except pinning.LinkLocalAddress as e:
+            raise KafkaError(f"source.kafka.bootstrapServers[{i}]: {server!r} resolves to {e.address}, a "
+                             "link-local address (the cloud's instance metadata service), never a Kafka "
+                             "broker") from None
+        except OSError:
+            continue
 
 
 def _redact(text: str, config: Mapping[str, str]) -> str:

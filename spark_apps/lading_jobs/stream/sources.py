@@ -58,6 +58,7 @@ class KafkaSource:
     def __init__(self, spec: KafkaSpec, group: str, task_bytes: int = memory.DEFAULT_TASK_BYTES) -> None:
         self.spec, self.group = spec, group
         self.config = kf.consumer_config(spec.bootstrap_servers, spec.consumer, group)
+        kf.check_broker_addresses(spec.bootstrap_servers)
         self.consumer = kf.open_consumer(self.config)
         self.admin: Any = None  # opened at the first plan (topic IDs)
         self.topic_ids: dict[str, str | None] = {}  # the broker's, at the last plan
