@@ -21,7 +21,16 @@ from typing import Any
 
 import kopf
 
-from lading_operator import controller, drivers, election, metrics, netpol, persistence, policy, render
+from lading_operator import (
+    controller,
+    drivers,
+    election,
+    metrics,
+    netpol,
+    persistence,
+    policy,
+    render,
+)
 from lading_operator.handlers import resources  # registers the handlers on import
 from lading_spec import controls
 
