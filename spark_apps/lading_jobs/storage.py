@@ -845,7 +845,9 @@ def _create_in_staging(parent: int, staging_path: str, name: str) -> tuple[int, 
         except FileNotFoundError:
             continue
         except OSError as e:
-            raise localfs.LinkRefused(staging_path) from e
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):  # the staging name is a link (or a file): not used
+                raise localfs.LinkRefused(staging_path) from e
+            raise
         try:
             return staging, name, os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                                           0o644, dir_fd=staging)
