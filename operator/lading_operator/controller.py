@@ -68,7 +68,7 @@ from lading_operator.phases import ACTIVE
 from lading_operator.triggers import scheduled
 
 log = logging.getLogger(__name__)
-_policy: policy.Policy = policy.Policy()
+_policy: policy.Policy = policy.DEFAULT_POLICY
 APPS_KEPT = 10_000  # SparkApplications from watch events not yet taken by a pass
 CREATE_BACKOFF = (2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)  # after a create refused with 403/404
 GONE = "gone"  # reconcile's answer when the resource no longer exists
@@ -491,7 +491,8 @@ def _reconcile(kind: Kind, namespace: str, name: str, known: dict[str, Any] | No
     resource.setdefault("kind", kind.name)
     timeout = start_timeout()
     obs = observe(kind, resource, timeout=timeout)
-    plan = rc.plan(obs, check_policy, kind=kind, start_timeout=timeout)
+    plan = rc.plan(obs, check_policy, kind=kind, start_timeout=timeout,
+                   file_prefixes=_policy.file_prefixes_for(namespace))
     if not plan.status and not plan.create and not plan.delete_apps and (resource.get("status") or {}).get("phase"):
         metrics.observe_phase(kind.name, namespace, name, str(resource["status"]["phase"]))
     return execute(kind, obs, plan, timeout, precondition=known is not None)

@@ -85,7 +85,8 @@ def run_identity(ctx: Ctx, run_id: str, run_time: dt.datetime, attempt: int) -> 
 def build_app(ctx: Ctx, run_id: str, run_time: dt.datetime, attempt: int) -> dict[str, Any]:
     return render.build_sparkapplication(ctx.spec, run_identity(ctx, run_id, run_time, attempt),
                                          operator_fields=ctx.kind.operator_fields,
-                                         continuous=ctx.kind.trigger == "continuous")
+                                         continuous=ctx.kind.trigger == "continuous",
+                                         file_prefixes=ctx.file_prefixes)
 
 
 def oneshot_run_id(ctx: Ctx) -> str:

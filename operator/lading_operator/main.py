@@ -3,7 +3,7 @@
 Environment (see docs/operator.md): ``LADING_NAMESPACES`` (comma-separated; empty
 = cluster-wide), ``LADING_METRICS_PORT`` (9090; ``off`` disables),
 ``LADING_METRICS_ADDRESS`` (the address /metrics binds, ``0.0.0.0``),
-``LADING_POLICY_FILE`` (optional storage allow-list), ``LADING_LIVENESS``
+``LADING_POLICY_FILE`` (the allow-lists; unset: :data:`lading_operator.policy.DEFAULT_POLICY`), ``LADING_LIVENESS``
 (``http://0.0.0.0:8080/healthz``; ``off`` disables), ``LADING_WORKERS`` (threads
 for API calls, 16), ``LADING_START_TIMEOUT`` (seconds, 120; :func:`lading_operator.controller.start_timeout`);
 and what every SparkApplication gets, ``LADING_SPARK_IMAGE``,

@@ -95,6 +95,8 @@ class Ctx:
     obs: Observed
     policy: Policy
     start_timeout: float = START_TIMEOUT
+    file_prefixes: tuple[str, ...] = ()
+    """The ``file://`` prefixes the namespace's policy allows: rendered for the job (``lading_spec.localfiles``)."""
 
     def with_status(self, patch: Mapping[str, Any]) -> Ctx:
         return dataclasses.replace(self, obs=self.obs.with_status(patch))

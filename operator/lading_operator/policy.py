@@ -24,10 +24,16 @@ YAML file and points ``LADING_POLICY_FILE`` at it::
 Each section works like ``allowedPrefixes``: a listed namespace gets exactly its
 list, any other gets ``default``, ``{namespace}`` stands for the namespace.
 
-Images and service accounts (pure, in :func:`check_spark`): without a policy file
-any is allowed; with one, a resource that sets ``spec.spark.image`` or
-``spec.spark.serviceAccount`` to something other than the operator's defaults
-needs an entry (a missing section allows only the defaults). Spark properties:
+**Safe by default.** Without a policy file (``LADING_POLICY_FILE`` unset) the
+operator applies :data:`DEFAULT_POLICY`, which is also what the chart's default
+values render: every namespace may use ``s3://`` (any bucket its Secret reaches) and
+no ``file://``, only the operator's image and Spark ServiceAccount, only safe tuning
+properties, and the sizing of a small job (:data:`DEFAULT_LIMITS`). Every widening is
+an entry in the file (docs/security.md says what each costs).
+
+Images and service accounts (pure, in :func:`check_spark`): a resource that sets
+``spec.spark.image`` or ``spec.spark.serviceAccount`` to something other than the
+operator's defaults needs an entry (a missing section allows only the defaults). Spark properties:
 with or without a policy file, a key must be safe tuning
 (:func:`lading_spec.sparkconf.is_safe`) or listed for the namespace; keys that
 change where or as whom a job runs are refused by lading_spec whatever the
@@ -38,7 +44,13 @@ variables (``spark.executorEnv.``) is refused at start-up.
 
 Storage rules (pure, in :func:`check_uris`):
 
-- no policy file: everything is allowed (the policy is opt-in);
+- no policy file: ``s3://`` only (:data:`DEFAULT_POLICY`);
+- ``file://`` never reaches the pod's kernel views, devices or credentials
+  (:mod:`lading_spec.localfiles`): a prefix under or holding ``/proc``, ``/sys``,
+  ``/dev``, ``/var/run/secrets``, ``/run/secrets`` or ``/etc/lading`` is refused at
+  start-up, and so is a spec naming such a path (naming the field), whatever the
+  policy says. The namespace's ``file://`` prefixes also reach the job
+  (:func:`file_prefixes_for`), which opens nothing outside them;
 - a namespace listed under ``namespaces`` gets exactly its list (it replaces
   ``default``, it does not add to it); any other namespace gets ``default``;
   a missing ``default`` is the empty list: nothing is allowed;
@@ -72,7 +84,7 @@ from urllib.parse import unquote, urlsplit
 import yaml
 
 from lading_operator import sizing
-from lading_spec import envvars, kafkacreds, sparkconf
+from lading_spec import envvars, kafkacreds, localfiles, sparkconf
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _CUT = re.compile(r"[{*?\[]")
@@ -97,17 +109,22 @@ class Allowed:
         return tuple(p.replace("{namespace}", namespace) for p in raw)
 
 
+DEFAULT_LIMITS = sizing.Limits(executors=4, cores=2, memory=8 * 1024**3)
+"""The caps without a policy file (and the chart's default ``policy.limits``): a small job."""
+DEFAULT_PREFIXES = ("s3://",)
+"""The storage without a policy file (and the chart's default ``policy.allowedPrefixes``)."""
+
+
 @dataclass(frozen=True)
 class Policy:
-    """An allow-list; ``enabled=False`` (no policy file) allows every URI, image and service account."""
+    """The allow-lists; the defaults are :data:`DEFAULT_POLICY`, what applies without a policy file."""
 
-    enabled: bool = False
-    default: tuple[str, ...] = ()
+    default: tuple[str, ...] = DEFAULT_PREFIXES
     namespaces: dict[str, tuple[str, ...]] = field(default_factory=dict)
     images: Allowed = field(default_factory=Allowed)
     service_accounts: Allowed = field(default_factory=Allowed)
     spark_conf: Allowed = field(default_factory=Allowed)
-    limits: sizing.Limits = field(default_factory=sizing.Limits)
+    limits: sizing.Limits = DEFAULT_LIMITS
     limits_by_namespace: dict[str, sizing.Limits] = field(default_factory=dict)
     brokers: Allowed | None = None  # None: no brokers section (any broker the address checks pass)
 
@@ -118,6 +135,14 @@ class Policy:
     def prefixes_for(self, namespace: str) -> tuple[str, ...]:
         """The prefixes ``namespace`` may use, with ``{namespace}`` filled in."""
         return Allowed(self.default, self.namespaces).for_namespace(namespace)
+
+    def file_prefixes_for(self, namespace: str) -> tuple[str, ...]:
+        """The ``file://`` prefixes of ``namespace``: all a job of it may open (``lading_spec.localfiles``)."""
+        return tuple(p for p in self.prefixes_for(namespace) if p.lower().startswith("file://"))
+
+
+DEFAULT_POLICY = Policy()
+"""No policy file: ``s3://`` only, the operator's image and ServiceAccount, a small job's size."""
 
 
 SECTIONS = ("allowedPrefixes", "images", "serviceAccounts", "sparkConf", "limits", "brokers")
@@ -133,7 +158,7 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
     if unknown:
         raise PolicyError(f"{source}: unknown key(s) {sorted(unknown)}; the keys are {', '.join(SECTIONS)}")
     prefixes = _section(document, "allowedPrefixes", source, _prefix_list)
-    return Policy(enabled=True, default=prefixes.default, namespaces=prefixes.namespaces,
+    return Policy(default=prefixes.default, namespaces=prefixes.namespaces,
                   images=_section(document, "images", source, _image_list),
                   service_accounts=_section(document, "serviceAccounts", source, _account_list),
                   spark_conf=_section(document, "sparkConf", source, _conf_list),
@@ -228,18 +253,31 @@ def _prefix_list(value: Any, where: str) -> tuple[str, ...]:
             )
         if _has_dot_segment(item):
             raise PolicyError(f"{where}[{i}]: {item!r} must not contain . or .. path segments")
+        if scheme == "file":
+            _check_file_prefix(item, f"{where}[{i}]")
         out.append(item)
     return tuple(out)
 
 
+def _check_file_prefix(item: str, where: str) -> None:
+    """A ``file://`` prefix must be an absolute path away from the pod's kernel views and credentials."""
+    rest = item.split("://", 1)[1]
+    if not rest.startswith("/"):
+        raise PolicyError(f"{where}: {item!r} must be an absolute file:/// path (three slashes)")
+    why = localfiles.covers_forbidden(rest.replace("{namespace}", "ns"))
+    if why:
+        raise PolicyError(f"{where}: {item!r} can never be allowed: a job could read what {why}; list a "
+                          "directory that holds only data, such as file:///data/{namespace}/")
+
+
 def load_policy(path: str | None) -> Policy:
-    """Read the policy file at ``path``; ``None`` or ``""`` means no policy (allow all).
+    """Read the policy file at ``path``; ``None`` or ``""`` means no file: :data:`DEFAULT_POLICY`.
 
     A path that is set but unreadable or malformed raises :class:`PolicyError`:
     the operator must not start with a policy it cannot enforce.
     """
     if not path:
-        return Policy()
+        return DEFAULT_POLICY
     try:
         text = Path(path).read_text()
     except OSError as e:
@@ -253,10 +291,13 @@ def load_policy(path: str | None) -> Policy:
 
 def check_uris(policy: Policy, namespace: str, uris: list[tuple[str, str]]) -> str | None:
     """Return an error for the first (field, URI) the policy forbids in ``namespace``, else None."""
-    if not policy.enabled:
-        return None
     prefixes = policy.prefixes_for(namespace)
     for field_path, uri in uris:
+        if isinstance(uri, str) and uri[:7].lower() == "file://":
+            why = localfiles.forbidden(localfiles.path_of(_CUT.split(uri, maxsplit=1)[0]))
+            if why:
+                return (f"{field_path}: {uri!r} can never be read or written by a job: {why}; "
+                        "name a file under a prefix the cluster admin allows")
         if not uri_allowed(uri, prefixes, namespace if field_path in TEMPLATE_FIELDS else None):
             if prefixes:
                 allowed = ", ".join(prefixes)
@@ -366,14 +407,14 @@ def check_spark(policy: Policy, namespace: str, spark: Any, default_image: str,
     """
     spark = spark if isinstance(spark, dict) else {}
     image = spark.get("image")
-    if policy.enabled and isinstance(image, str) and image != default_image:
+    if isinstance(image, str) and image != default_image:
         allowed = policy.images.for_namespace(namespace)
         if not image_allowed(image, allowed):
             return (f"spec.spark.image: {image!r} is not an allowed image in namespace {namespace!r} "
                     f"({_allowed_text(allowed, default_image)}); remove it to use the operator's image, "
                     "or ask the cluster admin to add it to policy.images")
     account = spark.get("serviceAccount")
-    if policy.enabled and isinstance(account, str) and account != default_service_account:
+    if isinstance(account, str) and account != default_service_account:
         allowed = policy.service_accounts.for_namespace(namespace)
         if account not in allowed:
             return (f"spec.spark.serviceAccount: {account!r} is not allowed in namespace {namespace!r} "
@@ -387,7 +428,7 @@ def check_spark(policy: Policy, namespace: str, spark: Any, default_image: str,
                     "every namespace may set tuning properties (spark.sql.shuffle.partitions, "
                     f"spark.sql.adaptive.*, spark.executor.memoryOverhead, ... see docs/security.md){more}; "
                     "remove it, or ask the cluster admin to add it to policy.sparkConf")
-    return sizing.check_limits(policy.limits_for(namespace), spark) if policy.enabled else None
+    return sizing.check_limits(policy.limits_for(namespace), spark)
 
 
 def conf_allowed(key: str, extra: tuple[str, ...]) -> bool:

@@ -8,7 +8,9 @@ The Spark app receives the job document (``--job <JSON>``, the contract of
 :mod:`lading_spec.job`); credentials reach it only as the variables
 :data:`CREDENTIAL_KEYS`, each read from its key of the Secret named in
 ``spec.connection.secretRef`` (never the Secret's other keys); the endpoint (as
-``AWS_ENDPOINT_URL_S3``, which STS never reads) and region as plain env.
+``AWS_ENDPOINT_URL_S3``, which STS never reads) and region as plain env. Every pod
+also gets ``LADING_FILE_PREFIXES``: the ``file://`` prefixes the namespace's policy
+allows, the only local paths the job opens (:mod:`lading_spec.localfiles`; none by default).
 
 What the installation decides (the Helm chart passes it to the operator as
 environment, :func:`installation_from_env`): the image, its pull policy and pull
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lading_operator import names, podsecurity, render_stream
+from lading_spec import localfiles
 from lading_spec.copyjob import OPERATOR_FIELDS
 from lading_spec.errors import SpecError
 from lading_spec.job import API_VERSION, JobDocument
@@ -332,9 +335,11 @@ def labels(run: RunIdentity) -> dict[str, str]:
     }
 
 
-def _env(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _env(spec: Mapping[str, Any], file_prefixes: Collection[str]) -> list[dict[str, Any]]:
     connection = spec.get("connection") or {}
-    env: list[dict[str, Any]] = []
+    # Always set: the job in a pod opens file:// only under these (an empty list: none).
+    env: list[dict[str, Any]] = [{"name": localfiles.PREFIXES_ENV,
+                                  "value": localfiles.render_prefixes(list(file_prefixes))}]
     if connection.get("endpoint"):
         # S3 only: botocore also sends STS calls (AssumeRoleWithWebIdentity, with the
         # pod's IRSA token) to the global AWS_ENDPOINT_URL, i.e. to the tenant's server.
@@ -370,19 +375,21 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
                            options: SparkOptions | None = None,
                            operator_fields: Collection[str] = OPERATOR_FIELDS,
                            installation: Installation | None = None,
-                           continuous: bool = False) -> dict[str, Any]:
+                           continuous: bool = False, file_prefixes: Collection[str] = ()) -> dict[str, Any]:
     """The SparkApplication for one attempt of one run of a resource (pure, given the
     installation; by default that is read from the environment).
 
     ``operator_fields``: the spec fields of ``run.kind`` that stay out of the job
     document (CopyJob's by default; see :mod:`lading_operator.kinds`).
     ``continuous``: a kind kept running (StreamCopy): see :mod:`lading_operator.render_stream`.
+    ``file_prefixes``: the ``file://`` prefixes the namespace's policy allows
+    (``Policy.file_prefixes_for``); the job opens no other local path.
     """
     options = options or parse_spark_options(spec.get("spark"), installation)
     document = job_document(spec, run, operator_fields).to_json()
     _argument_fits(document, spec, operator_fields)
     lbls = labels(run)
-    env = _env(spec)
+    env = _env(spec, file_prefixes)
 
     def pod(size: PodSize, executor: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"cores": size.cores, "memory": size.memory, "labels": dict(lbls),
@@ -391,8 +398,7 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
                                "securityContext": copy.deepcopy(dict(options.security_context))}
         if executor:
             out["instances"] = size.instances
-        if env:
-            out["env"] = copy.deepcopy(env)
+        out["env"] = copy.deepcopy(env)
         return out
 
     app_spec: dict[str, Any] = {

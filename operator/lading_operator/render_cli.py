@@ -67,10 +67,8 @@ def _run_time(text: str | None) -> dt.datetime:
     return value
 
 
-def _policy_check(policy_file: str | None) -> PolicyCheck:
-    """The operator's policy check: the file's, else no file (Spark properties must still be safe)."""
-    loaded = policy.load_policy(policy_file)
-
+def _policy_check(loaded: policy.Policy) -> PolicyCheck:
+    """The operator's policy check with ``loaded`` (the file's, else the default policy)."""
     install = render.installation_from_env()  # the image and account the rendering uses
 
     def check(namespace: str, uris: list[tuple[str, str]], spark: Any) -> str | None:
@@ -90,7 +88,8 @@ def render_document(doc: dict[str, Any], namespace: str, run_time: dt.datetime,
         raise SpecError("metadata.name", "missing")
     spec = doc.get("spec") or {}
     ns = str(meta.get("namespace") or namespace)
-    invalid = reconcile.validate(kind, spec, ns, _policy_check(policy_file), run_time)
+    loaded = policy.load_policy(policy_file)
+    invalid = reconcile.validate(kind, spec, ns, _policy_check(loaded), run_time)
     if invalid is not None:
         field, _, message = invalid[1].partition(":")
         raise SpecError(field.removeprefix("spec."), message.strip())
@@ -104,7 +103,8 @@ def render_document(doc: dict[str, Any], namespace: str, run_time: dt.datetime,
     run = render.RunIdentity(kind=kind.name, namespace=ns, name=name, uid=uid, generation=generation,
                              run_id=run_id, run_time=when)
     return render.build_sparkapplication(spec, run, operator_fields=kind.operator_fields,
-                                         continuous=kind.trigger == "continuous")
+                                         continuous=kind.trigger == "continuous",
+                                         file_prefixes=loaded.file_prefixes_for(ns))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,8 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run-time", help="the run time to render (RFC 3339; default: now)")
     parser.add_argument("--policy", metavar="FILE", default=None,
                         help="check the resources against this policy file, as the operator does with "
-                             "LADING_POLICY_FILE (default: no policy file: any storage, image and service "
-                             "account; Spark properties must be safe tuning)")
+                             "LADING_POLICY_FILE (default: no policy file, as the operator without one: s3:// "
+                             "only, the operator's image and ServiceAccount, a small job's size; Spark "
+                             "properties must be safe tuning)")
     args = parser.parse_args(argv)
     try:
         policy.load_policy(args.policy)

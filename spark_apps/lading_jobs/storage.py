@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fnmatch
 import functools
 import hashlib
@@ -37,6 +38,8 @@ from urllib.parse import urlparse, urlsplit
 import botocore.exceptions
 import pyarrow as pa
 
+from lading_jobs import localfs
+from lading_spec import localfiles
 from lading_spec.uris import check_endpoint
 
 if TYPE_CHECKING:
@@ -679,80 +682,146 @@ def _uri(path: Path) -> str:
 class LocalStorage(Storage):
     """``file://`` URIs. Pending uploads live in ``<parent>/.lading-staging/`` until renamed.
 
+    ``prefixes``: the ``file://`` prefixes this process may open (``lading_spec.localfiles``:
+    in a pod, what the operator rendered; none, no ``file://`` at all). Below a prefix every
+    path is opened one component at a time without following a link (:mod:`lading_jobs.localfs`),
+    so a link planted under it leads nowhere: not read, listed, written nor deleted through.
+    ``None`` (a laptop: no tenants): any path, links followed as ``open(2)`` does.
+
     Each uploaded part's bytes start their write-back to the disk as they are appended
     (``start_writeback``), so the ``fsync`` that ``complete_upload`` still does before the
     rename finds them written or on their way: a compaction's tasks write its outputs
     while the disk takes them, instead of the driver's commit waiting for all of them.
     """
 
+    def __init__(self, prefixes: tuple[str, ...] | None = None) -> None:
+        self.prefixes = prefixes
+        roots = [] if prefixes is None else [localfiles.path_of(p).rstrip("/") or "/" for p in prefixes]
+        for root in roots:  # the operator refused these at start-up; a job never opens them either
+            why = localfiles.covers_forbidden(root) or localfiles.covers_forbidden(os.path.realpath(root))
+            if why:
+                raise StorageError(f"{localfiles.PREFIXES_ENV} names {root}, which a job may never open: {why}")
+        self.roots = tuple(roots)
+
     def describe(self, uri: str) -> str:
         return "the local file system"
+
+    def _outside(self, uri: str) -> StorageError:
+        if not self.roots:
+            return StorageError(f"{uri}: file:// is not allowed here: the job runs in a pod and the cluster admin "
+                                "allows no file:// prefix for this namespace (policy.allowedPrefixes); use s3://")
+        return StorageError(f"{uri} is outside the file:// prefixes this job may use "
+                            f"({', '.join('file://' + r for r in self.roots)}; policy.allowedPrefixes)")
+
+    def _place(self, uri: str, path: str | None = None) -> localfs.Place:
+        """Where ``uri`` (or the local ``path``) is: below the prefix it lies under, else refused."""
+        path = localfiles.path_of(uri) if path is None else localfiles.path_of(path)
+        if self.prefixes is None:
+            return localfs.Place("/", tuple(p for p in path.split("/") if p), follow=True)
+        for root in self.roots:
+            if localfiles.under(path, root):
+                parts = tuple(p for p in path[len(root.rstrip("/")):].split("/") if p and p != ".")
+                if ".." in parts:
+                    raise StorageError(f"{uri}: a file:// path must not climb out with '..'")
+                return localfs.Place(root, parts)
+        raise self._outside(uri)
 
     def list_objects(self, prefix: str) -> Iterator[ObjectInfo]:
         base = _path(prefix)
         root = base if prefix.endswith("/") else base.parent
-        if not root.is_dir():
-            return
         found = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [d for d in dirnames if d != STAGING_DIR]
-            for name in filenames:
-                p = Path(dirpath) / name
+        for place in self._walk_roots(prefix, str(root), str(base)):
+            for below, entry, _ in localfs.walk(place):
+                if entry.name == STAGING_DIR or (below and STAGING_DIR in below):
+                    continue
+                if not entry.is_file(follow_symlinks=place.follow):
+                    continue  # a directory (walked), a link (never followed under a prefix), a device ...
+                p = Path(place.path, *below, entry.name)
                 uri = _uri(p)
                 if uri.startswith(prefix) or str(p).startswith(str(base)):
                     try:
-                        st = p.stat()
+                        st = entry.stat(follow_symlinks=place.follow)
                     except FileNotFoundError:  # deleted since the walk saw it: not listed (as on S3)
                         continue
                     found.append(ObjectInfo(uri, st.st_size, _etag(st), st.st_mtime))
         yield from sorted(found, key=lambda o: o.uri)
 
+    def _walk_roots(self, prefix: str, root: str, base: str) -> list[localfs.Place]:
+        """Where a listing of ``prefix`` walks: its directory, or, when that lies above the allowed
+        prefixes (``file:///data/team`` lists ``/data`` for names starting ``team``), each allowed
+        prefix the listing covers."""
+        if self.prefixes is None or any(localfiles.under(localfiles.path_of(root), r) for r in self.roots):
+            return [self._place(prefix, root)]
+        covered = [localfs.Place(r) for r in self.roots
+                   if localfiles.under(r, localfiles.path_of(root)) and r.startswith(localfiles.path_of(base))]
+        if not covered:
+            raise self._outside(prefix)
+        return covered
+
     def list_level(self, prefix: str) -> tuple[list[str], list[ObjectInfo]]:
-        """One directory's subdirectories and regular files; symbolic links are neither (a link
-        planted under a prefix leads nowhere), nor is the staging directory."""
-        root = _path(prefix)
-        if not prefix.endswith("/") or not root.is_dir():
+        """One directory's subdirectories and regular files, the directory opened as every local
+        path is (:meth:`_place`: under an allowed prefix, no link followed); symbolic links are
+        neither (a link planted under a prefix leads nowhere), nor is the staging directory."""
+        if not prefix.endswith("/"):
             return [], []
         dirs, files = [], []
-        with os.scandir(root) as entries:
-            for e in entries:
-                if e.is_symlink() or e.name == STAGING_DIR:
-                    continue
-                if e.is_dir(follow_symlinks=False):
-                    dirs.append(prefix + e.name + "/")
-                elif e.is_file(follow_symlinks=False):
-                    try:
-                        st = e.stat(follow_symlinks=False)
-                    except FileNotFoundError:
+        try:
+            with localfs.directory(self._place(prefix)) as fd, os.scandir(fd) as entries:
+                for e in entries:
+                    if e.is_symlink() or e.name == STAGING_DIR:
                         continue
-                    files.append(ObjectInfo(prefix + e.name, st.st_size, _etag(st), st.st_mtime))
+                    if e.is_dir(follow_symlinks=False):
+                        dirs.append(prefix + e.name + "/")
+                    elif e.is_file(follow_symlinks=False):
+                        try:
+                            st = e.stat(follow_symlinks=False)
+                        except FileNotFoundError:
+                            continue
+                        files.append(ObjectInfo(prefix + e.name, st.st_size, _etag(st), st.st_mtime))
+        except (FileNotFoundError, NotADirectoryError):
+            return [], []
         return sorted(dirs), sorted(files, key=lambda o: o.uri)
+
 
     def head(self, uri: str) -> ObjectInfo | None:
         try:
-            st = _path(uri).stat()
-        except (FileNotFoundError, NotADirectoryError):
+            st = localfs.lstat(self._place(uri))
+        except (FileNotFoundError, NotADirectoryError, IndexError, localfs.LinkRefused):
             return None
         if not stat.S_ISREG(st.st_mode):
             return None
         return ObjectInfo(uri, st.st_size, _etag(st), st.st_mtime)
 
+    def _open(self, uri: str, flags: int = os.O_RDONLY, create_dirs: bool = False) -> int:
+        place = self._place(uri)
+        if not place.parts:
+            raise IsADirectoryError(errno.EISDIR, "a directory, not a file", place.path)
+        return localfs.open_file(place, flags, create_dirs=create_dirs)
+
     def read(self, uri: str, etag: str | None = None) -> bytes:
         try:
-            with open(_path(uri), "rb") as f:
+            with open(self._open(uri), "rb") as f:
                 _check_version(f.fileno(), uri, etag)
                 return f.read()
         except OSError as e:
             raise StorageError(f"reading {uri} failed: {e.strerror}") from e
 
     def read_range(self, uri: str, start: int, end: int, etag: str | None = None) -> bytes:
-        with open(_path(uri), "rb") as f:
+        with open(self._open(uri), "rb") as f:
             _check_version(f.fileno(), uri, etag)
             f.seek(start)
             return f.read(end - start)
 
     def open_input(self, uri: str, size: int | None = None, etag: str | None = None) -> pa.NativeFile:
-        f = pa.OSFile(str(_path(uri)), "r")
+        if self.prefixes is None:
+            f: pa.NativeFile = pa.OSFile(str(_path(uri)), "r")
+        else:
+            fd = self._open(uri)  # then reopened through its descriptor: the same file, no path walked again
+            try:
+                f = pa.OSFile(f"/proc/self/fd/{fd}", "r") if os.path.isdir("/proc/self/fd") \
+                    else pa.PythonFile(os.fdopen(os.dup(fd), "rb"), mode="r")
+            finally:
+                os.close(fd)
         try:  # the open file is this version for good: a writer replaces files by rename
             _check_version(f.fileno(), uri, etag)
         except BaseException:
@@ -761,41 +830,46 @@ class LocalStorage(Storage):
         return f
 
     def put(self, uri: str, data: bytes) -> None:
-        p = _path(uri)
-        tmp = self._temporary(p, data)
-        try:
-            os.replace(tmp, p)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        _fsync_dir(p.parent)
+        self._replace(uri, data, durable=True)
 
     def put_if_absent(self, uri: str, data: bytes) -> bool:
-        p = _path(uri)
-        tmp = self._temporary(p, data)
-        try:
-            os.link(tmp, p)  # atomic create-if-absent with the full content in place
-        except FileExistsError:
-            return False
-        finally:
-            tmp.unlink(missing_ok=True)
-        _fsync_dir(p.parent)
+        place = self._place(uri)
+        with localfs.directory(place.parent(), create=True) as parent:
+            staging, tmp = self._temporary(parent, place.parent().child(STAGING_DIR).path, data)
+            try:
+                os.link(tmp, place.name, src_dir_fd=staging, dst_dir_fd=parent, follow_symlinks=False)
+            except FileExistsError:  # atomic create-if-absent with the full content in place
+                return False
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp, dir_fd=staging)
+                os.close(staging)
+            localfs.fsync_dir(parent)
         return True
 
     def put_hint(self, uri: str, data: bytes) -> None:
         """A staged file renamed into place, no ``fsync`` (of the file or the directory)."""
-        p = _path(uri)
-        tmp = self._temporary(p, data, durable=False)
-        try:
-            os.replace(tmp, p)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        self._replace(uri, data, durable=False)
 
-    def _temporary(self, p: Path, data: bytes, durable: bool = True) -> Path:
-        """``data`` written (and fsynced: ``durable``) under the hidden staging directory beside ``p``
-        (never listed)."""
-        tmp, fd = _create_in_staging(p.parent / STAGING_DIR, f"{uuid.uuid4().hex}.tmp")
+    def _replace(self, uri: str, data: bytes, durable: bool) -> None:
+        place = self._place(uri)
+        with localfs.directory(place.parent(), create=True) as parent:
+            staging, tmp = self._temporary(parent, place.parent().child(STAGING_DIR).path, data, durable)
+            try:
+                os.replace(tmp, place.name, src_dir_fd=staging, dst_dir_fd=parent)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp, dir_fd=staging)
+                raise
+            finally:
+                os.close(staging)
+            if durable:
+                localfs.fsync_dir(parent)
+
+    def _temporary(self, parent: int, staging_path: str, data: bytes, durable: bool = True) -> tuple[int, str]:
+        """``data`` written (and fsynced: ``durable``) under the hidden staging directory in ``parent``
+        (never listed): that directory's descriptor (the caller closes it) and the file's name."""
+        staging, name, fd = _create_in_staging(parent, staging_path, f"{uuid.uuid4().hex}.tmp")
         try:
             with open(fd, "wb") as f:
                 f.write(data)
@@ -803,26 +877,42 @@ class LocalStorage(Storage):
                 if durable:
                     os.fsync(f.fileno())
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=staging)
+            os.close(staging)
             raise
-        return tmp
+        return staging, name
 
     def delete(self, uris: Iterable[str]) -> None:
         for uri in uris:
-            _path(uri).unlink(missing_ok=True)
+            place = self._place(uri)
+            try:
+                with localfs.directory(place.parent()) as parent:
+                    os.unlink(place.name, dir_fd=parent)  # a link itself goes, never what it points at
+            except (FileNotFoundError, NotADirectoryError, IndexError):
+                continue
 
     def _staging(self, uri: str) -> Path:
         """Where pending uploads to ``uri`` live: a hidden directory beside it, never listed."""
         return _path(uri).parent / STAGING_DIR
 
+    def _staging_place(self, uri: str) -> localfs.Place:
+        return self._place(uri).parent().child(STAGING_DIR)
+
     def begin_upload(self, uri: str) -> PendingUpload:
         # <32 hex>-<name>.part: the name tells list_pending_uploads which key the upload is for
-        part, fd = _create_in_staging(self._staging(uri), f"{uuid.uuid4().hex}-{_path(uri).name}.part")
-        os.close(fd)
-        return PendingUpload(uri=uri, upload_id=str(part))
+        place = self._place(uri)
+        with localfs.directory(place.parent(), create=True) as parent:
+            staging, name, fd = _create_in_staging(parent, str(self._staging(uri)),
+                                                   f"{uuid.uuid4().hex}-{_path(uri).name}.part")
+            os.close(fd)
+            os.close(staging)
+        return PendingUpload(uri=uri, upload_id=str(self._staging(uri) / name))
 
     def upload_part(self, upload: PendingUpload, data: bytes) -> None:
-        with open(upload.upload_id, "ab") as f:
+        part = self._staged(upload)
+        with open(localfs.open_file(self._staging_place(upload.uri).child(part.name), os.O_WRONLY | os.O_APPEND),
+                  "ab") as f:
             offset = f.tell()
             f.write(data)
             f.flush()
@@ -839,31 +929,48 @@ class LocalStorage(Storage):
         return part
 
     def complete_upload(self, upload: PendingUpload) -> None:
-        self._staged(upload)
-        p = _path(upload.uri)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        with open(upload.upload_id, "rb+") as f:  # durable before it becomes visible
-            os.fsync(f.fileno())
-        os.replace(upload.upload_id, p)
-        _fsync_dir(p.parent)
-        _remove_empty(Path(upload.upload_id).parent)
+        part = self._staged(upload)
+        place = self._place(upload.uri)
+        with localfs.directory(place.parent(), create=True) as parent, \
+                localfs.directory(place.parent().child(STAGING_DIR)) as staging:
+            fd = localfs.open_file(self._staging_place(upload.uri).child(part.name), os.O_RDWR)
+            try:  # durable before it becomes visible
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(part.name, place.name, src_dir_fd=staging, dst_dir_fd=parent)
+            localfs.fsync_dir(parent)
+            _remove_empty(parent, STAGING_DIR)
 
     def abort_upload(self, upload: PendingUpload) -> None:
         if upload.upload_id == NOT_BEGUN:
             return
         part = self._staged(upload)
-        part.unlink(missing_ok=True)
-        _remove_empty(part.parent)
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError), \
+                localfs.directory(self._staging_place(upload.uri)) as staging:
+            os.unlink(part.name, dir_fd=staging)
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError), \
+                localfs.directory(self._place(upload.uri).parent()) as parent:
+            _remove_empty(parent, STAGING_DIR)
 
     def list_pending_uploads(self, prefix: str) -> list[PendingUpload]:
         base = _path(prefix)
         root = base if prefix.endswith("/") else base.parent
         out = []
-        for staging in [root / STAGING_DIR, *root.rglob(STAGING_DIR)] if root.exists() else []:
-            for f in staging.glob("*.part") if staging.is_dir() else []:
-                name = f.name[33:-len(".part")] if f.name[32:33] == "-" else ""
-                uri = _uri(staging.parent / name) if name else _uri(staging.parent)
-                out.append(PendingUpload(uri=uri, upload_id=str(f), initiated=_mtime(f)))
+        for place in self._walk_roots(prefix, str(root), str(root)):
+            for below, entry, _ in localfs.walk(place):
+                if not below or below[-1] != STAGING_DIR or not entry.name.endswith(".part") \
+                        or not entry.is_file(follow_symlinks=False):
+                    continue
+                name = entry.name[33:-len(".part")] if entry.name[32:33] == "-" else ""
+                directory = Path(place.path, *below[:-1])
+                uri = _uri(directory / name) if name else _uri(directory)
+                try:
+                    initiated: float | None = entry.stat(follow_symlinks=False).st_mtime
+                except OSError:
+                    initiated = None
+                out.append(PendingUpload(uri=uri, upload_id=str(Path(place.path, *below, entry.name)),
+                                         initiated=initiated))
         return out
 
 
@@ -904,42 +1011,41 @@ def start_writeback(fd: int, offset: int, length: int) -> bool:
     return fn is not None and length > 0 and fn(fd, offset, length, SYNC_FILE_RANGE_WRITE) == 0
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename or link in ``directory`` durable (POSIX: fsync the directory itself)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems refuse fsync on directories; the rename is still atomic
-    finally:
-        os.close(fd)
+def _create_in_staging(parent: int, staging_path: str, name: str) -> tuple[int, str, int]:
+    """A new empty file ``name`` in the staging directory inside ``parent`` (``staging_path`` names it in
+    messages): the staging directory's descriptor, the name, and the file opened for writing.
 
-
-def _create_in_staging(staging: Path, name: str) -> tuple[Path, int]:
-    """A new empty file ``name`` in ``staging``, opened for writing.
-
-    Another task's upload in the same directory removes ``staging`` once it is empty
+    Another task's upload in the same directory removes the staging directory once it is empty
     (``_remove_empty``), possibly between our ``mkdir`` and our ``open``: then the directory
     is made again. Each retry follows a removal by someone else, so the loop ends.
     """
-    path = staging / name
     for _ in range(1000):
-        try:  # mkdir itself raises FileExistsError when the directory goes between its checks
-            staging.mkdir(parents=True, exist_ok=True)
-            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except (FileNotFoundError, FileExistsError):
-            if path.exists():
-                raise
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(STAGING_DIR, 0o777, dir_fd=parent)
+        try:
+            staging = os.open(STAGING_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                              dir_fd=parent)
+        except FileNotFoundError:
             continue
-    raise OSError(f"could not create {path}: its directory kept disappearing")
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):  # the staging name is a link (or a file): not used
+                raise localfs.LinkRefused(staging_path) from e
+            raise
+        try:
+            return staging, name, os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                          0o644, dir_fd=staging)
+        except FileNotFoundError:  # the directory went between our open and the create
+            os.close(staging)
+            continue
+        except BaseException:
+            os.close(staging)
+            raise
+    raise OSError(f"could not create {staging_path}/{name}: its directory kept disappearing")
 
 
-def _remove_empty(directory: Path) -> None:
+def _remove_empty(parent: int, name: str) -> None:
     with contextlib.suppress(OSError):
-        directory.rmdir()
+        os.rmdir(name, dir_fd=parent)
 
 
 def remove_tree(uri: str) -> None:
@@ -953,5 +1059,9 @@ def open_storage(uri: str, settings: S3Settings | None = None) -> Storage:
     if scheme == "s3":
         return S3Storage(settings)
     if scheme == "file":
-        return LocalStorage()
+        try:
+            prefixes = localfiles.prefixes_from_env(os.environ)
+        except ValueError as e:
+            raise StorageError(str(e)) from e
+        return LocalStorage(prefixes)
     raise StorageError(f"unsupported URI {uri!r}; use s3://bucket/prefix/ or file:///absolute/path/")

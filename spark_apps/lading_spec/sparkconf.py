@@ -14,7 +14,9 @@ list of bad keys would miss the next one, so two lists decide, in this order:
    (``spark.jars``/``files``/``archives``/``submit.pyFiles`` entries other than
    ``local://``, ``spark.jars.packages`` and repositories, Python interpreters,
    JVM options outside the allow-list of :mod:`lading_spec.jvmoptions`,
-   ``JAVA_TOOL_OPTIONS``/``LD_PRELOAD`` environment ...), the sandbox settings (:data:`SANDBOX_CONF`), and keys that
+   ``JAVA_TOOL_OPTIONS``/``LD_PRELOAD`` environment ...), the sandbox settings (:data:`SANDBOX_CONF`),
+   pod annotations that set security (AppArmor, seccomp, any ``*.security.*`` key:
+   :func:`security_annotation`, which Pod Security "restricted" checks only in part), and keys that
    duplicate a ``spec.spark`` field (the error names the field);
 2. **safe** (:func:`is_safe`): tuning that changes how fast or how big, never
    where, as whom or what code (:data:`SAFE_KEYS`, :data:`SAFE_PREFIXES`). The
@@ -139,6 +141,13 @@ NEVER: tuple[tuple[str, str], ...] = (
     ("spark.redaction.", "it changes what Spark hides from its logs and UI"),
     ("spark.sql.redaction.", "it changes what Spark hides from its logs and UI"),
 )
+# Spark sets the rest of the key as an annotation of the driver's or executors' pods (or Service).
+ANNOTATION_KEYS = ("spark.kubernetes.driver.annotation.", "spark.kubernetes.executor.annotation.",
+                   "spark.kubernetes.driver.service.annotation.")
+# An annotation key that sets a security profile: AppArmor (container.apparmor.security.beta.kubernetes.io/c),
+# the legacy seccomp keys (seccomp.security.alpha.kubernetes.io/pod, container.seccomp.security...), and
+# any key with a "security" label in its prefix or name (what the next mechanism will be called).
+_SECURITY_ANNOTATION = re.compile(r"apparmor|seccomp|selinux|(^|[./])security([./-]|$)", re.I)
 # Environment variables (spark.kubernetes.driverEnv.X, spark.executorEnv.X ...): lading_spec.envvars.
 ENV_KEYS = envvars.ENV_KEYS
 # Comma-separated lists of files: only local:// (inside the image) entries.
@@ -167,6 +176,10 @@ def never_allowed(key: str, value: str) -> str | None:
         p = pattern.lower()
         if lowered == p or (p.endswith((".", "_")) and lowered.startswith(p)):
             return f"never allowed: {why}"
+    annotation = security_annotation(key)
+    if annotation is not None:
+        return (f"never allowed: the pod annotation {annotation!r} sets the pods' security profile "
+                "(AppArmor, seccomp), which lading keeps at Pod Security \"restricted\"")
     name = envvars.variable(key)
     if name is not None:
         refused = envvars.never_allowed(name)
@@ -181,6 +194,17 @@ def never_allowed(key: str, value: str) -> str | None:
         refused = jvmoptions.check_java_options(value)
         if refused:
             return refused
+    return None
+
+
+def security_annotation(key: str) -> str | None:
+    """The annotation key ``key`` sets on the Spark pods when it sets a security profile, else ``None``
+    (compared ignoring case: no spelling of the prefix slips by)."""
+    lowered = key.lower()
+    for prefix in ANNOTATION_KEYS:
+        if lowered.startswith(prefix):
+            annotation = key[len(prefix):]
+            return annotation if _SECURITY_ANNOTATION.search(annotation) else None
     return None
 
 

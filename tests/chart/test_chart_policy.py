@@ -59,4 +59,37 @@ def test_policy_limits_reach_the_operator(tmp_path: Path) -> None:
     error = pol.check_spark(p, "team-a", {"sparkConf": {"spark.dynamicAllocation.minExecutors": "2000"}},
                             IMAGE, ACCOUNT)
     assert error is not None and "policy.limits" in error
-    assert _policy(VALUES, tmp_path).limits_for("x") == sizing.Limits()  # no limits: nothing capped
+    assert _policy(VALUES, tmp_path).limits_for("x") == pol.DEFAULT_LIMITS  # the chart's default: a small job
+    lifted = {"policy": {**VALUES["policy"], "limits": {"default": {"executors": None, "cores": None,
+                                                                    "memory": None}}}}
+    assert _policy(lifted, tmp_path).limits_for("x") == sizing.Limits()  # each cap set to null: not capped
+
+
+def test_default_values_render_the_safe_policy(tmp_path: Path) -> None:
+    """A plain `helm install` renders and mounts the policy, and it is the operator's safe default:
+    s3:// only, no file://, the chart's image and ServiceAccount, a small job (fails on main, where
+    the default rendered no policy and the operator allowed any storage, image and size)."""
+    objects = helm.render({})
+    dep = helm.one(objects, "Deployment")
+    env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["LADING_POLICY_FILE"] == "/etc/lading/policy/policy.yaml"
+    p = _policy({}, tmp_path)
+    assert p == pol.DEFAULT_POLICY
+    assert pol.check_uris(p, "team-a", [("spec.from.files", "file:///data/in/")]) is not None
+    assert pol.check_spark(p, "team-a", {"image": "other/image:1"}, IMAGE, ACCOUNT) is not None
+    assert pol.check_spark(p, "team-a", {"executor": {"instances": 100}}, IMAGE, ACCOUNT) is not None
+
+
+def test_the_documented_values_widen_the_default(tmp_path: Path) -> None:
+    p = _policy({"policy": {"allowedPrefixes": {"default": ["s3://", "file:///data/{namespace}/"]},
+                            "limits": {"default": {"executors": 50}}}}, tmp_path)
+    assert p.file_prefixes_for("team-a") == ("file:///data/team-a/",)
+    assert pol.check_spark(p, "team-a", {"executor": {"instances": 50}}, IMAGE, ACCOUNT) is None
+
+
+def test_policy_enabled_false_is_refused_with_the_way_to_widen() -> None:
+    result = helm.run_helm("template", "x", str(helm.CHART), values={"policy": {"enabled": False}})
+    assert result.returncode != 0
+    assert "policy.enabled=false is no longer supported" in result.stderr
+    assert "policy.allowedPrefixes" in result.stderr
+    helm.render({"policy": {"enabled": True}})  # old values files that turned it on still render

@@ -121,7 +121,7 @@ def test_deployment_is_two_leader_elected_restricted_pods(mode: str) -> None:
 def test_operator_env_per_mode() -> None:
     cluster = _env(_deployment(helm.CLUSTER)["spec"]["template"]["spec"]["containers"][0])
     assert cluster["LADING_NAMESPACES"] == ""
-    assert "LADING_POLICY_FILE" not in cluster
+    assert cluster["LADING_POLICY_FILE"] == "/etc/lading/policy/policy.yaml"  # the policy always applies
     namespaced = _env(_deployment(helm.NAMESPACED)["spec"]["template"]["spec"]["containers"][0])
     assert namespaced["LADING_NAMESPACES"] == "team-a,team-b"
     everything = _env(_deployment(helm.EVERYTHING)["spec"]["template"]["spec"]["containers"][0])
@@ -161,9 +161,9 @@ def test_policy_is_mounted_and_reads_back_as_the_values_say(tmp_path: Path) -> N
             != dep["spec"]["template"]["metadata"]["annotations"]["checksum/policy"])
 
 
-def test_no_policy_by_default() -> None:
+def test_the_policy_is_rendered_by_default() -> None:
     objects = helm.render(helm.CLUSTER)
-    assert not helm.by_kind(objects, "ConfigMap")
+    assert helm.one(objects, "ConfigMap")["metadata"]["name"].endswith("-policy")
 
 
 def test_metrics_service_and_podmonitor_select_the_operator_pod() -> None:

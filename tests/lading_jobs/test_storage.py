@@ -145,7 +145,7 @@ def test_a_crash_mid_write_leaves_no_visible_temporary_file(file_uri: Callable[[
     root = file_uri("crash/")
     script = ("import os, signal, sys; sys.path.insert(0, sys.argv[2]); "
               "from lading_jobs.storage import LocalStorage; "
-              "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL); "
+              "os.replace = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL); "
               "LocalStorage().put(sys.argv[1] + 'a.json', b'{}')")
     spark_apps = str(Path(__file__).resolve().parents[2] / "spark_apps")
     child = subprocess.run([sys.executable, "-c", script, root, spark_apps], capture_output=True, timeout=60)

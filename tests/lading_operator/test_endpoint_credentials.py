@@ -139,4 +139,4 @@ def test_rendered_env_sets_only_the_s3_endpoint() -> None:
     app = render.build_sparkapplication(spec, run)
     for role in ("driver", "executor"):
         names = {e["name"]: e["value"] for e in app["spec"][role]["env"]}
-        assert names == {"AWS_ENDPOINT_URL_S3": "http://minio:9000"}
+        assert names == {"AWS_ENDPOINT_URL_S3": "http://minio:9000", "LADING_FILE_PREFIXES": "[]"}

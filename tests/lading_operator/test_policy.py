@@ -24,11 +24,18 @@ def policy(tmp_path: Path) -> pol.Policy:
     return pol.load_policy(str(path))
 
 
-def test_no_policy_file_allows_everything() -> None:
+def test_no_policy_file_is_the_safe_default() -> None:
+    """Without a policy file (a plain helm install before the chart rendered one): s3:// only, no
+    file:// at all (fails on main, where no file allowed every URI, image and ServiceAccount)."""
     p = pol.load_policy(None)
-    assert not p.enabled
+    assert p == pol.load_policy("") == pol.DEFAULT_POLICY
     assert pol.check_uris(p, "any", [("spec.to.files", "s3://anything/at/all/")]) is None
-    assert pol.load_policy("").enabled is False
+    assert pol.check_uris(p, "any", [("spec.from.files", "S3://Bucket/x")]) is None
+    for uri in ("file:///data/in/", "file:///var/run/secrets/kubernetes.io/serviceaccount/token",
+                "file:///proc/1/environ", "FILE:///tmp/x"):
+        error = pol.check_uris(p, "any", [("spec.from.files", uri)])
+        assert error is not None and error.startswith("spec.from.files: "), uri
+    assert p.file_prefixes_for("any") == ()
 
 
 @pytest.mark.parametrize(
@@ -142,7 +149,6 @@ def test_empty_policy_file_is_enabled_and_denies(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text("")
     p = pol.load_policy(str(path))
-    assert p.enabled
     assert pol.check_uris(p, "x", [("spec.to.files", "s3://a/")]) is not None
 
 
@@ -211,9 +217,19 @@ def test_check_spark(spark_policy: pol.Policy, namespace: str, spark: dict[str, 
         assert "ask the cluster admin" in error and f"{namespace!r}" in error
 
 
-def test_without_a_policy_file_images_and_accounts_are_free_but_spark_properties_are_not() -> None:
+def test_without_a_policy_file_only_the_operators_image_account_and_a_small_job() -> None:
+    """Fails on main: without a file any image, any ServiceAccount and any size was allowed."""
     p = pol.load_policy(None)
-    assert pol.check_spark(p, "x", {"image": "any/image:1", "serviceAccount": "any"}, IMAGE, ACCOUNT) is None
+    assert pol.check_spark(p, "x", {"image": IMAGE, "serviceAccount": ACCOUNT}, IMAGE, ACCOUNT) is None
+    error = pol.check_spark(p, "x", {"image": "any/image:1"}, IMAGE, ACCOUNT)
+    assert error is not None and error.startswith("spec.spark.image: ") and "policy.images" in error
+    error = pol.check_spark(p, "x", {"serviceAccount": "default"}, IMAGE, ACCOUNT)
+    assert error is not None and error.startswith("spec.spark.serviceAccount: ")
+    assert pol.check_spark(p, "x", {"executor": {"instances": 4, "cores": 2, "memory": "4g"}}, IMAGE, ACCOUNT) is None
+    error = pol.check_spark(p, "x", {"executor": {"instances": 50}}, IMAGE, ACCOUNT)
+    assert error is not None and error.startswith("spec.spark.executor.instances: ")
+    error = pol.check_spark(p, "x", {"driver": {"memory": "64g"}}, IMAGE, ACCOUNT)
+    assert error is not None and error.startswith("spec.spark.driver.memory: ")
     assert pol.check_spark(p, "x", {"sparkConf": {"spark.sql.shuffle.partitions": "4"}}, IMAGE, ACCOUNT) is None
     error = pol.check_spark(p, "x", {"sparkConf": {"spark.kubernetes.driver.annotation.a": "b"}}, IMAGE, ACCOUNT)
     assert error is not None and "spark.sql.shuffle.partitions" in error and "policy.sparkConf" in error

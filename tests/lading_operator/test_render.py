@@ -138,8 +138,17 @@ def test_shape_identity_and_credentials_by_reference() -> None:
 def test_defaults_without_spark_or_connection() -> None:
     spec = render.build_sparkapplication(LOAD, run())["spec"]
     assert spec["image"] == render.DEFAULT_IMAGE
-    assert "envFrom" not in spec["driver"] and "env" not in spec["driver"]
+    assert "envFrom" not in spec["driver"]
+    # the only variable: no file:// path is open to the job (lading_spec.localfiles)
+    assert spec["driver"]["env"] == spec["executor"]["env"] == [{"name": "LADING_FILE_PREFIXES", "value": "[]"}]
     assert spec["driver"]["serviceAccount"] == "lading-spark"
+
+
+def test_the_namespaces_file_prefixes_reach_every_pod() -> None:
+    """The policy's file:// prefixes of the namespace are the only local paths the job opens."""
+    spec = render.build_sparkapplication(LOAD, run(), file_prefixes=("file:///data/n/",))["spec"]
+    for role in ("driver", "executor"):
+        assert {"name": "LADING_FILE_PREFIXES", "value": '["file:///data/n/"]'} in spec[role]["env"]
 
 
 def test_spark_pods_get_the_restricted_security_context_by_default() -> None:

@@ -86,8 +86,8 @@ def test_policy_is_checked_as_the_operator_does(tmp_path: Path, capsys: pytest.C
     path = tmp_path / "job.yaml"
     path.write_text(MANIFEST.replace("  connection: {secretRef: {name: s3}}\n",
                                      "  connection: {secretRef: {name: s3}}\n  spark: {image: 'evil/miner:1'}\n"))
-    assert render_cli.main([str(path)]) == 0  # no policy file: any image
-    capsys.readouterr()
+    assert render_cli.main([str(path)]) == 2  # no policy file: the default, the operator's image only
+    assert "spec.spark.image: 'evil/miner:1' is not an allowed image" in capsys.readouterr().err
     policy = tmp_path / "policy.yaml"
     policy.write_text("allowedPrefixes: {default: ['s3://']}\nimages: {namespaces: {data: ['registry.corp/']}}\n")
     assert render_cli.main([str(path), "--policy", str(policy)]) == 2

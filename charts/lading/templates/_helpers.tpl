@@ -175,6 +175,9 @@ names); deployment.yaml includes it, so `helm template` and `helm install` refus
 {{- if and $election.enabled (not (and (lt (float64 $election.retryPeriodSeconds) (float64 $election.renewDeadlineSeconds)) (lt (float64 $election.renewDeadlineSeconds) (float64 $election.leaseDurationSeconds)))) }}
 {{- fail (printf "operator.leaderElection: expected retryPeriodSeconds (%v) < renewDeadlineSeconds (%v) < leaseDurationSeconds (%v): a leader must give up before its lease runs out" $election.retryPeriodSeconds $election.renewDeadlineSeconds $election.leaseDurationSeconds) }}
 {{- end }}
+{{- if and (hasKey .Values.policy "enabled") (not .Values.policy.enabled) }}
+{{- fail "policy.enabled=false is no longer supported: the policy always applies, and its defaults are the safe ones (s3:// only, no file://, the chart's image and Spark ServiceAccount, a small job's size). Remove policy.enabled and widen what you need with policy.allowedPrefixes, policy.images, policy.serviceAccounts, policy.sparkConf and policy.limits (docs/security.md#defaults-and-what-each-widening-costs)" }}
+{{- end }}
 {{- if eq (int .Values.metrics.port) (int .Values.operator.healthPort) }}
 {{- fail (printf "metrics.port and operator.healthPort are both %v: /metrics and kopf's /healthz listen on separate ports in the same container (the operator would stop with \"address already in use\"); give them different ports" .Values.metrics.port) }}
 {{- end }}
