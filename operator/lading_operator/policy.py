@@ -502,7 +502,7 @@ def broker_allowed(server: str, entries: tuple[str, ...]) -> bool:
 
 def check_brokers(policy: Policy, namespace: str, brokers: list[tuple[str, str]]) -> str | None:
     """An error for the first (field, broker) the ``brokers`` section forbids in ``namespace``."""
-    if not policy.enabled or policy.brokers is None:
+    if policy.brokers is None:
         return None
     allowed = policy.brokers.for_namespace(namespace)
     for field_path, server in brokers:
