@@ -353,6 +353,6 @@ def test_an_iceberg_input_is_checked_as_its_table_directory(policy: pol.Policy) 
     uris = copyjob_uris(spec("s3://lake/wh/orders/metadata/v3.metadata.json"))
     assert ("spec.from.inputs[0].iceberg.metadata", "s3://lake/wh/orders/") in uris
     assert pol.check_uris(policy, "analytics", uris) is None
-    narrow = pol.Policy(enabled=True, namespaces={"analytics": ("s3://lake/wh/orders/metadata/", "s3://lake/out/")})
+    narrow = pol.Policy(namespaces={"analytics": ("s3://lake/wh/orders/metadata/", "s3://lake/out/")})
     error = pol.check_uris(narrow, "analytics", uris)
     assert error is not None and error.startswith("spec.from.inputs[0].iceberg.metadata: ")
