@@ -30,12 +30,13 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse, urlsplit
 
 import botocore.exceptions
 import pyarrow as pa
 
+from lading_jobs import retry
 from lading_spec.uris import check_endpoint
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ STAGING_DIR = ".lading-staging"
 SINGLE_PUT = "single-put"
 """The upload id of an object already written whole by ``put_pending`` (completing it is a no-op;
 aborting it deletes it)."""
+T = TypeVar("T")
+
 NOT_BEGUN = ""
 """The upload id of an upload nothing was sent for yet (aborting it is a no-op)."""
 
@@ -101,7 +104,12 @@ class PendingUpload:
 
 
 class StorageError(RuntimeError):
-    """A storage call failed; the message names the URI and what to check."""
+    """A storage call failed; the message names the URI and what to check (``uri``, where known:
+    the object or prefix the failed call was about)."""
+
+    def __init__(self, message: str, *, uri: str | None = None) -> None:
+        super().__init__(message)
+        self.uri = uri
 
 
 class ObjectChanged(StorageError):
@@ -109,7 +117,7 @@ class ObjectChanged(StorageError):
 
     def __init__(self, uri: str, etag: str) -> None:
         super().__init__(f"{uri} changed after it was listed (listed ETag {etag}, now another version); "
-                         "nothing of it was read: run again to read the new version")
+                         "nothing of it was read: run again to read the new version", uri=uri)
         self.uri, self.etag = uri, etag
 
 
@@ -307,7 +315,11 @@ def _refuse_metadata_service(endpoint: str | None, pins: pinning.Pins) -> None:
 
 
 class S3Storage(Storage):
-    def __init__(self, settings: S3Settings | None = None) -> None:
+    """S3 through boto3. Every request goes through ``_call``, so through one retry policy
+    (``lading_jobs.retry``; botocore's own retries are off, so attempts never multiply); a GET's
+    body is read inside its attempt, so a body cut short is retried like a reset."""
+
+    def __init__(self, settings: S3Settings | None = None, policy: retry.Policy = retry.DEFAULT) -> None:
         # boto3 (and pinning, with urllib3) are imported here, not with the module: they take most
         # of a Python worker's start-up imports (~0.7 s idle), which runs on file:// tables need not pay
         import boto3
@@ -316,6 +328,7 @@ class S3Storage(Storage):
         from lading_jobs import pinning
 
         self.settings = settings or S3Settings.from_env()
+        self.policy = policy
         pins = pinning.Pins()
         _refuse_metadata_service(self.settings.endpoint, pins)
         self.client = boto3.session.Session().client(
@@ -323,7 +336,9 @@ class S3Storage(Storage):
             endpoint_url=self.settings.endpoint,
             region_name=self.settings.region,
             config=botocore.config.Config(
-                retries={"max_attempts": 5, "mode": "standard"},
+                retries={"total_max_attempts": 1, "mode": "standard"},  # lading_jobs.retry retries, alone
+                connect_timeout=policy.connect_timeout,
+                read_timeout=policy.read_timeout,
                 s3={"addressing_style": "path"},
                 max_pool_connections=32,
             ),
@@ -339,11 +354,21 @@ class S3Storage(Storage):
             endpoint = parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1]).geturl()
         return f"the S3 store at {endpoint or 'AWS'} (bucket {bucket})"
 
-    def _call(self, what: str, uri: str, fn: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, uri: str, fn: Any, *, on_fault: Callable[[BaseException, int], None] | None = None,
+              **kwargs: Any) -> Any:
+        """``fn(**kwargs)`` (one S3 request) under the retry policy; a failure as a ``StorageError``
+        naming ``what`` was done to ``uri``, the fault and the fix."""
+        return self._retried(what, uri, lambda: fn(**kwargs), on_fault=on_fault)
+
+    def _retried(self, what: str, uri: str, attempt: Callable[[], T],
+                 on_fault: Callable[[BaseException, int], None] | None = None) -> T:
+        """``attempt()`` (one request and whatever reads its answer) under the retry policy."""
         try:
-            return fn(**kwargs)
+            return retry.call(attempt, self.policy, on_fault=on_fault)
+        except retry.GaveUp as e:
+            raise StorageError(self._gave_up(what, uri, e), uri=uri) from e.__cause__
         except botocore.exceptions.ClientError as e:
-            code = e.response.get("Error", {}).get("Code", "")
+            code = _code(e)
             message = e.response.get("Error", {}).get("Message", "")
             hint = {
                 "NoSuchBucket": "the bucket does not exist; create it or fix the URI",
@@ -351,43 +376,59 @@ class S3Storage(Storage):
                 "InvalidAccessKeyId": "the access key is unknown; check the Secret named in connection.secretRef",
                 "SignatureDoesNotMatch": "the secret key is wrong; check the Secret named in connection.secretRef",
             }.get(code, "")
-            raise StorageError(f"{what} {uri} failed: {code} {message}{'; ' + hint if hint else ''}") from e
-        except botocore.exceptions.EndpointConnectionError as e:
-            raise StorageError(
-                f"{what} {uri} failed: cannot reach S3 at {self.settings.endpoint or 'AWS'}; check connection.endpoint"
-            ) from e
+            raise StorageError(f"{what} {uri} failed: {code} {message}{'; ' + hint if hint else ''}", uri=uri) from e
+        except botocore.exceptions.BotoCoreError as e:  # not transient (TLS, credentials missing, ...)
+            raise StorageError(f"{what} {uri} failed: {e}", uri=uri) from e
+
+    def _gave_up(self, what: str, uri: str, e: retry.GaveUp) -> str:
+        """The message of a call the retry policy gave up on: operation, object, fault, what to do."""
+        cause = e.__cause__
+        if isinstance(cause, botocore.exceptions.EndpointConnectionError | botocore.exceptions.ConnectTimeoutError):
+            todo = (f"cannot reach S3 at {self.describe(uri).removeprefix('the S3 store at ')}; check "
+                    "connection.endpoint, the namespace's NetworkPolicies and egress, then run again")
+        else:
+            todo = (f"{self.describe(uri)} kept failing (overloaded, or the network drops connections); "
+                    "run again when it is healthy")
+        return (f"{what} {uri} failed after {e.attempts} attempt{'s' if e.attempts != 1 else ''} in "
+                f"{e.elapsed:.1f} s: {e.fault}; {todo}")
+
+    def _pages(self, what: str, uri: str, fn: Any, more: Callable[[dict[str, Any]], dict[str, Any] | None],
+               **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """A listing's pages, each one request under the retry policy (a page that fails is asked
+        for again from its own marker, not from the first page); ``more(page)`` gives the next
+        page's markers, ``None`` after the last."""
+        while True:
+            page: dict[str, Any] = self._call(what, uri, fn, **kwargs)
+            yield page
+            after = more(page)
+            if not after:
+                return
+            kwargs = {**kwargs, **after}
+
+    def _objects(self, prefix: str, **kwargs: Any) -> Iterator[ObjectInfo]:
+        bucket, key = split_s3(prefix)
+        for page in self._pages("listing", prefix, self.client.list_objects_v2, _next_objects,
+                                Bucket=bucket, Prefix=key, **kwargs):
+            for obj in page.get("Contents", []):
+                yield ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'),
+                                 _epoch(obj.get("LastModified")))
 
     def list_objects(self, prefix: str) -> Iterator[ObjectInfo]:
-        bucket, key = split_s3(prefix)
-        paginator = self.client.get_paginator("list_objects_v2")
-        try:
-            for page in paginator.paginate(Bucket=bucket, Prefix=key):
-                for obj in page.get("Contents", []):
-                    yield ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'),
-                                     _epoch(obj.get("LastModified")))
-        except botocore.exceptions.ClientError as e:
-            self._call("listing", prefix, _raise, error=e)
+        return self._objects(prefix)
 
     def list_objects_after(self, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
-        bucket, key = split_s3(prefix)
+        bucket, _ = split_s3(prefix)
         after = split_s3(start_after)[1] if start_after.startswith(f"s3://{bucket}/") else ""
-        paginator = self.client.get_paginator("list_objects_v2")
-        try:
-            for page in paginator.paginate(Bucket=bucket, Prefix=key, StartAfter=after):
-                for obj in page.get("Contents", []):
-                    yield ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'),
-                                     _epoch(obj.get("LastModified")))
-        except botocore.exceptions.ClientError as e:
-            self._call("listing", prefix, _raise, error=e)
+        return self._objects(prefix, StartAfter=after)
 
     def head(self, uri: str) -> ObjectInfo | None:
         bucket, key = split_s3(uri)
         try:
-            r = self.client.head_object(Bucket=bucket, Key=key)
-        except botocore.exceptions.ClientError as e:
-            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            r = self._call("reading", uri, self.client.head_object, Bucket=bucket, Key=key)
+        except StorageError as e:
+            if _code(e.__cause__) in ("404", "NoSuchKey", "NotFound"):
                 return None
-            raise StorageError(f"reading {uri} failed: {e}") from e
+            raise
         modified = r.get("LastModified")
         return ObjectInfo(uri, r["ContentLength"], r["ETag"].strip('"'),
                           modified.timestamp() if modified is not None else None)
@@ -399,18 +440,29 @@ class S3Storage(Storage):
         return self._get(uri, etag, Range=f"bytes={start}-{end - 1}")
 
     def _get(self, uri: str, etag: str | None, **extra: Any) -> bytes:
+        """One GET, its body read within the same attempt: a body cut short (a reset mid-answer, fewer
+        bytes than ``Content-Length``) is retried like any other transient fault."""
         bucket, key = split_s3(uri)
         if etag:
             extra["IfMatch"] = '"' + etag.strip('"') + '"'
+
+        def attempt() -> bytes:
+            r = self.client.get_object(Bucket=bucket, Key=key, **extra)
+            body = r["Body"]
+            try:
+                data: bytes = body.read()
+            finally:
+                body.close()
+            if "ContentLength" in r and len(data) != r["ContentLength"]:
+                raise retry.ShortBody(f"{len(data)} bytes of {r['ContentLength']}")
+            return data
+
         try:
-            r = self._call("reading", uri, self.client.get_object, Bucket=bucket, Key=key, **extra)
+            return self._retried("reading", uri, attempt)
         except StorageError as e:
-            cause = e.__cause__
-            if etag and isinstance(cause, botocore.exceptions.ClientError) and \
-                    cause.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+            if etag and _code(e.__cause__) in ("PreconditionFailed", "412"):
                 raise ObjectChanged(uri, etag) from e
             raise
-        return r["Body"].read()  # type: ignore[no-any-return]
 
     def put(self, uri: str, data: bytes) -> None:
         bucket, key = split_s3(uri)
@@ -419,12 +471,11 @@ class S3Storage(Storage):
     def put_if_absent(self, uri: str, data: bytes) -> bool:
         bucket, key = split_s3(uri)
         try:
-            self.client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-        except botocore.exceptions.ClientError as e:
-            code = e.response.get("Error", {}).get("Code", "")
-            if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+            self._call("writing", uri, self.client.put_object, Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        except StorageError as e:
+            if _code(e.__cause__) in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
                 return False
-            self._call("writing", uri, _raise, error=e)
+            raise
         return True
 
     def delete(self, uris: Iterable[str]) -> None:
@@ -442,9 +493,38 @@ class S3Storage(Storage):
                     raise StorageError(f"deleting s3://{bucket}/{err['Key']} failed: {err.get('Code')} {err.get('Message')}")
 
     def begin_upload(self, uri: str) -> PendingUpload:
+        """A new multipart upload. A create whose answer was lost may have made an upload nobody
+        knows the id of; after such a fault (retried or not) the other uploads pending on this key
+        are aborted (:meth:`_abort_strays`): one list and its aborts, only when a fault was seen."""
         bucket, key = split_s3(uri)
-        r = self._call("starting an upload to", uri, self.client.create_multipart_upload, Bucket=bucket, Key=key)
+        lost: list[BaseException] = []
+
+        def note(e: BaseException, attempt: int) -> None:
+            if retry.landed_maybe(e):
+                lost.append(e)
+
+        try:
+            r = self._call("starting an upload to", uri, self.client.create_multipart_upload, on_fault=note,
+                           Bucket=bucket, Key=key)
+        except StorageError as e:
+            if lost or (e.__cause__ is not None and retry.fault(e.__cause__) and retry.landed_maybe(e.__cause__)):
+                with contextlib.suppress(StorageError):  # the run's clean-up lists pending uploads again
+                    self._abort_strays(uri, keep=None)
+            raise
+        if lost:
+            self._abort_strays(uri, keep=r["UploadId"])
         return PendingUpload(uri=uri, upload_id=r["UploadId"])
+
+    def _abort_strays(self, uri: str, keep: str | None) -> None:
+        """Abort the uploads pending on exactly ``uri`` but ``keep``: those a create with a lost answer
+        made. lading begins an upload only on a key of its own writer (a table part named by its
+        write id; an export's file, whose destination one run publishes at a time), so another
+        upload there is a lost answer's, or a dead attempt's that its run's clean-up would abort
+        anyway. Were it a live writer's, that writer fails completing it (``NoSuchUpload``), never
+        silently. (No time window: stores disagree on ``Initiated``; moto reports a fixed date.)"""
+        for upload in self.list_pending_uploads(uri):
+            if upload.uri == uri and upload.upload_id != keep:
+                self.abort_upload(upload)
 
     def upload_part(self, upload: PendingUpload, data: bytes) -> None:
         bucket, key = split_s3(upload.uri)
@@ -474,24 +554,40 @@ class S3Storage(Storage):
             return
         bucket, key = split_s3(upload.uri)
         try:
-            self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload.upload_id)
-        except botocore.exceptions.ClientError as e:
-            if e.response.get("Error", {}).get("Code") != "NoSuchUpload":
-                raise StorageError(f"aborting the upload to {upload.uri} failed: {e}") from e
+            self._call("aborting the upload to", upload.uri, self.client.abort_multipart_upload,
+                       Bucket=bucket, Key=key, UploadId=upload.upload_id)
+        except StorageError as e:
+            if _code(e.__cause__) != "NoSuchUpload":  # gone: aborted (perhaps by a retry whose answer was lost)
+                raise
 
     def list_pending_uploads(self, prefix: str) -> list[PendingUpload]:
         bucket, key = split_s3(prefix)
         out = []
-        paginator = self.client.get_paginator("list_multipart_uploads")
-        for page in paginator.paginate(Bucket=bucket, Prefix=key):
+        for page in self._pages("listing the pending uploads under", prefix, self.client.list_multipart_uploads,
+                                _next_uploads, Bucket=bucket, Prefix=key):
             for u in page.get("Uploads", []):
                 out.append(PendingUpload(uri=f"s3://{bucket}/{u['Key']}", upload_id=u["UploadId"],
                                          initiated=_epoch(u.get("Initiated"))))
         return out
 
 
-def _raise(error: Exception) -> None:
-    raise error
+def _code(error: BaseException | None) -> str:
+    """The S3 error code of a ``ClientError`` (``""`` for anything else)."""
+    if isinstance(error, botocore.exceptions.ClientError):
+        return str(error.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def _next_objects(page: dict[str, Any]) -> dict[str, Any] | None:
+    """The markers of the listing's next page (``ListObjectsV2``), ``None`` after the last."""
+    return {"ContinuationToken": page["NextContinuationToken"]} if page.get("IsTruncated") else None
+
+
+def _next_uploads(page: dict[str, Any]) -> dict[str, Any] | None:
+    """The markers of the next page of pending uploads (``ListMultipartUploads``)."""
+    if not page.get("IsTruncated"):
+        return None
+    return {"KeyMarker": page.get("NextKeyMarker", ""), "UploadIdMarker": page.get("NextUploadIdMarker", "")}
 
 
 def _epoch(when: Any) -> float | None:
