@@ -94,6 +94,8 @@ def fault(e: BaseException) -> str | None:
         if code in SERVER or status >= 500 or (code.isdigit() and int(code) >= 500):
             return f"the store answered a server error ({label})"
         return None
+    if isinstance(e, PartlyFailed):
+        return f"the store failed part of a batch ({e})"
     if isinstance(e, botocore.exceptions.ResponseStreamingError | botocore.exceptions.IncompleteReadError
                   | http.client.IncompleteRead | ShortBody):
         return f"the answer's body was cut short ({type(e).__name__})"
@@ -123,6 +125,15 @@ def landed_maybe(e: BaseException) -> bool:
         code = str(e.response.get("Error", {}).get("Code", ""))
         return not (status in (429, 503) or code in THROTTLED or code == "ServiceUnavailable")
     return True
+
+
+class PartlyFailed(Exception):
+    """A batch the store carried out but for some items, each failed with a transient ``code``
+    (DeleteObjects answers 200 and lists them): retried, for those items."""
+
+    def __init__(self, code: str, what: str) -> None:
+        super().__init__(f"{code}: {what}")
+        self.code = code
 
 
 class ShortBody(Exception):

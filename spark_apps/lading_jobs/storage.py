@@ -485,12 +485,24 @@ class S3Storage(Storage):
             by_bucket.setdefault(bucket, []).append(key)
         for bucket, keys in by_bucket.items():
             for i in range(0, len(keys), 1000):
-                objects = [{"Key": k} for k in keys[i : i + 1000]]
-                r = self._call("deleting", f"s3://{bucket}/", self.client.delete_objects,
-                               Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
-                if r.get("Errors"):
-                    err = r["Errors"][0]
-                    raise StorageError(f"deleting s3://{bucket}/{err['Key']} failed: {err.get('Code')} {err.get('Message')}")
+                self._retried("deleting", f"s3://{bucket}/", functools.partial(self._delete_batch, bucket,
+                                                                               keys[i : i + 1000]))
+
+    def _delete_batch(self, bucket: str, keys: list[str]) -> None:
+        """One DeleteObjects of ``keys`` (at most 1000). Keys the answer lists with a transient error
+        (``InternalError``, ``SlowDown``: S3 fails keys of a batch one by one) are kept in ``keys`` and
+        raised as that error, so the retry policy sends a batch of them alone; any other is final."""
+        r = self.client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
+        errors = r.get("Errors") or []
+        final = [e for e in errors if e.get("Code") not in retry.THROTTLED | retry.SERVER]
+        if final:
+            err = final[0]
+            raise StorageError(f"deleting s3://{bucket}/{err['Key']} failed: {err.get('Code')} {err.get('Message')}",
+                               uri=f"s3://{bucket}/{err['Key']}")
+        if errors:
+            keys[:] = [e["Key"] for e in errors]
+            raise retry.PartlyFailed(errors[0].get("Code", ""), f"{len(errors)} keys not deleted, the first "
+                                     f"s3://{bucket}/{errors[0]['Key']}")
 
     def begin_upload(self, uri: str) -> PendingUpload:
         """A new multipart upload. A create whose answer was lost may have made an upload nobody

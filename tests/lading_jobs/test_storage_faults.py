@@ -200,3 +200,22 @@ def test_a_missing_object_or_a_refused_request_is_not_retried(proxy: FaultProxy,
     with pytest.raises(StorageError, match="NoSuchKey"):
         s3.read(f"s3://{bucket}/none")
     assert proxy.counts[Kind.HEAD] == 1 and proxy.counts[Kind.GET] == 1
+
+
+def test_a_batch_delete_retries_only_the_keys_the_store_failed_for_now() -> None:
+    """DeleteObjects answers 200 and lists keys it failed: transient codes are sent again, alone
+    (botocore's Stubber stands in for a store that does this; moto never does); others are final."""
+    from botocore.stub import Stubber
+
+    s3 = S3Storage(S3Settings(endpoint="http://127.0.0.1:9", region="us-east-1"), FAST)
+    with Stubber(s3.client) as stub:
+        stub.add_response("delete_objects", {"Errors": [{"Key": "k2", "Code": "InternalError", "Message": "m"}]},
+                          {"Bucket": "b", "Delete": {"Objects": [{"Key": "k1"}, {"Key": "k2"}], "Quiet": True}})
+        stub.add_response("delete_objects", {},
+                          {"Bucket": "b", "Delete": {"Objects": [{"Key": "k2"}], "Quiet": True}})
+        s3.delete(["s3://b/k1", "s3://b/k2"])
+        stub.assert_no_pending_responses()
+        stub.add_response("delete_objects", {"Errors": [{"Key": "k3", "Code": "AccessDenied", "Message": "no"}]},
+                          {"Bucket": "b", "Delete": {"Objects": [{"Key": "k3"}], "Quiet": True}})
+        with pytest.raises(StorageError, match="deleting s3://b/k3 failed: AccessDenied no"):
+            s3.delete(["s3://b/k3"])
