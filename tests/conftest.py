@@ -17,9 +17,13 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import boto3
 import pytest
+
+if TYPE_CHECKING:
+    from support.faultproxy import FaultProxy
 
 # The real Kubernetes control plane fixtures (kube, kube_namespace, operator_identity,
 # standin_identity): tests/harness/fixtures.py
@@ -129,9 +133,10 @@ def free_port() -> int:
 def s3_endpoint() -> Iterator[str]:
     """A real S3 API server (moto) on 127.0.0.1; sets AWS_* for this process and Spark."""
     from moto.server import ThreadedMotoServer
-    from support.moto_atomic import make_conditional_writes_atomic
+    from support.moto_atomic import answer_unknown_uploads_as_s3, make_conditional_writes_atomic
 
     make_conditional_writes_atomic()  # one winner per conditional PUT, as on S3
+    answer_unknown_uploads_as_s3()  # NoSuchUpload, as on S3, for a completion retried after it landed
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
@@ -149,6 +154,16 @@ def s3_endpoint() -> Iterator[str]:
     os.environ.pop("AWS_PROFILE", None)
     yield endpoint
     server.stop()
+
+
+@pytest.fixture
+def fault_proxy(s3_endpoint: str) -> Iterator[FaultProxy]:
+    """A fault-injecting proxy in front of the S3 server (tests/support/faultproxy.py), no faults
+    until the test plans or sets them; stopped after the test."""
+    from support.faultproxy import FaultProxy
+
+    with FaultProxy(s3_endpoint) as proxy:
+        yield proxy
 
 
 @pytest.fixture(scope="session")

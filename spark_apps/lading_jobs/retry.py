@@ -94,6 +94,8 @@ def fault(e: BaseException) -> str | None:
         if code in SERVER or status >= 500 or (code.isdigit() and int(code) >= 500):
             return f"the store answered a server error ({label})"
         return None
+    if isinstance(e, Again):
+        return f"the request must be sent again ({e})"
     if isinstance(e, PartlyFailed):
         return f"the store failed part of a batch ({e})"
     if isinstance(e, botocore.exceptions.ResponseStreamingError | botocore.exceptions.IncompleteReadError
@@ -116,15 +118,16 @@ def fault(e: BaseException) -> str | None:
 
 
 def landed_maybe(e: BaseException) -> bool:
-    """Whether the request that failed with ``e`` may have been carried out by the store (its
-    answer lost): only a connection never made, or a throttled / unavailable answer, is sure not to."""
-    if isinstance(e, botocore.exceptions.EndpointConnectionError | botocore.exceptions.ConnectTimeoutError):
-        return False
-    if isinstance(e, botocore.exceptions.ClientError):
-        status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        code = str(e.response.get("Error", {}).get("Code", ""))
-        return not (status in (429, 503) or code in THROTTLED or code == "ServiceUnavailable")
-    return True
+    """Whether the request that failed with the transient fault ``e`` may have been carried out by
+    the store, its answer lost. Only a connection never made is sure not to have been: a 5xx or
+    even a 429 may come from a proxy or balancer after the store acted, and deciding wrongly
+    "not landed" is what loses a write's outcome."""
+    return not isinstance(e, botocore.exceptions.EndpointConnectionError | botocore.exceptions.ConnectTimeoutError)
+
+
+class Again(Exception):
+    """An attempt whose outcome says "send it again" (a conditional create refused, yet its key
+    empty): retried like a transient fault, counted against the same bounds."""
 
 
 class PartlyFailed(Exception):

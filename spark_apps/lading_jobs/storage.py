@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import fnmatch
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -110,6 +111,30 @@ class StorageError(RuntimeError):
     def __init__(self, message: str, *, uri: str | None = None) -> None:
         super().__init__(message)
         self.uri = uri
+
+
+class WriteUndecided(StorageError):
+    """A write's answer was lost (a reset, a timeout, a 5xx) and reading back what is there could not
+    tell whether it landed: it may still land. Nothing may be undone on the strength of it; a rerun of
+    the same run (its intent, its nonce) decides."""
+
+
+def undecided(error: BaseException) -> bool:
+    """Whether a failed write may have landed (its answer lost): ``WriteUndecided``, or a cause that
+    is a transient fault after which it may have (``retry.landed_maybe``: a dropped connection, a
+    timeout, a 5xx, a throttle); not a definite refusal (403, 404, 400), nor a connection never made."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, WriteUndecided):
+            return True
+        if retry.fault(seen) is not None:
+            return retry.landed_maybe(seen)
+        if isinstance(seen, botocore.exceptions.ClientError):
+            return False
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class ObjectChanged(StorageError):
@@ -223,7 +248,11 @@ class Storage:
         raise NotImplementedError
 
     def put_if_absent(self, uri: str, data: bytes) -> bool:
-        """Create ``uri`` only if nothing is there; ``False`` when another writer won."""
+        """Create ``uri`` only if nothing is there. ``True``: the object now holds ``data``, written by
+        this call (also when the answer to the write was lost and a retry was refused because the
+        first attempt had landed: the object is read back and recognised); ``False``: another
+        writer's object is there. Raises ``WriteUndecided`` when the answer was lost and what is
+        there cannot tell (nothing may be undone then), ``StorageError`` when the write was refused."""
         raise NotImplementedError
 
     def put_hint(self, uri: str, data: bytes) -> None:
@@ -250,6 +279,8 @@ class Storage:
         return upload
 
     def complete_upload(self, upload: PendingUpload) -> None:
+        """Make the upload visible. A retried completion whose first attempt landed (the upload id is
+        gone, the object there is the upload's) succeeds; ``WriteUndecided`` when that cannot be told."""
         raise NotImplementedError
 
     def abort_upload(self, upload: PendingUpload) -> None:
@@ -469,14 +500,61 @@ class S3Storage(Storage):
         self._call("writing", uri, self.client.put_object, Bucket=bucket, Key=key, Body=data)
 
     def put_if_absent(self, uri: str, data: bytes) -> bool:
+        """``If-None-Match: *``, sent under the retry policy. An answer lost after the write landed
+        comes back as a dropped connection (or a 5xx), or as a refusal (412) of the send after it,
+        which finds the first one's object: either way the object is read back before anything else,
+        and the write is ours when it holds exactly ``data`` (every caller's object carries its run,
+        attempt or nonce). While the key stays empty the create is sent again: a conditional create
+        cannot overwrite, so a late first attempt and a later one cannot both land."""
         bucket, key = split_s3(uri)
+        lost: list[BaseException] = []
+
+        def attempt() -> bool:
+            if lost:  # an earlier send may have landed: look before sending again
+                held = self._holds(uri, data, lost[-1])
+                if held is not None:
+                    return held
+            try:
+                self.client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+                return True
+            except botocore.exceptions.ClientError as e:
+                if _code(e) not in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                    raise
+                held = self._holds(uri, data, e)
+                if held is None and _code(e) not in ("ConditionalRequestConflict", "409"):
+                    raise retry.Again("refused as taken, yet the key is empty (its object deleted since)") from e
+                return bool(held)  # 409: another create of the key in flight, and not ours
+
+        def note(e: BaseException, attempt: int) -> None:
+            if retry.landed_maybe(e):
+                lost.append(e)
+
         try:
-            self._call("writing", uri, self.client.put_object, Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            return self._retried("writing", uri, attempt, on_fault=note)
         except StorageError as e:
-            if _code(e.__cause__) in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+            if isinstance(e, WriteUndecided) or not (lost or undecided(e)):
+                raise
+            held = self._holds(uri, data, e)
+            if held is not None:
+                return held
+            raise WriteUndecided(f"{e}. The key is still empty, but a send whose answer was lost may still land "
+                                 "(create if absent): nothing was undone; rerun the same run to finish or undo it",
+                                 uri=uri) from e
+
+    def _holds(self, uri: str, data: bytes, error: BaseException | None) -> bool | None:
+        """After an ambiguous answer to writing ``data`` at ``uri``: whether the object there is exactly
+        ``data`` (``None``: nothing there). ``WriteUndecided`` when it cannot be read."""
+        try:
+            info = self.head(uri)
+            if info is None:
+                return None
+            if info.size != len(data):
                 return False
-            raise
-        return True
+            return self.read(uri) == data
+        except Exception as e:  # noqa: BLE001 - whatever the read-back's failure, the write is undecided
+            raise WriteUndecided(
+                f"writing {uri} got no clear answer ({error}) and reading it back to see whether the write "
+                f"landed failed ({e}); nothing was undone: rerun the same run to finish or undo it") from e
 
     def delete(self, uris: Iterable[str]) -> None:
         by_bucket: dict[str, list[str]] = {}
@@ -550,13 +628,64 @@ class S3Storage(Storage):
         return PendingUpload(uri=uri, upload_id=SINGLE_PUT)
 
     def complete_upload(self, upload: PendingUpload) -> None:
+        """``CompleteMultipartUpload``. Its answer may be lost after the upload completed: the retry
+        then finds the upload id gone (``NoSuchUpload``), or the connection drops for good. The
+        object is then looked at: it is the upload's when its ETag is the one S3 gives the upload's
+        parts (the MD5 of their MD5s, ``-<parts>``). While the object is not there and the upload
+        may still exist, completing is sent again (completing twice cannot make another object)."""
         if upload.upload_id == SINGLE_PUT:
             return
         bucket, key = split_s3(upload.uri)
         if not upload.parts:  # S3 needs at least one part; an empty file is one empty part
             self.upload_part(upload, b"")
-        self._call("completing", upload.uri, self.client.complete_multipart_upload, Bucket=bucket, Key=key,
-                   UploadId=upload.upload_id, MultipartUpload={"Parts": upload.parts})
+        lost: list[BaseException] = []
+
+        def attempt() -> None:
+            if lost and self._completed(upload, lost[-1]):  # an earlier send landed, its answer lost
+                return
+            try:
+                self.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload.upload_id,
+                                                      MultipartUpload={"Parts": upload.parts})
+            except botocore.exceptions.ClientError as e:
+                if _code(e) != "NoSuchUpload":
+                    raise
+                if self._completed(upload, e):  # a send before this one landed, its answer lost
+                    return
+                raise StorageError(
+                    f"completing {upload.uri} failed: its upload {upload.upload_id} is gone (aborted, or expired "
+                    "by the bucket's lifecycle rule) and the object there is not what it held; run again",
+                    uri=upload.uri) from e
+
+        def note(e: BaseException, attempt: int) -> None:
+            if retry.landed_maybe(e):
+                lost.append(e)
+
+        try:
+            self._retried("completing", upload.uri, attempt, on_fault=note)
+        except StorageError as e:
+            if isinstance(e, WriteUndecided) or _code(e.__cause__) == "NoSuchUpload" or not (lost or undecided(e)):
+                raise
+            if self._completed(upload, e):
+                return
+            raise WriteUndecided(f"{e}. The object is not there yet, but a send whose answer was lost may still "
+                                 "land: nothing was undone; rerun the same run", uri=upload.uri) from e
+
+    def _completed(self, upload: PendingUpload, error: BaseException | None) -> bool:
+        """Whether the object at ``upload.uri`` is the one completing ``upload`` makes (see ``complete_upload``)."""
+        expected = multipart_etag(upload.parts)
+        try:
+            info = self.head(upload.uri)
+        except Exception as e:  # noqa: BLE001 - cannot look: cannot tell
+            raise WriteUndecided(
+                f"completing {upload.uri} got no clear answer ({error}) and looking at the object failed ({e}); "
+                "nothing was undone: rerun the same run to finish or undo it") from e
+        if info is None:
+            return False
+        if expected is None:
+            raise WriteUndecided(
+                f"completing {upload.uri} got no clear answer ({error}); an object is there but its parts' "
+                "ETags are not MD5s, so it cannot be told for the upload's; nothing was undone: rerun the same run")
+        return info.etag == expected
 
     def abort_upload(self, upload: PendingUpload) -> None:
         if upload.upload_id == NOT_BEGUN:
@@ -600,6 +729,18 @@ def _next_uploads(page: dict[str, Any]) -> dict[str, Any] | None:
     if not page.get("IsTruncated"):
         return None
     return {"KeyMarker": page.get("NextKeyMarker", ""), "UploadIdMarker": page.get("NextUploadIdMarker", "")}
+
+
+def multipart_etag(parts: list[dict[str, Any]]) -> str | None:
+    """The ETag S3 gives a completed multipart upload: the MD5 of its parts' MD5s, then ``-<parts>``
+    (``None`` when a part's ETag is not an MD5: server-side encryption with KMS or a customer key)."""
+    digests = b""
+    for part in parts:
+        etag = str(part["ETag"]).strip('"')
+        if not re.fullmatch(r"[0-9a-fA-F]{32}", etag):
+            return None
+        digests += bytes.fromhex(etag)
+    return f"{hashlib.md5(digests, usedforsecurity=False).hexdigest()}-{len(parts)}"
 
 
 def _epoch(when: Any) -> float | None:

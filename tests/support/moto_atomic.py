@@ -1,4 +1,4 @@
-"""Make moto's conditional writes atomic, as S3's are.
+"""Make moto answer as S3 does where lading depends on it: conditional writes atomic, unknown uploads NoSuchUpload.
 
 moto checks ``If-None-Match: *`` / ``If-Match`` and then stores the object in two steps,
 with no lock between them, and its server answers each request on its own thread: two
@@ -12,8 +12,10 @@ honours the same headers) restores S3's behaviour; part uploads and reads stay c
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 _LOCK = threading.RLock()
@@ -36,3 +38,53 @@ def make_conditional_writes_atomic() -> None:
 
         setattr(serialised, _PATCHED, True)
         setattr(S3Response, name, serialised)
+
+
+def answer_unknown_uploads_as_s3() -> None:
+    """Make moto answer ``CompleteMultipartUpload`` of an upload id it does not hold (aborted, or
+    completed already) with S3's ``404 NoSuchUpload``, not a ``500`` from a ``KeyError``: a retried
+    completion whose first attempt landed is told apart by that answer (idempotent)."""
+    from moto.s3.exceptions import NoSuchUpload
+    from moto.s3.models import S3Backend
+
+    method = S3Backend.complete_multipart_upload
+    if getattr(method, _PATCHED, False):
+        return
+
+    @functools.wraps(method)
+    def checked(self: Any, bucket_name: str, multipart_id: str, *args: Any, **kwargs: Any) -> Any:
+        if multipart_id not in self.get_bucket(bucket_name).multiparts:
+            raise NoSuchUpload(upload_id=multipart_id)
+        return method(self, bucket_name, multipart_id, *args, **kwargs)
+
+    setattr(checked, _PATCHED, True)
+    S3Backend.complete_multipart_upload = checked  # type: ignore[method-assign]
+
+    from moto.s3.responses import S3Response
+
+    post = S3Response._key_response_post
+
+    @functools.wraps(post)
+    def strict(self: Any, request: Any, body: Any, bucket_name: str, query: dict[str, Any], key_name: str,
+               *args: Any, **kwargs: Any) -> Any:
+        if _FORGET.is_set() and query.get("uploadId"):
+            upload_id = query["uploadId"][0]
+            if upload_id not in self.backend.get_bucket(bucket_name).multiparts:
+                raise NoSuchUpload(upload_id=upload_id)
+        return post(self, request, body, bucket_name, query, key_name, *args, **kwargs)
+
+    S3Response._key_response_post = strict  # type: ignore[method-assign]
+
+
+_FORGET = threading.Event()
+
+
+@contextlib.contextmanager
+def completed_uploads_forgotten() -> Iterator[None]:
+    """While in it, a completion resent for an upload that already completed answers
+    ``NoSuchUpload`` (S3 may, once the upload id is gone) instead of moto's idempotent 200."""
+    _FORGET.set()
+    try:
+        yield
+    finally:
+        _FORGET.clear()

@@ -12,7 +12,9 @@ publishes, under ``<table>/metadata/``:
    the new one;
 3. ``v<v>.metadata.json``, created with the same conditional write the log uses: the mirror's
    commit point. A writer that loses it (another one mirrored *v* first) deletes its own
-   manifests and keeps the winner's;
+   manifests and keeps the winner's. A lost answer to its own create is no loss:
+   ``Storage.put_if_absent`` reads the file back and recognises it; a create whose outcome stays
+   undecided deletes nothing (the manifests may yet be named);
 4. ``version-hint.text`` (``<v>``), a hint for path-based readers, as ``_last_checkpoint`` is
    for the log; replaced without waiting for durability (``Storage.put_hint``): readers check
    the file it names and probe past it, and ``sync`` repairs it.
@@ -666,8 +668,9 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
         if not storage.put_if_absent(target, meta.model_dump_json(exclude_none=True).encode()):
             _discard(storage, written)  # another writer published this number first: its metadata stands
             return None
-    except BaseException:
-        _discard(storage, written)  # nothing references them: the metadata file was not created
+    except BaseException as e:
+        if not st.undecided(e):  # an undecided create may still land, referencing them: keep them
+            _discard(storage, written)  # nothing references them: the metadata file was not created
         raise
     storage.put_hint(hint_uri(uri), str(prev_number + 1).encode())
     _remember(uri, prev_number + 1, meta, manifests if reason is None else None)

@@ -25,7 +25,16 @@ completed files; a failure after it leaves the intent so the run can finish.
 attempt) is rolled forward when its manifest was written (finish the
 ``replace`` deletes, drop the intent; the run is done) and back otherwise
 (delete what it completed, abort what is pending, drop the intent). An intent
-of *another* run is refused with a message naming it.
+of *another* run is refused with a message naming it. A manifest of this run
+that names a file no longer there (left by a release that undid a run whose
+manifest had landed) is no commit: recovery removes it and what is left of its
+files, and the run is done again.
+
+An answer lost on the wire (a connection reset after the manifest's or an
+upload's write landed) is decided by reading back: ``Storage.put_if_absent`` and
+``complete_upload`` recognise their own write. A write whose outcome stays
+undecided (``storage.undecided``) undoes nothing: the intent stays, the run fails
+with ``PublishStateUnknown``, and a rerun of the same run id rolls forward or back.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from lading_jobs import critical, uploadset
-from lading_jobs.storage import PendingUpload, Storage, StorageError, join
+from lading_jobs.storage import PendingUpload, Storage, StorageError, join, undecided
 from lading_jobs.unload import naming
 
 
@@ -94,6 +103,10 @@ def recover(storage: Storage, destination: str, mode: str, run_id: str, token: s
     intent = us.read_intent()
     manifest = read_manifest(storage, manifest_uri)
     ours = manifest is not None and manifest.get("runId") == run_id
+    if ours and intent is None:
+        assert manifest is not None
+        if not _whole(storage, destination, manifest_uri, manifest):
+            return None
     if intent is None:
         return manifest if ours else None
     if intent.run_id != run_id:
@@ -107,6 +120,20 @@ def recover(storage: Storage, destination: str, mode: str, run_id: str, token: s
             return manifest
         us.roll_back(intent)
     return None
+
+
+def _whole(storage: Storage, destination: str, manifest_uri: str, manifest: dict[str, Any]) -> bool:
+    """Whether every file this run's committed manifest lists is there. If not (an earlier release
+    undid the run after its manifest had landed), the manifest commits nothing: it and what is left
+    of its files (all this run's) are removed, so the run is done again."""
+    listed = [join(destination, f["path"]) for f in manifest["files"]]
+    present = {o.uri for o in storage.list_objects(destination)}
+    if all(uri in present for uri in listed):
+        return True
+    with critical.commit_section():
+        storage.delete([uri for uri in listed if uri in present])
+        storage.delete([manifest_uri])  # last: until it goes, a rerun finds this manifest again
+    return False
 
 
 def delete_replaced(storage: Storage, destination: str, manifest: dict[str, Any], intent_uri: str) -> None:
@@ -137,7 +164,11 @@ def publish(storage: Storage, destination: str, files: list[dict[str, Any]], man
                 _still_empty(storage, destination, us.intent_uri)
                 us.own()
             us.complete_all()
-        except BaseException:
+        except BaseException as e:
+            if undecided(e):  # a completion may still land: undo nothing, keep the intent for the rerun
+                raise PublishStateUnknown(
+                    f"completing this run's files under {destination} failed without a clear answer ({e}); the "
+                    f"intent {us.intent_uri} stays: rerun {run_id} (the same runId) to finish or undo it") from e
             us.abort_all()
             raise
         _write_manifest(storage, us, manifest_uri, body, mode, run_id)
@@ -167,7 +198,7 @@ def _write_manifest(storage: Storage, us: uploadset.UploadSet, uri: str, body: b
             storage.put(uri, body)
         return
     except DestinationNotEmpty:
-        us.abort_all()
+        us.abort_all()  # put_if_absent read another run's manifest there: ours never landed
         raise
     except BaseException as e:
         try:
@@ -178,6 +209,10 @@ def _write_manifest(storage: Storage, us: uploadset.UploadSet, uri: str, body: b
                 f"{us.intent_uri} stays: rerun {run_id} (the same runId) to finish or undo the run") from e
         if landed is not None and landed.get("runId") == run_id:
             return  # it landed: the run is committed
+        if undecided(e):  # not there yet, but a lost attempt may still land: undo nothing
+            raise PublishStateUnknown(
+                f"writing the manifest {uri} failed without a clear answer ({e}) and it is not there yet; the "
+                f"intent {us.intent_uri} stays: rerun {run_id} (the same runId) to finish or undo the run") from e
         us.abort_all()
         raise
 

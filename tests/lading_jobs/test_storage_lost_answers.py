@@ -1,0 +1,100 @@
+"""Lost answers at the storage layer, through the fault-injecting proxy with the real client: a
+conditional create or a multipart completion whose answer is lost after it landed is recognised as
+this call's own (issue 46)."""
+
+from __future__ import annotations
+
+import pytest
+from support.faultproxy import Fault, FaultProxy, Kind
+from support.moto_atomic import completed_uploads_forgotten
+
+from lading_jobs import retry
+from lading_jobs.storage import S3Settings, S3Storage, WriteUndecided, multipart_etag, undecided
+
+pytestmark = pytest.mark.s3
+
+
+def _storage(proxy: FaultProxy) -> S3Storage:
+    return S3Storage(S3Settings(endpoint=proxy.url, region="us-east-1"))
+
+
+def test_put_if_absent_recognises_its_own_landed_write(fault_proxy: FaultProxy, bucket: str) -> None:
+    """The retry policy resends the PUT after the reset, reading back first: the first attempt landed."""
+    storage = _storage(fault_proxy)
+    uri = f"s3://{bucket}/k.json"
+    rule = fault_proxy.plan(Kind.PUT_CONDITIONAL, Fault.RESET_AFTER)
+    assert storage.put_if_absent(uri, b'{"attempt":"a1"}') is True
+    assert rule.fired
+    assert storage.read(uri) == b'{"attempt":"a1"}'
+    assert storage.put_if_absent(uri, b'{"attempt":"a2"}') is False  # another writer's: refused
+
+
+def test_put_if_absent_after_a_lost_answer_to_another_writers_key(fault_proxy: FaultProxy, bucket: str) -> None:
+    storage = _storage(fault_proxy)
+    uri = f"s3://{bucket}/k.json"
+    storage.put_if_absent(uri, b"theirs")
+    fault_proxy.plan(Kind.PUT_CONDITIONAL, Fault.RESET_AFTER)
+    assert storage.put_if_absent(uri, b"ours..") is False  # same size, other bytes
+
+
+def test_put_if_absent_resends_when_nothing_landed(fault_proxy: FaultProxy, bucket: str) -> None:
+    storage = _storage(fault_proxy)
+    uri = f"s3://{bucket}/k.json"
+    for _ in range(retry.DEFAULT.attempts - 1):  # every send but the policy's last is reset before it lands
+        fault_proxy.plan(Kind.PUT_CONDITIONAL, Fault.RESET_BEFORE)
+    assert storage.put_if_absent(uri, b"x") is True
+    assert storage.read(uri) == b"x"
+
+
+def test_put_if_absent_undecided_when_it_cannot_read_back(fault_proxy: FaultProxy, bucket: str) -> None:
+    storage = _storage(fault_proxy)
+    uri = f"s3://{bucket}/k.json"
+    fault_proxy.plan(Kind.PUT_CONDITIONAL, Fault.RESET_AFTER)
+    for _ in range(6):
+        fault_proxy.plan(Kind.HEAD, Fault.RESET_BEFORE)
+    with pytest.raises(WriteUndecided, match="reading it back"):
+        storage.put_if_absent(uri, b"x")
+
+
+def test_complete_upload_recognises_its_own_landed_completion(fault_proxy: FaultProxy, bucket: str) -> None:
+    storage = _storage(fault_proxy)
+    uri = f"s3://{bucket}/part-0.bin"
+    upload = storage.begin_upload(uri)
+    storage.upload_part(upload, b"a" * (5 * 1024 * 1024))
+    storage.upload_part(upload, b"tail")
+    rule = fault_proxy.plan(Kind.COMPLETE_MULTIPART, Fault.RESET_AFTER)
+    with completed_uploads_forgotten():
+        storage.complete_upload(upload)  # the resend finds NoSuchUpload: the object is the upload's
+    assert rule.fired
+    info = storage.head(uri)
+    assert info is not None and info.size == 5 * 1024 * 1024 + 4
+    assert info.etag == multipart_etag(upload.parts)
+
+
+def test_complete_upload_of_an_aborted_upload_still_fails(fault_proxy: FaultProxy, bucket: str) -> None:
+    storage = _storage(fault_proxy)
+    upload = storage.begin_upload(f"s3://{bucket}/gone.bin")
+    storage.upload_part(upload, b"x")
+    storage.abort_upload(upload)
+    with pytest.raises(Exception, match="is gone"):
+        storage.complete_upload(upload)
+
+
+def test_undecided_tells_lost_answers_from_refusals() -> None:
+    import botocore.exceptions
+
+    def client_error(status: int) -> botocore.exceptions.ClientError:
+        return botocore.exceptions.ClientError(
+            {"Error": {"Code": "X"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject")
+
+    assert undecided(client_error(503)) and undecided(client_error(429))
+    assert not undecided(client_error(403))
+    assert undecided(botocore.exceptions.ConnectionClosedError(endpoint_url="http://x"))
+    assert not undecided(botocore.exceptions.EndpointConnectionError(endpoint_url="http://x"))
+    try:
+        try:
+            raise client_error(500)
+        except botocore.exceptions.ClientError as e:
+            raise RuntimeError("wrapped") from e
+    except RuntimeError as wrapped:
+        assert undecided(wrapped)
