@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,9 +26,9 @@ FAST = retry.Policy(attempts=6, deadline=30.0, base=0.01, cap=0.05)
 
 
 @pytest.fixture
-def proxy(s3_endpoint: str) -> Iterator[FaultProxy]:
-    with FaultProxy(s3_endpoint, seed=46) as p:
-        yield p
+def proxy(fault_proxy: FaultProxy) -> FaultProxy:
+    fault_proxy.seed = 46  # a fixed seed: the same requests faulted each run
+    return fault_proxy
 
 
 def storage(proxy: FaultProxy, policy: retry.Policy | None = FAST) -> S3Storage:
