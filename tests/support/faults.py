@@ -7,7 +7,9 @@ process before it reaches the store. Actions:
 * ``raise``: raise ``StorageError`` instead of making the call;
 * ``raise_after``: make the call, then raise (the request landed, the client saw an error);
 * ``lost_answer``: make the call, then return False (a retried conditional PUT
-  answering 412 to its own first attempt);
+  answering 412 to its own first attempt, taken for another writer's: ``S3Storage`` itself
+  reads back and recognises its own write, so this checks the callers' own checks, such as
+  the log's nonce; the wire-level fault is tests/support/faultproxy.py's ``RESET_AFTER``);
 * ``kill`` / ``kill_after``: SIGKILL this process before / after the call;
 * ``kill_midway``: for a call over a list of URIs (``delete``), make it for the first half
   of them, then SIGKILL this process (a batch the store applied only in part);

@@ -159,6 +159,9 @@ def publish(storage: Storage, destination: str, files: list[dict[str, Any]], man
             held = e.intent.run_id if e.intent is not None else None
             uploadset.abort_pending(storage, uploads)
             raise DestinationBusy(_busy_message(destination, us.intent_uri, held)) from e
+        except BaseException:  # nothing completed: aborting is safe even if the intent landed
+            uploadset.abort_pending(storage, uploads)
+            raise
         try:
             if mode == "error":  # untokened names: ours only once the prefix is known to be empty
                 _still_empty(storage, destination, us.intent_uri)

@@ -13,10 +13,13 @@ import json
 from typing import Any
 
 import pytest
+from support import faults
 from support.faultproxy import Fault, FaultProxy, Kind, Rates
 from support.moto_atomic import completed_uploads_forgotten
-from support.unload import job_doc, s3_keys, s3_pending
+from support.unload import job_doc, pending_run, s3_keys, s3_pending
 
+from lading_jobs.storage import S3Storage, StorageError
+from lading_jobs.unload import commit
 from lading_jobs.unload.job import run_unload
 from lading_spec.copyjob import parse_copyjob
 
@@ -68,6 +71,17 @@ def test_a_reset_after_the_intent_landed_publishes(spark: Any, s3_client: Any, b
     assert rule.fired and result.get("rows") == ROWS, result
     _published(s3_client, bucket, prefix)
     assert s3_pending(s3_client, bucket) == []
+
+
+def test_an_intent_that_cannot_be_written_leaves_nothing_pending(s3_client: Any, bucket: str) -> None:
+    """The intent's create fails (here: refused; after lost answers: undecided): nothing completed, so
+    the run's uploads are aborted (they were left pending until the lifecycle rule on 0440a14)."""
+    dest = f"s3://{bucket}/n/"
+    files, manifest, token = pending_run(dest, "error", "run-1", "SELECT 1", rows=30, tasks=2)
+    faulty = faults.FaultyStorage(S3Storage(), faults.Fault("put_if_absent", "raise", match="_lading_intent"))
+    with pytest.raises(StorageError, match="injected"):
+        commit.publish(faulty, dest, files, manifest, mode="error", run_id="run-1", token=token)
+    assert s3_keys(s3_client, bucket, "n/") == [] and s3_pending(s3_client, bucket) == []
 
 
 @pytest.mark.parametrize("mode", ["error", "append"])
