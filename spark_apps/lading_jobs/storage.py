@@ -106,11 +106,12 @@ class PendingUpload:
 
 class StorageError(RuntimeError):
     """A storage call failed; the message names the URI and what to check (``uri``, where known:
-    the object or prefix the failed call was about)."""
+    the object or prefix the failed call was about; ``fault``, when the retry policy gave up: the
+    last transient fault and the attempts made)."""
 
-    def __init__(self, message: str, *, uri: str | None = None) -> None:
+    def __init__(self, message: str, *, uri: str | None = None, fault: str | None = None) -> None:
         super().__init__(message)
-        self.uri = uri
+        self.uri, self.fault = uri, fault
 
 
 class WriteUndecided(StorageError):
@@ -397,7 +398,7 @@ class S3Storage(Storage):
         try:
             return retry.call(attempt, self.policy, on_fault=on_fault)
         except retry.GaveUp as e:
-            raise StorageError(self._gave_up(what, uri, e), uri=uri) from e.__cause__
+            raise StorageError(self._gave_up(what, uri, e), uri=uri, fault=str(e)) from e.__cause__
         except botocore.exceptions.ClientError as e:
             code = _code(e)
             message = e.response.get("Error", {}).get("Message", "")
@@ -525,21 +526,17 @@ class S3Storage(Storage):
                     raise retry.Again("refused as taken, yet the key is empty (its object deleted since)") from e
                 return bool(held)  # 409: another create of the key in flight, and not ours
 
-        def note(e: BaseException, attempt: int) -> None:
-            if retry.landed_maybe(e):
-                lost.append(e)
-
         try:
-            return self._retried("writing", uri, attempt, on_fault=note)
+            return self._retried("writing", uri, attempt, on_fault=_keep_landed(lost))
         except StorageError as e:
             if isinstance(e, WriteUndecided) or not (lost or undecided(e)):
                 raise
             held = self._holds(uri, data, e)
             if held is not None:
                 return held
-            raise WriteUndecided(f"{e}. The key is still empty, but a send whose answer was lost may still land "
-                                 "(create if absent): nothing was undone; rerun the same run to finish or undo it",
-                                 uri=uri) from e
+            raise WriteUndecided(f"writing {uri} (create if absent) failed ({e.fault or e}); the key is still empty "
+                                 "and a lost attempt may still land. Nothing was undone: rerun the same run to "
+                                 "finish or undo it", uri=uri, fault=e.fault) from e
 
     def _holds(self, uri: str, data: bytes, error: BaseException | None) -> bool | None:
         """After an ambiguous answer to writing ``data`` at ``uri``: whether the object there is exactly
@@ -589,12 +586,8 @@ class S3Storage(Storage):
         bucket, key = split_s3(uri)
         lost: list[BaseException] = []
 
-        def note(e: BaseException, attempt: int) -> None:
-            if retry.landed_maybe(e):
-                lost.append(e)
-
         try:
-            r = self._call("starting an upload to", uri, self.client.create_multipart_upload, on_fault=note,
+            r = self._call("starting an upload to", uri, self.client.create_multipart_upload, on_fault=_keep_landed(lost),
                            Bucket=bucket, Key=key)
         except StorageError as e:
             if lost or (e.__cause__ is not None and retry.fault(e.__cause__) and retry.landed_maybe(e.__cause__)):
@@ -656,19 +649,16 @@ class S3Storage(Storage):
                     "by the bucket's lifecycle rule) and the object there is not what it held; run again",
                     uri=upload.uri) from e
 
-        def note(e: BaseException, attempt: int) -> None:
-            if retry.landed_maybe(e):
-                lost.append(e)
-
         try:
-            self._retried("completing", upload.uri, attempt, on_fault=note)
+            self._retried("completing", upload.uri, attempt, on_fault=_keep_landed(lost))
         except StorageError as e:
             if isinstance(e, WriteUndecided) or _code(e.__cause__) == "NoSuchUpload" or not (lost or undecided(e)):
                 raise
             if self._completed(upload, e):
                 return
-            raise WriteUndecided(f"{e}. The object is not there yet, but a send whose answer was lost may still "
-                                 "land: nothing was undone; rerun the same run", uri=upload.uri) from e
+            raise WriteUndecided(f"completing {upload.uri} failed ({e.fault or e}); the object is not there yet and "
+                                 "a lost attempt may still land. Nothing was undone: rerun the same run",
+                                 uri=upload.uri, fault=e.fault) from e
 
     def _completed(self, upload: PendingUpload, error: BaseException | None) -> bool:
         """Whether the object at ``upload.uri`` is the one completing ``upload`` makes (see ``complete_upload``)."""
@@ -710,6 +700,17 @@ class S3Storage(Storage):
                 out.append(PendingUpload(uri=f"s3://{bucket}/{u['Key']}", upload_id=u["UploadId"],
                                          initiated=_epoch(u.get("Initiated"))))
         return out
+
+
+def _keep_landed(lost: list[BaseException]) -> Callable[[BaseException, int], None]:
+    """A retry's ``on_fault`` that keeps in ``lost`` each fault after which the request may have
+    landed (``retry.landed_maybe``): the caller reads back, or cleans up, before the next send."""
+
+    def keep(error: BaseException, attempt: int) -> None:
+        if retry.landed_maybe(error):
+            lost.append(error)
+
+    return keep
 
 
 def _code(error: BaseException | None) -> str:

@@ -218,3 +218,23 @@ def test_a_batch_delete_retries_only_the_keys_the_store_failed_for_now() -> None
                           {"Bucket": "b", "Delete": {"Objects": [{"Key": "k3"}], "Quiet": True}})
         with pytest.raises(StorageError, match="deleting s3://b/k3 failed: AccessDenied no"):
             s3.delete(["s3://b/k3"])
+
+
+def test_a_conditional_create_whose_sends_all_lose_their_answers_is_undecided_not_lost(
+        proxy: FaultProxy, bucket: str) -> None:
+    """Every send reset (none landed, but the client cannot know): after the policy's attempts, each
+    resend preceded by a read-back, the outcome is WriteUndecided (nothing may be undone), not
+    "another writer won"; the fault and the attempts are named."""
+    from lading_jobs.storage import WriteUndecided
+
+    uri = f"s3://{bucket}/_lading_manifest.json"
+    s3 = storage(proxy)
+    plan(proxy, Kind.PUT_CONDITIONAL, Fault.RESET_BEFORE, FAST.attempts)
+    with pytest.raises(WriteUndecided) as caught:
+        s3.put_if_absent(uri, b"{}")
+    assert str(caught.value).startswith(f"writing {uri} (create if absent) failed (the connection was reset "
+                                        f"(ConnectionClosedError), {FAST.attempts} attempts in ")
+    assert "a lost attempt may still land" in str(caught.value)
+    assert proxy.counts[Kind.PUT_CONDITIONAL] == FAST.attempts
+    assert proxy.counts[Kind.HEAD] == FAST.attempts  # a read-back before each resend, and one at the end
+    assert s3.put_if_absent(uri, b"{}") is True  # the store is healthy again: the create lands
