@@ -122,6 +122,9 @@ def unload_input(spark: Any, tmp_path_factory: Any) -> dict[str, Any]:
 
 def unload_case(spark: Any, bucket: str, s3_client: Any, endpoint: str, source: dict[str, Any]
                 ) -> tuple[Callable[[], dict[str, Any]], Callable[[dict[str, Any]], None]]:
+    """Eight partition directories: files written as multipart uploads, a manifest, an intent. No
+    truncated bodies (``JOB_CASES``): the unload reads no object from the store here (its input is
+    local; an input on S3 is read by the same storage reads the other jobs' cases go through)."""
     dest = f"s3://{bucket}/exports/"
     doc = job_doc({"from": {"query": "SELECT id, note, id % 8 AS p FROM faults_src", "inputs": [source]},
                    "to": {"files": dest, "format": "csv", "ifExists": "replace", "partitionBy": ["p"]},
@@ -147,26 +150,27 @@ def unload_case(spark: Any, bucket: str, s3_client: Any, endpoint: str, source: 
     return run, exact
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize(("kind", "rate"), [c for c in CASES if c.values[0] != "truncate"])
-def test_an_unload(spark: Any, bucket: str, s3_client: Any, proxy: FaultProxy, unload_input: dict[str, Any],
-                   kind: str, rate: float) -> None:
-    """Eight partition directories: files written as multipart uploads, a manifest, an intent. No
-    truncated bodies: the unload reads no object from the store here (its input is local; an input
-    on S3 is read by the same storage reads the load, the compaction and the stream test)."""
-    run, exact = unload_case(spark, bucket, s3_client, proxy.url, unload_input)
-    check_run(proxy, faults(kind, rate), run, exact)
-
 
 # -- a load ----------------------------------------------------------------------------------------
 LOAD_SCHEMA = [{"name": "id", "type": "bigint", "nullable": False}, {"name": "name", "type": "string"}]
 
 
-def load_case(spark: Any, bucket: str, s3_client: Any, endpoint: str
-              ) -> tuple[Callable[[], dict[str, Any]], Callable[[dict[str, Any]], None]]:
+def put_csvs(s3_client: Any, bucket: str, prefix: str) -> None:
+    """Four CSV files of 50 rows (ids 0-199) under ``prefix``, written straight to moto."""
     for f in range(4):
         body = "id,name\n" + "".join(f"{f * 50 + i},n{f}-{i}\n" for i in range(50))
-        s3_client.put_object(Bucket=bucket, Key=f"in/f{f}.csv", Body=body.encode())
+        s3_client.put_object(Bucket=bucket, Key=f"{prefix}f{f}.csv", Body=body.encode())
+
+
+def exact_ids(s3_client: Any, bucket: str, table: str) -> None:
+    """The table holds ids 0-199 once each, and nothing is pending in the bucket."""
+    assert sorted(r["id"] for r in table_rows(table)) == list(range(200))
+    no_pending(s3_client, bucket)
+
+
+def load_case(spark: Any, bucket: str, s3_client: Any, endpoint: str
+              ) -> tuple[Callable[[], dict[str, Any]], Callable[[dict[str, Any]], None]]:
+    put_csvs(s3_client, bucket, "in/")
     table = f"s3://{bucket}/tables/t/"
     spec = {"from": {"files": f"s3://{bucket}/in/", "format": "csv", "options": {"header": True}},
             "to": {"table": table, "schema": LOAD_SCHEMA}, "connection": {"endpoint": endpoint}}
@@ -175,18 +179,8 @@ def load_case(spark: Any, bucket: str, s3_client: Any, endpoint: str
     def run() -> dict[str, Any]:
         return run_load(spark, load_job(spec, run_id))
 
-    def exact(result: dict[str, Any]) -> None:
-        assert sorted(r["id"] for r in table_rows(table)) == list(range(200))
-        no_pending(s3_client, bucket)
+    return run, lambda result: exact_ids(s3_client, bucket, table)
 
-    return run, exact
-
-
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize(("kind", "rate"), CASES)
-def test_a_load(spark: Any, bucket: str, s3_client: Any, proxy: FaultProxy, kind: str, rate: float) -> None:
-    run, exact = load_case(spark, bucket, s3_client, proxy.url)
-    check_run(proxy, faults(kind, rate), run, exact)
 
 
 # -- a compaction ----------------------------------------------------------------------------------
@@ -229,12 +223,6 @@ def compaction_case(spark: Any, bucket: str, s3_client: Any, endpoint: str
     return run, exact
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize(("kind", "rate"), CASES)
-def test_a_compaction(spark: Any, bucket: str, s3_client: Any, proxy: FaultProxy, kind: str, rate: float) -> None:
-    run, exact = compaction_case(spark, bucket, s3_client, proxy.url)
-    check_run(proxy, faults(kind, rate), run, exact)
-
 
 # -- a StreamCopy file batch -------------------------------------------------------------------------
 def stream_doc(bucket: str, endpoint: str, run_id: str) -> JobDocument:
@@ -246,27 +234,31 @@ def stream_doc(bucket: str, endpoint: str, run_id: str) -> JobDocument:
 
 def stream_case(spark: Any, bucket: str, s3_client: Any, endpoint: str
                 ) -> tuple[Callable[[], dict[str, Any]], Callable[[dict[str, Any]], None]]:
-    for f in range(4):
-        body = "id,name\n" + "".join(f"{f * 50 + i},n{f}-{i}\n" for i in range(50))
-        s3_client.put_object(Bucket=bucket, Key=f"landing/f{f}.csv", Body=body.encode())
+    put_csvs(s3_client, bucket, "landing/")
     doc = stream_doc(bucket, endpoint, f"stream-{uuid.uuid4().hex[:6]}")
 
     def run() -> dict[str, Any]:
         return run_stream(spark, doc, once=True, progress_port=None)
 
-    def exact(result: dict[str, Any]) -> None:
-        assert sorted(r["id"] for r in table_rows(f"s3://{bucket}/streamed/")) == list(range(200))
-        no_pending(s3_client, bucket)
+    return run, lambda result: exact_ids(s3_client, bucket, f"s3://{bucket}/streamed/")
 
-    return run, exact
+
+
+# -- every job, every case ---------------------------------------------------------------------------
+JOB_CASES = [pytest.param(job, *case.values, id=f"{job}-{case.id}") for job in ("unload", "load", "compaction", "stream")
+             for case in CASES if not (job == "unload" and case.values[0] == "truncate")]
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("kind", "rate"), CASES)
-def test_a_streamcopy_file_batch(spark: Any, bucket: str, s3_client: Any, proxy: FaultProxy, kind: str,
-                                 rate: float) -> None:
-    run, exact = stream_case(spark, bucket, s3_client, proxy.url)
-    check_run(proxy, faults(kind, rate), run, exact)
+@pytest.mark.parametrize(("job", "kind", "rate"), JOB_CASES)
+def test_a_job_under_faults(spark: Any, bucket: str, s3_client: Any, proxy: FaultProxy,
+                            request: pytest.FixtureRequest, job: str, kind: str, rate: float) -> None:
+    if job == "unload":
+        case = unload_case(spark, bucket, s3_client, proxy.url, request.getfixturevalue("unload_input"))
+    else:
+        case = {"load": load_case, "compaction": compaction_case, "stream": stream_case}[job](
+            spark, bucket, s3_client, proxy.url)
+    check_run(proxy, faults(kind, rate), *case)
 
 
 # -- item 3 on the StreamCopy batch path: a file whose reads keep failing goes to unreadFiles -------
