@@ -32,13 +32,13 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse, urlsplit
 
 import botocore.exceptions
 import pyarrow as pa
 
-from lading_jobs import localfs
+from lading_jobs import localfs, retry
 from lading_spec import localfiles
 from lading_spec.uris import check_endpoint
 
@@ -49,10 +49,10 @@ STAGING_DIR = ".lading-staging"
 SINGLE_PUT = "single-put"
 """The upload id of an object already written whole by ``put_pending`` (completing it is a no-op;
 aborting it deletes it)."""
+T = TypeVar("T")
+
 NOT_BEGUN = ""
 """The upload id of an upload nothing was sent for yet (aborting it is a no-op)."""
-CONDITIONAL_ATTEMPTS = 3
-"""Sends of one conditional create (or completion) whose answers were lost while the key stayed empty."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,13 @@ class PendingUpload:
 
 
 class StorageError(RuntimeError):
-    """A storage call failed; the message names the URI and what to check."""
+    """A storage call failed; the message names the URI and what to check (``uri``, where known:
+    the object or prefix the failed call was about; ``fault``, when the retry policy gave up: the
+    last transient fault and the attempts made)."""
+
+    def __init__(self, message: str, *, uri: str | None = None, fault: str | None = None) -> None:
+        super().__init__(message)
+        self.uri, self.fault = uri, fault
 
 
 class WriteUndecided(StorageError):
@@ -118,20 +124,18 @@ class WriteUndecided(StorageError):
 
 def undecided(error: BaseException) -> bool:
     """Whether a failed write may have landed (its answer lost): ``WriteUndecided``, or a cause that
-    is a dropped connection, a timeout, a 5xx or a throttle; not a definite refusal (403, 404, 400)."""
+    is a transient fault after which it may have (``retry.landed_maybe``: a dropped connection, a
+    timeout, a 5xx, a throttle); not a definite refusal (403, 404, 400), nor a connection never made."""
     seen: BaseException | None = error
     for _ in range(8):
         if seen is None:
             return False
         if isinstance(seen, WriteUndecided):
             return True
-        if isinstance(seen, botocore.exceptions.EndpointConnectionError):
-            return False  # never connected: nothing was sent
-        if isinstance(seen, botocore.exceptions.ConnectionError | botocore.exceptions.HTTPClientError):
-            return True
+        if retry.fault(seen) is not None:
+            return retry.landed_maybe(seen)
         if isinstance(seen, botocore.exceptions.ClientError):
-            status = seen.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-            return int(status) >= 500 or int(status) == 429
+            return False
         seen = seen.__cause__ or seen.__context__
     return False
 
@@ -141,7 +145,7 @@ class ObjectChanged(StorageError):
 
     def __init__(self, uri: str, etag: str) -> None:
         super().__init__(f"{uri} changed after it was listed (listed ETag {etag}, now another version); "
-                         "nothing of it was read: run again to read the new version")
+                         "nothing of it was read: run again to read the new version", uri=uri)
         self.uri, self.etag = uri, etag
 
 
@@ -359,7 +363,11 @@ def _refuse_metadata_service(endpoint: str | None, pins: pinning.Pins) -> None:
 
 
 class S3Storage(Storage):
-    def __init__(self, settings: S3Settings | None = None) -> None:
+    """S3 through boto3. Every request goes through ``_call``, so through one retry policy
+    (``lading_jobs.retry``; botocore's own retries are off, so attempts never multiply); a GET's
+    body is read inside its attempt, so a body cut short is retried like a reset."""
+
+    def __init__(self, settings: S3Settings | None = None, policy: retry.Policy = retry.DEFAULT) -> None:
         # boto3 (and pinning, with urllib3) are imported here, not with the module: they take most
         # of a Python worker's start-up imports (~0.7 s idle), which runs on file:// tables need not pay
         import boto3
@@ -368,6 +376,7 @@ class S3Storage(Storage):
         from lading_jobs import pinning
 
         self.settings = settings or S3Settings.from_env()
+        self.policy = policy
         pins = pinning.Pins()
         _refuse_metadata_service(self.settings.endpoint, pins)
         self.client = boto3.session.Session().client(
@@ -375,7 +384,9 @@ class S3Storage(Storage):
             endpoint_url=self.settings.endpoint,
             region_name=self.settings.region,
             config=botocore.config.Config(
-                retries={"max_attempts": 5, "mode": "standard"},
+                retries={"total_max_attempts": 1, "mode": "standard"},  # lading_jobs.retry retries, alone
+                connect_timeout=policy.connect_timeout,
+                read_timeout=policy.read_timeout,
                 s3={"addressing_style": "path"},
                 max_pool_connections=32,
             ),
@@ -391,11 +402,21 @@ class S3Storage(Storage):
             endpoint = parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[-1]).geturl()
         return f"the S3 store at {endpoint or 'AWS'} (bucket {bucket})"
 
-    def _call(self, what: str, uri: str, fn: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, uri: str, fn: Any, *, on_fault: Callable[[BaseException, int], None] | None = None,
+              **kwargs: Any) -> Any:
+        """``fn(**kwargs)`` (one S3 request) under the retry policy; a failure as a ``StorageError``
+        naming ``what`` was done to ``uri``, the fault and the fix."""
+        return self._retried(what, uri, lambda: fn(**kwargs), on_fault=on_fault)
+
+    def _retried(self, what: str, uri: str, attempt: Callable[[], T],
+                 on_fault: Callable[[BaseException, int], None] | None = None) -> T:
+        """``attempt()`` (one request and whatever reads its answer) under the retry policy."""
         try:
-            return fn(**kwargs)
+            return retry.call(attempt, self.policy, on_fault=on_fault)
+        except retry.GaveUp as e:
+            raise StorageError(self._gave_up(what, uri, e), uri=uri, fault=str(e)) from e.__cause__
         except botocore.exceptions.ClientError as e:
-            code = e.response.get("Error", {}).get("Code", "")
+            code = _code(e)
             message = e.response.get("Error", {}).get("Message", "")
             hint = {
                 "NoSuchBucket": "the bucket does not exist; create it or fix the URI",
@@ -403,57 +424,70 @@ class S3Storage(Storage):
                 "InvalidAccessKeyId": "the access key is unknown; check the Secret named in connection.secretRef",
                 "SignatureDoesNotMatch": "the secret key is wrong; check the Secret named in connection.secretRef",
             }.get(code, "")
-            raise StorageError(f"{what} {uri} failed: {code} {message}{'; ' + hint if hint else ''}") from e
-        except botocore.exceptions.EndpointConnectionError as e:
-            raise StorageError(
-                f"{what} {uri} failed: cannot reach S3 at {self.settings.endpoint or 'AWS'}; check connection.endpoint"
-            ) from e
+            raise StorageError(f"{what} {uri} failed: {code} {message}{'; ' + hint if hint else ''}", uri=uri) from e
+        except botocore.exceptions.BotoCoreError as e:  # not transient (TLS, credentials missing, ...)
+            raise StorageError(f"{what} {uri} failed: {e}", uri=uri) from e
+
+    def _gave_up(self, what: str, uri: str, e: retry.GaveUp) -> str:
+        """The message of a call the retry policy gave up on: operation, object, fault, what to do."""
+        cause = e.__cause__
+        if isinstance(cause, botocore.exceptions.EndpointConnectionError | botocore.exceptions.ConnectTimeoutError):
+            todo = (f"cannot reach S3 at {self.describe(uri).removeprefix('the S3 store at ')}; check "
+                    "connection.endpoint, the namespace's NetworkPolicies and egress, then run again")
+        else:
+            todo = (f"{self.describe(uri)} kept failing (overloaded, or the network drops connections); "
+                    "run again when it is healthy")
+        return (f"{what} {uri} failed after {e.attempts} attempt{'s' if e.attempts != 1 else ''} in "
+                f"{e.elapsed:.1f} s: {e.fault}; {todo}")
+
+    def _pages(self, what: str, uri: str, fn: Any, more: Callable[[dict[str, Any]], dict[str, Any] | None],
+               **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """A listing's pages, each one request under the retry policy (a page that fails is asked
+        for again from its own marker, not from the first page); ``more(page)`` gives the next
+        page's markers, ``None`` after the last."""
+        while True:
+            page: dict[str, Any] = self._call(what, uri, fn, **kwargs)
+            yield page
+            after = more(page)
+            if not after:
+                return
+            kwargs = {**kwargs, **after}
+
+    def _objects(self, prefix: str, **kwargs: Any) -> Iterator[ObjectInfo]:
+        bucket, key = split_s3(prefix)
+        for page in self._pages("listing", prefix, self.client.list_objects_v2, _next_objects,
+                                Bucket=bucket, Prefix=key, **kwargs):
+            for obj in page.get("Contents", []):
+                yield ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'),
+                                 _epoch(obj.get("LastModified")))
 
     def list_objects(self, prefix: str) -> Iterator[ObjectInfo]:
-        bucket, key = split_s3(prefix)
-        paginator = self.client.get_paginator("list_objects_v2")
-        try:
-            for page in paginator.paginate(Bucket=bucket, Prefix=key):
-                for obj in page.get("Contents", []):
-                    yield ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'),
-                                     _epoch(obj.get("LastModified")))
-        except botocore.exceptions.ClientError as e:
-            self._call("listing", prefix, _raise, error=e)
+        return self._objects(prefix)
 
     def list_level(self, prefix: str) -> tuple[list[str], list[ObjectInfo]]:
         bucket, key = split_s3(prefix)
-        paginator = self.client.get_paginator("list_objects_v2")
         dirs: list[str] = []
         files: list[ObjectInfo] = []
-        try:
-            for page in paginator.paginate(Bucket=bucket, Prefix=key, Delimiter="/"):
-                dirs += [f"s3://{bucket}/{p['Prefix']}" for p in page.get("CommonPrefixes", [])]
-                files += [ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'),
-                                     _epoch(obj.get("LastModified"))) for obj in page.get("Contents", [])]
-        except botocore.exceptions.ClientError as e:
-            self._call("listing", prefix, _raise, error=e)
+        for page in self._pages("listing", prefix, self.client.list_objects_v2, _next_objects,
+                                Bucket=bucket, Prefix=key, Delimiter="/"):
+            dirs += [f"s3://{bucket}/{p['Prefix']}" for p in page.get("CommonPrefixes", [])]
+            files += [ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'),
+                                 _epoch(obj.get("LastModified"))) for obj in page.get("Contents", [])]
         return sorted(dirs), sorted(files, key=lambda o: o.uri)
 
     def list_objects_after(self, prefix: str, start_after: str = "") -> Iterator[ObjectInfo]:
-        bucket, key = split_s3(prefix)
+        bucket, _ = split_s3(prefix)
         after = split_s3(start_after)[1] if start_after.startswith(f"s3://{bucket}/") else ""
-        paginator = self.client.get_paginator("list_objects_v2")
-        try:
-            for page in paginator.paginate(Bucket=bucket, Prefix=key, StartAfter=after):
-                for obj in page.get("Contents", []):
-                    yield ObjectInfo(f"s3://{bucket}/{obj['Key']}", obj["Size"], obj["ETag"].strip('"'),
-                                     _epoch(obj.get("LastModified")))
-        except botocore.exceptions.ClientError as e:
-            self._call("listing", prefix, _raise, error=e)
+        return self._objects(prefix, StartAfter=after)
 
     def head(self, uri: str) -> ObjectInfo | None:
         bucket, key = split_s3(uri)
         try:
-            r = self.client.head_object(Bucket=bucket, Key=key)
-        except botocore.exceptions.ClientError as e:
-            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            r = self._call("reading", uri, self.client.head_object, Bucket=bucket, Key=key)
+        except StorageError as e:
+            if _code(e.__cause__) in ("404", "NoSuchKey", "NotFound"):
                 return None
-            raise StorageError(f"reading {uri} failed: {e}") from e
+            raise
         modified = r.get("LastModified")
         return ObjectInfo(uri, r["ContentLength"], r["ETag"].strip('"'),
                           modified.timestamp() if modified is not None else None)
@@ -465,57 +499,71 @@ class S3Storage(Storage):
         return self._get(uri, etag, Range=f"bytes={start}-{end - 1}")
 
     def _get(self, uri: str, etag: str | None, **extra: Any) -> bytes:
+        """One GET, its body read within the same attempt: a body cut short (a reset mid-answer, fewer
+        bytes than ``Content-Length``) is retried like any other transient fault."""
         bucket, key = split_s3(uri)
         if etag:
             extra["IfMatch"] = '"' + etag.strip('"') + '"'
+
+        def attempt() -> bytes:
+            r = self.client.get_object(Bucket=bucket, Key=key, **extra)
+            body = r["Body"]
+            try:
+                data: bytes = body.read()
+            finally:
+                body.close()
+            if "ContentLength" in r and len(data) != r["ContentLength"]:
+                raise retry.ShortBody(f"{len(data)} bytes of {r['ContentLength']}")
+            return data
+
         try:
-            r = self._call("reading", uri, self.client.get_object, Bucket=bucket, Key=key, **extra)
+            return self._retried("reading", uri, attempt)
         except StorageError as e:
-            cause = e.__cause__
-            if etag and isinstance(cause, botocore.exceptions.ClientError) and \
-                    cause.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+            if etag and _code(e.__cause__) in ("PreconditionFailed", "412"):
                 raise ObjectChanged(uri, etag) from e
             raise
-        return r["Body"].read()  # type: ignore[no-any-return]
 
     def put(self, uri: str, data: bytes) -> None:
         bucket, key = split_s3(uri)
         self._call("writing", uri, self.client.put_object, Bucket=bucket, Key=key, Body=data)
 
     def put_if_absent(self, uri: str, data: bytes) -> bool:
-        """``If-None-Match: *``. An answer lost after the write landed comes back as a refusal (412:
-        botocore sends the PUT again after a reset, and the retry finds the first attempt's object) or
-        as a dropped connection: either way the object is read back, and the write is ours when it
-        holds exactly ``data`` (every caller's object carries its run, attempt or nonce). While the
-        key stays empty after a lost answer the create is sent again: a conditional create cannot
-        overwrite, so a late first attempt and the retry cannot both land."""
+        """``If-None-Match: *``, sent under the retry policy. An answer lost after the write landed
+        comes back as a dropped connection (or a 5xx), or as a refusal (412) of the send after it,
+        which finds the first one's object: either way the object is read back before anything else,
+        and the write is ours when it holds exactly ``data`` (every caller's object carries its run,
+        attempt or nonce). While the key stays empty the create is sent again: a conditional create
+        cannot overwrite, so a late first attempt and a later one cannot both land."""
         bucket, key = split_s3(uri)
-        lost: BaseException | None = None
-        for _ in range(CONDITIONAL_ATTEMPTS):
+        lost: list[BaseException] = []
+
+        def attempt() -> bool:
+            if lost:  # an earlier send may have landed: look before sending again
+                held = self._holds(uri, data, lost[-1])
+                if held is not None:
+                    return held
             try:
                 self.client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
                 return True
             except botocore.exceptions.ClientError as e:
-                code = e.response.get("Error", {}).get("Code", "")
-                refused = code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
-                if not refused and not undecided(e):
-                    self._call("writing", uri, _raise, error=e)
-                lost = e
-                if code in ("ConditionalRequestConflict", "409"):  # another create of the key in flight
-                    held = self._holds(uri, data, e)
-                    return bool(held)
-            except botocore.exceptions.BotoCoreError as e:
-                if not undecided(e):
-                    self._call("writing", uri, _raise, error=e)
-                lost = e
-            held = self._holds(uri, data, lost)
+                if _code(e) not in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                    raise
+                held = self._holds(uri, data, e)
+                if held is None and _code(e) not in ("ConditionalRequestConflict", "409"):
+                    raise retry.Again("refused as taken, yet the key is empty (its object deleted since)") from e
+                return bool(held)  # 409: another create of the key in flight, and not ours
+
+        try:
+            return self._retried("writing", uri, attempt, on_fault=_keep_landed(lost))
+        except StorageError as e:
+            if isinstance(e, WriteUndecided) or not (lost or undecided(e)):
+                raise
+            held = self._holds(uri, data, e)
             if held is not None:
                 return held
-            # nothing there: the write did not land (yet); sending it again is safe
-        raise WriteUndecided(
-            f"writing {uri} (create if absent) failed ({lost}) and the key is still empty after "
-            f"{CONDITIONAL_ATTEMPTS} attempts; a lost attempt may still land. Nothing was undone: rerun the "
-            "same run to finish or undo it") from lost
+            raise WriteUndecided(f"writing {uri} (create if absent) failed ({e.fault or e}); the key is still empty "
+                                 "and a lost attempt may still land. Nothing was undone: rerun the same run to "
+                                 "finish or undo it", uri=uri, fault=e.fault) from e
 
     def _holds(self, uri: str, data: bytes, error: BaseException | None) -> bool | None:
         """After an ambiguous answer to writing ``data`` at ``uri``: whether the object there is exactly
@@ -539,17 +587,54 @@ class S3Storage(Storage):
             by_bucket.setdefault(bucket, []).append(key)
         for bucket, keys in by_bucket.items():
             for i in range(0, len(keys), 1000):
-                objects = [{"Key": k} for k in keys[i : i + 1000]]
-                r = self._call("deleting", f"s3://{bucket}/", self.client.delete_objects,
-                               Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
-                if r.get("Errors"):
-                    err = r["Errors"][0]
-                    raise StorageError(f"deleting s3://{bucket}/{err['Key']} failed: {err.get('Code')} {err.get('Message')}")
+                self._retried("deleting", f"s3://{bucket}/", functools.partial(self._delete_batch, bucket,
+                                                                               keys[i : i + 1000]))
+
+    def _delete_batch(self, bucket: str, keys: list[str]) -> None:
+        """One DeleteObjects of ``keys`` (at most 1000). Keys the answer lists with a transient error
+        (``InternalError``, ``SlowDown``: S3 fails keys of a batch one by one) are kept in ``keys`` and
+        raised as that error, so the retry policy sends a batch of them alone; any other is final."""
+        r = self.client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
+        errors = r.get("Errors") or []
+        final = [e for e in errors if e.get("Code") not in retry.THROTTLED | retry.SERVER]
+        if final:
+            err = final[0]
+            raise StorageError(f"deleting s3://{bucket}/{err['Key']} failed: {err.get('Code')} {err.get('Message')}",
+                               uri=f"s3://{bucket}/{err['Key']}")
+        if errors:
+            keys[:] = [e["Key"] for e in errors]
+            raise retry.PartlyFailed(errors[0].get("Code", ""), f"{len(errors)} keys not deleted, the first "
+                                     f"s3://{bucket}/{errors[0]['Key']}")
 
     def begin_upload(self, uri: str) -> PendingUpload:
+        """A new multipart upload. A create whose answer was lost may have made an upload nobody
+        knows the id of; after such a fault (retried or not) the other uploads pending on this key
+        are aborted (:meth:`_abort_strays`): one list and its aborts, only when a fault was seen."""
         bucket, key = split_s3(uri)
-        r = self._call("starting an upload to", uri, self.client.create_multipart_upload, Bucket=bucket, Key=key)
+        lost: list[BaseException] = []
+
+        try:
+            r = self._call("starting an upload to", uri, self.client.create_multipart_upload, on_fault=_keep_landed(lost),
+                           Bucket=bucket, Key=key)
+        except StorageError as e:
+            if lost or (e.__cause__ is not None and retry.fault(e.__cause__) and retry.landed_maybe(e.__cause__)):
+                with contextlib.suppress(StorageError):  # the run's clean-up lists pending uploads again
+                    self._abort_strays(uri, keep=None)
+            raise
+        if lost:
+            self._abort_strays(uri, keep=r["UploadId"])
         return PendingUpload(uri=uri, upload_id=r["UploadId"])
+
+    def _abort_strays(self, uri: str, keep: str | None) -> None:
+        """Abort the uploads pending on exactly ``uri`` but ``keep``: those a create with a lost answer
+        made. lading begins an upload only on a key of its own writer (a table part named by its
+        write id; an export's file, whose destination one run publishes at a time), so another
+        upload there is a lost answer's, or a dead attempt's that its run's clean-up would abort
+        anyway. Were it a live writer's, that writer fails completing it (``NoSuchUpload``), never
+        silently. (No time window: stores disagree on ``Initiated``; moto reports a fixed date.)"""
+        for upload in self.list_pending_uploads(uri):
+            if upload.uri == uri and upload.upload_id != keep:
+                self.abort_upload(upload)
 
     def upload_part(self, upload: PendingUpload, data: bytes) -> None:
         bucket, key = split_s3(upload.uri)
@@ -573,30 +658,34 @@ class S3Storage(Storage):
         bucket, key = split_s3(upload.uri)
         if not upload.parts:  # S3 needs at least one part; an empty file is one empty part
             self.upload_part(upload, b"")
-        lost: BaseException | None = None
-        for _ in range(CONDITIONAL_ATTEMPTS):
+        lost: list[BaseException] = []
+
+        def attempt() -> None:
+            if lost and self._completed(upload, lost[-1]):  # an earlier send landed, its answer lost
+                return
             try:
                 self.client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload.upload_id,
                                                       MultipartUpload={"Parts": upload.parts})
-                return
             except botocore.exceptions.ClientError as e:
-                gone = e.response.get("Error", {}).get("Code") == "NoSuchUpload"
-                if not gone and not undecided(e):
-                    self._call("completing", upload.uri, _raise, error=e)
-                lost = e
-            except botocore.exceptions.BotoCoreError as e:
-                if not undecided(e):
-                    self._call("completing", upload.uri, _raise, error=e)
-                gone, lost = False, e
-            if self._completed(upload, lost):
-                return
-            if gone:
+                if _code(e) != "NoSuchUpload":
+                    raise
+                if self._completed(upload, e):  # a send before this one landed, its answer lost
+                    return
                 raise StorageError(
                     f"completing {upload.uri} failed: its upload {upload.upload_id} is gone (aborted, or expired "
-                    "by the bucket's lifecycle rule) and the object there is not what it held; run again") from lost
-        raise WriteUndecided(
-            f"completing {upload.uri} failed ({lost}) and the object is not there yet after {CONDITIONAL_ATTEMPTS} "
-            "attempts; a lost attempt may still land. Nothing was undone: rerun the same run") from lost
+                    "by the bucket's lifecycle rule) and the object there is not what it held; run again",
+                    uri=upload.uri) from e
+
+        try:
+            self._retried("completing", upload.uri, attempt, on_fault=_keep_landed(lost))
+        except StorageError as e:
+            if isinstance(e, WriteUndecided) or _code(e.__cause__) == "NoSuchUpload" or not (lost or undecided(e)):
+                raise
+            if self._completed(upload, e):
+                return
+            raise WriteUndecided(f"completing {upload.uri} failed ({e.fault or e}); the object is not there yet and "
+                                 "a lost attempt may still land. Nothing was undone: rerun the same run",
+                                 uri=upload.uri, fault=e.fault) from e
 
     def _completed(self, upload: PendingUpload, error: BaseException | None) -> bool:
         """Whether the object at ``upload.uri`` is the one completing ``upload`` makes (see ``complete_upload``)."""
@@ -623,24 +712,51 @@ class S3Storage(Storage):
             return
         bucket, key = split_s3(upload.uri)
         try:
-            self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload.upload_id)
-        except botocore.exceptions.ClientError as e:
-            if e.response.get("Error", {}).get("Code") != "NoSuchUpload":
-                raise StorageError(f"aborting the upload to {upload.uri} failed: {e}") from e
+            self._call("aborting the upload to", upload.uri, self.client.abort_multipart_upload,
+                       Bucket=bucket, Key=key, UploadId=upload.upload_id)
+        except StorageError as e:
+            if _code(e.__cause__) != "NoSuchUpload":  # gone: aborted (perhaps by a retry whose answer was lost)
+                raise
 
     def list_pending_uploads(self, prefix: str) -> list[PendingUpload]:
         bucket, key = split_s3(prefix)
         out = []
-        paginator = self.client.get_paginator("list_multipart_uploads")
-        for page in paginator.paginate(Bucket=bucket, Prefix=key):
+        for page in self._pages("listing the pending uploads under", prefix, self.client.list_multipart_uploads,
+                                _next_uploads, Bucket=bucket, Prefix=key):
             for u in page.get("Uploads", []):
                 out.append(PendingUpload(uri=f"s3://{bucket}/{u['Key']}", upload_id=u["UploadId"],
                                          initiated=_epoch(u.get("Initiated"))))
         return out
 
 
-def _raise(error: Exception) -> None:
-    raise error
+def _keep_landed(lost: list[BaseException]) -> Callable[[BaseException, int], None]:
+    """A retry's ``on_fault`` that keeps in ``lost`` each fault after which the request may have
+    landed (``retry.landed_maybe``): the caller reads back, or cleans up, before the next send."""
+
+    def keep(error: BaseException, attempt: int) -> None:
+        if retry.landed_maybe(error):
+            lost.append(error)
+
+    return keep
+
+
+def _code(error: BaseException | None) -> str:
+    """The S3 error code of a ``ClientError`` (``""`` for anything else)."""
+    if isinstance(error, botocore.exceptions.ClientError):
+        return str(error.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def _next_objects(page: dict[str, Any]) -> dict[str, Any] | None:
+    """The markers of the listing's next page (``ListObjectsV2``), ``None`` after the last."""
+    return {"ContinuationToken": page["NextContinuationToken"]} if page.get("IsTruncated") else None
+
+
+def _next_uploads(page: dict[str, Any]) -> dict[str, Any] | None:
+    """The markers of the next page of pending uploads (``ListMultipartUploads``)."""
+    if not page.get("IsTruncated"):
+        return None
+    return {"KeyMarker": page.get("NextKeyMarker", ""), "UploadIdMarker": page.get("NextUploadIdMarker", "")}
 
 
 def multipart_etag(parts: list[dict[str, Any]]) -> str | None:

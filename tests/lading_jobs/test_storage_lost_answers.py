@@ -8,6 +8,7 @@ import pytest
 from support.faultproxy import Fault, FaultProxy, Kind
 from support.moto_atomic import completed_uploads_forgotten
 
+from lading_jobs import retry
 from lading_jobs.storage import S3Settings, S3Storage, WriteUndecided, multipart_etag, undecided
 
 pytestmark = pytest.mark.s3
@@ -18,7 +19,7 @@ def _storage(proxy: FaultProxy) -> S3Storage:
 
 
 def test_put_if_absent_recognises_its_own_landed_write(fault_proxy: FaultProxy, bucket: str) -> None:
-    """botocore resends the PUT after the reset; the resend answers 412 to the first attempt."""
+    """The retry policy resends the PUT after the reset, reading back first: the first attempt landed."""
     storage = _storage(fault_proxy)
     uri = f"s3://{bucket}/k.json"
     rule = fault_proxy.plan(Kind.PUT_CONDITIONAL, Fault.RESET_AFTER)
@@ -39,7 +40,7 @@ def test_put_if_absent_after_a_lost_answer_to_another_writers_key(fault_proxy: F
 def test_put_if_absent_resends_when_nothing_landed(fault_proxy: FaultProxy, bucket: str) -> None:
     storage = _storage(fault_proxy)
     uri = f"s3://{bucket}/k.json"
-    for _ in range(6):  # every one of botocore's sends of the first call is reset before it lands
+    for _ in range(retry.DEFAULT.attempts - 1):  # every send but the policy's last is reset before it lands
         fault_proxy.plan(Kind.PUT_CONDITIONAL, Fault.RESET_BEFORE)
     assert storage.put_if_absent(uri, b"x") is True
     assert storage.read(uri) == b"x"

@@ -247,8 +247,11 @@ def finish_file(plan: LoadPlan, task: FileTask, out: FileOutcome, tables: Iterat
             else:
                 for _ in rows:
                     pass
-        except (FileError, st.ObjectChanged) as e:  # write_parts aborted what it began
-            out.file_error = unreadable(e) if isinstance(e, st.ObjectChanged) else str(e)
+        except (FileError, st.StorageError) as e:  # write_parts aborted what it began
+            if isinstance(e, st.StorageError) and not isinstance(e, st.ObjectChanged) and e.uri != task.uri:
+                raise  # writing the parts failed: the task's error, not the file's
+            # the file itself could not be read on (a Parquet row group read lazily, its retries spent)
+            out.file_error = unreadable(e) if isinstance(e, st.StorageError) else str(e)
             out.rows_read = result()[1]
             return out
         begun += [st.PendingUpload.from_dict(w.upload) for w in written]
