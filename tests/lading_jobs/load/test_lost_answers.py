@@ -2,7 +2,12 @@
 multipart calls, DELETE) has its connection reset after it landed at a fixed rate and seed, through
 the fault-injecting proxy (tests/support/faultproxy.py) that the driver and the tasks reach as
 ``connection.endpoint``. A run succeeds exactly or fails naming the object; a rerun of the same run
-then succeeds exactly; the table's versions are neither lost nor doubled."""
+then succeeds exactly; the table's versions are neither lost nor doubled.
+
+One test per write site of a load besides the table's own (table/test_lost_answers.py): its intent
+(a plain PUT, replaced by the resend), and the ``CompleteMultipartUpload`` of a table part and of a
+rejected-rows file, each reset once right after it landed (the resent completion answers
+``NoSuchUpload``, as S3 may once the upload id is gone)."""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ import json
 from typing import Any
 
 import pytest
-from support.faultproxy import FaultProxy, Kind, Rates
+from support.faultproxy import Fault, FaultProxy, Kind, Rates
+from support.moto_atomic import completed_uploads_forgotten
 
 from lading_jobs import storage as st
 from lading_jobs.load.job import run_load
@@ -65,3 +71,51 @@ def test_resets_after_writes_at_fixed_rates(spark: Any, bucket: str, fault_proxy
     assert manifest["committed"] is True and manifest["tableVersion"] == log.version
     assert [o.uri for o in plain.list_objects(root) if "intent" in o.uri] == []
     assert plain.list_pending_uploads(root) == []
+
+
+def _exactly_once(spark: Any, root: str, endpoint: str, first: dict[str, Any]) -> None:
+    """The run loaded its rows once (one table version, its manifest committed, no intent, nothing
+    pending), and a rerun of the same run reports it and loads nothing."""
+    plain = st.open_storage(root)
+    assert first.get("rows") == 5 and first.get("rowsRejected") == 1, first
+    assert sorted(reader.scan(root + "t/", storage=plain).column("id").to_pylist()) == [1, 2, 4, 5, 6]
+    versions = [v for o in plain.list_objects(root + "t/" + fmt.LOG_DIR + "/")
+                if (v := fmt.parse_commit_name(o.uri)) is not None]
+    assert versions == [0]
+    manifest = json.loads(plain.read(root + "rejected/r-1/manifest.json"))
+    assert manifest["committed"] is True and manifest["tableVersion"] == 0
+    rejected = [o.uri for o in plain.list_objects(root + "rejected/r-1/") if not o.uri.endswith(".json")]
+    assert rejected and b"oops" in b"".join(plain.read(u) for u in rejected)  # kept, not undone
+    assert [o.uri for o in plain.list_objects(root) if "intent" in o.uri] == []
+    assert plain.list_pending_uploads(root) == []
+    again = _run(spark, root, endpoint)
+    assert again.get("rows") == 5 and again.get("rowsRejected") == 1, again
+    assert [v for o in plain.list_objects(root + "t/" + fmt.LOG_DIR + "/")
+            if (v := fmt.parse_commit_name(o.uri)) is not None] == [0]
+
+
+def _inputs(root: str) -> None:
+    plain = st.open_storage(root)
+    for name, data in FILES.items():
+        plain.put(root + "in/" + name, data)
+
+
+def test_a_reset_after_the_intent_landed_loads_once(spark: Any, bucket: str, fault_proxy: FaultProxy) -> None:
+    root = f"s3://{bucket}/"
+    _inputs(root)
+    rule = fault_proxy.plan(Kind.PUT, Fault.RESET_AFTER, match="intent.json")
+    first = _run(spark, root, fault_proxy.url)
+    assert rule.fired
+    _exactly_once(spark, root, fault_proxy.url, first)
+
+
+@pytest.mark.parametrize("match", ["/t/" + fmt.DATA_DIR + "/", "/rejected/r-1/"], ids=["part", "rejected-rows"])
+def test_a_reset_after_a_completion_landed_loads_once(spark: Any, bucket: str, fault_proxy: FaultProxy,
+                                                      match: str) -> None:
+    root = f"s3://{bucket}/"
+    _inputs(root)
+    rule = fault_proxy.plan(Kind.COMPLETE_MULTIPART, Fault.RESET_AFTER, match=match)
+    with completed_uploads_forgotten():
+        first = _run(spark, root, fault_proxy.url)
+    assert rule.fired, fault_proxy.injected
+    _exactly_once(spark, root, fault_proxy.url, first)
