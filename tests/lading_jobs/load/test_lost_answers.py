@@ -7,7 +7,8 @@ then succeeds exactly; the table's versions are neither lost nor doubled.
 One test per write site of a load besides the table's own (table/test_lost_answers.py): its intent
 (a plain PUT, replaced by the resend), and the ``CompleteMultipartUpload`` of a table part and of a
 rejected-rows file, each reset once right after it landed (the resent completion answers
-``NoSuchUpload``, as S3 may once the upload id is gone)."""
+``NoSuchUpload``, as S3 may once the upload id is gone). On 0440a14 that answer failed the run (both
+completions); the intent's resend passed there too."""
 
 from __future__ import annotations
 

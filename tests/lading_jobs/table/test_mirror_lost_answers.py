@@ -7,7 +7,10 @@ Sites: retention's expiry metadata file (``mirror.expire``) and its hint, a part
 metadata file ``lading table sync`` creates to record lading's own columns
 (``mirror._account_lading_columns``). Each time: exactly one new metadata file (no second one for
 the same change), the hint names it, pyiceberg reads exactly lading's rows, and a rerun changes
-nothing. (The mirror's per-version metadata file is tested in test_lost_answers.py.)"""
+nothing. (The mirror's per-version metadata file is tested in test_lost_answers.py.)
+
+On 0440a14 the expiry's lost answer was taken as another writer's file: the hint stayed on the
+older file. The copy file and the hint passed there too; the accounting file did not exist yet."""
 
 from __future__ import annotations
 
