@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import http.client
 import random
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 import botocore.exceptions
-import urllib3.exceptions
 
 T = TypeVar("T")
 
@@ -109,8 +109,10 @@ def fault(e: BaseException) -> str | None:
         return f"the store could not be reached ({type(e).__name__})"
     if isinstance(e, botocore.exceptions.HTTPClientError | botocore.exceptions.ConnectionError):
         return f"the connection was reset ({type(e).__name__})"
-    if isinstance(e, urllib3.exceptions.ProtocolError | urllib3.exceptions.ReadTimeoutError
-                  | urllib3.exceptions.NewConnectionError):
+    # urllib3 is looked up, not imported: a file:// job never loads it (compact/test_task_imports),
+    # and an exception of urllib3's can only exist once something else imported it.
+    u3 = sys.modules.get("urllib3.exceptions")
+    if u3 is not None and isinstance(e, u3.ProtocolError | u3.ReadTimeoutError | u3.NewConnectionError):
         return f"the connection broke ({type(e).__name__})"
     if isinstance(e, ConnectionError | http.client.RemoteDisconnected):
         return f"the connection was reset ({type(e).__name__})"

@@ -143,8 +143,11 @@ def test_same_yaml_on_a_laptop_and_on_a_cluster(spark: Any, tmp_path: Path, keep
     spec_yaml = "".join("  " + line + "\n" for line in quoted.read_text().split("spec:\n", 1)[1].splitlines())
     kubectl, output = crd_check_values(spec_yaml, tmp_path)
     assert kubectl["to"]["options"] == {"null": "\\N", "header": True}, output
-    # lading render: the same options in the job document
-    assert cli.main(["render", str(quoted)]) == 0
+    # lading render: the same options in the job document (checked against a policy that allows
+    # this file:// destination: the default allows s3:// only, issue 41)
+    allowing = tmp_path / "policy.yaml"
+    allowing.write_text(f"allowedPrefixes:\n  default: ['file://{tmp_path}/']\n")
+    assert cli.main(["render", str(quoted), "--policy", str(allowing)]) == 0, capsys.readouterr().err
     app = yaml.safe_load(capsys.readouterr().out)
     assert json.loads(app["spec"]["arguments"][1])["spec"]["to"]["options"] == kubectl["to"]["options"]
     # lading run: the CSV has the header and \N for the null
@@ -160,7 +163,7 @@ def test_same_yaml_on_a_laptop_and_on_a_cluster(spark: Any, tmp_path: Path, keep
     capsys.readouterr()
     assert cli.main(["run", str(unquoted), "--master", "local[2]"]) == 1  # ... and so does lading, saying how
     assert "a key is null" in capsys.readouterr().err
-    assert cli.main(["render", str(unquoted)]) == 2
+    assert cli.main(["render", str(unquoted), "--policy", str(allowing)]) == 2
     assert "'null': '\\N'" in capsys.readouterr().err
 
 
