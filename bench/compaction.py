@@ -99,7 +99,7 @@ def part_tables(parts: int, rows: int):  # type: ignore[no-untyped-def]
 def build_lading(uri: str, parts: int, rows: int) -> None:
     from lading_jobs.table import format as fmt
     from lading_jobs.table import writer
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.log.commits import TableLog
     from lading_jobs.table.schema import TableSchema
 
     schema = TableSchema.of([("id", "bigint"), ("k", "bigint"), ("a", "bigint"), ("b", "bigint"),
@@ -147,9 +147,9 @@ def main() -> None:
     from lading_jobs.compact.engine import compact
     from lading_jobs.engine import RunContext
     from lading_jobs.session import build_session
-    from lading_jobs.table import expr as ex
     from lading_jobs.table import reader
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.filters import expr as ex
+    from lading_jobs.table.log.commits import TableLog
     from lading_spec.compaction import parse_compaction
     from lading_spec.sizes import parse_size
 

@@ -65,7 +65,7 @@ def run_lading_sorted(root: Path, groups: int, check: bool, profile: int) -> tup
     from lading_jobs import workerheap
     from lading_jobs.compact import plan as planner
     from lading_jobs.compact import rangesort, task
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.log.commits import TableLog
 
     uri = f"file://{root / 'lading'}/"
     storage = st.open_storage(uri)
@@ -111,7 +111,7 @@ def run_lading(root: Path, check: bool) -> tuple[float, float, float]:
     from lading_jobs import workerheap
     from lading_jobs.compact import plan as planner
     from lading_jobs.compact import task
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.log.commits import TableLog
 
     uri = f"file://{root / 'lading'}/"
     storage = st.open_storage(uri)

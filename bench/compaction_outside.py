@@ -101,8 +101,8 @@ def main() -> None:
     from lading_jobs.compact import task as compact_task
     from lading_jobs.engine import RunContext
     from lading_jobs.session import build_session
-    from lading_jobs.table import mirror
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.iceberg import mirror
+    from lading_jobs.table.log.commits import TableLog
     from lading_spec.compaction import parse_compaction
 
     spark = build_session(master="local[2]", app_name="lading-bench-outside", kind="Compaction")

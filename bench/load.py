@@ -216,7 +216,7 @@ def ledger_case(spark: Any, root: Path, csv_dir: Path, entries: int) -> None:
     """A ledger of ``entries`` files: a rerun that skips them all, and a load beside them."""
     from lading_jobs import storage as st
     from lading_jobs.load.job import run_load
-    from lading_jobs.table.log import Change, LedgerEntry, TableLog
+    from lading_jobs.table.log.commits import Change, LedgerEntry, TableLog
     from lading_jobs.table.schema import TableSchema
     from lading_spec.job import JobDocument
 
@@ -265,7 +265,7 @@ def ledger_scale_case(root: Path, entries: int) -> None:
     from lading_jobs import storage as st
     from lading_jobs.load.job import split_loaded
     from lading_jobs.table import format as fmt
-    from lading_jobs.table.log import Change, LedgerEntry, TableLog
+    from lading_jobs.table.log.commits import Change, LedgerEntry, TableLog
     from lading_jobs.table.schema import TableSchema
 
     def files(day: int, n: int, start: int = 0) -> dict[str, LedgerEntry]:

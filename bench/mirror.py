@@ -64,9 +64,9 @@ import pyarrow as pa  # noqa: E402
 from lading_jobs import storage as st  # noqa: E402
 from lading_jobs.table import format as fmt  # noqa: E402
 from lading_jobs.table import writer  # noqa: E402
-from lading_jobs.table.log import Change, Part, TableLog  # noqa: E402
+from lading_jobs.table.log.commits import Change, Part, TableLog  # noqa: E402
 from lading_jobs.table.schema import TableSchema  # noqa: E402
-from lading_jobs.table.stats import ColumnStats, PartStats  # noqa: E402
+from lading_jobs.table.stats.part import ColumnStats, PartStats  # noqa: E402
 
 SCHEMA = TableSchema.of([("id", "bigint"), ("name", "string"), ("amount", "decimal(12,2)"),
                          ("at", "timestamp"), ("day", "date"), ("score", "double")])
@@ -135,7 +135,7 @@ def _streamcopy(args: argparse.Namespace, inside: list[float]) -> None:
     import stream as sb  # bench/stream.py
 
     from lading_jobs.session import build_session
-    from lading_jobs.table import mirror
+    from lading_jobs.table.iceberg import mirror
 
     behind: list[tuple[float, float]] = []  # (wall, thread CPU) of each publish, on the publisher's thread
     publish_after = mirror._publish_after  # noqa: SLF001 - the benchmark times the mirror's own step
@@ -207,7 +207,7 @@ def publishes_timed(counted: Callable[[dict[str, Any]], bool] = lambda entry: Tr
     the environment a local Spark session of this interpreter needs."""
     import os
 
-    from lading_jobs.table import mirror
+    from lading_jobs.table.iceberg import mirror
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -248,7 +248,7 @@ def _load_case(args: argparse.Namespace, base: str, storage: st.Storage, inside:
 
     from lading_jobs.load.job import run_load
     from lading_jobs.session import build_session
-    from lading_jobs.table import mirror
+    from lading_jobs.table.iceberg import mirror
     from lading_spec.job import JobDocument
 
     root = f"{base}load/"
@@ -310,7 +310,7 @@ def _compaction_case(args: argparse.Namespace, base: str, storage: st.Storage, i
     from lading_jobs.compact.engine import compact
     from lading_jobs.engine import RunContext
     from lading_jobs.session import build_session
-    from lading_jobs.table import mirror
+    from lading_jobs.table.iceberg import mirror
     from lading_spec.compaction import parse_compaction
 
     def table(uri: str, on: bool) -> None:
@@ -353,7 +353,7 @@ def background_case(kind: str, logs: dict[bool, TableLog], args: argparse.Namesp
     batch waits), the block's wall time (settling included) and the whole process's CPU (the
     publisher thread's included) divided by its commits."""
 
-    from lading_jobs.table import mirror_publisher
+    from lading_jobs.table.iceberg import publisher as mirror_publisher
 
     times: dict[bool, list[float]] = {False: [], True: []}
     wall: dict[bool, float] = {False: 0.0, True: 0.0}

@@ -27,9 +27,10 @@ import pyarrow as pa
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "spark_apps")]
 
-from lading_jobs.table import deletes, writer  # noqa: E402
 from lading_jobs.table import format as fmt  # noqa: E402
-from lading_jobs.table.log import TableLog  # noqa: E402
+from lading_jobs.table import writer  # noqa: E402
+from lading_jobs.table.iceberg import deletes  # noqa: E402
+from lading_jobs.table.log.commits import TableLog  # noqa: E402
 from lading_jobs.table.schema import TableSchema  # noqa: E402
 
 SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string"), ("amount", "double"), ("at", "timestamp")])

@@ -259,7 +259,7 @@ def memory_child(bootstrap: str, topic: str, count: int, budget: int | None, roo
     from lading_jobs.stream import batch as bt
     from lading_jobs.stream import memory
     from lading_jobs.stream.positions import Range
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.log.commits import TableLog
     from lading_jobs.table.schema import TableSchema
 
     table = f"file://{root}/table-memory-{budget}/"

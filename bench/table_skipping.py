@@ -16,14 +16,14 @@ in docs/benchmarks.md ("Tables").
 
 ``--temporal``: an append table of 365 daily parts ending today, queried through a
 CopyJob's ``from.query`` path (``sources.files.query_frame``: the plan's filter on the
-scan, ``table.interp``) with ``ts > now() - INTERVAL 30 DAYS`` and
+scan, ``table.filters.interp``) with ``ts > now() - INTERVAL 30 DAYS`` and
 ``date_trunc('DAY', ts) = <a day>``, beside the same query over the same Parquet
 objects read as plain files (a ``files`` input), which opens every part.
 
 ``--json``: an append table of 100 parts with a ``json`` column whose ``$.device`` has
 locality (each part holds a few devices of its own), queried the same two ways with
 ``get_json_object(payload, '$.device') = <a device>`` (the JSON statistics per key path,
-``table.jsonstats``); also prints the time the writer spent on JSON statistics.
+``table.stats.jsonstats``); also prints the time the writer spent on JSON statistics.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def build(uri: str, parts: int, rows_per_part: int) -> None:
 
     from lading_jobs.table import format as fmt
     from lading_jobs.table import writer
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.log.commits import TableLog
     from lading_jobs.table.schema import TableSchema
 
     log = TableLog.create(uri, TableSchema.of([("ts", "bigint"), ("device", "string"), ("value", "double")]),
@@ -113,8 +113,8 @@ def main() -> None:
     import pyarrow.compute as pc
 
     from lading_jobs import storage as st
-    from lading_jobs.table import expr as ex
     from lading_jobs.table import reader
+    from lading_jobs.table.filters import expr as ex
 
     boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="bench")
     uri = "s3://bench/events/"
@@ -161,7 +161,7 @@ def build_daily(uri: str, days: int, rows_per_part: int) -> Any:
 
     from lading_jobs.table import format as fmt
     from lading_jobs.table import writer
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.log.commits import TableLog
     from lading_jobs.table.schema import TableSchema
 
     log = TableLog.create(uri, TableSchema.of([("id", "bigint"), ("ts", "timestamp"), ("value", "double")]))
@@ -244,9 +244,10 @@ def build_json(uri: str, parts: int, rows_per_part: int) -> tuple[float, float]:
     import pyarrow as pa
 
     from lading_jobs.table import format as fmt
-    from lading_jobs.table import jsonstats, writer
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table import writer
+    from lading_jobs.table.log.commits import TableLog
     from lading_jobs.table.schema import TableSchema
+    from lading_jobs.table.stats import jsonstats
 
     log = TableLog.create(uri, TableSchema.of([("id", "bigint"), ("payload", "json")]))
     schema = log.snapshot().schema

@@ -25,7 +25,7 @@ sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT / "tests"), str(ROOT), str(RO
 import pyarrow as pa  # noqa: E402
 from jsonstats_engines import plain, ragged  # noqa: E402
 
-from lading_jobs.table import jsonstats, variantstats  # noqa: E402
+from lading_jobs.table.stats import jsonstats, variantstats  # noqa: E402
 
 
 def as_variants(spark: Any, texts: pa.Array) -> pa.Array:

@@ -299,8 +299,8 @@ def cmd_table_sync(args: argparse.Namespace) -> int:
     """``lading table sync URI``: publish the Iceberg metadata of every version the mirror lacks
     (a writer killed between its commit and the mirror), in version order; idempotent."""
     from lading_jobs.storage import StorageError
-    from lading_jobs.table import mirror
-    from lading_jobs.table.log import TableError
+    from lading_jobs.table.iceberg import mirror
+    from lading_jobs.table.log.commits import TableError
 
     try:
         published = mirror.sync(args.uri)
@@ -324,8 +324,8 @@ def cmd_table_sync(args: argparse.Namespace) -> int:
 def cmd_table_mirror(args: argparse.Namespace) -> int:
     """``lading table mirror URI --on|--off``: switch the table's Iceberg mirror (one commit)."""
     from lading_jobs.storage import StorageError
-    from lading_jobs.table import mirror_switch
-    from lading_jobs.table.log import TableError, TableLog
+    from lading_jobs.table.iceberg import switch as mirror_switch
+    from lading_jobs.table.log.commits import TableError, TableLog
 
     try:
         snap = mirror_switch.switch(TableLog.open_existing(args.uri), args.on)

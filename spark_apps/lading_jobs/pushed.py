@@ -11,7 +11,7 @@ to hold such a filter back.
 
 So every lading source calls ``guard_literals()`` first thing in ``reader()``: in
 that worker (and only there) a literal Python cannot hold becomes ``OUT_OF_RANGE``, which
-no source takes (``table.expr.from_spark`` refuses it; a source that takes no filter
+no source takes (``table.filters.expr.from_spark`` refuses it; a source that takes no filter
 returns every filter anyway). The filter stays with Spark, which evaluates it on the rows:
 the answer is Spark's, and the pushed filter skipped nothing. The decision is per filter,
 exactly: ``IN`` with one such value among others is kept by Spark whole; any other filter

@@ -35,7 +35,7 @@ from lading_jobs import storage as st
 from lading_jobs.compact.plan import written_by_compaction
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 
 from .conftest import API, REPO, OperatorProcess, apps_of, conditions

@@ -21,7 +21,7 @@ from support.kafka import broker, create_topic, produce
 from harness.client import KubeClient, wait_until
 from harness.fixtures import Kube
 from harness.spark_operator import SparkOperatorStandIn
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 
 from .conftest import API, OperatorProcess, apps_of, conditions
 

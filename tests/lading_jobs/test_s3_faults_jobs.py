@@ -39,7 +39,7 @@ from lading_jobs.result import Cancellation
 from lading_jobs.stream.job import run_stream
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_spec.job import JobDocument
 

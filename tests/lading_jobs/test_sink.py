@@ -12,7 +12,7 @@ import pytest
 from lading_jobs import storage as st
 from lading_jobs.sink import PartSink
 from lading_jobs.table import writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 
 pytestmark = [pytest.mark.s3]

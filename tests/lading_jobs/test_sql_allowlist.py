@@ -27,7 +27,7 @@ from lading_jobs import sandbox, sqlfunctions
 from lading_jobs.compact.scope import bind_filter
 from lading_jobs.load.job import run_load
 from lading_jobs.stream.job import run_stream
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_spec.errors import SpecError
 from lading_spec.job import JobDocument

@@ -37,11 +37,11 @@ def main() -> int:
         out = {"rows": manifest["totals"]["rows"], "manifest": uri}
     else:
         from lading_jobs.table import writer
-        from lading_jobs.table.log import TableLog
+        from lading_jobs.table.log.commits import TableLog
         from lading_jobs.table.schema import TableSchema
 
         if args.get("first"):  # committed first, unfaulted: this process then published the version before
-            from lading_jobs.table import mirror
+            from lading_jobs.table.iceberg import mirror
 
             real_prepare = mirror.prepare
 
@@ -58,7 +58,7 @@ def main() -> int:
         log.storage = storage
         written = [writer.WrittenPart.from_json(w) for w in args["written"]]
         schema = TableSchema.from_json(args["schema"]) if args.get("schema") else None  # schema evolution
-        from lading_jobs.table import mirror_publisher
+        from lading_jobs.table.iceberg import publisher as mirror_publisher
 
         with mirror_publisher.background() if args.get("background") else contextlib.nullcontext():
             snap = writer.commit_parts(args["table"], written, log=log, nonce=args.get("nonce"), schema=schema,

@@ -1,4 +1,4 @@
-"""The reference JSON statistics (``table.jsonstats``): one document at a time in Python.
+"""The reference JSON statistics (``table.stats.jsonstats``): one document at a time in Python.
 
 This was the writer's ``summarize`` until the statistics were computed over whole Arrow
 columns by DuckDB. It stays as the documented reference, exact by construction (Python's
@@ -17,8 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lading_jobs.table import jsonstats as js
-from lading_jobs.table.jsonstats import _bounds, float_above, float_below
+from lading_jobs.table.stats import jsonstats as js
+from lading_jobs.table.stats.jsonstats import _bounds, float_above, float_below
 
 
 class _Invalid(Exception):
@@ -43,7 +43,7 @@ _DECODER = json.JSONDecoder(parse_float=decimal.Decimal, parse_constant=_constan
 def _entry(path: tuple[str, ...], values: list[Any]) -> dict[str, Any]:
     """A path's statistics from the values it holds (the kinds counted by ``type`` in C; bounds by
     ``min``/``max`` over each kind's values)."""
-    from lading_jobs.table import stats as stx
+    from lading_jobs.table.stats import part as stx
 
     counts = collections.Counter(map(type, values))
     out: dict[str, Any] = {"path": list(path), "present": len(values)}

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import TableLog, snapshot_at
+from lading_jobs.table.log.commits import TableLog, snapshot_at
 from lading_jobs.table.schema import TableSchema
 
 SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])
@@ -66,8 +66,8 @@ def check_mirror_every_version(uri: str, root: Path, first: int = 0) -> None:
     every Parquet field id of every file those metadata files list is one they assigned."""
     from pyiceberg.table import StaticTable
 
-    from lading_jobs.table import iceberg as ice
-    from lading_jobs.table import mirror
+    from lading_jobs.table.iceberg import mirror
+    from lading_jobs.table.iceberg import view as ice
     from support.iceberg_readers import (
         assert_strict_field_ids,
         duckdb_rows,

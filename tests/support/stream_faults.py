@@ -26,7 +26,7 @@ import pytest
 
 from lading_jobs.load.stores import storage_for
 from lading_jobs.storage import S3Settings
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_spec.job import JobDocument
 
 DRIVER = Path(__file__).resolve().parents[1] / "lading_jobs" / "stream" / "faulty_driver.py"

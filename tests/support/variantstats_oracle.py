@@ -1,4 +1,4 @@
-"""The reference variant statistics (``table.variantstats``): Spark's own decoding, one value at a time.
+"""The reference variant statistics (``table.stats.variantstats``): Spark's own decoding, one value at a time.
 
 Each value is decoded by Spark's ``VariantVal.toPython`` (in a test only: the product decodes with
 DuckDB over the whole column) and walked in Python down to ``DEPTH`` keys; a value's Python type
@@ -15,8 +15,8 @@ import decimal
 import math
 from typing import Any
 
-from lading_jobs.table import jsonstats as js
-from lading_jobs.table.jsonstats import _bounds, float_above, float_below
+from lading_jobs.table.stats import jsonstats as js
+from lading_jobs.table.stats.jsonstats import _bounds, float_above, float_below
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -42,7 +42,7 @@ def _kind(v: Any) -> str:
 
 
 def _entry(path: tuple[str, ...], values: list[Any]) -> dict[str, Any]:
-    from lading_jobs.table import stats as stx
+    from lading_jobs.table.stats import part as stx
 
     by: dict[str, list[Any]] = collections.defaultdict(list)
     for v in values:

@@ -38,7 +38,7 @@ from lading_jobs import critical
 from lading_jobs import storage as st
 from lading_jobs.compact.plan import Group, may_hold_rows_below
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import Change, ConflictError, Snapshot, TableLog
+from lading_jobs.table.log.commits import Change, ConflictError, Snapshot, TableLog
 from lading_jobs.table.writer import WrittenPart, abort_parts
 
 MAX_ATTEMPTS = 1000

@@ -35,9 +35,11 @@ from lading_jobs.compact.scope import scope_filters
 from lading_jobs.compact.task import GroupOutcome, RewritePlan
 from lading_jobs.engine import Cancelled, JobResult, RunContext
 from lading_jobs.table import format as fmt
-from lading_jobs.table import interp, mirror, mirror_retention
 from lading_jobs.table import writer as table_writer
-from lading_jobs.table.log import Snapshot, TableLog
+from lading_jobs.table.filters import interp
+from lading_jobs.table.iceberg import mirror
+from lading_jobs.table.iceberg import retention as mirror_retention
+from lading_jobs.table.log.commits import Snapshot, TableLog
 from lading_jobs.table.schema import arrow_type
 from lading_spec.compaction import CompactionSpec, parse_compaction
 from lading_spec.errors import SpecError
@@ -64,7 +66,7 @@ class Totals:
     since: int = 0
     reason: str = ""
     retention: dict[str, Any] = field(default_factory=dict)
-    iceberg_metadata: str | None = None  # the table's Iceberg mirror after the run (table/mirror.py)
+    iceberg_metadata: str | None = None  # the table's Iceberg mirror after the run (table/iceberg/mirror.py)
 
     def to_summary(self, table: str, run_id: str) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -222,11 +224,11 @@ def compact(spark: Any, spec: CompactionSpec, ctx: RunContext, *, run_id: str = 
         sweep = retention.plan_sweep(log, now, grace_ms, store_now=clock)
         if not spec.retention.dry_run:
             # the Iceberg mirror drops the snapshots that reference these parts first; it keeps the parts of
-            # the snapshot it still shows when it is behind the log (table/mirror.py, expire)
+            # the snapshot it still shows when it is behind the log (table/iceberg/mirror.py, expire)
             keep = mirror.expire(spec.table, storage, [o.uri for o in sweep.removed])
             sweep = replace(sweep, removed=tuple(o for o in sweep.removed if o.uri not in keep))
             retention.apply(storage, sweep)
-            # then the mirror's own files no kept metadata file references (table/mirror_retention.py)
+            # then the mirror's own files no kept metadata file references (table/iceberg/retention.py)
             mirror_retention.apply(storage, mirror_retention.plan(spec.table, storage, clock, grace_ms))
         totals.retention = sweep.summary(spec.table, spec.retention.dry_run)
     totals.iceberg_metadata = mirror.current_metadata(spec.table, storage) if committed or spec.retention else None

@@ -24,9 +24,9 @@ import pyarrow as pa
 from lading_jobs import storage as st
 from lading_jobs.sink import PartSink
 from lading_jobs.table import format as fmt
-from lading_jobs.table import stats as stx
-from lading_jobs.table.log import Part
+from lading_jobs.table.log.commits import Part
 from lading_jobs.table.schema import TableSchema
+from lading_jobs.table.stats import part as stx
 from lading_jobs.table.writer import WrittenPart
 from lading_jobs.unload.parquetfile import (
     DICTIONARY_SAMPLE_ROWS,

@@ -44,11 +44,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
-from lading_jobs.table import interp
-from lading_jobs.table import vexpr as vx
-from lading_jobs.table.log import Part, Snapshot
+from lading_jobs.table.filters import expr as ex
+from lading_jobs.table.filters import interp
+from lading_jobs.table.filters import vexpr as vx
+from lading_jobs.table.log.commits import Part, Snapshot
 
 SMALL_FRACTION = 0.5
 """A part is a candidate below this share of ``targetFileSize`` (any two candidates fit one output)."""
@@ -68,7 +68,7 @@ class Options:
     max_bytes_per_run: int | None = None
     scope: ex.Expr | None = None  # bound to the table's schema
     cluster_column: int | None = None  # id of sortBy's first column: packs parts of nearby values together
-    scope_tree: tuple[vx.Node, interp.Env] | None = None  # scope's filter again, for table.interp
+    scope_tree: tuple[vx.Node, interp.Env] | None = None  # scope's filter again, for table.filters.interp
 
 
 @dataclass(frozen=True)

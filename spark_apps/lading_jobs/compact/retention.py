@@ -40,7 +40,7 @@ from lading_jobs import storage as st
 from lading_jobs import uploadset
 from lading_jobs.load.manifest import LOADS_DIR
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import TableError, TableLog, read_commit
+from lading_jobs.table.log.commits import TableError, TableLog, read_commit
 
 LISTED = 20
 """Paths a result lists by name (the termination log holds < 4 KiB)."""

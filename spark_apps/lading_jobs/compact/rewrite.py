@@ -16,7 +16,7 @@ schema, ``_lading_time``, ``_lading_diff``, ``_lading_seq`` = part order,
 - ``append``: the same for identical rows (diffs are positive counts). Tables
   with columns Arrow cannot group (nested types, intervals) keep their rows, and so do
   tables with an Iceberg mirror (``merge_identical=False``): Iceberg readers count a row
-  once whatever its diff, so a merged row would stop the mirror (table/mirror.py).
+  once whatever its diff, so a merged row would stop the mirror (table/iceberg/mirror.py).
 
 Grouping tells rows apart exactly as the reader does (``consolidate.grouping_view``):
 upsert keys by SQL's equality (-0.0 with 0.0, every NaN as one), so a delete marker

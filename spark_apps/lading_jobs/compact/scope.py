@@ -5,7 +5,7 @@ coerce exactly as in a query: ``day >= '2024-01-01'`` on a date column compares
 dates); an expression Spark refuses is a ``SpecError`` naming ``scope.filter``.
 The analysed Catalyst tree is then translated, with NOTs pushed to the leaves:
 comparisons, ``IN``, ``IS [NOT] NULL`` and ``startswith`` of a column against
-constant values become ``table.expr`` predicates; constant sub-expressions are
+constant values become ``table.filters.expr`` predicates; constant sub-expressions are
 evaluated by Spark; anything else (functions of columns, casts that may reorder
 values) becomes "might match", so a part is left out only when its statistics
 prove no row can match.
@@ -18,9 +18,9 @@ import decimal
 import struct
 from typing import Any
 
-from lading_jobs.table import catalyst
-from lading_jobs.table import expr as ex
-from lading_jobs.table import vexpr as vx
+from lading_jobs.table.filters import catalyst
+from lading_jobs.table.filters import expr as ex
+from lading_jobs.table.filters import vexpr as vx
 from lading_jobs.table.schema import TableSchema
 from lading_jobs.unload import sqlshape
 from lading_spec.errors import SpecError
@@ -136,7 +136,7 @@ def bind_filter(spark: Any, text: str, schema: TableSchema) -> ex.Expr:
 
 def scope_filters(spark: Any, text: str, schema: TableSchema) -> tuple[ex.Expr, vx.Node]:
     """``text`` analysed by Spark against ``schema``: bound for ``ex.might_match``, and as a
-    ``table.vexpr`` tree for the ResultSpec interpreter (``table.interp``), which also skips
+    ``table.filters.vexpr`` tree for the ResultSpec interpreter (``table.filters.interp``), which also skips
     parts by filters over expressions (``date_trunc('DAY', ts) = …``, ``id * 2 + 1 < 100``)."""
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
@@ -168,7 +168,7 @@ def scope_filters(spark: Any, text: str, schema: TableSchema) -> tuple[ex.Expr, 
 
 
 def _value_tree(plan: Any, schema: TableSchema) -> vx.Node:
-    """The Filter's condition over the table's columns (``table.catalyst.convert``)."""
+    """The Filter's condition over the table's columns (``table.filters.catalyst.convert``)."""
     from lading_jobs.formats import spark as spark_formats
 
     spark_schema = spark_formats.transfer_schema(schema.spark_schema())

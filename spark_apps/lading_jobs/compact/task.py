@@ -38,7 +38,7 @@ from lading_jobs.compact import rewrite
 from lading_jobs.compact.parts import CeilingPartWriter
 from lading_jobs.compact.plan import Group
 from lading_jobs.table import reader
-from lading_jobs.table.log import Part, Snapshot
+from lading_jobs.table.log.commits import Part, Snapshot
 from lading_jobs.table.writer import WrittenPart
 from lading_jobs.unload.parquetfile import FileTooSmall
 

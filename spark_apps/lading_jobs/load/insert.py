@@ -36,8 +36,9 @@ from lading_jobs.load import manifest as mf
 from lading_jobs.load.stores import storage_for
 from lading_jobs.sources.files import query_frame
 from lading_jobs.table import format as fmt
-from lading_jobs.table import mirror_switch, writer
-from lading_jobs.table.log import CommitStateUnknown, TableLog, find_commit, new_nonce
+from lading_jobs.table import writer
+from lading_jobs.table.iceberg import switch as mirror_switch
+from lading_jobs.table.log.commits import CommitStateUnknown, TableLog, find_commit, new_nonce
 from lading_spec.copyjob import CopyJobSpec
 from lading_spec.job import JobDocument
 

@@ -42,9 +42,11 @@ from lading_jobs.load.task import FileTask, LoadPlan, run_file
 from lading_jobs.session import wait_for_tasks
 from lading_jobs.sources import files as file_sets
 from lading_jobs.sources import hive
-from lading_jobs.table import evolve, mirror, mirror_switch, writer
+from lading_jobs.table import evolve, writer
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import (
+from lading_jobs.table.iceberg import mirror
+from lading_jobs.table.iceberg import switch as mirror_switch
+from lading_jobs.table.log.commits import (
     CommitStateUnknown,
     LedgerEntry,
     Snapshot,

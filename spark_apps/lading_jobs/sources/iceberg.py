@@ -5,7 +5,7 @@ Planning is on the driver with pyiceberg: the metadata file, the manifest list a
 manifests are read through lading's own storage (``LadingFileIO``: lading's endpoint and
 credential rules, never a client pyiceberg configures), every file confined to the table's
 directory (the parent of ``metadata/``, the prefix the operator's policy checked). The
-scan is planned with the filters Spark pushes (``table.expr.from_spark``, the table input's
+scan is planned with the filters Spark pushes (``table.filters.expr.from_spark``, the table input's
 conversion, then ``to_iceberg``): pyiceberg prunes manifests and data files by partition
 values and column metrics. Every filter is returned to Spark, so pruning can only skip
 files, never decide a row. Each Spark task reads one data file (with the position deletes
@@ -44,8 +44,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.formats import types as format_types
-from lading_jobs.table import expr as ex
-from lading_jobs.table.stats import to_stats_domain
+from lading_jobs.table.filters import expr as ex
+from lading_jobs.table.stats.part import to_stats_domain
 from lading_spec.copyjob import IcebergTable, iceberg_table_root
 
 NAME = "lading-iceberg"

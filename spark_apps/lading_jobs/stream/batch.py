@@ -44,7 +44,7 @@ from lading_jobs.stream.records import decode_messages, first_of_each, source_ba
 from lading_jobs.table import evolve, writer
 from lading_jobs.table import format as fmt
 from lading_jobs.table.evolve import Found
-from lading_jobs.table.log import LedgerEntry, Snapshot, TableLog
+from lading_jobs.table.log.commits import LedgerEntry, Snapshot, TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_spec.copyjob import LoadOptions
 from lading_spec.formats import FormatOptions

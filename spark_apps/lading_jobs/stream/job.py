@@ -46,8 +46,11 @@ from lading_jobs.stream import positions as pos
 from lading_jobs.stream.progress import Progress, ProgressServer, iso
 from lading_jobs.stream.sources import FilesSource, KafkaSource, now_ms
 from lading_jobs.table import format as fmt
-from lading_jobs.table import mirror, mirror_publisher, mirror_switch, writer
-from lading_jobs.table.log import Change, ConflictError, Snapshot, TableError, TableLog
+from lading_jobs.table import writer
+from lading_jobs.table.iceberg import mirror
+from lading_jobs.table.iceberg import publisher as mirror_publisher
+from lading_jobs.table.iceberg import switch as mirror_switch
+from lading_jobs.table.log.commits import Change, ConflictError, Snapshot, TableError, TableLog
 from lading_jobs.table.schema import SchemaError, TableSchema
 from lading_spec.errors import SpecError
 from lading_spec.formats import parse_options

@@ -36,7 +36,7 @@ from lading_jobs.stream.batch import (
     run_evolving,
     run_tasks,
 )
-from lading_jobs.table.log import Snapshot
+from lading_jobs.table.log.commits import Snapshot
 from lading_spec.formats import FormatOptions, parse_options
 from lading_spec.streamcopy import FilesSource as FilesSpec
 from lading_spec.streamcopy import KafkaSource as KafkaSpec

@@ -1,8 +1,15 @@
 """lading tables: self-describing Parquet parts plus an atomic commit log (docs/table-format.md).
 
-``format`` holds the constants and layout, ``schema`` the column-id schema,
-``stats`` the per-part statistics, ``expr`` the filter tree evaluated against
-them, ``log`` the commit log (``TableLog``), ``consolidate`` the per-envelope
-consolidation in pure Arrow, ``writer`` the write path and ``reader`` the
-``lading`` Spark data source.
+The base every room may import: ``format`` (constants and layout), ``errors`` (``TableError``) and
+``schema`` (the column-id schema). The rooms, lowest first:
+
+- ``stats``: part statistics (columns, JSON and variant key paths);
+- ``log``: the commit log (``TableLog``), its ledger and checkpoints;
+- ``filters``: expression trees, their conversion from Spark's plan, the skipping interpreter;
+- ``iceberg``: the Iceberg mirror published beside the log.
+
+Above them: ``consolidate`` (per-envelope consolidation in pure Arrow), ``bucket`` (key buckets of a
+read), ``evolve`` (schema evolution on write), ``writer`` (the write path) and ``reader`` (the
+``lading`` Spark data source). Each room's ``__init__`` says what it may import; .importlinter
+keeps it.
 """

@@ -119,7 +119,7 @@ def latest_per_key(table: pa.Table, keys: Sequence[str]) -> pa.Array:
     """Upsert's rule: the index (into ``table``) of each key's winning row, the one with the
     greatest (time, seq, pos); rows equal in all three are decided by their place in ``table``
     (the first wins). The winner may be a delete marker (diff < 0). The reader and the Iceberg
-    mirror's delete files (``table.deletes``) both decide with this."""
+    mirror's delete files (``table.iceberg.deletes``) both decide with this."""
     for needed in (SEQ_COLUMN, POS_COLUMN):
         if needed not in table.column_names:
             table = table.append_column(needed, pa.array(np.zeros(table.num_rows, dtype=np.int64)))
@@ -165,7 +165,7 @@ def _int_column(table: pa.Table, name: str) -> np.ndarray:
 
 def diff_survivors(table: pa.Table, names: Sequence[str]) -> np.ndarray:
     """Diff's rule as a choice of rows, for a reader that counts each row once (the Iceberg mirror's
-    delete files, ``table.deletes``): per distinct row (``names``, grouped as ``_sum_diffs`` groups
+    delete files, ``table.iceberg.deletes``): per distinct row (``names``, grouped as ``_sum_diffs`` groups
     them) whose diffs sum to s > 0, the s latest rows (by seq, pos) whose diff is exactly 1 survive;
     no other row does. The same multiset as ``consolidate`` when no row has a diff above 1. Adding
     rows of a later seq never revives a row: the survivors of the old rows only shrink. A mask."""

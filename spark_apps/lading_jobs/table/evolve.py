@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-from lading_jobs.table.log import validate_identity_types
+from lading_jobs.table.log.commits import validate_identity_types
 from lading_jobs.table.schema import SchemaError, TableSchema, arrow_type, type_from_arrow
 
 MODES = ("none", "addColumns")

@@ -6,7 +6,7 @@ A table is a prefix. Under it::
     _lading_log/00000000000000000001.json             commit 1, ...
     _lading_log/00000000000000000010.checkpoint.json  full state as of commit 10
     _lading_log/_last_checkpoint                      {"version": 10} (a hint)
-    _lading_ledger/<32 hex>.json.gz                   ledger shards and indexes (lading_jobs.table.ledger)
+    _lading_ledger/<32 hex>.json.gz                   ledger shards and indexes (lading_jobs.table.log.ledger)
     data/<write id>/part-<task>-<n>.parquet           parts, named once, never rewritten
 
 Everything here is a pure function of the table URI; docs/table-format.md is the spec.

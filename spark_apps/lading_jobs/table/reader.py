@@ -41,14 +41,21 @@ from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.formats import types as format_types
 from lading_jobs.table import bucket as kb
-from lading_jobs.table import catalyst, interp
 from lading_jobs.table import consolidate as cons
-from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
-from lading_jobs.table import vexpr as vx
-from lading_jobs.table.log import Part, Snapshot, TableError, TableLog, snapshot_at, superseded_at
+from lading_jobs.table.filters import catalyst, interp
+from lading_jobs.table.filters import expr as ex
+from lading_jobs.table.filters import vexpr as vx
+from lading_jobs.table.log.commits import (
+    Part,
+    Snapshot,
+    TableError,
+    TableLog,
+    snapshot_at,
+    superseded_at,
+)
 from lading_jobs.table.schema import conform, field_id
-from lading_jobs.table.stats import ColumnStats, PartStats, to_stats_domain
+from lading_jobs.table.stats.part import ColumnStats, PartStats, to_stats_domain
 
 BUCKET_BYTES = 256 * 1024**2
 """Compressed part bytes one consolidating task reads before the plan adds a bucket."""
@@ -81,8 +88,8 @@ def part_might_match(part: Part, predicate: ex.Expr, as_of: int | None) -> bool:
 
 @dataclass(frozen=True)
 class ScanFilter:
-    """The filter Spark's plan puts on a table's scan (``table.catalyst.scan_filters``), for the
-    ResultSpec interpreter (``table.interp``), with the query's settings."""
+    """The filter Spark's plan puts on a table's scan (``table.filters.catalyst.scan_filters``), for the
+    ResultSpec interpreter (``table.filters.interp``), with the query's settings."""
 
     tree: vx.Node
     env: interp.Env
@@ -532,7 +539,7 @@ NOW_MARGIN_MICROS = 1_000_000
 
 def scan_filters(df: Any) -> dict[str, ScanFilter]:
     """Per view (``read_table(view=...)``, lower case) that ``df``'s analysed plan scans once:
-    the filter Spark applies to its rows (``table.catalyst.scan_filters``), with the session
+    the filter Spark applies to its rows (``table.filters.catalyst.scan_filters``), with the session
     time zone and, as the query's current time, an instant no later than any query that is
     planned after this call runs at (the instant itself is the optimiser's, later)."""
     plan = df._jdf.queryExecution().analyzed()

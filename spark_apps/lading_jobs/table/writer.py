@@ -30,8 +30,7 @@ from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.sink import PartSink
 from lading_jobs.table import format as fmt
-from lading_jobs.table import stats as stx
-from lading_jobs.table.log import (
+from lading_jobs.table.log.commits import (
     Change,
     CommitStateUnknown,
     LedgerEntry,
@@ -44,6 +43,7 @@ from lading_jobs.table.log import (
     validate_meta,
 )
 from lading_jobs.table.schema import TableSchema, conform
+from lading_jobs.table.stats import part as stx
 
 DEFAULT_MAX_FILE_SIZE = 128 * 1024**2
 DEFAULT_BUFFER_SIZE = 8 * 1024**2

@@ -71,8 +71,8 @@ class FilesInput:
 
 @dataclass(frozen=True)
 class TableInput:
-    snapshot: Any  # lading_jobs.table.log.Snapshot (imported lazily: tables are optional)
-    skip: Any = None  # lading_jobs.table.expr.Expr: the filter's part that may skip row groups
+    snapshot: Any  # lading_jobs.table.log.commits.Snapshot (imported lazily: tables are optional)
+    skip: Any = None  # lading_jobs.table.filters.expr.Expr: the filter's part that may skip row groups
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class Opened:
 
     listed: tuple[Any, ...] = ()  # sources.files ObjectInfo, listing order (from.files)
     files_schema: T.StructType | None = None  # inferred from the files (from.files)
-    snapshot: Any = None  # lading_jobs.table.log.Snapshot (from.table)
+    snapshot: Any = None  # lading_jobs.table.log.commits.Snapshot (from.table)
 
     def schema(self) -> T.StructType | None:
         """The Spark schema the source's DataFrame has (char/varchar as string), or ``None``
@@ -237,7 +237,7 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
         from lading_jobs.storage import open_storage
         from lading_jobs.table import format as table_format
         from lading_jobs.table import reader
-        from lading_jobs.table.log import TableLog, snapshot_at
+        from lading_jobs.table.log.commits import TableLog, snapshot_at
 
         assert item.table is not None
         scan_filter = table_scan(frame, item.name) if frame is not None and condition is not None else None
@@ -300,10 +300,10 @@ _TABLE_OPS = {"EqualTo": "eq", "EqualNullSafe": "eq", "LessThan": "lt", "LessTha
 
 
 def table_filter(condition: sqlshape.Expr, schema: Any) -> Any:
-    """The part of ``condition`` a table read may skip parts and row groups by (``table.expr``,
+    """The part of ``condition`` a table read may skip parts and row groups by (``table.filters.expr``,
     bound to ``schema``): comparisons of non-float columns with non-NULL constants, IN, IS
     [NOT] NULL, under AND and OR; anything else counts as TRUE, so it skips nothing."""
-    from lading_jobs.table import expr as ex
+    from lading_jobs.table.filters import expr as ex
 
     def conv(e: sqlshape.Expr) -> Any:
         if not isinstance(e, sqlshape.Op):

@@ -77,7 +77,7 @@ def open_source(spec: CopyJobSpec) -> arrowpath.Opened | None:
         return arrowpath.Opened(listed=tuple(listed), files_schema=sources_files.infer_schema(fs, listed))
     if spec.source.table is not None:
         from lading_jobs.table import format as table_format
-        from lading_jobs.table.log import TableLog
+        from lading_jobs.table.log.commits import TableLog
 
         log = TableLog.open_existing(table_format.table_root(spec.source.table))
         return arrowpath.Opened(snapshot=log.snapshot(spec.source.as_of))

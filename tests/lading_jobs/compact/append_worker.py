@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from lading_jobs.table import format as fmt
 from lading_jobs.table import writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ from lading_jobs.compact.plan import written_by_compaction
 from lading_jobs.engine import RunContext
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader
-from lading_jobs.table.log import CommitStateUnknown, TableLog
+from lading_jobs.table.log.commits import CommitStateUnknown, TableLog
 from lading_spec.compaction import parse_compaction
 
 

@@ -20,7 +20,7 @@ from lading_jobs.compact.engine import compact
 from lading_jobs.engine import RunContext
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_spec.compaction import parse_compaction
 

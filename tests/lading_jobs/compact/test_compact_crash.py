@@ -32,7 +32,7 @@ from lading_jobs.compact import retention
 from lading_jobs.compact.plan import written_by_compaction
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import Change, TableLog
+from lading_jobs.table.log.commits import Change, TableLog
 from lading_jobs.table.schema import TableSchema
 
 WORKER = Path(__file__).with_name("crash_worker.py")

@@ -24,7 +24,7 @@ from lading_jobs.main import execute
 from lading_jobs.result import Cancellation
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_spec.compaction import parse_compaction
 from lading_spec.job import JobDocument

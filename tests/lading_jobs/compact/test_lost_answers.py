@@ -6,7 +6,7 @@ output stands, nothing is pending, and a rerun finds nothing to do.
 
 A compaction writes no intent of its own (its outputs are completed in the driver just before its
 one commit, ``compact.commit``); the commit's own lost answers are tested in
-tests/lading_jobs/table/test_lost_answers.py and, with injected faults, in test_compact_commit.py.
+tests/lading_jobs/table/log/test_lost_answers.py and, with injected faults, in test_compact_commit.py.
 On 0440a14 the resent completion's ``NoSuchUpload`` failed the compaction.
 No Spark: the groups are rewritten in this process (``compact_task.in_process``)."""
 
@@ -26,7 +26,7 @@ from lading_jobs.compact.engine import compact
 from lading_jobs.engine import RunContext
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_spec.compaction import parse_compaction
 

@@ -170,7 +170,7 @@ def test_a_part_read_with_dictionaries_keeps_them_only_for_its_own_schema_s_colu
     """``read_part(dictionary=...)`` hands string columns over as dictionary arrays in parts of the
     current schema (whose names it knows) and decodes them in parts of an older one."""
     from lading_jobs.table import reader, writer
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.log.commits import TableLog
 
     uri = file_uri("t2/")
     log = TableLog.create(uri, SCHEMA, "append")

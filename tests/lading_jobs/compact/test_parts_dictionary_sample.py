@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 from lading_jobs import storage as st
 from lading_jobs.compact.parts import CeilingPartWriter, spread_sample
 from lading_jobs.table import format as fmt
-from lading_jobs.table import stats as stx
 from lading_jobs.table.schema import TableSchema
+from lading_jobs.table.stats import part as stx
 
 SCHEMA = TableSchema.of([("k", "bigint"), ("c", "bigint"), ("id", "bigint")])
 ROWS = 60_000

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from lading_jobs.compact import frontier
 from lading_jobs.compact.plan import Options, Plan, plan, written_by_compaction
-from lading_jobs.table import expr as ex
-from lading_jobs.table.log import Part, Snapshot, TableMeta
+from lading_jobs.table.filters import expr as ex
+from lading_jobs.table.log.commits import Part, Snapshot, TableMeta
 from lading_jobs.table.schema import TableSchema
-from lading_jobs.table.stats import ColumnStats, PartStats
+from lading_jobs.table.stats.part import ColumnStats, PartStats
 from lading_spec.compaction import Since
 
 SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string")])

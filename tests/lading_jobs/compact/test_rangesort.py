@@ -26,10 +26,10 @@ from lading_jobs.compact.engine import Totals, compact
 from lading_jobs.compact.plan import written_by_compaction
 from lading_jobs.engine import RunContext
 from lading_jobs.storage import StorageError
-from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.filters import expr as ex
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_spec.compaction import parse_compaction
 
@@ -182,7 +182,7 @@ def test_a_mirrored_append_table_keeps_identical_rows_so_iceberg_readers_stay_ex
     mirror's current snapshot, read by pyiceberg as lading reads it."""
     from pyiceberg.table import StaticTable
 
-    from lading_jobs.table import mirror
+    from lading_jobs.table.iceberg import mirror
 
     uri = file_uri("t/")
     build(uri, iceberg_mirror=True)

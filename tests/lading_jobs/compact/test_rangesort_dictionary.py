@@ -25,10 +25,10 @@ from lading_jobs.compact import rangesort
 from lading_jobs.compact import task as compact_task
 from lading_jobs.table import evolve, reader, writer
 from lading_jobs.table import format as fmt
-from lading_jobs.table import stats as stx
 from lading_jobs.table.evolve import Found
-from lading_jobs.table.log import Part, Snapshot, TableLog
+from lading_jobs.table.log.commits import Part, Snapshot, TableLog
 from lading_jobs.table.schema import TableSchema, conform
+from lading_jobs.table.stats import part as stx
 
 SCHEMA = TableSchema.of([("k", "bigint"), ("v", "string"), ("tag", "string")])
 TAGS = ["eu", "us", None, "apac"]

@@ -15,9 +15,9 @@ from lading_jobs.load import manifest
 from lading_jobs.storage import LocalStorage, ObjectInfo, PendingUpload
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import Change, Part, TableLog
+from lading_jobs.table.log.commits import Change, Part, TableLog
 from lading_jobs.table.schema import TableSchema
-from lading_jobs.table.stats import PartStats
+from lading_jobs.table.stats.part import PartStats
 
 URI = "s3://b/t/"
 NOW_MS = 10_000_000

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from lading_jobs.compact.scope import bind_filter, scope_filters
-from lading_jobs.table import expr as ex
-from lading_jobs.table import interp
+from lading_jobs.table.filters import expr as ex
+from lading_jobs.table.filters import interp
 from lading_jobs.table.schema import TableSchema
-from lading_jobs.table.stats import ColumnStats, PartStats
+from lading_jobs.table.stats.part import ColumnStats, PartStats
 
 pytestmark = pytest.mark.spark
 SCHEMA = TableSchema.of([("d", "double"), ("b", "bigint"), ("i", "int"), ("f", "float")])

@@ -19,7 +19,7 @@ from lading import cli
 from lading_jobs import storage as st
 from lading_jobs.compact.plan import written_by_compaction
 from lading_jobs.load.stores import storage_for
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_spec.copyjob import parse_copyjob
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]

@@ -14,7 +14,7 @@ from support.loads import job, table_rows
 from support.unload import job_doc
 
 from lading_jobs.load.job import run_load
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.unload.job import run_unload
 from lading_spec.copyjob import parse_copyjob
 

@@ -29,7 +29,7 @@ from lading_jobs.load.job import run_load
 from lading_jobs.load.stores import storage_for
 from lading_jobs.table import format as fmt
 from lading_jobs.table import writer
-from lading_jobs.table.log import CommitStateUnknown, TableLog, snapshot_at
+from lading_jobs.table.log.commits import CommitStateUnknown, TableLog, snapshot_at
 from lading_spec.errors import SpecError
 from lading_spec.job import JobDocument
 

@@ -22,7 +22,7 @@ from lading_jobs import storage as st
 from lading_jobs.load.job import Cancelled, run_load
 from lading_jobs.load.stores import storage_for
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import Change, LedgerEntry, TableLog
+from lading_jobs.table.log.commits import Change, LedgerEntry, TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_spec.job import JobDocument
 
@@ -176,7 +176,7 @@ def test_to_iceberg_mirror_false_makes_a_table_without_the_mirror_and_true_switc
     catches up with every version: pyiceberg reads the load's rows."""
     from pyiceberg.table import StaticTable
 
-    from lading_jobs.table.log import read_commit
+    from lading_jobs.table.log.commits import read_commit
 
     src, table = file_uri("in/"), file_uri("t/")
     put_files(src, {"a.csv": b"1,a,1\n"})

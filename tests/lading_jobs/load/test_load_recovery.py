@@ -21,7 +21,7 @@ from lading_jobs.load import job as load_job
 from lading_jobs.load.job import run_load
 from lading_jobs.load.stores import storage_for
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_spec.job import JobDocument
 
 pytestmark = [pytest.mark.spark]

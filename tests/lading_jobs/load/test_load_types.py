@@ -16,7 +16,7 @@ from support import every_type
 from lading_jobs import storage as st
 from lading_jobs.load.job import run_load
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_spec.errors import SpecError
 from lading_spec.job import JobDocument

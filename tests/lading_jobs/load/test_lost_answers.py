@@ -4,7 +4,7 @@ the fault-injecting proxy (tests/support/faultproxy.py) that the driver and the 
 ``connection.endpoint``. A run succeeds exactly or fails naming the object; a rerun of the same run
 then succeeds exactly; the table's versions are neither lost nor doubled.
 
-One test per write site of a load besides the table's own (table/test_lost_answers.py): its intent
+One test per write site of a load besides the table's own (table/log/test_lost_answers.py): its intent
 (a plain PUT, replaced by the resend), and the ``CompleteMultipartUpload`` of a table part and of a
 rejected-rows file, each reset once right after it landed (the resent completion answers
 ``NoSuchUpload``, as S3 may once the upload id is gone). On 0440a14 that answer failed the run (both
@@ -24,7 +24,7 @@ from lading_jobs import storage as st
 from lading_jobs.load.job import run_load
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_spec.job import JobDocument
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]

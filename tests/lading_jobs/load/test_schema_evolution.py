@@ -27,7 +27,7 @@ from lading_jobs.load.stores import storage_for
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader
 from lading_jobs.table.evolve import Found, evolve
-from lading_jobs.table.log import Change, LedgerEntry, TableLog
+from lading_jobs.table.log.commits import Change, LedgerEntry, TableLog
 from lading_spec.job import JobDocument
 
 pytestmark = [pytest.mark.spark]

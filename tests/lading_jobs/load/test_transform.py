@@ -26,7 +26,7 @@ from support.loads import job, store, table_rows
 from lading import cli
 from lading_jobs import storage as st
 from lading_jobs.load.job import run_load
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_spec.errors import SpecError
 
 pytestmark = [pytest.mark.spark]

@@ -22,7 +22,7 @@ from support import loads
 from support.loads import job, store
 
 from lading_jobs.load.job import run_load
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_spec.errors import SpecError
 
 pytestmark = [pytest.mark.spark]

@@ -161,7 +161,8 @@ def test_time_travel_by_snapshot_id_and_instant(spark: Any, orders: dict[str, An
 
 def test_position_deletes_of_a_mirrored_upsert_table_apply_exactly(spark: Any, tmp_path: Path) -> None:
     from lading_jobs.table import format as fmt
-    from lading_jobs.table import mirror, writer
+    from lading_jobs.table import writer
+    from lading_jobs.table.iceberg import mirror
     from lading_jobs.table.schema import TableSchema
 
     root = tmp_path / "t"
@@ -262,7 +263,7 @@ def test_filters_prune_only_with_literals_of_the_columns_own_kind() -> None:
     places than the column, an int for a timestamp, NaN) prunes nothing; the rest bind."""
     from pyiceberg.types import BooleanType, DoubleType
 
-    from lading_jobs.table import expr as ex
+    from lading_jobs.table.filters import expr as ex
 
     schema = Schema(NestedField(1, "n", LongType()), NestedField(2, "d", DecimalType(5, 2)),
                     NestedField(3, "t", TimestamptzType()), NestedField(4, "day", DateType()),

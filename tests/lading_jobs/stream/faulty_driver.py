@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "spark_apps"))
 
 from lading_jobs import main, session  # noqa: E402
 from lading_jobs.stream import sources  # noqa: E402
-from lading_jobs.table import log as tlog  # noqa: E402
+from lading_jobs.table.log import commits as tlog  # noqa: E402
 
 
 def die() -> None:

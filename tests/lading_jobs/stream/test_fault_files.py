@@ -28,7 +28,7 @@ from support.stream_faults import KILL_POINTS, ROUNDS, job, pending_uploads, rea
 from lading_jobs.load.stores import storage_for
 from lading_jobs.storage import S3Settings
 from lading_jobs.stream.job import run_stream
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 

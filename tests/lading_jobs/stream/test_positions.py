@@ -7,7 +7,7 @@ import pytest
 from lading_jobs.storage import ObjectInfo
 from lading_jobs.stream import positions as pos
 from lading_jobs.stream.positions import DataLoss, FilesProgress, OffsetsReset, Range, Watermarks
-from lading_jobs.table.log import LedgerEntry
+from lading_jobs.table.log.commits import LedgerEntry
 
 MARKS = {"a": {0: Watermarks(0, 100), 1: Watermarks(10, 50)}, "b": {0: Watermarks(5, 7)}}
 

@@ -20,7 +20,7 @@ from lading_jobs.stream import batch as bt
 from lading_jobs.stream import sources
 from lading_jobs.stream.job import LagWatcher, Replan, Stream, run_stream
 from lading_jobs.stream.progress import Progress
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.reader import read_table
 from lading_spec.job import JobDocument
 from lading_spec.streamcopy import parse_streamcopy

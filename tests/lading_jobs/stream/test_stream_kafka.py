@@ -21,7 +21,7 @@ from lading_jobs import storage as st
 from lading_jobs.stream.job import Stopped, Stream, run_stream
 from lading_jobs.stream.progress import Progress
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.reader import read_table
 from lading_spec.job import JobDocument
 from lading_spec.streamcopy import parse_streamcopy
@@ -105,9 +105,10 @@ def _iceberg_readers_agree_with_lading(table: str, out: dict[str, Any]) -> None:
     from pyiceberg.table import StaticTable
     from support.iceberg_readers import duckdb_rows, multiset
 
-    from lading_jobs.table import iceberg as ice
-    from lading_jobs.table import mirror, reader
-    from lading_jobs.table.log import snapshot_at
+    from lading_jobs.table import reader
+    from lading_jobs.table.iceberg import mirror
+    from lading_jobs.table.iceberg import view as ice
+    from lading_jobs.table.log.commits import snapshot_at
 
     root = table.removeprefix("file://")
     latest = TableLog.open_existing(table).version

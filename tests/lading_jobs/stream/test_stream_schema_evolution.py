@@ -17,7 +17,7 @@ from lading_jobs import storage as st
 from lading_jobs.stream.job import run_stream
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_spec.job import JobDocument
 
 pytestmark = [pytest.mark.spark]

@@ -20,7 +20,7 @@ from support.kafka import produce
 
 from lading_jobs import storage as st
 from lading_jobs.stream.job import run_stream
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.reader import read_table
 from lading_spec.job import JobDocument
 from lading_spec.streamprogress import status_fields

@@ -21,7 +21,7 @@ from lading_jobs.stream import batch as bt
 from lading_jobs.stream import memory
 from lading_jobs.stream.positions import Range
 from lading_jobs.table import writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.reader import scan
 from lading_jobs.table.schema import TableSchema
 

@@ -8,7 +8,7 @@ import pytest
 
 from lading_jobs.table import evolve
 from lading_jobs.table.evolve import EvolutionConflict, Found
-from lading_jobs.table.log import Change, ConflictError, TableLog
+from lading_jobs.table.log.commits import Change, ConflictError, TableLog
 from lading_jobs.table.schema import SchemaError, TableSchema
 
 BASE = TableSchema.of([("a", "string"), ("b", "int")])

@@ -21,7 +21,7 @@ from lading_jobs import storage as st
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
 from lading_jobs.table.evolve import Found, evolve
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]

@@ -13,7 +13,7 @@ import pytest
 
 from lading_jobs.table import evolve, reader, writer
 from lading_jobs.table import format as fmt
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 
 N = 40

@@ -22,7 +22,7 @@ from lading_jobs.stream.records import POS, last_per_key
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 
 NAN = float("nan")

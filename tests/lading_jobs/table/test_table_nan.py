@@ -16,9 +16,9 @@ from lading_jobs import storage as st
 from lading_jobs.main import run_job
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table import stats as stx
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
+from lading_jobs.table.stats import part as stx
 
 NAN = float("nan")
 SCHEMA = TableSchema.of([("id", "bigint"), ("x", "double")])
@@ -78,7 +78,7 @@ def test_a_copyjob_query_over_the_table_counts_the_nan_group(spark: Any, nan_tab
 def test_in_over_floats_matches_negative_zero_as_zero(arrow_type: pa.DataType) -> None:
     # SQL's -0.0 = 0.0; Arrow's is_in hashes values and told them apart, so the table source's row
     # filter dropped the -0.0 rows before Spark could re-check them (x IN (0.0, 5.0) lost a third).
-    from lading_jobs.table.expr import Pred, to_arrow
+    from lading_jobs.table.filters.expr import Pred, to_arrow
 
     data = pa.table({"x": pa.array([-0.0, 0.0, 5.0, NAN, None, 1.0], arrow_type)})
     type_ = "double" if arrow_type == pa.float64() else "float"

@@ -19,7 +19,7 @@ from hypothesis import strategies as s
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
 from lading_jobs.table.consolidate import POS_COLUMN, SEQ_COLUMN
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 
 SCHEMA = TableSchema.of([("k", "string"), ("v", "bigint")])

@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 
 from lading_jobs import storage as st
-from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.filters import expr as ex
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
-from lading_jobs.table.stats import ColumnStats, PartStats, column_stats, truncate_upper
+from lading_jobs.table.stats.part import ColumnStats, PartStats, column_stats, truncate_upper
 
 PARTS, ROWS_PER_PART = 120, 50
 

@@ -12,7 +12,7 @@ import pytest
 from lading_jobs import storage as st
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import Change, TableLog
+from lading_jobs.table.log.commits import Change, TableLog
 from lading_jobs.table.schema import TableSchema
 
 pytestmark = [pytest.mark.spark]

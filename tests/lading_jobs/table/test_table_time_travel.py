@@ -15,7 +15,7 @@ import pytest
 
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import Change, TableError, TableLog
+from lading_jobs.table.log.commits import Change, TableError, TableLog
 from lading_jobs.table.schema import TableSchema
 
 SCHEMA = TableSchema.of([("k", "string"), ("v", "bigint")])

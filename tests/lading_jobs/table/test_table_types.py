@@ -17,12 +17,12 @@ from support import every_type
 from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.formats import types as ftypes
-from lading_jobs.table import expr as ex
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
-from lading_jobs.table.log import TableLog
+from lading_jobs.table.filters import expr as ex
+from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import SchemaError, TableSchema
-from lading_jobs.table.stats import PartStats
+from lading_jobs.table.stats.part import PartStats
 
 SCHEMA = TableSchema.of(every_type.COLUMNS)
 NESTED = ("arr", "ymarr", "st", "m", "deep", "mst", "v")
@@ -120,7 +120,7 @@ def test_comparisons_on_unordered_types_are_not_pushed() -> None:
         assert isinstance(ex.bind(ex.Pred("isnull", name), SCHEMA), ex.Pred)
     bound = ex.bind(ex.Pred("eq", "ymi", -14), SCHEMA)
     id_ = SCHEMA.column("ymi").id
-    from lading_jobs.table.stats import ColumnStats
+    from lading_jobs.table.stats.part import ColumnStats
 
     assert not ex.might_match(bound, PartStats(3, columns={id_: ColumnStats(0, 0, 12)}))
     # nested columns: statistics of their leaves never reach the evaluator, so nothing is skipped
@@ -172,7 +172,7 @@ def test_append_creates_a_table_of_every_type_from_the_dataframe(spark: Any, fil
 
 
 def test_nested_types_cannot_identify_rows(tmp_path: Any) -> None:
-    from lading_jobs.table.log import Change
+    from lading_jobs.table.log.commits import Change
 
     base = tmp_path.as_uri()
     with pytest.raises(SchemaError, match="key column 'k' has the nested type array<int>"):

@@ -172,7 +172,7 @@ def test_queries_that_need_sql_stay_on_the_spark_path(spark: Any, inputs: dict[s
 def table(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
     """An upsert table keyed by r: 2000 rows at time 5, a third of them updated at time 7."""
     from lading_jobs.table import writer
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.log.commits import TableLog
     from lading_jobs.table.schema import TableSchema
 
     uri = (tmp_path_factory.mktemp("arrowpath-table") / "t").as_uri() + "/"
@@ -283,7 +283,7 @@ YEAR_MONTH = ("ymi", "mo", "ymarr")
 def plain_table(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A table of every type but the year-month intervals (char and varchar included)."""
     from lading_jobs.table import writer
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.log.commits import TableLog
     from lading_jobs.table.schema import TableSchema
 
     uri = (tmp_path_factory.mktemp("arrowpath-plain") / "t").as_uri() + "/"
@@ -346,7 +346,7 @@ def test_the_source_is_read_once_and_planned_over(spark: Any, inputs: dict[str, 
     """The listing (or snapshot) the schema came from is the one the tasks are planned over:
     one LIST of the files, one read of the table's log, per run."""
     from lading_jobs.sources import files as sources_files
-    from lading_jobs.table.log import TableLog
+    from lading_jobs.table.log.commits import TableLog
 
     calls = {"list": 0, "log": 0}
     list_files, open_existing = sources_files.list_files, TableLog.open_existing
