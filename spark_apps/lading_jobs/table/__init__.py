@@ -12,4 +12,14 @@ Above them: ``consolidate`` (per-envelope consolidation in pure Arrow), ``bucket
 read), ``evolve`` (schema evolution on write), ``writer`` (the write path) and ``reader`` (the
 ``lading`` Spark data source). Each room's ``__init__`` says what it may import; .importlinter
 keeps it.
+
+The log names no other room: what happens around a commit is told to observers
+(``log.observers``). This package registers the Iceberg mirror (``iceberg.observer.MIRROR``) as
+the default observer of every table handle, so a table opened without ``observers=`` publishes
+its Iceberg metadata after each commit; ``observers=()`` opens one that publishes nothing.
 """
+
+from lading_jobs.table.iceberg.observer import MIRROR as _MIRROR
+from lading_jobs.table.log.observers import register as _register
+
+_register(_MIRROR)

@@ -24,7 +24,7 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,6 +35,7 @@ from lading_jobs.table import format as fmt
 from lading_jobs.table.errors import TableError
 from lading_jobs.table.log import ledger as ledger_mod
 from lading_jobs.table.log.ledger import Ledger, LedgerEntry
+from lading_jobs.table.log.observers import CommitObserver, Prepared, registered
 from lading_jobs.table.schema import SchemaError, TableSchema, arrow_type
 from lading_jobs.table.stats.part import PartStats
 
@@ -112,7 +113,7 @@ class TableMeta:
     key_columns: tuple[str, ...] = ()
     sort_by: tuple[str, ...] = ()
     created_at: int = 0
-    iceberg_mirror: bool = True  # publish Iceberg metadata after each commit (table/iceberg/mirror.py)
+    iceberg_mirror: bool = True  # publish Iceberg metadata after each commit (an observer's setting)
 
     def to_dict(self) -> dict[str, Any]:
         return {"tableId": self.table_id, "envelope": self.envelope, "keyColumns": list(self.key_columns),
@@ -341,25 +342,32 @@ def _now_ms() -> int:
 
 
 class TableLog:
-    """A handle on one table's log; cheap to open, safe to use from one thread at a time."""
+    """A handle on one table's log; cheap to open, safe to use from one thread at a time.
 
-    def __init__(self, uri: str, storage: st.Storage, state: _State) -> None:
+    ``observers`` (``log.observers``) are told about each commit made through this handle; None
+    (the default of every way to open one) takes the process's registered defaults."""
+
+    def __init__(self, uri: str, storage: st.Storage, state: _State,
+                 observers: Sequence[CommitObserver] | None = None) -> None:
         self.uri = fmt.table_root(uri)
         self.storage = storage
         self._state = state
         self._proven = False  # conditional writes proven for this handle (first commit)
+        self.observers: tuple[CommitObserver, ...] = registered() if observers is None else tuple(observers)
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
-    def open(cls, uri: str, storage: st.Storage | None = None) -> TableLog | None:
+    def open(cls, uri: str, storage: st.Storage | None = None, *,
+             observers: Sequence[CommitObserver] | None = None) -> TableLog | None:
         """The table at ``uri``, or None when no table exists there."""
         storage = storage or st.open_storage(uri)
         state = _load_latest(fmt.table_root(uri), storage)
-        return None if state is None else cls(uri, storage, state)
+        return None if state is None else cls(uri, storage, state, observers)
 
     @classmethod
-    def open_existing(cls, uri: str, storage: st.Storage | None = None) -> TableLog:
-        log = cls.open(uri, storage)
+    def open_existing(cls, uri: str, storage: st.Storage | None = None, *,
+                      observers: Sequence[CommitObserver] | None = None) -> TableLog:
+        log = cls.open(uri, storage, observers=observers)
         if log is None:
             raise TableNotFoundError(f"no lading table at {uri} (no {fmt.LOG_DIR}/{fmt.commit_name(0)}); "
                                      "create it first or fix the URI")
@@ -370,7 +378,8 @@ class TableLog:
                key_columns: Iterable[str] = (), sort_by: Iterable[str] = (), *,
                storage: st.Storage | None = None, exist_ok: bool = False,
                table_id: str | None = None, change: Change | None = None,
-               nonce: str | None = None, iceberg_mirror: bool = True) -> TableLog:
+               nonce: str | None = None, iceberg_mirror: bool = True,
+               observers: Sequence[CommitObserver] | None = None) -> TableLog:
         """Create the table with commit 0; ``exist_ok`` returns an existing table instead of failing.
 
         ``change`` (parts, ledger, progress) goes into commit 0 itself, so a table
@@ -378,6 +387,7 @@ class TableLog:
         identifies the attempt (see ``commit``); an existing commit 0 carrying it
         is this call's own (a retried request whose first attempt landed).
         ``iceberg_mirror=False`` switches the table's Iceberg mirror off (table/iceberg/mirror.py).
+        ``observers``: as for ``open``; told about commit 0 too.
         """
         storage = storage or st.open_storage(uri)
         keys, sort = tuple(key_columns), tuple(sort_by)
@@ -401,19 +411,27 @@ class TableLog:
             created = True
         if not created:
             if exist_ok and change is None:
-                return cls.open_existing(uri, storage)
+                return cls.open_existing(uri, storage, observers=observers)
             raise TableExistsError(f"a lading table already exists at {uri}; load into it or choose another URI")
         state = _State(0, meta, schema, {}, Ledger(), {}, 0, 0)
         state.apply(entry)
-        log = cls(uri, storage, state)
+        log = cls(uri, storage, state, observers)
         log._proven = True
-        _mirror(log, entry, state.snapshot(log.uri))
+        if log.observers:
+            snap = state.snapshot(log.uri)
+            for observer in log.observers:
+                observer.after_commit(log, entry, snap, None)
         return log
 
     # -- reading ----------------------------------------------------------------------
     @property
     def version(self) -> int:
         return self._state.version
+
+    @property
+    def meta(self) -> TableMeta:
+        """The table's settings as of this handle's state (as ``version``: no refresh)."""
+        return self._state.meta
 
     def refresh(self) -> None:
         """Catch up with commits made since this handle last looked."""
@@ -460,16 +478,17 @@ class TableLog:
             target = fmt.commit_uri(self.uri, entry["version"])
             new = self._state.copy()
             new.apply(entry)
-            snap = new.snapshot(self.uri) if new.meta.iceberg_mirror and "metadata" not in entry else None
-            prepared = _prepare_mirror(self, entry, snap) if snap is not None else None  # beside the commit
+            snap = _Once(new, self.uri)
+            prepared = [_prepare(o, self, entry, snap) for o in self.observers]  # beside the commit
             try:
                 won: bool | None = self.storage.put_if_absent(target, _encode(entry))
             except Exception as e:  # noqa: BLE001 - the request may have landed: look before deciding
                 won, unsettled = None, e
             if won:
                 return self._won(entry, new, snap, prepared)
-            if prepared is not None:
-                prepared.abandon()  # not this version's (or not known to be): its files go
+            for p in prepared:
+                if p is not None:
+                    p.abandon()  # not this version's (or not known to be): its work is undone
             try:
                 mine = self._catch_up(nonce)
             except Exception as e:  # noqa: BLE001 - cannot read the log: cannot decide
@@ -489,21 +508,21 @@ class TableLog:
                 f"in {self.uri}{fmt.LOG_DIR}/ before retrying (nothing was cleaned up)", nonce)
         raise ConflictError(f"gave up committing to {self.uri} after {max_attempts} lost races; retry later")
 
-    def _won(self, entry: dict[str, Any], new: _State, snap: Snapshot | None, prepared: Any) -> Snapshot:
+    def _won(self, entry: dict[str, Any], new: _State, once: _Once, prepared: list[Prepared | None]) -> Snapshot:
         """After ``entry`` landed: the state it makes, ``new``, becomes this handle's; checkpoint, then
-        the mirror (with ``prepared``, its first round, if started). ``snap``: ``new``'s snapshot, when
-        taken already (taken again after a checkpoint, which rewrites the ledger)."""
+        the observers (each with what its ``prepare`` started, if anything). ``once``: ``new``'s
+        snapshot, if taken already (taken again after a checkpoint, which rewrites the ledger)."""
         self._state = new
         if new.version % fmt.CHECKPOINT_INTERVAL == 0:
-            snap = None
+            once.taken = None
             try:
                 self._checkpoint(new)
             except Exception as e:  # noqa: BLE001 - a checkpoint is an optimisation, the commit stands
                 print(f"lading: checkpoint {new.version} of {self.uri} not written ({e}); "
                       "opening replays a few more commits until the next one", file=sys.stderr)
-        if snap is None:
-            snap = new.snapshot(self.uri)
-        _mirror(self, entry, snap, prepared)
+        snap = once()
+        for observer, started in zip(self.observers, prepared, strict=True):
+            observer.after_commit(self, entry, snap, started)
         return snap
 
     def _catch_up(self, nonce: str) -> Snapshot | None:
@@ -525,23 +544,26 @@ class TableLog:
         self.storage.put(fmt.last_checkpoint_uri(self.uri), _encode({"version": state.version}))
 
 
-def _prepare_mirror(log: TableLog, entry: dict[str, Any], snapshot: Snapshot) -> Any:
-    """Before the commit of ``entry`` (making ``snapshot``): the mirror's first round of its publish,
-    started beside the commit (``mirror.prepare``; None when the mirror does not start one)."""
-    from lading_jobs.table.iceberg import mirror  # imports this module
+class _Once:
+    """The snapshot of state ``state``, taken on the first call (by an observer before the write, or
+    after the commit landed) and kept; ``taken = None`` takes it again."""
 
+    def __init__(self, state: _State, uri: str) -> None:
+        self.state, self.uri = state, uri
+        self.taken: Snapshot | None = None
+
+    def __call__(self) -> Snapshot:
+        if self.taken is None:
+            self.taken = self.state.snapshot(self.uri)
+        return self.taken
+
+
+def _prepare(observer: CommitObserver, log: TableLog, entry: dict[str, Any], snapshot: _Once) -> Prepared | None:
+    """``observer``'s work started beside the commit of ``entry``; None when it starts none or fails."""
     try:
-        return mirror.prepare(log, entry, snapshot)
-    except Exception:  # noqa: BLE001 - an optimisation: the publish after the commit does it all
+        return observer.prepare(log, entry, snapshot)
+    except Exception:  # noqa: BLE001 - an optimisation: the observer's step after the commit does it all
         return None
-
-
-def _mirror(log: TableLog, entry: dict[str, Any], snapshot: Snapshot, prepared: Any = None) -> None:
-    """After a commit landed: publish its Iceberg metadata (best effort, never fails the commit)."""
-    if snapshot.meta.iceberg_mirror or "metadata" in entry:  # on, or being switched
-        from lading_jobs.table.iceberg import mirror  # imports this module
-
-        mirror.after_commit(log, entry, snapshot, prepared)
 
 
 def snapshot_at(uri: str, storage: st.Storage, version: int, as_of: int | None = None) -> Snapshot:
