@@ -9,7 +9,7 @@ path), three ways of computing a row group's JSON statistics after checking they
 
 - the reference: one document at a time with Python's ``json`` (``tests/support/jsonstats_oracle``,
   the writer's code until issue 32's vectorised statistics);
-- ``jsonstats.summarize``: the writer's (``table.stats.jsonengine``: pyarrow's JSON reader, DuckDB for
+- ``jsonengine.summarize``: the writer's (``table.stats.jsonengine``: pyarrow's JSON reader, DuckDB for
   what it cannot tell);
 - ``jsonengine.general_stats``: the DuckDB path alone (what a column pyarrow refuses takes).
 
@@ -32,7 +32,7 @@ sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT / "tests"), str(ROOT)]
 import pyarrow as pa  # noqa: E402
 from support.jsonstats_oracle import reference_summarize  # noqa: E402
 
-from lading_jobs.table.stats import jsonengine, jsonstats  # noqa: E402
+from lading_jobs.table.stats import jsonengine  # noqa: E402
 
 
 def plain(n: int) -> pa.Array:
@@ -58,11 +58,11 @@ def main() -> None:
     args = parser.parse_args()
     engines: list[tuple[str, Callable[[pa.Array], Any]]] = [
         ("reference (Python json per document)", reference_summarize),
-        ("jsonstats.summarize", jsonstats.summarize),
+        ("jsonengine.summarize", jsonengine.summarize),
         ("jsonengine.general_stats (DuckDB)", jsonengine.general_stats)]
     for label, column in (("plain", plain(args.docs)), ("ragged", ragged(args.docs))):
         expected = reference_summarize(column)
-        assert jsonstats.summarize(column) == expected and jsonengine.general_stats(column) == expected
+        assert jsonengine.summarize(column) == expected and jsonengine.general_stats(column) == expected
         best: dict[str, float] = {}
         for _ in range(args.rounds):
             for name, fn in engines:

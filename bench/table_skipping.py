@@ -247,7 +247,7 @@ def build_json(uri: str, parts: int, rows_per_part: int) -> tuple[float, float]:
     from lading_jobs.table import writer
     from lading_jobs.table.log.commits import TableLog
     from lading_jobs.table.schema import TableSchema
-    from lading_jobs.table.stats import jsonstats
+    from lading_jobs.table.stats import jsonengine
 
     log = TableLog.create(uri, TableSchema.of([("id", "bigint"), ("payload", "json")]))
     schema = log.snapshot().schema
@@ -265,7 +265,7 @@ def build_json(uri: str, parts: int, rows_per_part: int) -> tuple[float, float]:
     for _ in range(3):
         t = time.perf_counter()
         for table in tables:
-            jsonstats.summarize(table.column("payload"))
+            jsonengine.summarize(table.column("payload"))
         best[0] = min(best[0], time.perf_counter() - t)
         t = time.perf_counter()
         for docs in texts:

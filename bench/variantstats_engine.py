@@ -5,7 +5,7 @@
 The documents of bench/jsonstats_engines.py's *plain* and *ragged* columns, as a ``json`` column
 (their text) and as a ``variant`` column (Spark's ``parse_json`` of the same text, local[1]; the
 Spark run is not timed): ``variantstats.summarize`` (DuckDB decoding Spark's variant binary)
-beside ``jsonstats.summarize`` (the writer's JSON statistics). Best of ``--rounds``, alternating.
+beside ``jsonengine.summarize`` (the writer's JSON statistics). Best of ``--rounds``, alternating.
 A script, not a test: record the output in docs/benchmarks.md.
 """
 
@@ -25,7 +25,7 @@ sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT / "tests"), str(ROOT), str(RO
 import pyarrow as pa  # noqa: E402
 from jsonstats_engines import plain, ragged  # noqa: E402
 
-from lading_jobs.table.stats import jsonstats, variantstats  # noqa: E402
+from lading_jobs.table.stats import jsonengine, variantstats  # noqa: E402
 
 
 def as_variants(spark: Any, texts: pa.Array) -> pa.Array:
@@ -54,7 +54,7 @@ def main() -> None:
         assert found is not None and found["docs"] == args.docs, found
         engines: list[tuple[str, Callable[[], Any]]] = [
             ("variantstats.summarize", lambda v=variants: variantstats.summarize(v)),
-            ("jsonstats.summarize", lambda t=texts: jsonstats.summarize(t))]
+            ("jsonengine.summarize", lambda t=texts: jsonengine.summarize(t))]
         best: dict[str, float] = {}
         for _ in range(args.rounds):
             for name, fn in engines:

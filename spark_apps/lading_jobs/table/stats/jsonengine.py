@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lading_jobs.table.stats import jsonstats as js
-from lading_jobs.table.stats import part as stx
+from lading_jobs.table.stats.bounds import truncate_lower, truncate_upper
 
 _STRING_TOKEN = r'"(?:[^"\\]|\\.)*"'
 """A JSON string token (RE2): the text outside them is structure, numbers and literals."""
@@ -238,8 +238,8 @@ def _arrow_entry(path: tuple[str, ...], array: pa.Array, nulls: int,
         out["object" if pa.types.is_struct(t) else "array"] = values
     elif pa.types.is_string(t):
         ends = pc.min_max(array)
-        lo, lo_t = stx.truncate_lower(ends["min"].as_py())
-        hi, hi_t = stx.truncate_upper(ends["max"].as_py())
+        lo, lo_t = truncate_lower(ends["min"].as_py())
+        hi, hi_t = truncate_upper(ends["max"].as_py())
         out["string"] = js._bounds(values, lo, hi, lo_t, hi_t)
     elif pa.types.is_boolean(t):
         ends = pc.min_max(array)

@@ -11,7 +11,7 @@ of each kind (*type-split* bounds):
 - ``null``, ``object``, ``array``: counts (arrays are not descended into: a path
   through an array is not a key path, and ``get_json_object`` finds no key there);
 - ``string``: count and bounds, truncated as other string statistics
-  (``stats.truncate_lower`` / ``truncate_upper``; flags ``minTruncated`` /
+  (``bounds.truncate_lower`` / ``truncate_upper``; flags ``minTruncated`` /
   ``maxTruncated``);
 - ``number``: count, how many were integer tokens (no fraction, no exponent), and
   float64 bounds rounded *outward* from the exact values (integers beyond 2^53 and
@@ -57,6 +57,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from lading_jobs.table.stats.bounds import truncate_lower, truncate_upper
+
 LADING_TYPE = b"lading.type"
 """The field metadata key of lading's logical types (``formats.types.LADING_TYPE``, which imports Spark)."""
 DEPTH = 4
@@ -90,15 +92,13 @@ def scalar_entry(path: tuple[str, ...], present: int, nulls: int, objects: int, 
                  strings: int, s_min: Any, s_max: Any) -> dict[str, Any]:
     """A path's entry with its counts of ``null``/``object``/``array`` and its string bounds
     (truncated as other string statistics); the engines add the other kinds."""
-    from lading_jobs.table.stats import part as stx
-
     out: dict[str, Any] = {"path": list(path), "present": int(present)}
     for name, n in (("null", nulls), ("object", objects), ("array", arrays)):
         if n:
             out[name] = int(n)
     if strings:
-        lo, lo_t = stx.truncate_lower(s_min)
-        hi, hi_t = stx.truncate_upper(s_max)
+        lo, lo_t = truncate_lower(s_min)
+        hi, hi_t = truncate_upper(s_max)
         out["string"] = _bounds(int(strings), lo, hi, lo_t, hi_t)
     return out
 
@@ -130,15 +130,6 @@ def _to_float(x: int | decimal.Decimal) -> float:
         return math.inf if x > 0 else -math.inf
 
 
-def summarize(values: pa.Array | pa.ChunkedArray) -> dict[str, Any] | None:
-    """The JSON statistics of one row group's values of a ``json`` column (not trimmed; ``None``
-    when nothing is known). Computed over the whole Arrow column by ``table.stats.jsonengine``."""
-    from lading_jobs.table.stats import jsonengine
-
-    return jsonengine.summarize(values)
-
-
-# -- merging and trimming ------------------------------------------------------------------------
 def merge(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
     """The statistics of two row groups' (or parts') values together: counts add, bounds widen; a
     path one side lacks is in none of its documents when that side is ``complete``, else unknown."""
@@ -212,17 +203,15 @@ def _usable(entry: dict[str, Any]) -> bool:
 
 
 def _shorten(entry: dict[str, Any]) -> dict[str, Any]:
-    from lading_jobs.table.stats import part as stx
-
     s = entry.get("string")
     if s is None or "min" not in s:
         return entry
-    lo, lo_t = stx.truncate_lower(s["min"], TRIM_STRING_LENGTH)
+    lo, lo_t = truncate_lower(s["min"], TRIM_STRING_LENGTH)
     out = dict(s, min=lo)
     if lo_t:
         out["minTruncated"] = True
     if "max" in s:
-        hi, hi_t = stx.truncate_upper(s["max"], TRIM_STRING_LENGTH)
+        hi, hi_t = truncate_upper(s["max"], TRIM_STRING_LENGTH)
         if hi is None:
             out.pop("max")
         else:

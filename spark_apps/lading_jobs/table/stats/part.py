@@ -27,9 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lading_jobs.table import format as fmt
-from lading_jobs.table.stats import jsonstats, variantstats
-
-_MAX_CHAR = 0x10FFFF
+from lading_jobs.table.stats import jsonengine, jsonstats, variantstats
+from lading_jobs.table.stats.bounds import truncate_lower, truncate_upper
 
 
 @dataclass(frozen=True)
@@ -126,27 +125,6 @@ def comparable(value: Any, numeric_strings: bool) -> Any:
     return decimal.Decimal(value) if numeric_strings and isinstance(value, str) else value
 
 
-def truncate_lower(s: str, length: int = fmt.STRING_STATS_LENGTH) -> tuple[str, bool]:
-    return (s, False) if len(s) <= length else (s[:length], True)
-
-
-def truncate_upper(s: str, length: int = fmt.STRING_STATS_LENGTH) -> tuple[str | None, bool]:
-    """A string ≥ ``s`` of at most ``length`` characters (None when none exists)."""
-    if len(s) <= length:
-        return s, False
-    prefix = list(s[:length])
-    while prefix:
-        code = ord(prefix[-1])
-        nxt = code + 1
-        if 0xD800 <= nxt <= 0xDFFF:
-            nxt = 0xE000
-        if nxt <= _MAX_CHAR:
-            prefix[-1] = chr(nxt)
-            return "".join(prefix), True
-        prefix.pop()
-    return None, True
-
-
 def column_stats(array: pa.ChunkedArray | pa.Array) -> ColumnStats:
     """Statistics of one column's values; bounds only for types with a total order we keep."""
     t = array.type
@@ -221,7 +199,7 @@ def path_stats(values: pa.Array | pa.ChunkedArray) -> dict[str, Any] | None:
     """The statistics per key path of a ``json`` column's values (text) or a ``variant`` one's (structs)."""
     if pa.types.is_struct(values.type):
         return variantstats.summarize(values)
-    return jsonstats.summarize(values)
+    return jsonengine.summarize(values)
 
 
 def table_stats(table: pa.Table, column_ids: dict[str, int], json_columns: frozenset[str] = frozenset()) -> PartStats:

@@ -22,6 +22,7 @@ from lading_jobs.table import format as fmt
 from lading_jobs.table import writer
 from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
+from lading_jobs.table.stats import jsonengine as je
 from lading_jobs.table.stats import jsonstats as js
 from lading_jobs.table.stats import part as stx
 
@@ -121,7 +122,7 @@ def test_the_budget_drops_unusable_paths_then_shortens_then_the_widest() -> None
     assert all(len(e["string"]["min"]) <= js.TRIM_STRING_LENGTH for e in kept.values() if "string" in e)
     assert trimmed.json["complete"] is False
     small = part(['{"a": "x"}'])  # within the budget: untouched
-    assert json_of(small) == js.summarize(pa.array(['{"a": "x"}']))
+    assert json_of(small) == je.summarize(pa.array(['{"a": "x"}']))
 
 
 def test_row_groups_merge_to_the_statistics_of_all_rows() -> None:
@@ -165,7 +166,7 @@ def test_a_tables_commit_records_json_statistics_in_strict_json(file_uri: Callab
 
 def test_a_dictionary_array_gives_the_statistics_of_its_values() -> None:
     texts = ['{"a": 1, "s": "x"}', None, '{"a": 3}', '{"a": 1, "s": "x"}', "not json"]
-    assert js.summarize(pa.array(texts).dictionary_encode()) == js.summarize(pa.array(texts))
+    assert je.summarize(pa.array(texts).dictionary_encode()) == je.summarize(pa.array(texts))
 
 
 def test_a_bin_pack_compaction_keeps_a_json_columns_statistics(file_uri: Callable[[str], str]) -> None:

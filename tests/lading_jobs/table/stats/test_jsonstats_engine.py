@@ -30,7 +30,7 @@ from lading_jobs.table.stats import jsonstats as js
 def same_as_reference(docs: list[str | None]) -> dict[str, Any] | None:
     """``summarize`` of ``docs``, checked against the reference and the general path alone."""
     column = pa.array(docs, pa.string())
-    found, expected = js.summarize(column), reference_summarize(column)
+    found, expected = je.summarize(column), reference_summarize(column)
     present = column.drop_null()
     general = je.general_stats(present) if len(present) else found
     if found is None:
@@ -55,9 +55,9 @@ def test_no_document_is_decoded_by_python(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(json.JSONDecoder, "decode", refuse)
     monkeypatch.setattr(json.JSONDecoder, "raw_decode", refuse)
     docs = ['{"a": 1, "b": {"c": "x"}}', '{"a": 2.5, "b": {"c": null}}', '[1]', '{"a": NaN}', None]
-    found = js.summarize(pa.array(docs, pa.string()))
+    found = je.summarize(pa.array(docs, pa.string()))
     assert found is not None and (found["docs"], found["invalid"]) == (3, 1)
-    plain = js.summarize(pa.array(['{"a": 1}', '{"a": 2}'], pa.string()))
+    plain = je.summarize(pa.array(['{"a": 1}', '{"a": 2}'], pa.string()))
     assert plain is not None and plain["paths"][0]["number"]["min"] == 1.0
 
 

@@ -24,6 +24,7 @@ from lading_jobs.table import format as fmt
 from lading_jobs.table import writer
 from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
+from lading_jobs.table.stats import jsonengine as je
 from lading_jobs.table.stats import jsonstats as js
 from lading_jobs.table.stats import part as stx
 from lading_jobs.table.stats import variantstats as vs
@@ -168,7 +169,7 @@ def test_merge_and_trim_keep_the_variant_mark(spark: Any) -> None:
     merged = js.merge(sa, sb)
     assert merged == reference_summarize(decode(ca + cb))
     assert merged is not None and merged["variant"] is True
-    assert js.merge(sa, js.summarize(pa.array(['{"t": 1}']))) is None  # never mixed with a json column's
+    assert js.merge(sa, je.summarize(pa.array(['{"t": 1}']))) is None  # never mixed with a json column's
     stats = stx.ColumnStats(nulls=0, json=merged)
     assert stx.ColumnStats.from_dict(json.loads(json.dumps(stats.to_dict()))).json == merged
     f, o, t = merged["paths"]
