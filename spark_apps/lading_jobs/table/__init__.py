@@ -8,9 +8,9 @@ The base every room may import: ``format`` (constants and layout), ``errors`` (`
 - ``filters``: expression trees, their conversion from Spark's plan, the skipping interpreter;
 - ``iceberg``: the Iceberg mirror published beside the log.
 
-Above them: ``consolidate`` (per-envelope consolidation in pure Arrow), ``bucket`` (key buckets of a
-read), ``evolve`` (schema evolution on write), ``writer`` (the write path) and ``reader`` (the
-``lading`` Spark data source). Each room's ``__init__`` says what it may import; .importlinter
+Above them: ``consolidate`` (per-envelope consolidation in pure Arrow), ``parts`` (reading one part
+in pure Arrow, which the mirror uses too), ``bucket`` (key buckets of a read), ``evolve`` (schema
+evolution on write), ``writer`` (the write path) and ``reader`` (the ``lading`` Spark data source). Each room's ``__init__`` says what it may import; .importlinter
 keeps it.
 
 The log names no other room: what happens around a commit is told to observers

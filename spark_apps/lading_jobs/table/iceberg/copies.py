@@ -31,9 +31,9 @@ from pyiceberg.typedef import Record
 from lading_jobs import storage as st
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import format as fmt
-from lading_jobs.table import reader
 from lading_jobs.table.iceberg import view as ice
 from lading_jobs.table.log.commits import Part, Snapshot
+from lading_jobs.table.parts import read_part
 
 PART_COLUMN = "_lading_part"
 """The part's place in a list of parts (``deletes.read_identity``)."""
@@ -98,7 +98,7 @@ def write(storage: st.Storage, snapshot: Snapshot, part: Part) -> DataFile:
     uri = copies_uri(root, part.path)
     info = storage.head(uri)
     if info is None:
-        rows = reader.read_part(storage, dataclasses.replace(snapshot, as_of=None), part, order=False)
+        rows = read_part(storage, dataclasses.replace(snapshot, as_of=None), part, order=False)
         diffs = np.asarray(rows.column(fmt.DIFF_COLUMN).to_numpy(zero_copy_only=False), dtype=np.int64)
         target = snapshot.schema.arrow_schema(internal=False)
         copies = rows.select(target.names).cast(target).take(pa.array(copy_rows(diffs)))

@@ -51,10 +51,10 @@ from pyiceberg.types import StringType
 from lading_jobs import storage as st
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import format as fmt
-from lading_jobs.table import reader
 from lading_jobs.table.iceberg import copies
 from lading_jobs.table.log import ledger
 from lading_jobs.table.log.commits import Part, Snapshot
+from lading_jobs.table.parts import read_part
 from lading_jobs.table.schema import TableSchema
 from lading_jobs.table.stats.part import ColumnStats
 
@@ -160,7 +160,7 @@ def read_identity(storage: st.Storage, snapshot: Snapshot, parts: Sequence[Part]
     schema = TableSchema(tuple(snapshot.schema.column(n) for n in names), snapshot.schema.last_column_id,
                          snapshot.schema.schema_id)
     narrow = dataclasses.replace(snapshot, schema=schema, as_of=None)
-    read = ledger._parallel(lambda p: reader.read_part(storage, narrow, p), list(parts))  # noqa: SLF001 - its reads
+    read = ledger._parallel(lambda p: read_part(storage, narrow, p), list(parts))  # noqa: SLF001 - its reads
     pieces = [t.append_column(PART_COLUMN, pa.repeat(pa.scalar(i, pa.int32()), t.num_rows))
               for i, t in enumerate(read)]
     if not pieces:
