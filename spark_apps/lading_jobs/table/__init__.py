@@ -14,12 +14,12 @@ evolution on write), ``writer`` (the write path) and ``reader`` (the ``lading`` 
 keeps it.
 
 The log names no other room: what happens around a commit is told to observers
-(``log.observers``). This package registers the Iceberg mirror (``iceberg.observer.MIRROR``) as
+(``log.commits.CommitObserver``). This package registers the Iceberg mirror (``iceberg.observer.MIRROR``) as
 the default observer of every table handle, so a table opened without ``observers=`` publishes
 its Iceberg metadata after each commit; ``observers=()`` opens one that publishes nothing.
 """
 
 from lading_jobs.table.iceberg.observer import MIRROR as _MIRROR
-from lading_jobs.table.log.observers import register as _register
+from lading_jobs.table.log.commits import register_observer as _register_observer
 
-_register(_MIRROR)
+_register_observer(_MIRROR)

@@ -1,4 +1,4 @@
-"""The Iceberg mirror as a commit observer (``table.log.observers``): what the log used to call by name.
+"""The Iceberg mirror as a commit observer (``table.log.commits.CommitObserver``): what the log used to call by name.
 
 Beside a commit's conditional write it starts the mirror's first round (``mirror.prepare``); after
 the commit landed it publishes (``mirror.after_commit``), when the table's mirror is on or being
@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from lading_jobs.table.log.commits import Snapshot, TableLog
-    from lading_jobs.table.log.observers import Prepared
+    from lading_jobs.table.log.commits import Prepared, Snapshot, TableLog
 
 
 class MirrorObserver:

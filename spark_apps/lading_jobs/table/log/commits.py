@@ -24,9 +24,9 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -35,7 +35,6 @@ from lading_jobs.table import format as fmt
 from lading_jobs.table.errors import TableError
 from lading_jobs.table.log import ledger as ledger_mod
 from lading_jobs.table.log.ledger import Ledger, LedgerEntry
-from lading_jobs.table.log.observers import CommitObserver, Prepared, registered
 from lading_jobs.table.schema import SchemaError, TableSchema, arrow_type
 from lading_jobs.table.stats.part import PartStats
 
@@ -341,10 +340,53 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+# -- commit observers ---------------------------------------------------------------------------
+# What the rest of the product does around a commit, without the log knowing it. An observer is
+# told twice about each commit made through a handle: ``prepare``, just before the conditional
+# write, may start work beside it (the Iceberg mirror starts its manifests there) and returns a
+# ``Prepared``, or None; ``after_commit`` runs once the commit landed, with what ``prepare``
+# returned (the log abandons it instead when that attempt lost). A handle's observers are given
+# when the table is opened (``TableLog.open(..., observers=...)``); a handle opened without saying
+# gets the process's registered defaults (``lading_jobs.table`` registers the Iceberg mirror).
+# The log names no observer, so a handle opened with ``observers=()`` publishes nothing beside it.
+
+class Prepared(Protocol):
+    """Work an observer started beside a commit's conditional write."""
+
+    def abandon(self) -> None:
+        """The commit did not land as the version it was started for: undo it (idempotent)."""
+
+
+class CommitObserver(Protocol):
+    def prepare(self, log: TableLog, entry: dict[str, Any], snapshot: Callable[[], Snapshot]) -> Prepared | None:
+        """Before the conditional write of commit ``entry``: start work beside it, or None.
+        ``snapshot()`` is the state the commit makes (computed on first call, once). Best effort:
+        an exception counts as None and never fails the commit."""
+
+    def after_commit(self, log: TableLog, entry: dict[str, Any], snapshot: Snapshot,
+                     prepared: Prepared | None) -> None:
+        """After commit ``entry`` landed (``snapshot``: the state it made); ``prepared``: what
+        ``prepare`` returned for this attempt. Must not raise: the commit stands whatever happens."""
+
+
+_DEFAULTS: list[CommitObserver] = []
+
+
+def register_observer(observer: CommitObserver) -> None:
+    """Make ``observer`` one of the defaults of every table handle opened from now on (once)."""
+    if observer not in _DEFAULTS:
+        _DEFAULTS.append(observer)
+
+
+def registered_observers() -> tuple[CommitObserver, ...]:
+    """The defaults a handle opened now gets."""
+    return tuple(_DEFAULTS)
+
+
 class TableLog:
     """A handle on one table's log; cheap to open, safe to use from one thread at a time.
 
-    ``observers`` (``log.observers``) are told about each commit made through this handle; None
+    ``observers`` (``CommitObserver``, above) are told about each commit made through this handle; None
     (the default of every way to open one) takes the process's registered defaults."""
 
     def __init__(self, uri: str, storage: st.Storage, state: _State,
@@ -353,7 +395,7 @@ class TableLog:
         self.storage = storage
         self._state = state
         self._proven = False  # conditional writes proven for this handle (first commit)
-        self.observers: tuple[CommitObserver, ...] = registered() if observers is None else tuple(observers)
+        self.observers: tuple[CommitObserver, ...] = registered_observers() if observers is None else tuple(observers)
 
     # -- opening ----------------------------------------------------------------------
     @classmethod

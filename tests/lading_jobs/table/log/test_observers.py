@@ -20,8 +20,7 @@ from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
 from lading_jobs.table.iceberg import mirror
 from lading_jobs.table.iceberg.observer import MIRROR
-from lading_jobs.table.log import observers
-from lading_jobs.table.log.commits import Snapshot, TableLog
+from lading_jobs.table.log.commits import Snapshot, TableLog, registered_observers
 from lading_jobs.table.schema import TableSchema
 
 SCHEMA = TableSchema.of([("id", "bigint"), ("name", "string")])
@@ -62,7 +61,7 @@ def test_the_log_alone_never_loads_the_mirror(tmp_path: Path) -> None:
 
 def test_the_default_table_opening_publishes_it(tmp_path: Path) -> None:
     uri = f"file://{tmp_path}/t/"
-    assert observers.registered() == (MIRROR,)
+    assert registered_observers() == (MIRROR,)
     log = TableLog.create(uri, SCHEMA)
     assert log.observers == (MIRROR,)
     assert _append(uri, TableLog.open_existing(uri), 0, 3) == 1
