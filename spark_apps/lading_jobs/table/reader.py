@@ -45,7 +45,6 @@ from lading_jobs.table import consolidate as cons
 from lading_jobs.table import format as fmt
 from lading_jobs.table.filters import catalyst, interp
 from lading_jobs.table.filters import expr as ex
-from lading_jobs.table.filters import vexpr as vx
 from lading_jobs.table.log.commits import (
     Part,
     Snapshot,
@@ -71,19 +70,13 @@ def skipping_predicate(snapshot: Snapshot, predicate: ex.Expr | None) -> ex.Expr
     if snapshot.envelope != "upsert":
         return predicate
     key_ids = {snapshot.schema.column(k).id for k in snapshot.key_columns}
-    return ex.and_all([c for c in _conjuncts(predicate) if ex.column_ids(c) <= key_ids])
-
-
-def _conjuncts(e: ex.Expr) -> list[ex.Expr]:
-    if isinstance(e, ex.And):
-        return _conjuncts(e.left) + _conjuncts(e.right)
-    return [e]
+    return ex.and_all([c for c in ex.conjuncts(predicate) if ex.column_ids(c) <= key_ids])
 
 
 def part_might_match(part: Part, predicate: ex.Expr, as_of: int | None) -> bool:
     if as_of is not None and part.stats.min_time is not None and part.stats.min_time > as_of:
         return False
-    return ex.might_match(predicate, part.stats)
+    return interp.might_match(predicate, part.stats)
 
 
 @dataclass(frozen=True)
@@ -91,13 +84,13 @@ class ScanFilter:
     """The filter Spark's plan puts on a table's scan (``table.filters.catalyst.scan_filters``), for the
     ResultSpec interpreter (``table.filters.interp``), with the query's settings."""
 
-    tree: vx.Node
+    tree: ex.Node
     env: interp.Env
     version: int | None = None
     """The commit whose column ids ``tree`` names: the read is pinned to it."""
 
     def to_options(self) -> dict[str, str]:
-        out = {"scanFilter": vx.to_json(self.tree), "scanFilterZone": self.env.time_zone}
+        out = {"scanFilter": ex.to_json(self.tree), "scanFilterZone": self.env.time_zone}
         if self.env.now_lo is not None:
             out["scanFilterNow"] = str(self.env.now_lo)
         return out
@@ -109,10 +102,10 @@ class ScanFilter:
             return None
         now = options.get("scanFilterNow") or options.get("scanfilternow")
         zone = options.get("scanFilterZone") or options.get("scanfilterzone") or "UTC"
-        return cls(vx.from_json(tree), interp.Env(now_lo=int(now) if now else None, time_zone=zone))
+        return cls(ex.from_json(tree), interp.Env(now_lo=int(now) if now else None, time_zone=zone))
 
 
-def skipping_tree(snapshot: Snapshot, scan_filter: ScanFilter | None) -> vx.Node | None:
+def skipping_tree(snapshot: Snapshot, scan_filter: ScanFilter | None) -> ex.Node | None:
     """The part of ``scan_filter`` that may skip parts: in an upsert table, its conjuncts over
     key columns only (see the module doc)."""
     if scan_filter is None:
@@ -120,8 +113,8 @@ def skipping_tree(snapshot: Snapshot, scan_filter: ScanFilter | None) -> vx.Node
     tree = scan_filter.tree
     if snapshot.envelope == "upsert":
         key_ids = {snapshot.schema.column(k).id for k in snapshot.key_columns}
-        tree = vx.and_all([c for c in vx.conjuncts(tree) if vx.column_ids(c) <= key_ids])
-    return None if vx.is_trivial(tree) else tree
+        tree = ex.and_all([c for c in ex.conjuncts(tree) if ex.column_ids(c) <= key_ids])
+    return None if ex.is_trivial(tree) else tree
 
 
 def plan_scan(snapshot: Snapshot, predicate: ex.Expr | None = None,
@@ -193,7 +186,7 @@ def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex
         columns = [fld.name for fld, fid in zip(arrow_schema, ids, strict=True) if fid in keep_ids]
         md = pf.metadata
         wanted, starts, offset = [], [], 0
-        if isinstance(skip, ex.AlwaysTrue) and snapshot.as_of is None:
+        if skip == ex.TRUE and snapshot.as_of is None:
             # nothing to skip by: every row group, without turning their statistics into Python
             for i in range(md.num_row_groups):
                 wanted.append(i)
@@ -204,7 +197,7 @@ def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex
             for i in range(md.num_row_groups):
                 rg_stats, rg_min_time = _row_group_stats(md, i, leaves)
                 if not (snapshot.as_of is not None and rg_min_time is not None and rg_min_time > snapshot.as_of) \
-                        and ex.might_match(skip, rg_stats):
+                        and interp.might_match(skip, rg_stats):
                     wanted.append(i)
                     starts.append(offset)
                 offset += md.row_group(i).num_rows
