@@ -240,8 +240,8 @@ def _pushed_may_hold(e: ex.Expr, stats: PartStats) -> bool:
         return True
     try:
         return _pushed_might(e, cs, stats.rows)
-    except (TypeError, ValueError, decimal.InvalidOperation):
-        return True  # a literal that does not compare with the column: be conservative
+    except (TypeError, ValueError, AttributeError, decimal.InvalidOperation):
+        return True  # a literal (or a bound) that does not compare with the column: be conservative
 
 
 def _stored_key(value: Any, type_: str) -> Any:
