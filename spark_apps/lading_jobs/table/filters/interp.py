@@ -1,8 +1,9 @@
 """The ResultSpec interpreter: what may an expression return over one part's rows?
 
-The one evaluator of ``table.filters.expr`` trees over statistics. Abstract interpretation over
-a part's (or a row group's) statistics (seed 004): every node of a tree evaluates to a ``Spec`` — may it be NULL, may it fail (an ANSI
-error: overflow, an invalid cast), and an inclusive range of its non-null values.
+The one evaluator of ``table.filters.expr`` trees over statistics. Abstract interpretation
+over a part's (or a row group's) statistics (seed 004): every node of a tree evaluates to a
+``Spec`` — may it be NULL, may it fail (an ANSI error: overflow, an invalid cast), and an
+inclusive range of its non-null values.
 Columns take theirs from the part's statistics (a missing bound: unbounded; a
 truncated string bound is still a bound), literals are exact, the query's current
 time is the range ``Env`` gives. A function is *annotated* when this module knows
@@ -14,7 +15,11 @@ A pushed predicate (``expr.Pred``, from the filters Spark pushes into a source) 
 boolean leaf read by the inclusive rules of pushed filters (``pushed_spec``): it may be TRUE
 unless the raw statistics prove no row satisfies it, FALSE unless they prove its negation
 holds for no row, and it never fails; ``and`` / ``or`` / ``not`` over such leaves are the
-same three-valued logic as over any other tree.
+same three-valued logic as over any other tree. Its rules are not ``_comparison``'s: they
+read the raw bounds (truncation flags; infinite bounds of in-memory statistics, where
+``column_spec`` reads an infinity as no bound), never skip on a NaN literal but ``> NaN``, and
+answer "might" for a literal that does not fit the column; these answers are the pushed
+filters' since before the two trees were one, and no pruning decision changed with them.
 
 A filter keeps a part unless its Spec can be neither TRUE nor an error
 (``might_match``): Spark would raise on an error, so a part where the filter may
