@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from lading_jobs.table.filters import vexpr as vx
+from lading_jobs.table.filters import expr as vx
 
 
 def boolean_trees(leaves: st.SearchStrategy[vx.Node], max_leaves: int) -> st.SearchStrategy[vx.Node]:

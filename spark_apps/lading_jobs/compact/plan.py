@@ -47,7 +47,6 @@ from typing import Any
 from lading_jobs.table import format as fmt
 from lading_jobs.table.filters import expr as ex
 from lading_jobs.table.filters import interp
-from lading_jobs.table.filters import vexpr as vx
 from lading_jobs.table.log.commits import Part, Snapshot
 
 SMALL_FRACTION = 0.5
@@ -68,7 +67,7 @@ class Options:
     max_bytes_per_run: int | None = None
     scope: ex.Expr | None = None  # bound to the table's schema
     cluster_column: int | None = None  # id of sortBy's first column: packs parts of nearby values together
-    scope_tree: tuple[vx.Node, interp.Env] | None = None  # scope's filter again, for table.filters.interp
+    scope_tree: tuple[ex.Node, interp.Env] | None = None  # scope's filter again, for table.filters.interp
 
 
 @dataclass(frozen=True)
@@ -104,7 +103,7 @@ class Plan:
 def is_candidate(part: Part, options: Options) -> bool:
     if part.size >= SMALL_FRACTION * options.target_file_size:
         return False
-    if options.scope is not None and not ex.might_match(options.scope, part.stats):
+    if options.scope is not None and not interp.might_match(options.scope, part.stats):
         return False
     if options.scope_tree is None:
         return True

@@ -20,7 +20,6 @@ from typing import Any
 
 from lading_jobs.table.filters import catalyst
 from lading_jobs.table.filters import expr as ex
-from lading_jobs.table.filters import vexpr as vx
 from lading_jobs.table.schema import TableSchema
 from lading_jobs.unload import sqlshape
 from lading_spec.errors import SpecError
@@ -130,14 +129,16 @@ def _translate(node: Any, negated: bool) -> ex.Expr:
 
 
 def bind_filter(spark: Any, text: str, schema: TableSchema) -> ex.Expr:
-    """``text`` analysed by Spark against ``schema`` and bound for ``ex.might_match``."""
+    """``text`` analysed by Spark against ``schema``, its pushed-predicate form bound for
+    ``interp.might_match``."""
     return scope_filters(spark, text, schema)[0]
 
 
-def scope_filters(spark: Any, text: str, schema: TableSchema) -> tuple[ex.Expr, vx.Node]:
-    """``text`` analysed by Spark against ``schema``: bound for ``ex.might_match``, and as a
-    ``table.filters.vexpr`` tree for the ResultSpec interpreter (``table.filters.interp``), which also skips
-    parts by filters over expressions (``date_trunc('DAY', ts) = …``, ``id * 2 + 1 < 100``)."""
+def scope_filters(spark: Any, text: str, schema: TableSchema) -> tuple[ex.Expr, ex.Node]:
+    """``text`` analysed by Spark against ``schema``, as two ``table.filters.expr`` trees for the
+    interpreter (``table.filters.interp``): ``Pred`` leaves, bound, and the whole condition
+    (``table.filters.catalyst.convert``), which also skips parts by filters over expressions
+    (``date_trunc('DAY', ts) = …``, ``id * 2 + 1 < 100``)."""
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
@@ -167,18 +168,18 @@ def scope_filters(spark: Any, text: str, schema: TableSchema) -> tuple[ex.Expr, 
     return _bind_leaves(tree, schema), _value_tree(plan, schema)
 
 
-def _value_tree(plan: Any, schema: TableSchema) -> vx.Node:
+def _value_tree(plan: Any, schema: TableSchema) -> ex.Node:
     """The Filter's condition over the table's columns (``table.filters.catalyst.convert``)."""
     from lading_jobs.formats import spark as spark_formats
 
     spark_schema = spark_formats.transfer_schema(schema.spark_schema())
     types = {f.name: f.dataType.simpleString() for f in spark_schema.fields}
-    columns: dict[int, vx.Node] = {}
+    columns: dict[int, ex.Node] = {}
     for a in _seq(plan.child().output()):
         c = schema.find(str(a.name()))
         if c is not None and types.get(c.name) == str(a.dataType().simpleString()):
-            columns[int(a.exprId().id())] = vx.Col(types[c.name], c.id)
-    return catalyst.substitute(catalyst.convert(plan.condition()), lambda r: columns.get(r.expr_id, vx.Opaque(r.type)))
+            columns[int(a.exprId().id())] = ex.Col(types[c.name], c.id)
+    return catalyst.substitute(catalyst.convert(plan.condition()), lambda r: columns.get(r.expr_id, ex.Opaque(r.type)))
 
 
 def _seq(value: Any) -> list[Any]:
@@ -187,10 +188,9 @@ def _seq(value: Any) -> list[Any]:
 
 def _bind_leaves(e: ex.Expr, schema: TableSchema) -> ex.Expr:
     """Bind each predicate; one that cannot be evaluated on statistics becomes "might match"."""
-    if isinstance(e, ex.And):
-        return ex.And(_bind_leaves(e.left, schema), _bind_leaves(e.right, schema))
-    if isinstance(e, ex.Or):
-        return ex.Or(_bind_leaves(e.left, schema), _bind_leaves(e.right, schema))
+    if ex.is_call(e, "and", "or"):
+        assert isinstance(e, ex.Call)
+        return ex.call(e.fn, *(_bind_leaves(a, schema) for a in e.args))
     if isinstance(e, ex.Pred):
         try:
             return ex.bind(e, schema)

@@ -10,7 +10,7 @@ written, the empty string as NULL (Hive and Spark read it so too).
 
 Listing (``list_partitioned``) walks the tree one level at a time (``Storage.list_level``): a
 directory is entered only when the filters pushed on the partition columns may hold for its
-value (the inclusive evaluator of ``table.filters.expr``, the other columns still unknown, so
+value (the inclusive rules of ``table.filters.interp``, the other columns still unknown, so
 "might match"), so a pruned directory is never listed. Files must all lie at the same depth,
 under one ``col=value`` directory per partition column, in the same order.
 
@@ -217,9 +217,10 @@ def constant_columns(values: tuple[str | None, ...], types: Sequence[tuple[str, 
 def pruner(filters: Sequence[Any], types: Sequence[tuple[str, str]]) -> Prune | None:
     """A ``Prune`` from Spark's pushed filters (``pyspark.sql.datasource``) on the partition
     columns: a directory is skipped only when some filter can hold for no row of it (the
-    inclusive evaluator of ``table.filters.expr``, conservative for anything it cannot tell); None
+    inclusive rules of ``table.filters.interp``, conservative for anything it cannot tell); None
     when no filter is on a partition column."""
     from lading_jobs.table.filters import expr as ex
+    from lading_jobs.table.filters import interp
     from lading_jobs.table.schema import TableSchema
     from lading_jobs.table.stats.part import ColumnStats, PartStats, to_stats_domain
 
@@ -253,6 +254,6 @@ def pruner(filters: Sequence[Any], types: Sequence[tuple[str, str]]) -> Prune | 
             else:
                 v = to_stats_domain(parsed, naive_utc=c.type == "timestamp_ntz")
                 stats[c.id] = ColumnStats(nulls=0, min=v, max=v) if v is not None else ColumnStats(0, None, None)
-        return ex.might_match(predicate, PartStats(rows=1, columns=stats))
+        return interp.might_match(predicate, PartStats(rows=1, columns=stats))
 
     return may_hold

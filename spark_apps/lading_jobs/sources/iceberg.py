@@ -244,14 +244,14 @@ def _iceberg_literal(value: Any, t: it.IcebergType) -> Any:
 
 def to_iceberg(e: ex.Expr, schema: Schema) -> ie.BooleanExpression | None:
     """A lading filter (unbound, by column name) as a pyiceberg expression, or None."""
-    if isinstance(e, ex.Not):
-        child = to_iceberg(e.child, schema)
+    if isinstance(e, ex.Call) and e.fn == "not":
+        child = to_iceberg(e.args[0], schema)
         return None if child is None else ie.Not(child)
-    if isinstance(e, ex.And | ex.Or):
-        left, right = to_iceberg(e.left, schema), to_iceberg(e.right, schema)
+    if isinstance(e, ex.Call) and e.fn in ("and", "or"):
+        left, right = to_iceberg(e.args[0], schema), to_iceberg(e.args[1], schema)
         if left is None or right is None:
-            return None if isinstance(e, ex.Or) or (left is None and right is None) else (left or right)
-        return ie.And(left, right) if isinstance(e, ex.And) else ie.Or(left, right)
+            return None if e.fn == "or" or (left is None and right is None) else (left or right)
+        return ie.And(left, right) if e.fn == "and" else ie.Or(left, right)
     if not isinstance(e, ex.Pred):
         return None
     found = schema.find_field(e.name, case_sensitive=False) if _has(schema, e.name) else None

@@ -21,6 +21,7 @@ from lading_jobs.formats import types as format_types
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import format as fmt
 from lading_jobs.table.filters import expr as ex
+from lading_jobs.table.filters import interp
 from lading_jobs.table.log.commits import Part, Snapshot
 from lading_jobs.table.schema import conform, field_id
 from lading_jobs.table.stats.part import ColumnStats, PartStats, to_stats_domain
@@ -33,13 +34,7 @@ def skipping_predicate(snapshot: Snapshot, predicate: ex.Expr | None) -> ex.Expr
     if snapshot.envelope != "upsert":
         return predicate
     key_ids = {snapshot.schema.column(k).id for k in snapshot.key_columns}
-    return ex.and_all([c for c in _conjuncts(predicate) if ex.column_ids(c) <= key_ids])
-
-
-def _conjuncts(e: ex.Expr) -> list[ex.Expr]:
-    if isinstance(e, ex.And):
-        return _conjuncts(e.left) + _conjuncts(e.right)
-    return [e]
+    return ex.and_all([c for c in ex.conjuncts(predicate) if ex.column_ids(c) <= key_ids])
 
 
 def _leaf_fields(arrow_schema: pa.Schema) -> list[tuple[int | None, bool]]:
@@ -100,7 +95,7 @@ def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex
         columns = [fld.name for fld, fid in zip(arrow_schema, ids, strict=True) if fid in keep_ids]
         md = pf.metadata
         wanted, starts, offset = [], [], 0
-        if isinstance(skip, ex.AlwaysTrue) and snapshot.as_of is None:
+        if skip == ex.TRUE and snapshot.as_of is None:
             # nothing to skip by: every row group, without turning their statistics into Python
             for i in range(md.num_row_groups):
                 wanted.append(i)
@@ -111,7 +106,7 @@ def read_part(storage: st.Storage, snapshot: Snapshot, part: Part, predicate: ex
             for i in range(md.num_row_groups):
                 rg_stats, rg_min_time = _row_group_stats(md, i, leaves)
                 if not (snapshot.as_of is not None and rg_min_time is not None and rg_min_time > snapshot.as_of) \
-                        and ex.might_match(skip, rg_stats):
+                        and interp.might_match(skip, rg_stats):
                     wanted.append(i)
                     starts.append(offset)
                 offset += md.row_group(i).num_rows

@@ -42,7 +42,6 @@ from lading_jobs.table import consolidate as cons
 from lading_jobs.table import format as fmt
 from lading_jobs.table.filters import catalyst, interp
 from lading_jobs.table.filters import expr as ex
-from lading_jobs.table.filters import vexpr as vx
 from lading_jobs.table.log.commits import (
     Part,
     Snapshot,
@@ -63,7 +62,7 @@ APPEND_TASK_BYTES = 64 * 1024**2
 def part_might_match(part: Part, predicate: ex.Expr, as_of: int | None) -> bool:
     if as_of is not None and part.stats.min_time is not None and part.stats.min_time > as_of:
         return False
-    return ex.might_match(predicate, part.stats)
+    return interp.might_match(predicate, part.stats)
 
 
 @dataclass(frozen=True)
@@ -71,13 +70,13 @@ class ScanFilter:
     """The filter Spark's plan puts on a table's scan (``table.filters.catalyst.scan_filters``), for the
     ResultSpec interpreter (``table.filters.interp``), with the query's settings."""
 
-    tree: vx.Node
+    tree: ex.Node
     env: interp.Env
     version: int | None = None
     """The commit whose column ids ``tree`` names: the read is pinned to it."""
 
     def to_options(self) -> dict[str, str]:
-        out = {"scanFilter": vx.to_json(self.tree), "scanFilterZone": self.env.time_zone}
+        out = {"scanFilter": ex.to_json(self.tree), "scanFilterZone": self.env.time_zone}
         if self.env.now_lo is not None:
             out["scanFilterNow"] = str(self.env.now_lo)
         return out
@@ -89,10 +88,10 @@ class ScanFilter:
             return None
         now = options.get("scanFilterNow") or options.get("scanfilternow")
         zone = options.get("scanFilterZone") or options.get("scanfilterzone") or "UTC"
-        return cls(vx.from_json(tree), interp.Env(now_lo=int(now) if now else None, time_zone=zone))
+        return cls(ex.from_json(tree), interp.Env(now_lo=int(now) if now else None, time_zone=zone))
 
 
-def skipping_tree(snapshot: Snapshot, scan_filter: ScanFilter | None) -> vx.Node | None:
+def skipping_tree(snapshot: Snapshot, scan_filter: ScanFilter | None) -> ex.Node | None:
     """The part of ``scan_filter`` that may skip parts: in an upsert table, its conjuncts over
     key columns only (see the module doc)."""
     if scan_filter is None:
@@ -100,8 +99,8 @@ def skipping_tree(snapshot: Snapshot, scan_filter: ScanFilter | None) -> vx.Node
     tree = scan_filter.tree
     if snapshot.envelope == "upsert":
         key_ids = {snapshot.schema.column(k).id for k in snapshot.key_columns}
-        tree = vx.and_all([c for c in vx.conjuncts(tree) if vx.column_ids(c) <= key_ids])
-    return None if vx.is_trivial(tree) else tree
+        tree = ex.and_all([c for c in ex.conjuncts(tree) if ex.column_ids(c) <= key_ids])
+    return None if ex.is_trivial(tree) else tree
 
 
 def plan_scan(snapshot: Snapshot, predicate: ex.Expr | None = None,

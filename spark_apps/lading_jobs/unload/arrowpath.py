@@ -311,8 +311,8 @@ def table_filter(condition: sqlshape.Expr, schema: Any) -> Any:
         if e.name in ("And", "Or"):
             left, right = conv(e.args[0]), conv(e.args[1])
             if e.name == "And":
-                return ex.and_all([x for x in (left, right) if not isinstance(x, ex.AlwaysTrue)])
-            if isinstance(left, ex.AlwaysTrue) or isinstance(right, ex.AlwaysTrue):
+                return ex.and_all([x for x in (left, right) if x != ex.TRUE])
+            if ex.TRUE in (left, right):
                 return ex.AlwaysTrue()
             return ex.Or(left, right)
         col = e.args[0] if e.args else None

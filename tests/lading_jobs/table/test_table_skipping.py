@@ -15,6 +15,7 @@ from lading_jobs import storage as st
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
 from lading_jobs.table.filters import expr as ex
+from lading_jobs.table.filters import interp
 from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_jobs.table.stats.part import ColumnStats, PartStats, column_stats, truncate_upper
@@ -141,20 +142,20 @@ def bound(op: str, value: Any, type_: str = "bigint") -> ex.Pred:
     ("ne", 5, True), ("isnull", None, True), ("notnull", None, True),
 ])
 def test_evaluator_on_integer_bounds(op: str, value: Any, expected: bool) -> None:
-    assert ex.might_match(bound(op, value), stats_of(ColumnStats(nulls=2, min=3, max=10))) is expected
+    assert interp.might_match(bound(op, value), stats_of(ColumnStats(nulls=2, min=3, max=10))) is expected
 
 
 def test_evaluator_is_conservative_and_handles_not() -> None:
-    assert ex.might_match(bound("eq", 1), PartStats(rows=5))  # no statistics: might match
-    assert ex.might_match(bound("eq", "x"), stats_of(ColumnStats(0, 3, 10)))  # literal of another type
-    assert not ex.might_match(bound("isnull", None), stats_of(ColumnStats(0, 3, 10)))
-    assert not ex.might_match(bound("eq", 3), stats_of(ColumnStats(10)))  # all null
+    assert interp.might_match(bound("eq", 1), PartStats(rows=5))  # no statistics: might match
+    assert interp.might_match(bound("eq", "x"), stats_of(ColumnStats(0, 3, 10)))  # literal of another type
+    assert not interp.might_match(bound("isnull", None), stats_of(ColumnStats(0, 3, 10)))
+    assert not interp.might_match(bound("eq", 3), stats_of(ColumnStats(10)))  # all null
     constant = stats_of(ColumnStats(0, 4, 4))
-    assert not ex.might_match(ex.Not(bound("eq", 4)), constant)
-    assert ex.might_match(ex.Not(bound("eq", 5)), constant)
-    assert not ex.might_match(ex.Or(bound("lt", 4), bound("gt", 4)), constant)
-    assert ex.might_match(ex.And(bound("ge", 4), ex.Not(bound("in", (1, 2)))), constant)
-    assert not ex.might_match(ex.Not(ex.Or(bound("eq", 4), bound("eq", 9))), constant)
+    assert not interp.might_match(ex.Not(bound("eq", 4)), constant)
+    assert interp.might_match(ex.Not(bound("eq", 5)), constant)
+    assert not interp.might_match(ex.Or(bound("lt", 4), bound("gt", 4)), constant)
+    assert interp.might_match(ex.And(bound("ge", 4), ex.Not(bound("in", (1, 2)))), constant)
+    assert not interp.might_match(ex.Not(ex.Or(bound("eq", 4), bound("eq", 9))), constant)
 
 
 def test_truncated_string_bounds_stay_bounds() -> None:
@@ -164,12 +165,12 @@ def test_truncated_string_bounds_stay_bounds() -> None:
     assert s.min <= long_a and s.max >= long_b and len(s.max) <= fmt.STRING_STATS_LENGTH
     st_ = stats_of(s, rows=3)
     for value in (long_a, long_b):  # the real values must never be skipped
-        assert ex.might_match(bound("eq", value, "string"), st_)
-        assert ex.might_match(bound("startswith", value[:70], "string"), st_)
+        assert interp.might_match(bound("eq", value, "string"), st_)
+        assert interp.might_match(bound("startswith", value[:70], "string"), st_)
     # A truncated upper bound is not a value: NOT = must not use it as one.
     equal = stats_of(column_stats(pa.array(["z" * 80, "z" * 80])), rows=2)
-    assert ex.might_match(ex.Not(bound("eq", "z" * 64, "string")), equal)
-    assert not ex.might_match(bound("startswith", "c", "string"), st_)
+    assert interp.might_match(ex.Not(bound("eq", "z" * 64, "string")), equal)
+    assert not interp.might_match(bound("startswith", "c", "string"), st_)
     assert truncate_upper("\U0010ffff" * 70)[0] is None  # no upper bound exists: none is kept
 
 

@@ -20,6 +20,7 @@ from lading_jobs.formats import types as ftypes
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
 from lading_jobs.table.filters import expr as ex
+from lading_jobs.table.filters import interp
 from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import SchemaError, TableSchema
 from lading_jobs.table.stats.part import PartStats
@@ -122,9 +123,9 @@ def test_comparisons_on_unordered_types_are_not_pushed() -> None:
     id_ = SCHEMA.column("ymi").id
     from lading_jobs.table.stats.part import ColumnStats
 
-    assert not ex.might_match(bound, PartStats(3, columns={id_: ColumnStats(0, 0, 12)}))
+    assert not interp.might_match(bound, PartStats(3, columns={id_: ColumnStats(0, 0, 12)}))
     # nested columns: statistics of their leaves never reach the evaluator, so nothing is skipped
-    assert ex.might_match(ex.bind(ex.Pred("notnull", "st"), SCHEMA),
+    assert interp.might_match(ex.bind(ex.Pred("notnull", "st"), SCHEMA),
                           PartStats(3, columns={SCHEMA.column("st").id: ColumnStats(None)}))
 
 

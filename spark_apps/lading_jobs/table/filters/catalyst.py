@@ -1,4 +1,4 @@
-"""Spark's plans to ``table.filters.vexpr`` trees: the filter that sits on a table's scan.
+"""Spark's plans to ``table.filters.expr`` trees: the filter that sits on a table's scan.
 
 Two thin steps, through py4j. ``convert`` turns one Catalyst expression into the
 tree the interpreter knows: comparisons, logic, ``IN``, the annotated functions
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lading_jobs.table.filters import vexpr as vx
+from lading_jobs.table.filters import expr as ex
 
 _COMPARE = {"EqualTo": "eq", "LessThan": "lt", "LessThanOrEqual": "le", "GreaterThan": "gt",
             "GreaterThanOrEqual": "ge", "EqualNullSafe": "eqns"}
@@ -45,7 +45,7 @@ _PASS_THROUGH = ("SubqueryAlias", "View", "Sort", "Distinct", "Deduplicate", "Re
 
 
 @dataclass(frozen=True)
-class Ref(vx.Node):
+class Ref(ex.Node):
     """An attribute of some plan node's output, by Catalyst expression id (resolved by ``scan_filters``)."""
 
     expr_id: int
@@ -68,7 +68,7 @@ def _has_time(node: Any) -> bool:
 
 
 def literal(value: Any, type_: str) -> Any:
-    """A Catalyst internal value as a ``vexpr`` literal value (the statistics domain)."""
+    """A Catalyst internal value as a ``table.filters.expr`` literal value (the statistics domain)."""
     import decimal
 
     if value is None:
@@ -93,12 +93,12 @@ class _Unknown(Exception):
     pass
 
 
-def convert(node: Any, common: dict[int, vx.Node] | None = None) -> vx.Node:
-    """One Catalyst expression as a ``vexpr`` tree, attributes as ``Ref``."""
+def convert(node: Any, common: dict[int, ex.Node] | None = None) -> ex.Node:
+    """One Catalyst expression as a ``table.filters.expr`` tree, attributes as ``Ref``."""
     try:
         return _convert(node, common or {})
     except _Unknown:
-        return vx.Opaque(_type(node))
+        return ex.Opaque(_type(node))
 
 
 def _eval_mode(node: Any) -> str:
@@ -108,60 +108,60 @@ def _eval_mode(node: Any) -> str:
         return "ANSI"
 
 
-def _convert(node: Any, common: dict[int, vx.Node]) -> vx.Node:  # noqa: C901 - one case per node class
+def _convert(node: Any, common: dict[int, ex.Node]) -> ex.Node:  # noqa: C901 - one case per node class
     name, type_ = _name(node), _type(node)
     kids = _seq(node.children())
     if name == "AttributeReference":
         return Ref(type_, int(node.exprId().id()))
     if name in _TIME:
-        return vx.Now(_TIME[name])
+        return ex.Now(_TIME[name])
     if name == "Literal" or (node.foldable() and node.deterministic() and not _has_time(node)):
         try:
-            return vx.Lit(type_, literal(node.eval(None), type_))
+            return ex.Lit(type_, literal(node.eval(None), type_))
         except _Unknown:
-            return vx.Opaque(type_)
+            return ex.Opaque(type_)
     if name in _COMPARE:
-        return vx.call(_COMPARE[name], *(convert(c, common) for c in kids))
+        return ex.call(_COMPARE[name], *(convert(c, common) for c in kids))
     if name in ("And", "Or"):
-        return vx.call(name.lower(), *(convert(c, common) for c in kids))
+        return ex.call(name.lower(), *(convert(c, common) for c in kids))
     if name in _UNARY:
-        return vx.call(_UNARY[name], convert(kids[0], common), type=type_)
+        return ex.call(_UNARY[name], convert(kids[0], common), type=type_)
     if name == "In":
-        return vx.call("in", convert(node.value(), common), *(convert(c, common) for c in _seq(node.list())))
+        return ex.call("in", convert(node.value(), common), *(convert(c, common) for c in _seq(node.list())))
     if name in _ARITH:
-        return vx.call(_ARITH[name], *(convert(c, common) for c in kids), type=type_, params=(_eval_mode(node),))
+        return ex.call(_ARITH[name], *(convert(c, common) for c in kids), type=type_, params=(_eval_mode(node),))
     if name == "UnaryMinus":
         mode = "ANSI" if bool(node.failOnError()) else "LEGACY"
-        return vx.call("neg", convert(kids[0], common), type=type_, params=(mode,))
+        return ex.call("neg", convert(kids[0], common), type=type_, params=(mode,))
     if name == "Cast":
-        return vx.call("cast", convert(kids[0], common), type=type_, params=(_eval_mode(node),))
+        return ex.call("cast", convert(kids[0], common), type=type_, params=(_eval_mode(node),))
     if name in ("TimestampAddInterval", "TimeAdd"):
-        return vx.call("time_add", convert(kids[0], common), convert(kids[1], common), type=type_)
+        return ex.call("time_add", convert(kids[0], common), convert(kids[1], common), type=type_)
     if name in ("TimestampAddYMInterval", "DateAddYMInterval", "AddMonths"):
-        return vx.call("add_months", *(convert(c, common) for c in kids), type=type_)
+        return ex.call("add_months", *(convert(c, common) for c in kids), type=type_)
     if name in ("DateAdd", "DateSub"):
-        return vx.call("date_add" if name == "DateAdd" else "date_sub", *(convert(c, common) for c in kids), type=type_)
+        return ex.call("date_add" if name == "DateAdd" else "date_sub", *(convert(c, common) for c in kids), type=type_)
     if name == "TruncTimestamp" and kids[0].foldable():
-        return vx.call("date_trunc", convert(kids[1], common), type=type_, params=(str(kids[0].eval(None)),))
+        return ex.call("date_trunc", convert(kids[1], common), type=type_, params=(str(kids[0].eval(None)),))
     if name == "TruncDate" and kids[1].foldable():
-        return vx.call("trunc", convert(kids[0], common), type=type_, params=(str(kids[1].eval(None)),))
+        return ex.call("trunc", convert(kids[0], common), type=type_, params=(str(kids[1].eval(None)),))
     if name == "UnixTimestamp" and kids:
-        return vx.call("unix_timestamp", convert(kids[0], common), type=type_)
+        return ex.call("unix_timestamp", convert(kids[0], common), type=type_)
     if name == "Coalesce":
-        return vx.call("coalesce", *(convert(c, common) for c in kids), type=type_)
+        return ex.call("coalesce", *(convert(c, common) for c in kids), type=type_)
     if name == "GetStructField":
         return _from_json_field(node, type_, common)
     if name == "GetJsonObject" and kids[1].foldable() and _type(kids[1]) == "string":
         path = kids[1].eval(None)
         if path is None:
-            return vx.Opaque(type_)
-        return vx.call("get_json_object", convert(kids[0], common), type=type_, params=(str(path.toString()),))
+            return ex.Opaque(type_)
+        return ex.call("get_json_object", convert(kids[0], common), type=type_, params=(str(path.toString()),))
     if name == "VariantGet" and kids[1].foldable() and _type(kids[1]) == "string":
         path = kids[1].eval(None)
         if path is None:
-            return vx.Opaque(type_)
+            return ex.Opaque(type_)
         mode = "ANSI" if bool(node.failOnError()) else "TRY"
-        return vx.call("variant_get", convert(kids[0], common), type=type_, params=(str(path.toString()), mode))
+        return ex.call("variant_get", convert(kids[0], common), type=type_, params=(str(path.toString()), mode))
     if name == "Alias":
         return convert(kids[0], common)
     if name == "With":  # a common sub-expression (BETWEEN's operand): its definitions, then its body
@@ -171,14 +171,14 @@ def _convert(node: Any, common: dict[int, vx.Node]) -> vx.Node:  # noqa: C901 - 
         return convert(node.child(), defs)
     if name == "CommonExpressionRef":
         found = common.get(int(node.id().id()))
-        return found if found is not None else vx.Opaque(type_)
+        return found if found is not None else ex.Opaque(type_)
     replacement = _replacement(node)
     if replacement is not None:
         return convert(replacement, common)
-    return vx.Opaque(type_)
+    return ex.Opaque(type_)
 
 
-def _from_json_field(node: Any, type_: str, common: dict[int, vx.Node]) -> vx.Node:
+def _from_json_field(node: Any, type_: str, common: dict[int, ex.Node]) -> ex.Node:
     """``from_json(col, schema).a.b`` (fields of a ``JsonToStructs`` without options) as a
     ``from_json_field`` call with the field names as parameters; any other field access: Opaque."""
     names: list[str] = []
@@ -188,8 +188,8 @@ def _from_json_field(node: Any, type_: str, common: dict[int, vx.Node]) -> vx.No
         names.append(str(child.dataType().fields()[int(cur.ordinal())].name()))
         cur = child
     if _name(cur) != "JsonToStructs" or not bool(cur.options().isEmpty()):
-        return vx.Opaque(type_)
-    return vx.call("from_json_field", convert(cur.child(), common), type=type_, params=tuple(reversed(names)))
+        return ex.Opaque(type_)
+    return ex.call("from_json_field", convert(cur.child(), common), type=type_, params=tuple(reversed(names)))
 
 
 def _replacement(node: Any) -> Any:
@@ -200,23 +200,23 @@ def _replacement(node: Any) -> Any:
 
 
 # -- filters on scans -----------------------------------------------------------------------
-def substitute(node: vx.Node, f: Callable[[Ref], vx.Node]) -> vx.Node:
+def substitute(node: ex.Node, f: Callable[[Ref], ex.Node]) -> ex.Node:
     if isinstance(node, Ref):
         return f(node)
-    if isinstance(node, vx.Call):
-        return vx.Call(node.type, node.fn, tuple(substitute(a, f) for a in node.args), node.params)
+    if isinstance(node, ex.Call):
+        return ex.Call(node.type, node.fn, tuple(substitute(a, f) for a in node.args), node.params)
     return node
 
 
-def _refs(node: vx.Node) -> set[int]:
+def _refs(node: ex.Node) -> set[int]:
     if isinstance(node, Ref):
         return {node.expr_id}
-    if isinstance(node, vx.Call):
+    if isinstance(node, ex.Call):
         return set().union(*(_refs(a) for a in node.args)) if node.args else set()
     return set()
 
 
-def _lookup(aliases: dict[int, vx.Node]) -> Callable[[Ref], vx.Node]:
+def _lookup(aliases: dict[int, ex.Node]) -> Callable[[Ref], ex.Node]:
     return lambda r: aliases.get(r.expr_id, r)
 
 
@@ -249,17 +249,17 @@ def _all_relations(plan: Any, counts: dict[str, int]) -> None:
             counts[view] = counts.get(view, 0) + 1
 
 
-def scan_filters(plan: Any) -> dict[str, tuple[vx.Node, str | None]]:
+def scan_filters(plan: Any) -> dict[str, tuple[ex.Node, str | None]]:
     """Per view (lower case) scanned exactly once in the analysed ``plan``: the conjunction of
     the filters that constrain its rows, over its columns (``COLUMNS_OPTION``), and the
     relation's ``version`` option (the commit whose column ids the tree names); views with
     no such filter are left out."""
     counts: dict[str, int] = {}
     _all_relations(plan, counts)
-    found: dict[str, list[vx.Node]] = {}
+    found: dict[str, list[ex.Node]] = {}
     versions: dict[str, str | None] = {}
 
-    def at_relation(node: Any, pending: list[vx.Node]) -> None:
+    def at_relation(node: Any, pending: list[ex.Node]) -> None:
         view = _relation_view(node)
         if view is None or counts.get(view) != 1 or not pending:
             return
@@ -267,27 +267,27 @@ def scan_filters(plan: Any) -> dict[str, tuple[vx.Node, str | None]]:
         if raw is None:
             return
         known = json.loads(str(raw))
-        by_id: dict[int, vx.Node] = {}
+        by_id: dict[int, ex.Node] = {}
         for a in _seq(node.output()):
             hit = known.get(str(a.name()).lower())
             if hit is not None and hit[1] == _type(a):
-                by_id[int(a.exprId().id())] = vx.Col(hit[1], hit[0])
-        trees = [substitute(p, lambda r: by_id.get(r.expr_id, vx.Opaque(r.type))) for p in pending]
-        trees = [t for t in trees if not vx.is_trivial(t)]
+                by_id[int(a.exprId().id())] = ex.Col(hit[1], hit[0])
+        trees = [substitute(p, lambda r: by_id.get(r.expr_id, ex.Opaque(r.type))) for p in pending]
+        trees = [t for t in trees if not ex.is_trivial(t)]
         if trees:
             found[view] = trees
             version = node.options().get("version")
             versions[view] = None if version is None else str(version)
 
-    stack: list[tuple[Any, list[vx.Node]]] = [(plan, [])]
+    stack: list[tuple[Any, list[ex.Node]]] = [(plan, [])]
     while stack:
         node, pending = stack.pop()
         name = _name(node)
         kids = _seq(node.children())
         if name == "Filter":
-            stack.append((kids[0], pending + vx.conjuncts(convert(node.condition()))))
+            stack.append((kids[0], pending + ex.conjuncts(convert(node.condition()))))
         elif name == "Project":
-            aliases: dict[int, vx.Node] = {}
+            aliases: dict[int, ex.Node] = {}
             for e in _seq(node.projectList()):
                 if _name(e) == "Alias":
                     aliases[int(e.exprId().id())] = convert(e.child())
@@ -298,7 +298,7 @@ def scan_filters(plan: Any) -> dict[str, tuple[vx.Node, str | None]]:
             left, right = kids
             join_type = str(node.joinType().toString())
             inner = join_type in ("Inner", "Cross")
-            extra = vx.conjuncts(convert(node.condition().get())) if inner and node.condition().isDefined() else []
+            extra = ex.conjuncts(convert(node.condition().get())) if inner and node.condition().isDefined() else []
             left_ids, right_ids = _output_ids(left), _output_ids(right)
             take_left = inner or join_type in ("LeftOuter", "LeftSemi", "LeftAnti")
             take_right = inner or join_type == "RightOuter"
@@ -307,4 +307,4 @@ def scan_filters(plan: Any) -> dict[str, tuple[vx.Node, str | None]]:
         else:
             at_relation(node, pending)
             stack.extend((k, []) for k in kids)
-    return {view: (vx.and_all(trees), versions[view]) for view, trees in found.items()}
+    return {view: (ex.and_all(trees), versions[view]) for view, trees in found.items()}

@@ -1,16 +1,37 @@
-"""Filter expressions: a small immutable tree, bound to column ids, evaluated against statistics.
+"""One expression tree for every filter lading evaluates: nodes, how they are built, JSON.
 
-``from_spark`` turns Spark's pushed filters (``pyspark.sql.datasource``) into the
-tree (None for what it cannot express); ``bind`` resolves names to column ids
-and types of one schema; ``might_match`` is the inclusive metrics evaluator: for
-a part's (or a row group's) statistics it answers *rows might match* or *no row
-can match*, and answers "might" whenever a statistic is missing, truncated in a
-way that matters, or a literal does not fit the column's type. ``NOT`` is pushed
-down by ``negate`` before evaluation. ``to_arrow`` builds the same predicate as a
-pyarrow compute expression for exact row-level filtering.
+**Nodes.** Every node carries its Spark SQL type (``simpleString``: ``bigint``,
+``decimal(10,2)``, ``timestamp``, ``interval day``, ...). ``Col`` is a table column by
+column id; ``Lit`` a constant in the statistics domain (``table.stats.part``: integers,
+floats, booleans and strings as themselves, decimals as ``Decimal``, dates as epoch days,
+timestamps and day-time intervals as microseconds; ``None`` is NULL); ``Now`` the query's
+current time; ``Call`` a named function of argument nodes with constant ``params`` (a
+unit, an eval mode); ``Opaque`` anything the builder does not know (it may be NULL, fail
+or be any value). ``Pred`` is a *pushed* predicate, one column by name against constants
+as Spark handed them over (``op`` in eq, ne, lt, le, gt, ge, in, notin, isnull, notnull,
+startswith, notstartswith; ``bind`` adds the column's id and type); it is a boolean leaf of
+the same tree. Logic is ``Call`` ``and`` / ``or`` / ``not`` everywhere (``And``, ``Or``,
+``Not`` build them), constants TRUE and FALSE are boolean ``Lit`` (``AlwaysTrue()``,
+``AlwaysFalse()``).
+
+**Built** two ways. From Spark's plan (``table.filters.catalyst``): whole expressions such as
+``date_trunc('DAY', ts) = DATE'2026-11-01'`` or ``id * 2 + 1 < 100`` become calls over
+``Col``, ``Lit`` and ``Now``, and travel to the data source's planning process as JSON
+(``to_json`` / ``from_json``). From the filters Spark pushes into a Python data source
+(``from_spark``, ``pyspark.sql.datasource``): ``Pred`` leaves joined by ``and`` / ``or`` /
+``not``, None for what the tree cannot express; ``bind`` resolves their names against one
+schema.
+
+**Evaluated** two ways, each over the whole tree. Three-valued over statistics by
+``table.filters.interp`` (the one interpreter: every node's possible values over a part's or a
+row group's statistics, ``Pred`` leaves by the inclusive rules written there, which
+answer "might match" whenever a statistic is missing, truncated in a way that matters, or a
+literal does not fit the column's type), and row-wise over Arrow batches by ``to_arrow``
+(pushed trees: ``Pred``, ``and`` / ``or`` / ``not`` and boolean constants; ``row_exact``
+says when Spark need not check its answer). ``negate`` pushes a NOT down to the leaves.
 
 Only columns whose stored values have a total order this module knows (integers,
-floats, booleans, strings, decimals, dates, timestamps) take comparisons;
+floats, booleans, strings, decimals, dates, timestamps) take pushed comparisons;
 ``bind`` refuses any other comparison (nested types, intervals, binary, time,
 variant) with ``NotPushable``, so Spark evaluates it and no part is skipped on it.
 
@@ -34,6 +55,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import functools
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -43,51 +65,130 @@ import pyarrow.compute as pc
 
 from lading_jobs.pushed import OUT_OF_RANGE as OUT_OF_RANGE
 from lading_jobs.table.schema import TableSchema, arrow_type, normalize_type
-from lading_jobs.table.stats.part import ColumnStats, PartStats, to_stats_domain
 
 
 @dataclass(frozen=True)
-class Expr:
-    pass
+class Node:
+    type: str
+
+
+Expr = Node
+"""The name pushed-filter code gives a tree."""
 
 
 @dataclass(frozen=True)
-class AlwaysTrue(Expr):
-    pass
+class Col(Node):
+    """A table column, by column id."""
+
+    column_id: int
 
 
 @dataclass(frozen=True)
-class AlwaysFalse(Expr):
-    pass
+class Lit(Node):
+    """A constant in the statistics domain; ``None`` is NULL."""
+
+    value: Any
 
 
 @dataclass(frozen=True)
-class Pred(Expr):
-    """A predicate on one column: ``op`` in eq, ne, lt, le, gt, ge, in, notin, isnull, notnull,
-    startswith, notstartswith. ``column_id``/``type`` are set by ``bind``."""
+class Now(Node):
+    """``current_timestamp()`` / ``now()`` (type ``timestamp``) or ``current_date()`` (``date``):
+    one instant per query, which the interpreter knows as a range (``interp.Env``)."""
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    """A function ``fn`` of ``args``; ``params`` are constant settings (a unit, an eval mode)."""
+
+    fn: str
+    args: tuple[Node, ...]
+    params: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class Opaque(Node):
+    """Anything: any value of ``type``, NULL, or an error."""
+
+
+@dataclass(frozen=True, init=False)
+class Pred(Node):
+    """A pushed predicate on one column (a boolean node): ``op`` in eq, ne, lt, le, gt, ge, in,
+    notin, isnull, notnull, startswith, notstartswith; ``value`` the constant (a tuple for in
+    and notin) as Spark hands it over, a Python value. ``column_id`` / ``column_type`` are set
+    by ``bind``; the fifth positional argument is the column type."""
 
     op: str
     name: str
-    value: Any = None
-    column_id: int = -1
-    type: str = ""
+    value: Any
+    column_id: int
+    column_type: str
+
+    def __init__(self, op: str, name: str, value: Any = None, column_id: int = -1,
+                 column_type: str = "") -> None:
+        for field, v in (("type", "boolean"), ("op", op), ("name", name), ("value", value),
+                         ("column_id", column_id), ("column_type", column_type)):
+            object.__setattr__(self, field, v)
 
 
-@dataclass(frozen=True)
-class Not(Expr):
-    child: Expr
+TRUE = Lit("boolean", True)
+FALSE = Lit("boolean", False)
 
 
-@dataclass(frozen=True)
-class And(Expr):
-    left: Expr
-    right: Expr
+def call(fn: str, *args: Node, type: str = "boolean", params: tuple[Any, ...] = ()) -> Call:  # noqa: A002
+    return Call(type, fn, tuple(args), params)
 
 
-@dataclass(frozen=True)
-class Or(Expr):
-    left: Expr
-    right: Expr
+def And(left: Node, right: Node) -> Call:
+    return call("and", left, right)
+
+
+def Or(left: Node, right: Node) -> Call:
+    return call("or", left, right)
+
+
+def Not(child: Node) -> Call:
+    return call("not", child)
+
+
+def AlwaysTrue() -> Lit:
+    return TRUE
+
+
+def AlwaysFalse() -> Lit:
+    return FALSE
+
+
+def is_call(node: Node, *fns: str) -> bool:
+    """``node`` is a ``Call`` of one of ``fns``."""
+    return isinstance(node, Call) and node.fn in fns
+
+
+def and_all(nodes: list[Node]) -> Node:
+    """The conjunction of ``nodes`` (TRUE for none; leading TRUEs dropped)."""
+    out: Node = TRUE
+    for n in nodes:
+        out = n if out == TRUE else call("and", out, n)
+    return out
+
+
+def conjuncts(node: Node) -> list[Node]:
+    if is_call(node, "and"):
+        assert isinstance(node, Call)
+        return [c for a in node.args for c in conjuncts(a)]
+    return [node]
+
+
+def column_ids(node: Node) -> set[int]:
+    if isinstance(node, Col | Pred):
+        return {node.column_id}
+    if isinstance(node, Call):
+        return set().union(*(column_ids(a) for a in node.args)) if node.args else set()
+    return set()
+
+
+def is_trivial(node: Node) -> bool:
+    """True when the tree can never skip a part: a TRUE literal, or no column at all."""
+    return node == TRUE or not column_ids(node)
 
 
 _NEGATED = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le", "in": "notin",
@@ -95,36 +196,27 @@ _NEGATED = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "l
             "notstartswith": "startswith"}
 
 
-def and_all(exprs: list[Expr]) -> Expr:
-    out: Expr = AlwaysTrue()
-    for e in exprs:
-        out = e if isinstance(out, AlwaysTrue) else And(out, e)
-    return out
-
-
 def negate(e: Expr) -> Expr:
-    """``NOT e`` with the negation pushed to the leaves (no ``Not`` remains)."""
-    if isinstance(e, AlwaysTrue):
-        return AlwaysFalse()
-    if isinstance(e, AlwaysFalse):
-        return AlwaysTrue()
-    if isinstance(e, Not):
-        return push_not(e.child)
-    if isinstance(e, And):
-        return Or(negate(e.left), negate(e.right))
-    if isinstance(e, Or):
-        return And(negate(e.left), negate(e.right))
-    assert isinstance(e, Pred)
-    return Pred(_NEGATED[e.op], e.name, e.value, e.column_id, e.type)
+    """``NOT e`` of a pushed tree (``Pred`` leaves, ``and`` / ``or`` / ``not``, TRUE and FALSE)
+    with the negation pushed to the leaves (no ``not`` remains)."""
+    if e == TRUE:
+        return FALSE
+    if e == FALSE:
+        return TRUE
+    if isinstance(e, Call) and e.fn == "not":
+        return push_not(e.args[0])
+    if isinstance(e, Call) and e.fn in ("and", "or"):
+        return call("or" if e.fn == "and" else "and", *(negate(a) for a in e.args))
+    assert isinstance(e, Pred), e
+    return Pred(_NEGATED[e.op], e.name, e.value, e.column_id, e.column_type)
 
 
 def push_not(e: Expr) -> Expr:
-    if isinstance(e, Not):
-        return negate(e.child)
-    if isinstance(e, And):
-        return And(push_not(e.left), push_not(e.right))
-    if isinstance(e, Or):
-        return Or(push_not(e.left), push_not(e.right))
+    """A pushed tree with every ``not`` pushed to the leaves."""
+    if isinstance(e, Call) and e.fn == "not":
+        return negate(e.args[0])
+    if isinstance(e, Call) and e.fn in ("and", "or"):
+        return Call(e.type, e.fn, tuple(push_not(a) for a in e.args), e.params)
     return e
 
 
@@ -222,7 +314,7 @@ def storage_kind(type_: str) -> str:
 
 
 def bind(e: Expr, schema: TableSchema) -> Expr:
-    """Resolve column names to ids and types; raises UnboundColumn for unknown names and
+    """Resolve the column names of a pushed tree's ``Pred`` leaves to ids and types; raises UnboundColumn for unknown names and
     NotPushable for comparisons on columns without a known order (see the module doc)."""
     if isinstance(e, Pred):
         c = schema.find(e.name)
@@ -232,126 +324,9 @@ def bind(e: Expr, schema: TableSchema) -> Expr:
         if e.op not in ("isnull", "notnull") and storage_kind(type_) == "other":
             raise NotPushable(f"{e.op} on {c.name} ({type_})")
         return Pred(e.op, c.name, e.value, c.id, type_)
-    if isinstance(e, Not):
-        return Not(bind(e.child, schema))
-    if isinstance(e, And):
-        return And(bind(e.left, schema), bind(e.right, schema))
-    if isinstance(e, Or):
-        return Or(bind(e.left, schema), bind(e.right, schema))
+    if isinstance(e, Call):
+        return Call(e.type, e.fn, tuple(bind(a, schema) for a in e.args), e.params)
     return e
-
-
-def column_ids(e: Expr) -> set[int]:
-    if isinstance(e, Pred):
-        return {e.column_id}
-    if isinstance(e, Not):
-        return column_ids(e.child)
-    if isinstance(e, And | Or):
-        return column_ids(e.left) | column_ids(e.right)
-    return set()
-
-
-# -- the inclusive metrics evaluator -----------------------------------------------------
-def might_match(e: Expr, stats: PartStats) -> bool:
-    """False only when the statistics prove no row can satisfy ``e`` (bound, any NOTs)."""
-    return _eval(push_not(e), stats)
-
-
-def _eval(e: Expr, stats: PartStats) -> bool:
-    if isinstance(e, AlwaysTrue):
-        return True
-    if isinstance(e, AlwaysFalse):
-        return False
-    if isinstance(e, And):
-        return _eval(e.left, stats) and _eval(e.right, stats)
-    if isinstance(e, Or):
-        return _eval(e.left, stats) or _eval(e.right, stats)
-    if isinstance(e, Not):  # pragma: no cover - push_not removes these
-        return True
-    assert isinstance(e, Pred)
-    cs = stats.columns.get(e.column_id)
-    if cs is None:
-        return True
-    try:
-        return _eval_pred(e, cs, stats.rows)
-    except (TypeError, ValueError, decimal.InvalidOperation):
-        return True  # a literal that does not compare with the column: be conservative
-
-
-def _key(value: Any, type_: str) -> Any:
-    if value is None:
-        return None
-    if storage_kind(type_) == "decimal":
-        return decimal.Decimal(str(value))
-    return value
-
-
-def _literal(value: Any, type_: str) -> Any:
-    """A filter literal in the stats domain of the column's type; raises TypeError if it does not fit."""
-    kind = storage_kind(type_)
-    v = to_stats_domain(value, naive_utc=kind == "timestamp_ntz")
-    if v is None:
-        raise TypeError("no stats-domain value")
-    if kind == "string" and not isinstance(v, str):
-        raise TypeError("string column, non-string literal")
-    if kind == "boolean" and not isinstance(v, bool):
-        raise TypeError("boolean column")
-    if kind in ("integer", "float") and (isinstance(v, bool) or not isinstance(v, int | float)):
-        raise TypeError("numeric column")
-    if kind == "other":
-        raise TypeError("no order known for this type")
-    return _key(v, type_)
-
-
-def _eval_pred(e: Pred, cs: ColumnStats, rows: int) -> bool:
-    all_null = cs.nulls is not None and cs.nulls == rows
-    if e.op == "isnull":
-        return cs.nulls is None or cs.nulls > 0
-    if e.op == "notnull":
-        return not all_null
-    if all_null:
-        return False  # every comparison with NULL is NULL, never true
-    if _is_nan(e.value) and e.op in _COMPARISONS and storage_kind(e.type) == "float":
-        return e.op != "gt"  # nothing is above NaN (see _nan_comparison); bounds never speak for NaN
-    lo, hi = _key(cs.min, e.type), _key(cs.max, e.type)
-    if e.op in ("in", "notin"):
-        values = [_literal(v, e.type) for v in e.value if v is not None]
-        if e.op == "in":
-            if not values:
-                return False
-            return any(_in_range(v, lo, hi) for v in values)
-        # NOT IN: no row matches only when every value is one of the excluded ones.
-        if None in e.value:
-            return False  # x NOT IN (..., NULL) is never true
-        return not (lo is not None and lo == hi and not cs.min_truncated and not cs.max_truncated and lo in values)
-    if e.op in ("startswith", "notstartswith"):
-        prefix = e.value
-        if not isinstance(prefix, str) or storage_kind(e.type) != "string":
-            return True
-        if e.op == "startswith":
-            if lo is not None and lo[: len(prefix)] > prefix:
-                return False
-            return not (hi is not None and hi[: len(prefix)] < prefix)
-        # NOT startswith: cannot match when both bounds start with the prefix (then all values do).
-        return not (lo is not None and hi is not None and lo.startswith(prefix) and hi.startswith(prefix))
-    v = _literal(e.value, e.type)
-    if e.op == "eq":
-        return _in_range(v, lo, hi)
-    if e.op == "ne":
-        return not (lo is not None and lo == hi == v and not cs.min_truncated and not cs.max_truncated)
-    if e.op == "lt":
-        return lo is None or lo < v
-    if e.op == "le":
-        return lo is None or lo <= v
-    if e.op == "gt":
-        return hi is None or hi > v
-    if e.op == "ge":
-        return hi is None or hi >= v
-    return True
-
-
-def _in_range(v: Any, lo: Any, hi: Any) -> bool:
-    return (lo is None or lo <= v) and (hi is None or v <= hi)
 
 
 # -- exact row-level evaluation in Arrow ------------------------------------------------
@@ -361,16 +336,14 @@ ROW_EXACT_TYPES = ("tinyint", "smallint", "int", "bigint", "string", "boolean", 
 def row_exact(e: Expr) -> bool:
     """True when ``to_arrow`` evaluates ``e`` exactly as Spark would (so Spark need not re-check)."""
     if isinstance(e, Pred):
-        if e.type not in ROW_EXACT_TYPES:
+        if e.column_type not in ROW_EXACT_TYPES:
             return False
         values = e.value if e.op in ("in", "notin") else (e.value,)
         if e.op in ("isnull", "notnull"):
             return True
-        return all(_fits_exactly(v, e.type) for v in values)
-    if isinstance(e, Not):
-        return row_exact(e.child)
-    if isinstance(e, And | Or):
-        return row_exact(e.left) and row_exact(e.right)
+        return all(_fits_exactly(v, e.column_type) for v in values)
+    if isinstance(e, Call):
+        return all(row_exact(a) for a in e.args)
     return True
 
 
@@ -387,33 +360,34 @@ def _fits_exactly(v: Any, type_: str) -> bool:
 
 
 def to_arrow(e: Expr) -> pc.Expression:
-    """The predicate as a pyarrow compute expression over columns named as in the schema."""
+    """A pushed tree as a pyarrow compute expression over columns named as in the schema."""
     return _to_arrow(push_not(e))
 
 
 def _to_arrow(e: Expr) -> pc.Expression:
-    if isinstance(e, AlwaysTrue):
+    if e == TRUE:
         return pc.scalar(True)
-    if isinstance(e, AlwaysFalse):
+    if e == FALSE:
         return pc.scalar(False)
-    if isinstance(e, Not):  # pragma: no cover - push_not removes these
-        return _to_arrow(negate(e.child))
-    if isinstance(e, And):
-        return _to_arrow(e.left) & _to_arrow(e.right)
-    if isinstance(e, Or):
-        return _to_arrow(e.left) | _to_arrow(e.right)
-    assert isinstance(e, Pred)
-    if storage_kind(e.type) != "float" or e.op in ("isnull", "notnull"):
+    if isinstance(e, Call) and e.fn == "not":  # pragma: no cover - push_not removes these
+        return _to_arrow(negate(e.args[0]))
+    if isinstance(e, Call) and e.fn == "and":
+        return _to_arrow(e.args[0]) & _to_arrow(e.args[1])
+    if isinstance(e, Call) and e.fn == "or":
+        return _to_arrow(e.args[0]) | _to_arrow(e.args[1])
+    if not isinstance(e, Pred):
+        raise TypeError(f"no row filter for {e!r}: only pushed trees run on Arrow batches")
+    if storage_kind(e.column_type) != "float" or e.op in ("isnull", "notnull"):
         return _pred_to_arrow(e)
-    if _is_nan(e.value) and e.op in _COMPARISONS:
+    if is_nan(e.value) and e.op in COMPARISONS:
         return _nan_comparison(e)
     return _pred_to_arrow(e) | pc.field(e.name).is_nan()  # Spark orders NaN above every number: Spark decides
 
 
-_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 
 
-def _is_nan(value: Any) -> bool:
+def is_nan(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
@@ -440,7 +414,7 @@ def _pred_to_arrow(e: Pred) -> pc.Expression:
         return f.is_valid()
     if op in ("in", "notin"):
         values = pa.array([v for v in e.value if v is not None])
-        if storage_kind(e.type) == "float":
+        if storage_kind(e.column_type) == "float":
             # is_in hashes values, so -0.0 would not be 0.0 (SQL equality); adding +0.0 turns
             # -0.0 into 0.0 and keeps every other value, NaN included
             f, values = pc.add(f, 0.0), pc.add(values.cast(pa.float64()), 0.0)
@@ -453,7 +427,7 @@ def _pred_to_arrow(e: Pred) -> pc.Expression:
     if op in ("startswith", "notstartswith"):
         expr = pc.starts_with(f, pattern=e.value)
         return expr if op == "startswith" else f.is_valid() & ~expr
-    v = _arrow_literal(e.value, e.type)
+    v = _arrow_literal(e.value, e.column_type)
     if v is None:
         return pc.scalar(True)  # cannot compare in Arrow: keep the rows, Spark filters them
     return {"eq": f == v, "ne": f != v, "lt": f < v, "le": f <= v, "gt": f > v, "ge": f >= v}[op]
@@ -471,3 +445,53 @@ def _arrow_literal(value: Any, type_: str) -> pc.Expression | None:
     if kind in ("timestamp", "timestamp_ntz", "other"):
         return None
     return pc.scalar(value)
+
+
+# -- JSON ------------------------------------------------------------------------------
+def _value_json(v: Any) -> Any:
+    if isinstance(v, decimal.Decimal):
+        return {"d": str(v)}
+    if isinstance(v, float) and not math.isfinite(v):
+        return {"f": repr(v)}
+    return v
+
+
+def _value_py(v: Any) -> Any:
+    if isinstance(v, dict):
+        return decimal.Decimal(v["d"]) if "d" in v else float(v["f"])
+    return v
+
+
+def to_obj(node: Node) -> Any:
+    if isinstance(node, Col):
+        return ["col", node.type, node.column_id]
+    if isinstance(node, Lit):
+        return ["lit", node.type, _value_json(node.value)]
+    if isinstance(node, Now):
+        return ["now", node.type]
+    if isinstance(node, Call):
+        return ["call", node.type, node.fn, [to_obj(a) for a in node.args], [_value_json(p) for p in node.params]]
+    if isinstance(node, Pred):
+        raise TypeError(f"{node!r} has no JSON form: pushed predicates stay in their process")
+    return ["opaque", node.type]
+
+
+def from_obj(o: Any) -> Node:
+    tag, type_ = o[0], o[1]
+    if tag == "col":
+        return Col(type_, int(o[2]))
+    if tag == "lit":
+        return Lit(type_, _value_py(o[2]))
+    if tag == "now":
+        return Now(type_)
+    if tag == "call":
+        return Call(type_, o[2], tuple(from_obj(a) for a in o[3]), tuple(_value_py(p) for p in o[4]))
+    return Opaque(type_)
+
+
+def to_json(node: Node) -> str:
+    return json.dumps(to_obj(node), separators=(",", ":"), allow_nan=False)
+
+
+def from_json(text: str) -> Node:
+    return from_obj(json.loads(text))

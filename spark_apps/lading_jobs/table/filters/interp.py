@@ -1,14 +1,25 @@
 """The ResultSpec interpreter: what may an expression return over one part's rows?
 
-Abstract interpretation over a part's statistics (seed 004): every expression of a
-``table.filters.vexpr`` tree evaluates to a ``Spec`` — may it be NULL, may it fail (an ANSI
-error: overflow, an invalid cast), and an inclusive range of its non-null values.
+The one evaluator of ``table.filters.expr`` trees over statistics. Abstract interpretation
+over a part's (or a row group's) statistics (seed 004): every node of a tree evaluates to a
+``Spec`` — may it be NULL, may it fail (an ANSI error: overflow, an invalid cast), and an
+inclusive range of its non-null values.
 Columns take theirs from the part's statistics (a missing bound: unbounded; a
 truncated string bound is still a bound), literals are exact, the query's current
 time is the range ``Env`` gives. A function is *annotated* when this module knows
 how its result moves with its arguments (``FUNCTIONS``); it then maps the ends of
 its argument's range (monotone functions) or gives the range piecewise (``month``,
 ``day``). Any other function may return anything, NULL and errors included.
+
+A pushed predicate (``expr.Pred``, from the filters Spark pushes into a source) is a
+boolean leaf read by the inclusive rules of pushed filters (``pushed_spec``): it may be TRUE
+unless the raw statistics prove no row satisfies it, FALSE unless they prove its negation
+holds for no row, and it never fails; ``and`` / ``or`` / ``not`` over such leaves are the
+same three-valued logic as over any other tree. Its rules are not ``_comparison``'s: they
+read the raw bounds (truncation flags; infinite bounds of in-memory statistics, where
+``column_spec`` reads an infinity as no bound), never skip on a NaN literal but ``> NaN``, and
+answer "might" for a literal that does not fit the column; these answers are the pushed
+filters' since before the two trees were one, and no pruning decision changed with them.
 
 A filter keeps a part unless its Spec can be neither TRUE nor an error
 (``might_match``): Spark would raise on an error, so a part where the filter may
@@ -38,9 +49,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lading_jobs.table.filters import vexpr as vx
+from lading_jobs.table.filters import expr as ex
 from lading_jobs.table.stats import jsonstats
-from lading_jobs.table.stats.part import PartStats
+from lading_jobs.table.stats.part import ColumnStats, PartStats, to_stats_domain
 
 MICROS_PER_DAY = 86_400_000_000
 ZONE_SLACK_MICROS = 26 * 3_600_000_000
@@ -144,7 +155,7 @@ def boolean(true: bool, false: bool, null: bool, fallible: bool) -> Spec:
 
 
 # -- columns and the root ----------------------------------------------------------------
-def column_spec(col: vx.Col, stats: PartStats) -> Spec:
+def column_spec(col: ex.Col, stats: PartStats) -> Spec:
     """A column's Spec from a part's statistics; anything the statistics do not say is open."""
     if stats.rows == 0:
         return Spec(col.type, empty=True)
@@ -177,18 +188,20 @@ def _bound(v: Any, type_: str) -> Any:
     return None
 
 
-def evaluate(node: vx.Node, stats: PartStats, env: Env) -> Spec:
+def evaluate(node: ex.Node, stats: PartStats, env: Env) -> Spec:
     """The Spec of ``node`` over the rows ``stats`` describes."""
-    if isinstance(node, vx.Col):
+    if isinstance(node, ex.Col):
         return column_spec(node, stats)
-    if isinstance(node, vx.Lit):
+    if isinstance(node, ex.Lit):
         if node.value is None:
             return Spec(node.type, nullable=True, empty=True)
         return Spec(node.type, lo=node.value, hi=node.value)
-    if isinstance(node, vx.Now):
+    if isinstance(node, ex.Pred):
+        return pushed_spec(node, stats)
+    if isinstance(node, ex.Now):
         now = Spec("timestamp", lo=env.now_lo, hi=env.now_hi if env.now_hi is not None else NOW_CAP_MICROS)
         return now if node.type == "timestamp" else _cast(now, "date", "ANSI", env)
-    if isinstance(node, vx.Call):
+    if isinstance(node, ex.Call):
         on_json = json_spec(node, stats)
         if on_json is not None:
             return on_json
@@ -206,38 +219,138 @@ def evaluate(node: vx.Node, stats: PartStats, env: Env) -> Spec:
     return anything(node.type)
 
 
-def might_match(node: vx.Node, stats: PartStats, env: Env) -> bool:
-    """False only when the filter ``node`` can be neither TRUE nor an error for any row."""
-    s = evaluate(node, stats, env)
+def might_match(node: ex.Node, stats: PartStats, env: Env | None = None) -> bool:
+    """False only when the filter ``node`` can be neither TRUE nor an error for any row
+    (``env``: the query's settings, by default an unknown instant in UTC)."""
+    s = evaluate(node, stats, env if env is not None else Env())
     return s.fallible or may_be_true(s)
 
 
+# -- pushed predicates (``expr.Pred``) --------------------------------------------------
+def pushed_spec(e: ex.Pred, stats: PartStats) -> Spec:
+    """A pushed predicate over a part's statistics, by the inclusive rules of pushed filters:
+    it may be TRUE unless the statistics prove no row satisfies it, FALSE unless they prove
+    no row fails it (its negation, ``expr.negate``), and NULL; it never raises.
+
+    These rules read the raw ``ColumnStats`` (truncation flags, infinite in-memory bounds)
+    and answer "might" for a literal that does not fit the column's type, a comparison with
+    NaN (the bounds never speak for NaN) and a missing statistic."""
+    return boolean(_pushed_may_hold(e, stats), _pushed_may_hold(ex.negate(e), stats), True, False)
+
+
+def _pushed_may_hold(e: ex.Expr, stats: PartStats) -> bool:
+    assert isinstance(e, ex.Pred)
+    cs = stats.columns.get(e.column_id)
+    if cs is None:
+        return True
+    try:
+        return _pushed_might(e, cs, stats.rows)
+    except (TypeError, ValueError, AttributeError, decimal.InvalidOperation):
+        return True  # a literal (or a bound) that does not compare with the column: be conservative
+
+
+def _stored_key(value: Any, type_: str) -> Any:
+    if value is None:
+        return None
+    if ex.storage_kind(type_) == "decimal":
+        return decimal.Decimal(str(value))
+    return value
+
+
+def _pushed_literal(value: Any, type_: str) -> Any:
+    """A filter literal in the stats domain of the column's type; raises TypeError if it does not fit."""
+    k = ex.storage_kind(type_)
+    v = to_stats_domain(value, naive_utc=k == "timestamp_ntz")
+    if v is None:
+        raise TypeError("no stats-domain value")
+    if k == "string" and not isinstance(v, str):
+        raise TypeError("string column, non-string literal")
+    if k == "boolean" and not isinstance(v, bool):
+        raise TypeError("boolean column")
+    if k in ("integer", "float") and (isinstance(v, bool) or not isinstance(v, int | float)):
+        raise TypeError("numeric column")
+    if k == "other":
+        raise TypeError("no order known for this type")
+    return _stored_key(v, type_)
+
+
+def _pushed_might(e: ex.Pred, cs: ColumnStats, rows: int) -> bool:
+    all_null = cs.nulls is not None and cs.nulls == rows
+    if e.op == "isnull":
+        return cs.nulls is None or cs.nulls > 0
+    if e.op == "notnull":
+        return not all_null
+    if all_null:
+        return False  # every comparison with NULL is NULL, never true
+    if ex.is_nan(e.value) and e.op in ex.COMPARISONS and ex.storage_kind(e.column_type) == "float":
+        return e.op != "gt"  # nothing is above NaN (see ``expr._nan_comparison``); bounds never speak for NaN
+    lo, hi = _stored_key(cs.min, e.column_type), _stored_key(cs.max, e.column_type)
+    if e.op in ("in", "notin"):
+        values = [_pushed_literal(v, e.column_type) for v in e.value if v is not None]
+        if e.op == "in":
+            if not values:
+                return False
+            return any(_in_range(v, lo, hi) for v in values)
+        # NOT IN: no row matches only when every value is one of the excluded ones.
+        if None in e.value:
+            return False  # x NOT IN (..., NULL) is never true
+        return not (lo is not None and lo == hi and not cs.min_truncated and not cs.max_truncated and lo in values)
+    if e.op in ("startswith", "notstartswith"):
+        prefix = e.value
+        if not isinstance(prefix, str) or ex.storage_kind(e.column_type) != "string":
+            return True
+        if e.op == "startswith":
+            if lo is not None and lo[: len(prefix)] > prefix:
+                return False
+            return not (hi is not None and hi[: len(prefix)] < prefix)
+        # NOT startswith: cannot match when both bounds start with the prefix (then all values do).
+        return not (lo is not None and hi is not None and lo.startswith(prefix) and hi.startswith(prefix))
+    v = _pushed_literal(e.value, e.column_type)
+    if e.op == "eq":
+        return _in_range(v, lo, hi)
+    if e.op == "ne":
+        return not (lo is not None and lo == hi == v and not cs.min_truncated and not cs.max_truncated)
+    if e.op == "lt":
+        return lo is None or lo < v
+    if e.op == "le":
+        return lo is None or lo <= v
+    if e.op == "gt":
+        return hi is None or hi > v
+    if e.op == "ge":
+        return hi is None or hi >= v
+    return True
+
+
+def _in_range(v: Any, lo: Any, hi: Any) -> bool:
+    return (lo is None or lo <= v) and (hi is None or v <= hi)
+
+
 # -- logic and comparisons ---------------------------------------------------------------
-def _and(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _and(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     a, b = args
     return boolean(may_be_true(a) and may_be_true(b), may_be_false(a) or may_be_false(b),
                    (a.nullable and (b.nullable or may_be_true(b))) or (b.nullable and may_be_true(a)),
                    a.fallible or b.fallible)
 
 
-def _or(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _or(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     a, b = args
     return boolean(may_be_true(a) or may_be_true(b), may_be_false(a) and may_be_false(b),
                    (a.nullable and (b.nullable or may_be_false(b))) or (b.nullable and may_be_false(a)),
                    a.fallible or b.fallible)
 
 
-def _not(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _not(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     (a,) = args
     return boolean(may_be_false(a), may_be_true(a), a.nullable, a.fallible)
 
 
-def _isnull(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _isnull(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     (a,) = args
     return boolean(a.nullable, not a.empty, False, a.fallible)
 
 
-def _isnotnull(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _isnotnull(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     (a,) = args
     return boolean(not a.empty, a.nullable, False, a.fallible)
 
@@ -257,7 +370,7 @@ def _compare(op: str, a: Spec, b: Spec) -> tuple[bool, bool]:
     return _le(a.lo, b.hi) and _le(b.lo, a.hi), not single
 
 
-def _comparison(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _comparison(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     a, b = args
     if kind(a.type) != kind(b.type) or kind(a.type) == "other" or \
             (kind(a.type) == "string" and (a.type != "string" or b.type != "string")):
@@ -272,20 +385,20 @@ def _comparison(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     return boolean(t, f, a.nullable or b.nullable, fallible)
 
 
-def _in(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _in(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     """``x IN (a, b, ...)`` is ``x = a OR x = b OR ...`` in three-valued logic."""
     value, items = args[0], args[1:]
     if not items:
         return anything("boolean")
     out: Spec | None = None
     for item in items:
-        eq = _comparison(vx.call("eq"), [value, item], env)
+        eq = _comparison(ex.call("eq"), [value, item], env)
         out = eq if out is None else _or(node, [out, eq], env)
     assert out is not None
     return out
 
 
-def _coalesce(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _coalesce(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     fallible, empty, lo, hi, nullable = False, True, None, None, True
     for s in args:
         fallible = fallible or s.fallible
@@ -327,14 +440,14 @@ def _clip(v: Any, lo: Any, hi: Any, missing: Any) -> Any:
     return missing if v is None else min(max(v, lo), hi)
 
 
-def _arith(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _arith(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     """``x + c``, ``x - c``, ``c - x``, ``x * c``, ``c * x`` for a literal ``c`` (integers and doubles;
     decimals, and ``x / c``: ``_decimal_arith``)."""
     a, b = args
     mode = node.params[0] if node.params else "ANSI"
-    lit_left = isinstance(node.args[0], vx.Lit) and not isinstance(node.args[1], vx.Lit)
+    lit_left = isinstance(node.args[0], ex.Lit) and not isinstance(node.args[1], ex.Lit)
     x, c = (b, a) if lit_left else (a, b)
-    if not isinstance(node.args[0 if lit_left else 1], vx.Lit) or c.empty:
+    if not isinstance(node.args[0 if lit_left else 1], ex.Lit) or c.empty:
         return anything(node.type) if not c.empty else Spec(node.type, True, x.fallible, empty=True)
     if kind(node.type) == "decimal" or node.fn == "div":
         return _decimal_arith(node, x, c, lit_left, mode)
@@ -369,7 +482,7 @@ def _quotient(v: decimal.Decimal, c: decimal.Decimal, scale: int) -> decimal.Dec
     return decimal.Decimal(q if (num < 0) == (den < 0) else -q).scaleb(-scale, _WIDE)
 
 
-def _decimal_arith(node: vx.Call, x: Spec, c: Spec, lit_left: bool, mode: str) -> Spec:
+def _decimal_arith(node: ex.Call, x: Spec, c: Spec, lit_left: bool, mode: str) -> Spec:
     """``x + c``, ``x - c``, ``c - x``, ``x * c``, ``c * x``, ``x / c`` for a decimal ``x`` and a
     decimal literal ``c``, in the result type Spark gives the node (``DecimalPrecision``: for
     ``+`` and ``-`` scale max(s1, s2), for ``*`` s1 + s2, for ``/`` max(6, s1 + p2 + 1), the scale
@@ -399,7 +512,7 @@ def _decimal_arith(node: vx.Call, x: Spec, c: Spec, lit_left: bool, mode: str) -
     return _to_decimal(_monotone(x, node.type, f, increasing), node.type, mode)
 
 
-def _integral_div(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _integral_div(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     """``x DIV c`` for an integral ``x`` and an integer literal ``c`` (Spark's ``IntegralDivide``,
     a ``bigint``): the quotient truncated toward zero, so ``-7 DIV 2`` is ``-3``. Truncation is
     non-decreasing in ``x / c``, so the ends map to the ends, swapped for a negative ``c``. A NULL
@@ -409,7 +522,7 @@ def _integral_div(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     computed here: anything."""
     a, b = args
     mode = node.params[0] if node.params else "ANSI"
-    if not isinstance(node.args[1], vx.Lit) or isinstance(node.args[0], vx.Lit) or \
+    if not isinstance(node.args[1], ex.Lit) or isinstance(node.args[0], ex.Lit) or \
             node.type != "bigint" or kind(a.type) != "integer" or kind(b.type) != "integer":
         return anything(node.type)
     if b.empty:
@@ -429,7 +542,7 @@ def _integral_div(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     return _overflowing(out, *int_range(node.type), "ANSI" if mode == "ANSI" else "LEGACY")
 
 
-def _negate(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _negate(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     (a,) = args
     if kind(node.type) != "integer":
         return anything(node.type)
@@ -438,7 +551,7 @@ def _negate(node: vx.Call, args: list[Spec], env: Env) -> Spec:
 
 
 # -- casts -------------------------------------------------------------------------------
-def _cast_call(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _cast_call(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     mode = node.params[0] if node.params else "ANSI"
     return _cast(args[0], node.type, mode, env)
 
@@ -597,7 +710,7 @@ def _trunc_local(t: dt.datetime, unit: str) -> dt.datetime:
     return t.replace(second=0, microsecond=0)  # minute
 
 
-def _date_trunc(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _date_trunc(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     """``date_trunc(unit, ts)``: non-decreasing in ``ts`` for every unit."""
     unit = _TRUNC_UNITS.get(str(node.params[0]).upper()) if node.params else None
     (s,) = args
@@ -611,7 +724,7 @@ def _date_trunc(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     return _zoned(s, node.type, env, lambda m, z: _local_to_micros(_trunc_local(_micros_to_local(m, z), unit), z))
 
 
-def _trunc_date(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _trunc_date(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     """``trunc(date, unit)`` for year, quarter, month and week: non-decreasing."""
     unit = _TRUNC_UNITS.get(str(node.params[0]).upper()) if node.params else None
     (s,) = args
@@ -620,7 +733,7 @@ def _trunc_date(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     return _monotone(s, "date", lambda d: _date_days(_trunc_local(_day_start(d), unit)))
 
 
-def _date_add(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _date_add(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     """``date_add(d, n)`` / ``date_sub(d, n)``: non-decreasing in ``d``, monotone in ``n``."""
     d, n = args
     if d.type != "date" or kind(n.type) != "integer":
@@ -635,12 +748,12 @@ def _date_add(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     return _overflowing(out, -(1 << 31), (1 << 31) - 1, "ANSI")
 
 
-def _time_add(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _time_add(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     """``ts + interval`` for a day-time interval literal: local time plus the interval
     (Spark adds days in the session zone), so exact in a fixed-offset zone, else with slack."""
     s, iv = args
     if kind(s.type) not in ("timestamp", "timestamp_ntz") or kind(iv.type) != "daytime" \
-            or not isinstance(node.args[1], vx.Lit) or iv.empty:
+            or not isinstance(node.args[1], ex.Lit) or iv.empty:
         return anything(node.type)
     add = iv.lo
     if s.type == "timestamp_ntz":
@@ -656,11 +769,11 @@ def _plus_months(t: dt.datetime, months: int) -> dt.datetime:
     return t.replace(year=year, month=month + 1, day=min(t.day, calendar.monthrange(year, month + 1)[1]))
 
 
-def _add_months(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _add_months(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     """``ts ± INTERVAL n MONTH`` (a year-month interval literal) and ``add_months(date, n)``:
     local date-time plus months, the day clamped; non-decreasing in the timestamp or date."""
     s, n = args
-    if not isinstance(node.args[1], vx.Lit) or n.empty or s.type not in ("timestamp", "timestamp_ntz", "date"):
+    if not isinstance(node.args[1], ex.Lit) or n.empty or s.type not in ("timestamp", "timestamp_ntz", "date"):
         return anything(node.type)
     months = n.lo
     if s.type == "date":
@@ -672,14 +785,14 @@ def _add_months(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     return out if s.lo is not None and s.hi is not None else replace(out, fallible=True)
 
 
-def _year(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _year(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     (s,) = args
     if s.type != "date":
         return anything(node.type)
     return _monotone(s, node.type, lambda d: _date(d).year)
 
 
-def _piecewise(node: vx.Call, s: Spec, period: Callable[[dt.date], Any], field: Callable[[dt.date], int],
+def _piecewise(node: ex.Call, s: Spec, period: Callable[[dt.date], Any], field: Callable[[dt.date], int],
                full: tuple[int, int]) -> Spec:
     """A date field non-decreasing within one ``period`` of the dates; across periods it is ``full``."""
     if s.type != "date":
@@ -691,19 +804,19 @@ def _piecewise(node: vx.Call, s: Spec, period: Callable[[dt.date], Any], field: 
     return Spec(node.type, s.nullable, s.fallible, lo=field(_date(s.lo)), hi=field(_date(s.hi)))
 
 
-def _month(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _month(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     """Piecewise: within one year month is non-decreasing; across years it is 1 … 12."""
     (s,) = args
     return _piecewise(node, s, lambda d: d.year, lambda d: d.month, (1, 12))
 
 
-def _day(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _day(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     """Piecewise: within one month day is non-decreasing; across months it is 1 … 31."""
     (s,) = args
     return _piecewise(node, s, lambda d: d.replace(day=1), lambda d: d.day, (1, 31))
 
 
-def _unix_timestamp(node: vx.Call, args: list[Spec], env: Env) -> Spec:
+def _unix_timestamp(node: ex.Call, args: list[Spec], env: Env) -> Spec:
     """``unix_timestamp(ts)`` of a timestamp: seconds, non-decreasing (rounded down at the lower
     end and toward zero at the upper, so Java's division toward zero and a floor are both inside)."""
     s = args[0]
@@ -715,7 +828,7 @@ def _unix_timestamp(node: vx.Call, args: list[Spec], env: Env) -> Spec:
     return replace(out, hi=-((-s.hi) // 1_000_000) if s.hi < 0 else s.hi // 1_000_000)
 
 
-FUNCTIONS: dict[str, Callable[[vx.Call, list[Spec], Env], Spec]] = {
+FUNCTIONS: dict[str, Callable[[ex.Call, list[Spec], Env], Spec]] = {
     "and": _and, "or": _or, "not": _not, "isnull": _isnull, "isnotnull": _isnotnull,
     "eq": _comparison, "lt": _comparison, "le": _comparison, "gt": _comparison, "ge": _comparison,
     "eqns": _comparison, "in": _in, "coalesce": _coalesce,
@@ -738,7 +851,7 @@ def json_path(text: Any) -> tuple[str, ...] | None:
     return None if m is None else tuple(m.group(1)[1:].split("."))
 
 
-def json_spec(node: vx.Call, stats: PartStats) -> Spec | None:
+def json_spec(node: ex.Call, stats: PartStats) -> Spec | None:
     """The Spec of ``get_json_object(col, '$.a.b')``, of its cast to a number and of
     ``from_json(col, schema).a.b``, from the column's JSON statistics; None for any other call."""
     if node.fn == "from_json_field":
@@ -749,7 +862,7 @@ def json_spec(node: vx.Call, stats: PartStats) -> Spec | None:
             return anything(node.type)
     if node.fn == "get_json_object":
         inner, cast = node, None
-    elif node.fn == "cast" and len(node.args) == 1 and isinstance(node.args[0], vx.Call) \
+    elif node.fn == "cast" and len(node.args) == 1 and isinstance(node.args[0], ex.Call) \
             and node.args[0].fn == "get_json_object":
         inner, cast = node.args[0], node
     else:
@@ -767,13 +880,13 @@ _Found = tuple[str, Any, bool]
 ("unknown", None, True); ("entry", the path's statistics, whether some row gives NULL)."""
 
 
-def _json_values(col: vx.Node | None, path: tuple[str, ...] | None, stats: PartStats,
+def _json_values(col: ex.Node | None, path: tuple[str, ...] | None, stats: PartStats,
                  variant: bool = False) -> _Found:
     """Which values the key ``path`` of the ``json`` column ``col`` holds in the part (Spark: NULL
     for a NULL or invalid document, a missing key, and a JSON ``null``; an array on the way finds
     no key). ``variant``: of a ``variant`` column, whose statistics are marked ``"variant": true``
     (a JSON read never uses those, a variant read uses only those)."""
-    if not isinstance(col, vx.Col) or not path:
+    if not isinstance(col, ex.Col) or not path:
         return "unknown", None, True
     if stats.rows == 0:
         return "none", None, False
@@ -823,7 +936,7 @@ def _json_text(found: _Found) -> Spec:
     return Spec("string", nullable=True)
 
 
-def _json_number(found: _Found, cast: vx.Call) -> Spec:
+def _json_number(found: _Found, cast: ex.Call) -> Spec:
     """``CAST(get_json_object(...) AS BIGINT | INT | SMALLINT | TINYINT | DOUBLE)``: from the number
     bounds when the path holds numbers only. Integer tokens cast exactly (overflow as any cast);
     a fraction's text may be ``1.0E20``, which no integer cast reads (ANSI: fails; TRY: NULL)."""
@@ -896,14 +1009,14 @@ _ENTRY_KEYS = frozenset(VARIANT_KINDS) | {"path", "present"}
 _SAME_KIND = ("string", "boolean", "date", "timestamp", "timestamp_ntz")
 
 
-def variant_spec(node: vx.Call, stats: PartStats) -> Spec | None:
+def variant_spec(node: ex.Call, stats: PartStats) -> Spec | None:
     """The Spec of ``variant_get(col, '$.a.b', type)`` / ``try_variant_get`` (a ``variant_get``
     call, parameters: the path and ``ANSI`` or ``TRY``) and of a cast of ``col:a.b`` (a
     ``variant_get`` of type ``variant``) from the column's variant statistics; None for any
     other call. A cast of a variant fails unless it is ``try_cast``, ANSI on or off."""
     if node.fn == "variant_get":
         inner, to, mode = node, node.type, node.params[1] if len(node.params) == 2 else "ANSI"
-    elif node.fn == "cast" and len(node.args) == 1 and isinstance(node.args[0], vx.Call) \
+    elif node.fn == "cast" and len(node.args) == 1 and isinstance(node.args[0], ex.Call) \
             and node.args[0].fn == "variant_get" and node.args[0].type == "variant":
         inner, to, mode = node.args[0], node.type, "TRY" if node.params[:1] == ("TRY",) else "ANSI"
     else:

@@ -9,8 +9,8 @@ import decimal
 
 import pytest
 
+from lading_jobs.table.filters import expr as vx
 from lading_jobs.table.filters import interp as ip
-from lading_jobs.table.filters import vexpr as vx
 from lading_jobs.table.stats.part import ColumnStats, PartStats
 
 UTC_ENV = ip.Env(time_zone="UTC")

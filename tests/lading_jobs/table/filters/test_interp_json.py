@@ -17,8 +17,8 @@ import pytest
 
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader, writer
+from lading_jobs.table.filters import expr as vx
 from lading_jobs.table.filters import interp as ip
-from lading_jobs.table.filters import vexpr as vx
 from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
 from lading_jobs.table.stats import jsonstats as js

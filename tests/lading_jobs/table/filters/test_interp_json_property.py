@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from support.filter_trees import boolean_trees
 
 from lading_jobs.table import format as fmt
+from lading_jobs.table.filters import expr as vx
 from lading_jobs.table.filters import interp as ip
-from lading_jobs.table.filters import vexpr as vx
 from lading_jobs.table.stats import part as stx
 
 PAYLOAD = vx.Col("string", 1)

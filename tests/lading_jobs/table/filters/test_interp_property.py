@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.filter_trees import boolean_trees
 
+from lading_jobs.table.filters import expr as vx
 from lading_jobs.table.filters import interp as ip
-from lading_jobs.table.filters import vexpr as vx
 from lading_jobs.table.stats.part import PartStats, column_stats
 
 COLUMNS = {"i": (1, "bigint"), "f": (2, "double"), "d": (3, "decimal(38,2)"), "ts": (4, "timestamp"),

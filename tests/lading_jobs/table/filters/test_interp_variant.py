@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from lading_jobs.table.filters import expr as vx
 from lading_jobs.table.filters import interp as ip
-from lading_jobs.table.filters import vexpr as vx
 from lading_jobs.table.stats import part as stx
 
 V = vx.Col("variant", 1)

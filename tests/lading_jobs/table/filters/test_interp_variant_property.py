@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lading_jobs.table.filters import catalyst
+from lading_jobs.table.filters import expr as vx
 from lading_jobs.table.filters import interp as ip
-from lading_jobs.table.filters import vexpr as vx
 from lading_jobs.table.stats import part as stx
 
 EPOCH = dt.datetime(1970, 1, 1)
