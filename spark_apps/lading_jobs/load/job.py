@@ -32,13 +32,13 @@ from pyspark.sql import SparkSession
 from lading_jobs import critical, splits, uploadset, workerheap
 from lading_jobs import storage as st
 from lading_jobs.engine import Cancelled
-from lading_jobs.load import decode as dec
+from lading_jobs.ingest import decode as dec
+from lading_jobs.ingest import transform as tf
+from lading_jobs.ingest.infer import infer_schema
+from lading_jobs.ingest.policy import Decision, FileOutcome, decide, merge_outcomes
+from lading_jobs.ingest.stores import storage_for
+from lading_jobs.ingest.task import FileTask, LoadPlan, run_file
 from lading_jobs.load import manifest as mf
-from lading_jobs.load import transform as tf
-from lading_jobs.load.infer import infer_schema
-from lading_jobs.load.policy import Decision, FileOutcome, decide, merge_outcomes
-from lading_jobs.load.stores import storage_for
-from lading_jobs.load.task import FileTask, LoadPlan, run_file
 from lading_jobs.session import wait_for_tasks
 from lading_jobs.sources import files as file_sets
 from lading_jobs.sources import hive

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from lading_jobs import storage as st
-from lading_jobs.load.policy import Decision, FileOutcome
+from lading_jobs.ingest.policy import Decision, FileOutcome
 from lading_jobs.table import format as fmt
 
 LOADS_DIR = "_lading_loads"

@@ -23,10 +23,10 @@ import pytest
 from support.faults import Fault, FaultyStorage
 
 from lading_jobs import storage as st
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.load import insert as insert_mod
 from lading_jobs.load import manifest as mf
 from lading_jobs.load.job import run_load
-from lading_jobs.load.stores import storage_for
 from lading_jobs.table import format as fmt
 from lading_jobs.table import writer
 from lading_jobs.table.log.commits import CommitStateUnknown, TableLog, snapshot_at

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lading_jobs import storage as st
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.load.job import Cancelled, run_load
-from lading_jobs.load.stores import storage_for
 from lading_jobs.table import format as fmt
 from lading_jobs.table.log.commits import Change, LedgerEntry, TableLog
 from lading_jobs.table.schema import TableSchema
