@@ -297,7 +297,7 @@ def test_a_big_parquet_file_is_read_by_several_tasks(spark: Any, root: str) -> N
     put_files(root + "in/", {"big.parquet": buf.getvalue(), "small.parquet": GOOD_PARQUET})
     spec = {"from": {"files": root + "in/", "format": "parquet"}, "to": {"table": root + "t/", "schema": SCHEMA},
             "onError": "continue", "rejectedRows": root + "rej/"}
-    from lading_jobs.load.job import plan_tasks
+    from lading_jobs.ingest.plan import plan_tasks
 
     listed = sorted(store(root).list_objects(root + "in/"), key=lambda o: o.uri)
     chunk = len(buf.getvalue()) // 3
