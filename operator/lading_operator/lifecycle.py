@@ -4,7 +4,7 @@ A run is one or more attempts, each a SparkApplication
 ``<name>-<kind>-<run id>-<attempt>``. This module submits an attempt, follows it
 (deadline, progress, result), retries it, cancels it, and says why it waits when
 something outside lading holds it up. When the run ends it hands a
-:class:`RunEnd` to the trigger policy (:mod:`lading_operator.triggers`), which
+:class:`~lading_operator.observed.RunEnd` to the trigger policy (:mod:`lading_operator.triggers`), which
 decides what the end means: a terminal phase (one-shot), back to Scheduled, or a
 restart (continuous). Its transitions, composed into every policy's table::
 
@@ -26,13 +26,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from lading_operator import names, render, sparkapp_state
 from lading_operator import result as results
 from lading_operator import status as st
-from lading_operator.observed import Ctx, Plan
+from lading_operator.observed import Ctx, Plan, RunEnd
 from lading_operator.phases import Phase, Table, Trigger
 from lading_operator.sparkapp_state import Outcome
 
@@ -58,19 +57,6 @@ RUN: Table = {
 # Ready reasons of a run held up outside lading (Trigger.WAIT): cleared once it moves on.
 WAIT_REASONS = frozenset({"SparkApplicationCRDMissing", "CreateForbidden", "NameTaken", "NotPickedUp",
                           "DriverNotStarting"})
-
-
-@dataclass(frozen=True)
-class RunEnd:
-    """How a run ended, for the trigger policy to turn into status."""
-
-    trigger: Trigger          # COMPLETED, FAILED, DEADLINE, DRIVER_LOST, CANCELLED
-    phase: Phase              # the run's outcome: Succeeded, Failed or Cancelled
-    reason: str
-    message: str
-    result: Mapping[str, Any] | None = None
-    error: str | None = None
-    event_type: str = "Normal"
 
 
 # --- submitting -------------------------------------------------------------------------

@@ -6,6 +6,11 @@ merge patch, at most one SparkApplication to create, what to delete, Events, whe
 to look again). :class:`Ctx` bundles an observation with the kind's description,
 the trigger policy chosen for it and the operator's settings, so the lifecycle
 and the policies read everything from one value.
+
+The two sides of a run meet here too, so neither imports the other: :class:`Policy`,
+the protocol every trigger policy (:mod:`lading_operator.triggers`) implements, and
+:class:`RunEnd`, how a run ended, which the one-run lifecycle
+(:mod:`lading_operator.lifecycle`) hands to the policy. This module imports neither.
 """
 
 from __future__ import annotations
@@ -14,14 +19,11 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from lading_operator import status as st
 from lading_operator.kinds import Kind
-from lading_operator.phases import Phase, Trigger, next_phase
-
-if TYPE_CHECKING:
-    from lading_operator.triggers import Policy
+from lading_operator.phases import Phase, Table, Trigger, next_phase
 
 # (namespace, storage URIs with their field paths, raw spec.spark) → the policy's refusal, or None.
 PolicyCheck = Callable[[str, list[tuple[str, str]], Any], str | None]
@@ -85,6 +87,39 @@ class Plan:
         self.follow_progress = self.follow_progress or other.follow_progress
         self.finished_run = other.finished_run or self.finished_run
         return self
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ended (:mod:`lading_operator.lifecycle`), for the trigger policy to turn into status."""
+
+    trigger: Trigger          # COMPLETED, FAILED, DEADLINE, DRIVER_LOST, CANCELLED
+    phase: Phase              # the run's outcome: Succeeded, Failed or Cancelled
+    reason: str
+    message: str
+    result: Mapping[str, Any] | None = None
+    error: str | None = None
+    event_type: str = "Normal"
+
+
+class Policy(Protocol):
+    name: str
+    table: Table
+    # How conditions read while a run is under way: None (working towards a goal),
+    # "scheduled" (Ready: the schedule is healthy), "continuous" (Running is the goal).
+    style: str | None
+
+    def idle(self, ctx: Ctx) -> Plan:
+        """No run under way (Pending, Scheduled, Suspended...): start one, wait, or suspend."""
+
+    def active(self, ctx: Ctx) -> Plan | None:
+        """A run is under way: act on it before it is followed (``None``: just follow it)."""
+
+    def run_ended(self, ctx: Ctx, plan: Plan, end: RunEnd, fields: dict[str, Any]) -> Plan:
+        """The run ended (``fields``: response, output, completionTime...): the status that follows."""
+
+    def run_time(self, ctx: Ctx) -> dt.datetime:
+        """When the current run was due (retries keep it, so they write where the first attempt did)."""
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,10 @@ INTENT_KIND = "lading.io/upload-intent"
 KEYS_OWNED = "keysOwned"
 """Intent data: True once the uploads' keys are known to be the run's own (undo may delete them)."""
 PARALLEL = 16
+LOADS_DIR = "_lading_loads"
+"""Under a table's root: where the runs that write it without a rejected-rows location (loads,
+``INSERT``) keep their intents (``<runId>.intent.json``) and manifests. Compaction's retention
+reads the intents there, so this name lives below both engines."""
 
 
 class IntentHeld(RuntimeError):

@@ -51,13 +51,20 @@ with a ``secretRef`` only the Secret may set them, so the spec cannot turn them 
 SAFE_VALUES = {"ssl.endpoint.identification.algorithm": "https", "enable.ssl.certificate.verification": "true",
                "client.dns.lookup": "use_all_dns_ips"}
 """The values of :data:`OWNER_PROPERTIES` that only restate librdkafka's safe default: a spec may say them."""
+# A property whose name says it carries a credential (a password, secret, key, certificate or
+# keystore, JAAS login, token): it belongs in the Secret named by source.kafka.secretRef.
+CREDENTIAL_PROPERTY = re.compile(r"password|secret|\.pem|key|jaas|token|credentials", re.I)
+CREDENTIAL_PROPERTIES = ("sasl.username", "sasl.password", "sasl.oauthbearer.config")
 _BROKER = re.compile(r"^(?P<host>[^\s:/@\\\[\]]+):(?P<port>\d{1,5})$")
+
+
+def is_credential_property(key: str) -> bool:
+    """Whether the consumer property ``key`` carries a credential (it belongs in the Secret)."""
+    return key in CREDENTIAL_PROPERTIES or bool(CREDENTIAL_PROPERTY.search(key))
 
 
 def is_credential(key: str) -> bool:
     """Whether the Secret key ``key`` holds a credential (a CA, ``ssl.ca.*``, is not one)."""
-    from lading_spec.streamcopy import is_credential_property
-
     return is_credential_property(key) and not key.startswith("ssl.ca.")
 
 

@@ -62,10 +62,6 @@ CONSUMER_PROPERTIES = frozenset({
     "fetch.error.backoff.ms", "fetch.queue.backoff.ms", "queued.min.messages", "queued.max.messages.kbytes",
     "isolation.level", "check.crcs", "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms",
 })
-# A property whose name says it carries a credential (a password, secret, key, certificate or
-# keystore, JAAS login, token): it belongs in the Secret named by source.kafka.secretRef.
-CREDENTIAL_PROPERTY = re.compile(r"password|secret|\.pem|key|jaas|token|credentials", re.I)
-CREDENTIAL_PROPERTIES = ("sasl.username", "sasl.password", "sasl.oauthbearer.config")
 # Properties that run a program, load code, reach an address or take an identity lading does not
 # validate, or replace lading's brokers: refused in the spec *and* in the credentials Secret (the
 # Spark app checks the Secret's keys, lading_jobs.stream.kafka.consumer_config).
@@ -173,11 +169,6 @@ def _starting_offsets(value: Any, path: str) -> str | dict[str, dict[str, int]]:
     raise SpecError(path, f"got {value!r}; accepted: earliest, latest, or a JSON object of offsets per topic and partition")
 
 
-def is_credential_property(key: str) -> bool:
-    """Whether the consumer property ``key`` carries a credential (it belongs in the Secret)."""
-    return key in CREDENTIAL_PROPERTIES or bool(CREDENTIAL_PROPERTY.search(key))
-
-
 def escape_property_error(key: str) -> str | None:
     """Why the consumer property ``key`` may come from neither the spec nor the Secret, or ``None``.
 
@@ -199,7 +190,7 @@ def consumer_property_error(key: str) -> str | None:
     why = escape_property_error(key)
     if why:
         return why
-    if is_credential_property(key):
+    if kafkacreds.is_credential_property(key):
         return f"credentials do not belong in the spec: {SECRET_HINT}"
     if key in LADING_CONSUMER_PROPERTIES:
         return "lading sets this property itself (offsets are kept in the table, never in the consumer group)"

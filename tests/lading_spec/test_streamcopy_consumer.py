@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from lading_spec.errors import SpecError
+from lading_spec.kafkacreds import is_credential_property
 from lading_spec.streamcopy import (
     CONSUMER_PROPERTIES,
     KafkaSource,
     consumer_property_error,
     escape_property_error,
-    is_credential_property,
     parse_streamcopy,
 )
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lading_jobs import storage as st
-from lading_jobs.load.stores import storage_for
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.table.log.commits import TableLog
 from lading_spec.job import JobDocument
 

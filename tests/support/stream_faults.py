@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lading_jobs.load.stores import storage_for
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.storage import S3Settings
 from lading_jobs.table.log.commits import TableLog
 from lading_spec.job import JobDocument

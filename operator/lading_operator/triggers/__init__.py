@@ -12,43 +12,18 @@ kind; a *policy* wraps it:
 - :mod:`.parked` — a kind whose engine is not in this release: validated, then
   ``Pending`` (``EngineNotAvailable``); nothing runs.
 
-Each policy owns its transition table, composed with the lifecycle's
-:data:`lading_operator.lifecycle.RUN`.
+Each policy implements :class:`lading_operator.observed.Policy` and owns its transition
+table, composed with the lifecycle's :data:`lading_operator.lifecycle.RUN`.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from lading_operator.kinds import Kind
-from lading_operator.lifecycle import RunEnd
-from lading_operator.observed import Ctx, Plan
-from lading_operator.phases import Table
-
-
-class Policy(Protocol):
-    name: str
-    table: Table
-    # How conditions read while a run is under way: None (working towards a goal),
-    # "scheduled" (Ready: the schedule is healthy), "continuous" (Running is the goal).
-    style: str | None
-
-    def idle(self, ctx: Ctx) -> Plan:
-        """No run under way (Pending, Scheduled, Suspended...): start one, wait, or suspend."""
-
-    def active(self, ctx: Ctx) -> Plan | None:
-        """A run is under way: act on it before it is followed (``None``: just follow it)."""
-
-    def run_ended(self, ctx: Ctx, plan: Plan, end: RunEnd, fields: dict[str, Any]) -> Plan:
-        """The run ended (``fields``: response, output, completionTime...): the status that follows."""
-
-    def run_time(self, ctx: Ctx) -> dt.datetime:
-        """When the current run was due (retries keep it, so they write where the first attempt did)."""
-
-
-from lading_operator.triggers import continuous, oneshot, parked, scheduled  # noqa: E402  (they implement Policy)
+from lading_operator.observed import Policy
+from lading_operator.triggers import continuous, oneshot, parked, scheduled
 
 POLICIES: dict[str, Callable[[Mapping[str, Any]], Policy]] = {
     "runs": lambda spec: scheduled.POLICY if spec.get("schedule") else oneshot.POLICY,

@@ -49,8 +49,7 @@ from typing import Any
 from lading_operator import lifecycle, render_stream, sparkapp_state
 from lading_operator import result as results
 from lading_operator import status as st
-from lading_operator.lifecycle import RunEnd
-from lading_operator.observed import Ctx, Plan
+from lading_operator.observed import Ctx, Plan, RunEnd
 from lading_operator.phases import Phase, Table, Trigger, compose
 from lading_operator.sparkapp_state import Outcome
 from lading_spec import streamprogress

@@ -24,8 +24,7 @@ from typing import Any
 
 from lading_operator import lifecycle
 from lading_operator import status as st
-from lading_operator.lifecycle import RunEnd
-from lading_operator.observed import Ctx, Plan
+from lading_operator.observed import Ctx, Plan, RunEnd
 from lading_operator.phases import Phase, Table, Trigger, compose
 
 _RUN_ENDS = {

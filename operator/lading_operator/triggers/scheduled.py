@@ -24,8 +24,7 @@ from typing import Any
 from lading_operator import lifecycle, schedule, sparkapp_state
 from lading_operator import result as results
 from lading_operator import status as st
-from lading_operator.lifecycle import RunEnd
-from lading_operator.observed import Ctx, Observed, Plan
+from lading_operator.observed import Ctx, Observed, Plan, RunEnd
 from lading_operator.phases import Phase, Table, Trigger, compose
 from lading_operator.sparkapp_state import Outcome
 

@@ -1,6 +1,6 @@
 """Table parts with a hard size ceiling: a compaction's outputs, as pending uploads.
 
-The same Parquet file writer as unload files (``unload.parquetfile.ParquetFile``:
+The same Parquet file writer as unload files (``formats.parquetfile.ParquetFile``:
 compressed size, footer included, never above the ceiling; each file but a
 group's last at least 95 % of it) writing the table's part schema (column ids,
 time and diff columns, table metadata) into ``data/c-<write id>/``. Statistics
@@ -8,7 +8,7 @@ are computed from the rows each part received (never by reading it back), row gr
 row group as they are written (``stats.Accumulator``), so no part's rows are held until it
 closes. String and binary columns named ``dictionary`` may come as dictionary arrays
 (a streamed bin-pack reads them so): they are written as such, into files with the same
-schema, metadata and statistics (``parquetfile.dictionary_file``).
+schema, metadata and statistics (``formats.parquetfile.dictionary_file``).
 Nothing is completed here: the driver's commit does that; on an exception the
 writer aborts its own uploads.
 """
@@ -22,13 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from lading_jobs import storage as st
-from lading_jobs.sink import PartSink
-from lading_jobs.table import format as fmt
-from lading_jobs.table.log.commits import Part
-from lading_jobs.table.schema import TableSchema
-from lading_jobs.table.stats import part as stx
-from lading_jobs.table.writer import WrittenPart
-from lading_jobs.unload.parquetfile import (
+from lading_jobs.formats.parquetfile import (
     DICTIONARY_SAMPLE_ROWS,
     FooterModel,
     ParquetFile,
@@ -36,6 +30,12 @@ from lading_jobs.unload.parquetfile import (
     dictionary_file,
     writer_options,
 )
+from lading_jobs.sink import PartSink
+from lading_jobs.table import format as fmt
+from lading_jobs.table.log.commits import Part
+from lading_jobs.table.schema import TableSchema
+from lading_jobs.table.stats import part as stx
+from lading_jobs.table.writer import WrittenPart
 
 DEFAULT_ROW_GROUP_ROWS = 256 * 1024
 """Rows per row group: small enough that near the ceiling few rows are encoded twice to measure."""

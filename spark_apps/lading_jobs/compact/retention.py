@@ -38,7 +38,6 @@ from dataclasses import dataclass
 
 from lading_jobs import storage as st
 from lading_jobs import uploadset
-from lading_jobs.load.manifest import LOADS_DIR
 from lading_jobs.table import format as fmt
 from lading_jobs.table.log.commits import TableError, TableLog, read_commit
 
@@ -130,7 +129,7 @@ def intent_paths(storage: st.Storage, uri: str) -> set[str]:
     retention (what it protects is unknown)."""
     root = fmt.table_root(uri)
     out: set[str] = set()
-    for obj in storage.list_objects(f"{root}{LOADS_DIR}/"):
+    for obj in storage.list_objects(f"{root}{uploadset.LOADS_DIR}/"):
         if not obj.uri.endswith(".intent.json"):
             continue
         try:

@@ -18,10 +18,10 @@ import decimal
 import struct
 from typing import Any
 
+from lading_jobs import sqlshape
 from lading_jobs.table.filters import catalyst
 from lading_jobs.table.filters import expr as ex
 from lading_jobs.table.schema import TableSchema
-from lading_jobs.unload import sqlshape
 from lading_spec.errors import SpecError
 
 _COMPARE = {"EqualTo": "eq", "LessThan": "lt", "LessThanOrEqual": "le", "GreaterThan": "gt",

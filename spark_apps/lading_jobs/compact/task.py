@@ -37,10 +37,10 @@ from lading_jobs import workerheap
 from lading_jobs.compact import rewrite
 from lading_jobs.compact.parts import CeilingPartWriter
 from lading_jobs.compact.plan import Group
+from lading_jobs.formats.parquetfile import FileTooSmall
 from lading_jobs.table import reader
 from lading_jobs.table.log.commits import Part, Snapshot
 from lading_jobs.table.writer import WrittenPart
-from lading_jobs.unload.parquetfile import FileTooSmall
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from pyspark.sql import SparkSession
 from lading_jobs import critical, uploadset
 from lading_jobs import storage as st
 from lading_jobs.engine import Cancelled
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.load import manifest as mf
-from lading_jobs.load.stores import storage_for
 from lading_jobs.sources.files import query_frame
 from lading_jobs.table import format as fmt
 from lading_jobs.table import writer

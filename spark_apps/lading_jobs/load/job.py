@@ -1,6 +1,6 @@
 """``run_load``: one CopyJob run from files into a table, start to commit.
 
-  list files ─► drop those in the table's ledger (unless force) ─► plan (lading_jobs.splits)
+  list files ─► drop those in the table's ledger (unless force) ─► plan (lading_jobs.ingest.plan)
       ─► a task per file, or per row-group range of a big Parquet file, small files packed
          into one Spark task (mapInArrow): decode, cast, pending uploads
       ─► schemaEvolution: addColumns and some file carried columns the table lacks:
@@ -29,16 +29,17 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from lading_jobs import critical, splits, uploadset, workerheap
+from lading_jobs import critical, uploadset, workerheap
 from lading_jobs import storage as st
 from lading_jobs.engine import Cancelled
-from lading_jobs.load import decode as dec
+from lading_jobs.ingest import decode as dec
+from lading_jobs.ingest import transform as tf
+from lading_jobs.ingest.infer import infer_schema
+from lading_jobs.ingest.plan import CHUNK_BYTES, plan_load
+from lading_jobs.ingest.policy import Decision, FileOutcome, decide, merge_outcomes
+from lading_jobs.ingest.stores import storage_for
+from lading_jobs.ingest.task import FileTask, LoadPlan, run_file
 from lading_jobs.load import manifest as mf
-from lading_jobs.load import transform as tf
-from lading_jobs.load.infer import infer_schema
-from lading_jobs.load.policy import Decision, FileOutcome, decide, merge_outcomes
-from lading_jobs.load.stores import storage_for
-from lading_jobs.load.task import FileTask, LoadPlan, run_file
 from lading_jobs.session import wait_for_tasks
 from lading_jobs.sources import files as file_sets
 from lading_jobs.sources import hive
@@ -61,9 +62,6 @@ from lading_spec.copyjob import CopyJobSpec, parse_copyjob
 from lading_spec.errors import SpecError
 from lading_spec.formats import FileSet
 from lading_spec.job import JobDocument
-
-CHUNK_BYTES = 256 * 1024**2
-"""A Parquet file bigger than this is read by several tasks, each a range of its row groups."""
 
 
 def list_files(fileset: FileSet, settings: st.S3Settings) -> list[st.ObjectInfo]:
@@ -104,7 +102,7 @@ def _target_schema(log: TableLog | None, spec: CopyJobSpec, files: list[st.Objec
 
 def _run_tasks(spark: SparkSession, plan: LoadPlan, tasks: list[FileTask],
                groups: list[list[int]] | None = None) -> list[FileOutcome]:
-    """One Spark task per group of file tasks (``plan_load``; default: one each); each file
+    """One Spark task per group of file tasks (``ingest.plan.plan_load``; default: one each); each file
     task returns its outcome as one JSON string."""
     groups = groups if groups is not None else [[i] for i in range(len(tasks))]
 
@@ -163,36 +161,6 @@ def split_loaded(files: list[st.ObjectInfo], snapshot: Snapshot | None
     for o in files:
         (already if snapshot.loaded(o.uri, o.etag, o.size) else todo).append(o)
     return todo, already
-
-
-def _pieces(files: list[st.ObjectInfo], fmt_name: str, settings: st.S3Settings,
-            chunk_bytes: int) -> list[splits.Piece]:
-    refs = [splits.FileRef(o.uri, o.size, o.etag) for o in files]
-    footers = splits.footer_row_groups(
-        lambda f: storage_for(f.uri, settings).open_input(f.uri, f.size, etag=f.etag or None))
-    return splits.pieces(refs, fmt_name, chunk_bytes, footers)
-
-
-def plan_tasks(files: Iterable[st.ObjectInfo], fmt_name: str, settings: st.S3Settings,
-               chunk_bytes: int = CHUNK_BYTES) -> list[FileTask]:
-    """One task per file; a Parquet file bigger than ``chunk_bytes`` is split into tasks of
-    consecutive row groups of about that many (compressed) bytes, read from its footer
-    (the one split planner, ``lading_jobs.splits``)."""
-    return plan_load(files, fmt_name, settings, 1, chunk_bytes)[0]
-
-
-def plan_load(files: Iterable[st.ObjectInfo], fmt_name: str, settings: st.S3Settings, cores: int,
-              chunk_bytes: int = CHUNK_BYTES) -> tuple[list[FileTask], list[list[int]]]:
-    """The file tasks (``plan_tasks``) and their grouping into Spark tasks: small files packed
-    under Spark's budget rule over the run's bytes (``splits.budget``, ``splits.pack_indices``),
-    so many small files make fewer, larger tasks. ``files`` may be any iterable (a storage
-    listing is a generator): it is read once."""
-    files = list(files)
-    found = _pieces(files, fmt_name, settings, chunk_bytes)
-    tasks = [FileTask(i, p.uri, p.etag, p.size, p.file_index, p.row_groups, p.first_row)
-             for i, p in enumerate(found)]
-    budget = splits.budget(sum(o.size for o in files), cores, chunk_bytes, files=len(files))
-    return tasks, splits.pack_indices([p.bytes for p in found], budget)
 
 
 def run_load(spark: SparkSession, job: JobDocument, spec: CopyJobSpec | None = None,

@@ -19,10 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from lading_jobs import storage as st
-from lading_jobs.load.policy import Decision, FileOutcome
+from lading_jobs.ingest.policy import Decision, FileOutcome
 from lading_jobs.table import format as fmt
-
-LOADS_DIR = "_lading_loads"
+from lading_jobs.uploadset import LOADS_DIR
 
 
 def run_prefix(rejected_rows: str | None, run_id: str) -> str | None:

@@ -2,7 +2,7 @@
 
   snapshot of the table (the position it holds) ─► plan: ranges or files
      ─► Spark tasks: read, decode, cast, pending parts + pending dead-letter file
-        (with ``spec.transform``: read, decode, the load's transform stage, the same outputs)
+        (with ``spec.transform``: read, decode, ingest's transform stage, the same outputs)
      ─► schemaEvolution: addColumns and some task read fields the table lacks: evolve the
         schema, redo those tasks with it (the load's loop, lading_jobs.table.evolve.settle)
      ─► rejects > maxErrorNumber?  abort parts, keep the dead letters, TooManyErrors
@@ -33,10 +33,10 @@ import pyarrow as pa
 
 from lading_jobs import storage as st
 from lading_jobs import workerheap
-from lading_jobs.load import transform as tf
-from lading_jobs.load.policy import FileOutcome
-from lading_jobs.load.stores import storage_for
-from lading_jobs.load.task import FileTask, LoadPlan, is_unreadable, run_file, sort_rows
+from lading_jobs.ingest import transform as tf
+from lading_jobs.ingest.policy import FileOutcome
+from lading_jobs.ingest.stores import storage_for
+from lading_jobs.ingest.task import FileTask, LoadPlan, is_unreadable, run_file, sort_rows
 from lading_jobs.stream import kafka as kf
 from lading_jobs.stream import memory
 from lading_jobs.stream import positions as pos
@@ -277,7 +277,7 @@ def range_transformed(target: Target, index: int, rng: pos.Range, tplan: tf.Tran
 
 
 def _load_plan(target: Target, source: tuple[str, FormatOptions]) -> LoadPlan:
-    """A file task's plan: the load's, every error a rejected row (the batch's limit is maxErrorNumber)."""
+    """A file task's plan: a load's, every error a rejected row (the batch's limit is maxErrorNumber)."""
     fmt_name, options = source
     return LoadPlan(table_uri=target.table_uri, schema=target.schema, table_id=target.table_id,
                     envelope=target.envelope, sort_by=target.sort_by, time=target.time, write_id=target.write_id,
@@ -287,7 +287,7 @@ def _load_plan(target: Target, source: tuple[str, FormatOptions]) -> LoadPlan:
 
 
 def run_file_task(target: Target, source: tuple[str, FormatOptions], task: FileTask) -> Outcome:
-    """One Spark task for a file: the load's own file task (decode, cast, pending parts, rejects)."""
+    """One Spark task for a file: ingest's file task, as a load runs it (decode, cast, pending parts, rejects)."""
     return _file_outcome(task, run_file(_load_plan(target, source), task))
 
 
@@ -308,7 +308,7 @@ def _file_outcome(task: FileTask, o: FileOutcome) -> Outcome:
 
 def _transform_stage(spark: Any, target: Target, source: Any, items: list[Any], kind: str,
                      tplan: tf.TransformPlan) -> list[str]:
-    """The batch through the load's transform stage (``load.transform.run_stage``): the load's
+    """The batch through ingest's transform stage (``ingest.transform.run_stage``): the load's
     decode and finish for files, ``source_batches`` and ``range_transformed`` for Kafka ranges."""
     if kind == "kafka":
         def decode(i: int) -> Iterator[pa.RecordBatch]:
@@ -336,7 +336,7 @@ def run_tasks(spark: Any, target: Target, source: Any, items: list[Any], kind: s
               tplan: tf.TransformPlan | None = None, which: list[int] | None = None,
               rename: int = 0) -> list[Outcome]:
     """One Spark task per item (a range or a file task); outcomes in item order. With ``tplan``
-    the tasks are the load's transform stage (the same stage a CopyJob load runs).
+    the tasks are ingest's transform stage (the same stage a CopyJob load runs).
 
     ``which``: only these items (a redo), their parts and dead letters named as task
     ``i + rename`` so no name of an earlier round is taken again; outcomes keep index ``i``.

@@ -35,10 +35,10 @@ from collections.abc import Callable
 from typing import Any
 
 from lading_jobs import storage as st
-from lading_jobs.load import decode as dec
-from lading_jobs.load import transform as tf
-from lading_jobs.load.infer import infer_schema
-from lading_jobs.load.stores import storage_for
+from lading_jobs.ingest import decode as dec
+from lading_jobs.ingest import transform as tf
+from lading_jobs.ingest.infer import infer_schema
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.stream import batch as bt
 from lading_jobs.stream import kafka as kf
 from lading_jobs.stream import memory, records
@@ -300,7 +300,7 @@ class Stream:
     # -- one batch ---------------------------------------------------------------------
     def transform_plan(self, plan: bt.Plan) -> tf.TransformPlan | None:
         """The batch's transform (``spec.transform``) against the table and the batch's source: a
-        Kafka source's fixed view, a files batch's first file (``load.transform.source_schema``)."""
+        Kafka source's fixed view, a files batch's first file (``ingest.transform.source_schema``)."""
         transform = self.spec.transform
         if transform is None or plan.empty:
             return None

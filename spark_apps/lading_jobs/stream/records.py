@@ -1,8 +1,8 @@
-"""Kafka messages → table rows, with the load's decoding and per-row error handling.
+"""Kafka messages → table rows, with ingest's decoding and per-row error handling.
 
 ``valueFormat: json``: the values of one range are joined into JSON lines and
-decoded by the load's JSON-lines decoder (``load.decode``); rows are fitted to the
-table by the load's ``Conformer`` (columns by name, exact casts, NOT NULL), so a
+decoded by ingest's JSON-lines decoder (``ingest.decode``); rows are fitted to the
+table by ingest's ``Conformer`` (columns by name, exact casts, NOT NULL), so a
 message that does not parse or convert is a *reject* with its reason, never a
 changed row. ``valueFormat: raw``: the message's own columns (key, value, topic,
 partition, offset, timestamp, headers) go through the same ``Conformer``, so a
@@ -15,8 +15,8 @@ key, and of several messages for one key in a range only the last (highest
 offset) is written, so rows of equal logical time never need an order inside a
 part. Each reject carries its coordinates (topic, partition, offset).
 
-With ``spec.transform`` a range is instead the decode step of the load's transform
-(``source_batches``; ``load.transform.run_stage`` does the rest): the view ``source``
+With ``spec.transform`` a range is instead the decode step of ingest's transform
+(``source_batches``; ``ingest.transform.run_stage`` does the rest): the view ``source``
 holds, for ``raw``, the message's own columns, and for ``json`` one string per named
 key (``transform.fields``, else the table's column names): the key's JSON value as
 text, like a CSV field (a string unquoted, a number its digits, ``true``/``false``,
@@ -35,10 +35,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lading_jobs.load import transform as tf
-from lading_jobs.load.conform import Conformer, FileError
-from lading_jobs.load.decode import MAX_RAW, Decoded, Piece, decode_json
-from lading_jobs.load.task import exact_number_columns, verbatim_columns
+from lading_jobs.ingest import transform as tf
+from lading_jobs.ingest.conform import Conformer, FileError
+from lading_jobs.ingest.decode import MAX_RAW, Decoded, Piece, decode_json
+from lading_jobs.ingest.task import exact_number_columns, verbatim_columns
 from lading_jobs.stream.kafka import HEADERS_TYPE, Messages
 from lading_jobs.table import consolidate
 from lading_jobs.table import format as fmt
@@ -147,7 +147,7 @@ def _key_from_message(table: pa.Table, name: str, from_key: pa.ChunkedArray) -> 
 
 def _conform(piece: Piece, schema: TableSchema, unit: str, raw: Any, rejects: _Rejects,
              index: np.ndarray, discover: tuple[str, list[Found]] | None = None) -> pa.Table | None:
-    """One piece through the load's Conformer; rejects mapped back to their messages. With
+    """One piece through ingest's Conformer; rejects mapped back to their messages. With
     ``discover`` (where, found), columns the table lacks are appended to ``found``."""
     decoded = Decoded(unit=unit, pieces=[piece], raw=raw)
     conformer = Conformer(decoded, schema, discover=discover[0] if discover is not None else None)

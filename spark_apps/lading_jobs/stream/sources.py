@@ -17,9 +17,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from lading_jobs import storage as st
-from lading_jobs.load.job import plan_tasks
-from lading_jobs.load.stores import storage_for
-from lading_jobs.load.transform import TransformPlan
+from lading_jobs.ingest.plan import plan_tasks
+from lading_jobs.ingest.stores import storage_for
+from lading_jobs.ingest.transform import TransformPlan
 from lading_jobs.stream import kafka as kf
 from lading_jobs.stream import memory
 from lading_jobs.stream import positions as pos

@@ -8,7 +8,7 @@ half of an export's CPU. A copy that computes nothing does not need that:
   ``asOf`` honoured),
 * ``from.query`` whose analysed plan is only a projection (columns, renamed or
   not) of one input, optionally filtered where ``predicate`` evaluates the
-  condition exactly as Spark does (``sqlshape``).
+  condition exactly as Spark does (``lading_jobs.sqlshape``).
 
 ``choose`` decides (``CONF`` forces a path); everything else stays on the
 Spark SQL path. On this path the driver plans splits with the same planners
@@ -49,8 +49,9 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from lading_jobs import sqlshape
 from lading_jobs.formats import spark as spark_formats
-from lading_jobs.unload import predicate, sortedness, sparkplan, sqlshape
+from lading_jobs.unload import predicate, sortedness, sparkplan
 from lading_jobs.unload.task import TaskPlan, write_partition
 from lading_spec import sparkconf
 from lading_spec.copyjob import CopyJobSpec, Input

@@ -53,12 +53,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lading_jobs import workerheap
+from lading_jobs.formats.filestats import FileStats
+from lading_jobs.formats.parquetfile import dictionary_columns, writer_options
 from lading_jobs.sink import PartSink
 from lading_jobs.sources import files as sources_files
 from lading_jobs.storage import Storage, open_storage
 from lading_jobs.unload import formatting, thrift
-from lading_jobs.unload.parquetfile import dictionary_columns, writer_options
-from lading_jobs.unload.stats import FileStats
 from lading_jobs.unload.task import TaskPlan, TaskWriter
 from lading_spec.formats import ParquetOptions
 from lading_spec.version import VERSION
@@ -67,7 +67,7 @@ MAGIC = b"PAR1"
 CODECS = {"none": 0, "snappy": 1, "gzip": 2, "zstd": 6}
 MAX_GROUP_BYTES = 128 * 1024 * 1024
 """Most decoded bytes (``total_byte_size``) of a row group copied: it is held decoded at once, as the
-task writer holds at most ``parquetfile.MAX_PENDING_BYTES`` of Arrow data."""
+task writer holds at most ``formats.parquetfile.MAX_PENDING_BYTES`` of Arrow data."""
 MAX_GROUP_ROWS = 64 * 1024 * 1024
 """Most rows of a row group copied: pyarrow's writer never makes larger ones (it would split the
 columns encoded again into two row groups), so neither does the task writer."""

@@ -1,4 +1,4 @@
-"""A recognised filter (``sqlshape``) evaluated on Arrow batches exactly as Spark SQL evaluates it.
+"""A recognised filter (``lading_jobs.sqlshape``) evaluated on Arrow batches exactly as Spark SQL evaluates it.
 
 Spark's semantics, kept here vectorised:
 
@@ -25,7 +25,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lading_jobs.unload.sqlshape import Col, Expr, Lit
+from lading_jobs.sqlshape import Col, Expr, Lit
 
 _SIMPLE = {
     "tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(),

@@ -19,7 +19,7 @@ Two steps, so that neither a writer's claims nor a partial proof decide alone:
   rows instead (``unload.job``). A wrong order is never published.
 
 Sort keys are of types Spark, Arrow's comparison kernels, Python and Parquet
-statistics all order alike (``sqlshape.ORDERABLE`` and decimals): integers,
+statistics all order alike (``lading_jobs.sqlshape.ORDERABLE`` and decimals): integers,
 decimals, booleans, dates, timestamps and UTF-8 strings (their byte order is their
 code point order). NULL placement never matters: a NULL key leaves the path.
 """

@@ -1,4 +1,4 @@
-"""Spark's analysed plan of a DataFrame, read over py4j into ``sqlshape``'s small tree.
+"""Spark's analysed plan of a DataFrame, read over py4j into ``lading_jobs.sqlshape``'s small tree.
 
 The thin side of the query check: it walks the JVM's ``LogicalPlan`` and its
 expressions and copies what ``sqlshape.recognise`` looks at (class names, column
@@ -16,7 +16,7 @@ from __future__ import annotations
 import decimal
 from typing import Any
 
-from lading_jobs.unload.sqlshape import Col, Expr, Lit, Node, Op
+from lading_jobs.sqlshape import Col, Expr, Lit, Node, Op
 
 MAX_NODES = 2000  # a plan this large is certainly not a projection over one input
 CONSTANT_PARTS = ("Literal", "Cast", "UnaryMinus")

@@ -22,17 +22,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lading_jobs import workerheap
-from lading_jobs.sink import PartSink
-from lading_jobs.storage import S3Settings, Storage, join, open_storage
-from lading_jobs.unload import naming
-from lading_jobs.unload.compress import compressor
-from lading_jobs.unload.parquetfile import (
+from lading_jobs.formats.filestats import FileStats
+from lading_jobs.formats.parquetfile import (
     FooterModel,
     ParquetFile,
     dictionary_columns,
     writer_options,
 )
-from lading_jobs.unload.stats import FileStats
+from lading_jobs.sink import PartSink
+from lading_jobs.storage import S3Settings, Storage, join, open_storage
+from lading_jobs.unload import naming
+from lading_jobs.unload.compress import compressor
 from lading_jobs.unload.textfile import TextFile
 from lading_spec.formats import CsvOptions, FormatOptions, JsonOptions, ParquetOptions
 

@@ -14,9 +14,9 @@ from typing import Protocol, TypeAlias
 
 import pyarrow as pa
 
+from lading_jobs.formats.filestats import FileStats
 from lading_jobs.sink import PartSink
 from lading_jobs.unload.compress import Compressor
-from lading_jobs.unload.stats import FileStats
 
 FULL_SLACK = 0.05  # a file with less room than this fraction left is full
 

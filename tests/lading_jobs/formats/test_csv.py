@@ -219,7 +219,7 @@ def test_an_escape_other_than_the_quote_reads_what_postgres_writes(postgres_dsn:
     # string) alone; pyarrow's escape_char acted everywhere: 'a\b' read as 'ab', NULL '\N' as 'N'.
     import psycopg
 
-    from lading_jobs.load.decode import decode
+    from lading_jobs.ingest.decode import decode
 
     values = [v.replace("\\", options.escape) if v is not None else None for v in ESCAPE_TEXT]
 

@@ -18,7 +18,7 @@ import yaml
 from lading import cli
 from lading_jobs import storage as st
 from lading_jobs.compact.plan import written_by_compaction
-from lading_jobs.load.stores import storage_for
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.table.log.commits import TableLog
 from lading_spec.copyjob import parse_copyjob
 

@@ -23,10 +23,10 @@ import pytest
 from support.faults import Fault, FaultyStorage
 
 from lading_jobs import storage as st
+from lading_jobs import uploadset
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.load import insert as insert_mod
-from lading_jobs.load import manifest as mf
 from lading_jobs.load.job import run_load
-from lading_jobs.load.stores import storage_for
 from lading_jobs.table import format as fmt
 from lading_jobs.table import writer
 from lading_jobs.table.log.commits import CommitStateUnknown, TableLog, snapshot_at
@@ -139,7 +139,7 @@ def test_a_retry_after_the_commit_landed_reports_it_and_appends_nothing(
     run_load(spark, job(insert(table, "SELECT id FROM range(0, 10, 1, 2)"), "r1"))
     spec = insert(table, "SELECT id FROM range(100, 130, 1, 3)", "append")
     with monkeypatch.context() as m:
-        _faulty(m, insert_mod, "storage_for", Fault("put", "raise", match=f"{mf.LOADS_DIR}/r2.json"))
+        _faulty(m, insert_mod, "storage_for", Fault("put", "raise", match=f"{uploadset.LOADS_DIR}/r2.json"))
         with pytest.raises(st.StorageError, match="injected failure"):
             run_load(spark, job(spec, "r2"))
     landed = TableLog.open_existing(table).snapshot().version

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lading_jobs import storage as st
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.load.job import Cancelled, run_load
-from lading_jobs.load.stores import storage_for
 from lading_jobs.table import format as fmt
 from lading_jobs.table.log.commits import Change, LedgerEntry, TableLog
 from lading_jobs.table.schema import TableSchema
@@ -297,7 +297,7 @@ def test_a_big_parquet_file_is_read_by_several_tasks(spark: Any, root: str) -> N
     put_files(root + "in/", {"big.parquet": buf.getvalue(), "small.parquet": GOOD_PARQUET})
     spec = {"from": {"files": root + "in/", "format": "parquet"}, "to": {"table": root + "t/", "schema": SCHEMA},
             "onError": "continue", "rejectedRows": root + "rej/"}
-    from lading_jobs.load.job import plan_tasks
+    from lading_jobs.ingest.plan import plan_tasks
 
     listed = sorted(store(root).list_objects(root + "in/"), key=lambda o: o.uri)
     chunk = len(buf.getvalue()) // 3

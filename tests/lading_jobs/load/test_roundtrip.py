@@ -16,8 +16,8 @@ import pytest
 
 from lading import cli
 from lading_jobs import storage as st
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.load.job import run_load
-from lading_jobs.load.stores import storage_for
 from lading_jobs.table.log.commits import TableLog
 from lading_spec.copyjob import parse_copyjob
 from lading_spec.job import JobDocument

@@ -21,9 +21,9 @@ import pytest
 from support.faults import Fault, FaultyStorage
 
 from lading_jobs import storage as st
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.load import job as load_job
 from lading_jobs.load.job import run_load
-from lading_jobs.load.stores import storage_for
 from lading_jobs.table import format as fmt
 from lading_jobs.table import reader
 from lading_jobs.table.evolve import Found, evolve

@@ -238,7 +238,7 @@ def test_parquet_chunks_through_a_transform(spark: Any, root: str) -> None:
     """A Parquet source keeps its types; a file read by several tasks merges its counts and rejects."""
     import io
 
-    from lading_jobs.load.job import plan_tasks
+    from lading_jobs.ingest.plan import plan_tasks
 
     ids_ = list(range(1, 301))
     buf = io.BytesIO()

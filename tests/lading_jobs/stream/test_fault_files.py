@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from support.stream_faults import KILL_POINTS, ROUNDS, job, pending_uploads, read_table, run_killed
 
-from lading_jobs.load.stores import storage_for
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.storage import S3Settings
 from lading_jobs.stream.job import run_stream
 from lading_jobs.table.log.commits import TableLog

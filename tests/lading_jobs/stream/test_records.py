@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lading_jobs.load import transform as tf
+from lading_jobs.ingest import transform as tf
 from lading_jobs.stream.kafka import Messages
 from lading_jobs.stream.positions import Range
 from lading_jobs.stream.records import RAW_SOURCE, source_batches, transform_source

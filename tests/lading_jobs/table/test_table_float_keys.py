@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from lading_jobs.compact import rewrite
-from lading_jobs.load.task import sort_rows
+from lading_jobs.ingest.task import sort_rows
 from lading_jobs.stream.records import POS, last_per_key
 from lading_jobs.table import consolidate as cons
 from lading_jobs.table import format as fmt

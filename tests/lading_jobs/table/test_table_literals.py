@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from lading_jobs import sqlshape
 from lading_jobs import storage as st
 from lading_jobs.sources import files as sources_files
 from lading_jobs.table import format as fmt
@@ -24,7 +25,7 @@ from lading_jobs.table import reader, writer
 from lading_jobs.table.filters import expr as ex
 from lading_jobs.table.log.commits import TableLog
 from lading_jobs.table.schema import TableSchema
-from lading_jobs.unload import arrowpath, predicate, sparkplan, sqlshape
+from lading_jobs.unload import arrowpath, predicate, sparkplan
 from lading_spec.copyjob import Input
 
 UTC = dt.UTC

@@ -413,7 +413,7 @@ def test_the_footer_size_is_computed_as_encoding_the_footer_gives_it(tmp_path: P
     group = footer.get(chunkcopy.FMD_GROUPS).values[0]
     schema = types.arrow_schema(SPARK_SCHEMA)
     for compression in ("snappy", "zstd", "none"):
-        from lading_jobs.unload.parquetfile import writer_options
+        from lading_jobs.formats.parquetfile import writer_options
 
         reference = chunkcopy.Reference.of(schema, writer_options(compression), compression)
         size = chunkcopy.FooterSize(reference)

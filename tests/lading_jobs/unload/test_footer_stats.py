@@ -21,12 +21,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from support import every_type
 
+from lading_jobs.formats.filestats import FileStats, footer_physical
+from lading_jobs.formats.parquetfile import FooterModel, ParquetFile, writer_options
 from lading_jobs.formats.types import arrow_type_of
 from lading_jobs.sink import PartSink
 from lading_jobs.storage import LocalStorage, PendingUpload, join
 from lading_jobs.unload import formatting
-from lading_jobs.unload.parquetfile import FooterModel, ParquetFile, writer_options
-from lading_jobs.unload.stats import FileStats, footer_physical
 from lading_jobs.unload.task import TaskPlan, TaskWriter
 from lading_spec.formats import ParquetOptions
 

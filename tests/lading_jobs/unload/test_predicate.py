@@ -22,10 +22,11 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import types as T
 
+from lading_jobs import sqlshape
 from lading_jobs.formats import types
 from lading_jobs.sources import files as sources_files
 from lading_jobs.storage import open_storage
-from lading_jobs.unload import predicate, sparkplan, sqlshape
+from lading_jobs.unload import predicate, sparkplan
 from lading_spec.copyjob import Input
 from lading_spec.formats import FileSet, ParquetOptions
 

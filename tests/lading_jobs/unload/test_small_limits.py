@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from lading_jobs.formats.parquetfile import FileTooSmall
 from lading_jobs.storage import LocalStorage, PendingUpload, join
 from lading_jobs.unload import formatting
-from lading_jobs.unload.parquetfile import FileTooSmall
 from lading_jobs.unload.task import TaskPlan, TaskWriter
 from lading_spec.formats import CsvOptions, ParquetOptions
 

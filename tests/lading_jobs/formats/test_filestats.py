@@ -7,7 +7,7 @@ import decimal
 
 import pyarrow as pa
 
-from lading_jobs.unload.stats import FileStats
+from lading_jobs.formats.filestats import FileStats
 
 
 def test_durations_have_bounds_in_seconds() -> None:

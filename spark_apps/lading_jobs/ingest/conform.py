@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lading_jobs.load.cast import cast_column
-from lading_jobs.load.decode import Decoded, Piece, Reject
+from lading_jobs.ingest.cast import cast_column
+from lading_jobs.ingest.decode import Decoded, Piece, Reject
 from lading_jobs.table import evolve
 from lading_jobs.table.format import RESERVED_PREFIX
 from lading_jobs.table.schema import SchemaError, TableSchema, arrow_type, default_scalar

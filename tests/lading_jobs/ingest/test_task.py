@@ -15,9 +15,9 @@ import pytest
 from support.faults import Fault, FaultyStorage
 
 from lading_jobs import storage as st
-from lading_jobs.load import task as task_module
-from lading_jobs.load.stores import storage_for
-from lading_jobs.load.task import (
+from lading_jobs.ingest import task as task_module
+from lading_jobs.ingest.stores import storage_for
+from lading_jobs.ingest.task import (
     REJECTS_OBJECT_BYTES,
     FileTask,
     LoadPlan,

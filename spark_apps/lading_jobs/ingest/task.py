@@ -22,10 +22,10 @@ import numpy as np
 import pyarrow as pa
 
 from lading_jobs import storage as st
-from lading_jobs.load.conform import Conformer, FileError
-from lading_jobs.load.decode import Decoded, Piece, Reject, decode
-from lading_jobs.load.policy import FileOutcome, should_write
-from lading_jobs.load.stores import storage_for
+from lading_jobs.ingest.conform import Conformer, FileError
+from lading_jobs.ingest.decode import Decoded, Piece, Reject, decode
+from lading_jobs.ingest.policy import FileOutcome, should_write
+from lading_jobs.ingest.stores import storage_for
 from lading_jobs.sink import PartSink
 from lading_jobs.sources import hive
 from lading_jobs.table import consolidate, writer

@@ -14,8 +14,8 @@ takes the same bytes) and shrunk until it fits.
 Column statistics are not computed twice: the byte-array bounds the footer
 reserve needs are the statistics' bounds too (one ``min_max`` per row group),
 and integer, decimal and temporal bounds are read from the footer the writer
-wrote (``stats.FileStats.add_footer``), where they equal what computing them
-would give; floats are computed (see ``stats``).
+wrote (``filestats.FileStats.add_footer``), where they equal what computing them
+would give; floats are computed (see ``filestats``).
 
 String and binary columns may also be handed over as dictionary arrays (a
 compaction reads them so from parts that stored them dictionary-encoded,
@@ -37,9 +37,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lading_jobs.formats.filestats import FileStats, footer_physical
 from lading_jobs.formats.types import parquet_leaves
 from lading_jobs.sink import PartSink
-from lading_jobs.unload.stats import FileStats, footer_physical
 
 FULL_SLACK = 0.05
 SAFE_FRACTION = 0.6  # write unmeasured only if the estimate is below this share of the room
@@ -219,7 +219,7 @@ class FooterModel:
 
 def _footer_columns(schema: pa.Schema, md: pq.FileMetaData) -> tuple[tuple[int, int], ...]:
     """(position, leaf index) of the top-level columns whose bounds come from the footer: the
-    types of ``stats.footer_physical``, where the file's own schema says the leaf is that column,
+    types of ``filestats.footer_physical``, where the file's own schema says the leaf is that column,
     of that physical type (anything unexpected: the bounds are computed)."""
     out = []
     leaf = 0

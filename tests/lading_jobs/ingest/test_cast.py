@@ -9,7 +9,7 @@ import decimal
 import pyarrow as pa
 import pytest
 
-from lading_jobs.load.cast import cast_column
+from lading_jobs.ingest.cast import cast_column
 
 
 def test_good_values_cast_in_one_go_and_nulls_stay_null() -> None:
@@ -133,7 +133,7 @@ def test_json_values_of_any_type_one_after_another_check_in_one_go(monkeypatch: 
     # Values whose types differ (an object, then a number, then an object with another type under
     # the same key) would stop a reader that builds columns, and halving would then parse the 4,000
     # values one by one; the check builds none: one read per layout.
-    from lading_jobs.load import cast
+    from lading_jobs.ingest import cast
 
     reads: list[int] = []
     read = cast._json_lines_read

@@ -1,6 +1,6 @@
 """Which queries need no Spark SQL: a pure reading of Spark's analysed plan.
 
-``sparkplan.describe`` turns the analysed plan into the small tree below (``Node``,
+``unload.sparkplan.describe`` turns the analysed plan into the small tree below (``Node``,
 ``Col``, ``Lit``, ``Op``; literals and other constant expressions already
 evaluated by Spark itself, so casts of constants follow Spark's rules, ANSI errors
 included). ``recognise`` accepts exactly one shape: a chain of ``Project``,
@@ -11,7 +11,7 @@ input's temporary view, where
 * every filter condition is built from comparisons (``=``, ``<=>``, ``<``, ``<=``,
   ``>``, ``>=``) of a column with a constant, ``IN`` over constants, ``IS [NOT]
   NULL``, ``AND``, ``OR`` and ``NOT``, on columns of types whose comparison
-  ``predicate`` evaluates exactly as Spark does, with only the casts Spark inserts
+  ``unload.predicate`` evaluates exactly as Spark does, with only the casts Spark inserts
   that are exact and cannot fail (an integer or decimal widened, float to double);
 * every sort key (``ORDER BY``) is a column of that input, of a type whose order
   Parquet footers and Arrow compare as Spark does (``ORDERABLE``: no floats, no

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from lading_jobs.formats import jsonl
 from lading_jobs.formats.compressed import compression_of, decompress
 from lading_jobs.formats.csv import pg_escapes, unterminated_quote_line
-from lading_jobs.load import lines as L
+from lading_jobs.ingest import lines as L
 from lading_spec.formats import CsvOptions, FormatOptions
 
 MAX_RAW = 4096  # characters of a raw record kept in a rejected-rows entry

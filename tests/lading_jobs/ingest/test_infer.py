@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lading_jobs.load.infer import infer_schema
+from lading_jobs.ingest.infer import infer_schema
 from lading_spec.formats import JsonOptions
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_json_lines_that_are_no_object_give_no_columns_and_do_not_crash() -> None:
     # pyarrow's reader crashed the process (SIGSEGV) on a first line 'null', so the inference runs in
     # a child: a crash fails the test instead of the test run.
-    code = ("from lading_jobs.load.infer import infer_schema; from lading_spec.formats import JsonOptions; "
+    code = ("from lading_jobs.ingest.infer import infer_schema; from lading_spec.formats import JsonOptions; "
             "print(infer_schema(b'null\\n  null\\n', 'json', JsonOptions(), 'file:///x.jsonl').names)")
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                            env={"PYTHONPATH": str(ROOT / "spark_apps")})

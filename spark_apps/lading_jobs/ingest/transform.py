@@ -43,13 +43,13 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lading_jobs import sandbox, workerheap
 from lading_jobs.formats import types as ftypes
 from lading_jobs.formats.compressed import decompress
-from lading_jobs.load import decode as dec
-from lading_jobs.load.cast import bisected, cast_column
-from lading_jobs.load.decode import Reject
-from lading_jobs.load.infer import _read_sample
-from lading_jobs.load.policy import FileOutcome, merge_outcomes
-from lading_jobs.load.stores import storage_for
-from lading_jobs.load.task import FileTask, LoadPlan, finish_file, read_task
+from lading_jobs.ingest import decode as dec
+from lading_jobs.ingest.cast import bisected, cast_column
+from lading_jobs.ingest.decode import Reject
+from lading_jobs.ingest.infer import _read_sample
+from lading_jobs.ingest.policy import FileOutcome, merge_outcomes
+from lading_jobs.ingest.stores import storage_for
+from lading_jobs.ingest.task import FileTask, LoadPlan, finish_file, read_task
 from lading_jobs.storage import ObjectChanged, ObjectInfo, S3Settings, StorageError
 from lading_jobs.table.schema import (
     TableSchema,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as s
 
-from lading_jobs.load.conform import conform
-from lading_jobs.load.decode import decode, decode_csv
+from lading_jobs.ingest.conform import conform
+from lading_jobs.ingest.decode import decode, decode_csv
 from lading_jobs.table.schema import TableSchema
 from lading_spec.formats import CsvOptions
 

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lading_jobs.load.conform import conform
-from lading_jobs.load.decode import decode, decode_csv, decode_json, decode_parquet
+from lading_jobs.ingest.conform import conform
+from lading_jobs.ingest.decode import decode, decode_csv, decode_json, decode_parquet
 from lading_jobs.table.schema import TableSchema
 from lading_spec.formats import CsvOptions, JsonOptions, ParquetOptions
 
@@ -362,7 +362,7 @@ def test_numbers_and_nested_values_in_text_columns_keep_their_text_however_the_l
         lines.append(b'{"id": 5, "doc": [{"s": 1.5, "doc": [0]}], "s": 2e-3}')
     if case == "the key spelled with escapes":
         lines.append(b'{"id": 5, "\\u0073": 2e-3, "do\\u0063": [0]}')
-    from lading_jobs.load import decode as decode_module
+    from lading_jobs.ingest import decode as decode_module
 
     scanned: list[list[str]] = []
     members = decode_module._members
@@ -383,7 +383,7 @@ def test_a_line_with_invalid_utf8_is_still_rejected_beside_numbers_kept_as_text(
 
 
 def test_text_columns_of_strings_or_integers_take_no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lading_jobs.load import decode as decode_module
+    from lading_jobs.ingest import decode as decode_module
 
     def no_scan(*args: Any) -> Any:
         raise AssertionError("scanned")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lading_jobs.load.policy import FileOutcome, decide, should_write
+from lading_jobs.ingest.policy import FileOutcome, decide, should_write
 from lading_spec.copyjob import LoadOptions
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lading_jobs.load import lines as L
+from lading_jobs.ingest import lines as L
 
 
 def test_line_bounds_and_blank_lines() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lading_jobs import storage as st
-from lading_jobs.load.job import plan_load
+from lading_jobs.ingest.plan import plan_load
 
 KB = 1024
 
