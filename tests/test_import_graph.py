@@ -5,10 +5,6 @@ statement of every module, those inside functions and under ``if TYPE_CHECKING:`
 so moving an import into a function to dodge a circle does not hide it. A circle is a set of
 modules each reachable from every other (a strongly connected component); the failure names
 one concrete round through it, each step with its file line.
-
-``CYCLES_REMOVED_BY_TABLE_ROOMS`` is temporary: the two circles inside ``lading_jobs.table``
-that issue 45's table rooms (another branch) removes. The lead deletes it when merging that
-branch; a circle it names that is gone fails the test, so it cannot outlive them.
 """
 
 from __future__ import annotations
@@ -21,17 +17,6 @@ import grimp
 import pytest
 
 PRODUCT = ("lading_spec", "lading_jobs", "lading_operator", "lading")
-
-# TEMPORARY (issue 45): removed by the table-rooms branch; the lead deletes this at merge.
-CYCLES_REMOVED_BY_TABLE_ROOMS: tuple[frozenset[str], ...] = (
-    frozenset({"lading_jobs.table.log.commits", "lading_jobs.table.iceberg.mirror",
-               "lading_jobs.table.iceberg.publisher", "lading_jobs.table.iceberg.copies",
-               "lading_jobs.table.iceberg.deletes", "lading_jobs.table.iceberg.view",
-               "lading_jobs.table.reader"}),
-    frozenset({"lading_jobs.table.stats.part", "lading_jobs.table.stats.jsonstats",
-               "lading_jobs.table.stats.jsonengine", "lading_jobs.table.stats.variantstats"}),
-)
-
 
 def _reachable(graph: grimp.ImportGraph, start: str) -> set[str]:
     seen: set[str] = set()
@@ -92,15 +77,9 @@ def product() -> grimp.ImportGraph:
 
 
 def test_the_product_has_no_import_circle(product: grimp.ImportGraph) -> None:
-    found = _unexpected(product, CYCLES_REMOVED_BY_TABLE_ROOMS)
+    found = _unexpected(product)
     assert not found, ("break each circle: move what both sides need to a module both may import "
                        "(an import inside a function or under TYPE_CHECKING still counts)\n" + "\n".join(found))
-
-
-def test_the_temporary_table_allowance_names_circles_that_still_exist(product: grimp.ImportGraph) -> None:
-    cycles = import_cycles(product)
-    stale = [sorted(a) for a in CYCLES_REMOVED_BY_TABLE_ROOMS if not any(c <= a for c in cycles)]
-    assert not stale, f"these circles are gone: delete them from CYCLES_REMOVED_BY_TABLE_ROOMS: {stale}"
 
 
 def test_a_circle_through_an_import_inside_a_function_is_found_and_named(
