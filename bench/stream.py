@@ -406,7 +406,8 @@ def main() -> int:
         if broker is not None:
             broker.terminate()
             broker.wait()
-    benchjson.write(args.json_out, __file__, FIGURES)
+    benchjson.write(args.json_out, __file__, FIGURES,
+                    "" if phases == {"throughput", "latency", "memory"} else "+".join(sorted(phases)))
     return 0
 
 
