@@ -50,6 +50,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT)]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -133,6 +135,7 @@ def main() -> None:
     p.add_argument("--only", choices=("binpack", "sorted"), help="run one kind of rewrite (default: both)")
     p.add_argument("--no-spark", action="store_true", help="leave out the Spark anchor (Spark's own rewrite)")
     p.add_argument("--reuse", action="store_true", help="keep the small-part tables an earlier run built in --dir")
+    benchjson.add_argument(p)
     args = p.parse_args()
     root = Path(args.dir)
     built = root / "built.json"  # the small-part tables of an earlier run, for --reuse
@@ -220,6 +223,8 @@ def main() -> None:
           f"{'÷delta-rs':>9}   (medians of {args.repeat} interleaved runs)")
     results = {}
     runs: dict[str, list[str]] = {}
+    kept: dict[str, tuple[dict[str, list[float]], int, int]] = {}  # for the JSON (bench/benchjson.py)
+    read_figures: list[dict[str, Any]] = []
     kinds = {"binpack": (False,), "sorted": (True,)}.get(args.only or "", (False, True))
     for sort in kinds:
         name = "sorted" if sort else "bin-pack"
@@ -231,6 +236,7 @@ def main() -> None:
                 times["spark"].append(native(sort))
             times["delta-rs"].append(delta(sort)[0])
         results[name] = uri
+        kept[name] = (times, totals.parts_before, totals.parts_after)
         ls, ds = statistics.median(times["lading"]), statistics.median(times["delta-rs"])
         ns = statistics.median(times["spark"]) if times["spark"] else float("nan")
         runs[name] = [f"{k} " + ", ".join(f"{t:.2f}" for t in v) for k, v in times.items() if v]
@@ -249,7 +255,27 @@ def main() -> None:
         seconds, out = timed(lambda u=uri: reader.scan(u, predicate=predicate))
         print(f"filtered read {label:6}: {len(fetched)} of {len(snap.parts)} parts fetched, "
               f"{sum(p.size for p in fetched) / 1e6:.0f} MB, {out.num_rows:,} rows, {seconds:.2f} s")
+        read_figures.append({"read": label, "parts_fetched": len(fetched), "parts": len(snap.parts),
+                             "mb_fetched": sum(p.size for p in fetched) / 1e6, "rows": out.num_rows,
+                             "seconds": seconds})
+    benchjson.write(args.json_out, __file__, figures(args, mb, cold, kept, read_figures), args.only or "")
     spark.stop()
+
+
+def figures(args: argparse.Namespace, mb: float, cold: float,
+            kept: dict[str, tuple[dict[str, list[float]], int, int]],
+            reads: list[dict[str, Any]]) -> dict[str, Any]:
+    """The printed figures as JSON (bench/benchjson.py): each rewrite's seconds per engine and pass, medians, ratios."""
+    rewrites = []
+    for name, (times, before, after) in kept.items():
+        med = {k: statistics.median(v) for k, v in times.items() if v}
+        rewrites.append({"rewrite": name, "seconds_each": {k: v for k, v in times.items() if v},
+                         "lading_s": med["lading"], "spark_s": med.get("spark"), "delta_rs_s": med["delta-rs"],
+                         "parts_before": before, "parts_after": after,
+                         "x_spark": med["spark"] / med["lading"] if "spark" in med else None,
+                         "x_delta_rs": med["delta-rs"] / med["lading"]})
+    return {"parts": args.parts, "rows": args.parts * args.rows_per_part, "mb": mb, "target": args.target,
+            "repeat": args.repeat, "cold_start_s": cold, "rewrites": rewrites, "filtered_read": reads}
 
 
 if __name__ == "__main__":

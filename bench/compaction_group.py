@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT), str(ROOT / "bench")]
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")  # lading_jobs.session: Compaction's pool
@@ -196,10 +198,12 @@ def main() -> None:
     p.add_argument("--sorted", action="store_true", help="a sorted rewrite by k (rangesort; delta-rs z_order)")
     p.add_argument("--groups", type=int, default=2, help="--sorted: groups the parts are split into")
     p.add_argument("--profile", type=int, default=0, help="--sorted, lading: print the top N functions")
+    benchjson.add_argument(p)
     args = p.parse_args()
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
     build(root, args.parts, args.rows_per_part, args.engine == "delta-rs")
+    rewrites: list[dict[str, float]] = []  # for the JSON (bench/benchjson.py)
     for _ in range(args.repeat):
         if args.engine == "lading" and args.sorted:
             total, system, wall = run_lading_sorted(root, args.groups, args.check, args.profile)
@@ -209,6 +213,11 @@ def main() -> None:
             total, system, wall = run_delta(root, 256 * 1024**2, args.sorted)
         print(f"{args.engine} {ROOT.name}: {total:.2f} CPU-s ({system:.2f} system), {wall:.2f} s wall, "
               f"load {os.getloadavg()[0]:.1f}", flush=True)
+        rewrites.append({"cpu_s": total, "system_s": system, "wall_s": wall, "load": os.getloadavg()[0]})
+    benchjson.write(args.json_out, __file__, {"engine": args.engine, "rewrite": "sorted" if args.sorted else "bin-pack",
+                                          "parts": args.parts, "rows": args.parts * args.rows_per_part,
+                                          "groups": args.groups if args.sorted else 1, "rewrites": rewrites},
+                    f"{args.engine}-sorted" if args.sorted else "" if args.engine == "lading" else args.engine)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT)]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -90,6 +92,7 @@ def main() -> None:
     p.add_argument("--dir", default="/tmp/lading-bench-outside")
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--target", default="256MB")
+    benchjson.add_argument(p)
     args = p.parse_args()
 
     from pyspark import cloudpickle
@@ -142,6 +145,7 @@ def main() -> None:
         return traced
 
     root = Path(args.dir)
+    passes: list[dict[str, Any]] = []  # for the JSON (bench/benchjson.py)
     for n in range(args.repeat):
         SPENT.clear()
         tasks.clear()
@@ -171,6 +175,12 @@ def main() -> None:
         last = max(t["end"] for t in tasks)
         print(f"    stage end after the last body: {s1 - last:5.2f} s")
         print(f"  {'outside the stage':28} {total - (s1 - s0):6.2f} s")
+        passes.append({"seconds": total, "load": load, "parts_before": totals.parts_before,
+                       "parts_after": totals.parts_after, "spark_stage_s": s1 - s0,
+                       "outside_stage_s": total - (s1 - s0), "steps_s": dict(SPENT), "plan_bytes": plan_bytes[0],
+                       "tasks": sorted(({**t, "start": t["start"] - s0, "end": t["end"] - s0} for t in tasks),
+                                       key=lambda t: t["start"])})
+    benchjson.write(args.json_out, __file__, {"target": args.target, "passes": passes})
     spark.stop()
 
 

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT / "tests"), str(ROOT)]
 
@@ -55,11 +57,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
+    benchjson.add_argument(parser)
     args = parser.parse_args()
     engines: list[tuple[str, Callable[[pa.Array], Any]]] = [
         ("reference (Python json per document)", reference_summarize),
         ("jsonengine.summarize", jsonengine.summarize),
         ("jsonengine.general_stats (DuckDB)", jsonengine.general_stats)]
+    results: list[dict[str, Any]] = []  # for the JSON (bench/benchjson.py)
     for label, column in (("plain", plain(args.docs)), ("ragged", ragged(args.docs))):
         expected = reference_summarize(column)
         assert jsonengine.summarize(column) == expected and jsonengine.general_stats(column) == expected
@@ -71,6 +75,8 @@ def main() -> None:
                 best[name] = min(best.get(name, float("inf")), time.perf_counter() - start)
         for name, seconds in best.items():
             print(f"{label:7s} {name:38s} {seconds:6.2f} s {args.docs / seconds:12,.0f} docs/s")
+            results.append({"column": label, "engine": name, "seconds": seconds, "docs_per_s": args.docs / seconds})
+    benchjson.write(args.json_out, __file__, {"docs": args.docs, "rounds": args.rounds, "engines": results})
 
 
 if __name__ == "__main__":

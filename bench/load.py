@@ -53,6 +53,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT)]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -122,11 +124,14 @@ def main() -> None:
     p.add_argument("--only-ledger-scale", action="store_true", help="run only the ledger-at-scale case (no Spark)")
     p.add_argument("--dir", default="/tmp/lading-bench-load")
     p.add_argument("--no-transform", action="store_true", help="skip the transform case")
+    benchjson.add_argument(p)
     args = p.parse_args()
     root = Path(args.dir)
     shutil.rmtree(root, ignore_errors=True)
+    FIGURES.update(rows=args.rows, files=args.files)
     if args.only_ledger_scale:
         ledger_scale_case(root, args.ledger_scale)
+        benchjson.write(args.json_out, __file__, FIGURES, "ledger-scale")
         return
     csv_dir, pq_dir = generate(root, args.rows, args.files)
 
@@ -166,6 +171,7 @@ def main() -> None:
         mb = size_mb(src)
         print(f"{fmt:8} {best_l:9.2f} {best_n:8.2f} {mb / best_l:11.1f} {mb / best_n:10.1f} "
               f"{args.rows / best_l:13,.0f} {best_n / best_l:6.2f}")
+        FIGURES["loads"].append(load_row(fmt, best_l, best_n, mb, args.rows))
     if not args.no_transform:
         transform_case(spark, root, csv_dir, args.rows)
     if args.ledger:
@@ -173,6 +179,16 @@ def main() -> None:
     spark.stop()
     if args.ledger_scale:
         ledger_scale_case(root, args.ledger_scale)
+    benchjson.write(args.json_out, __file__, FIGURES)
+
+
+FIGURES: dict[str, Any] = {"loads": []}  # what the run printed, for the JSON (bench/benchjson.py)
+
+
+def load_row(case: str, lading_s: float, spark_s: float, mb: float, rows: int) -> dict[str, Any]:
+    """One printed row of the loads' table, for the JSON."""
+    return {"input": case, "lading_s": lading_s, "spark_s": spark_s, "lading_mb_per_s": mb / lading_s,
+            "spark_mb_per_s": mb / spark_s, "lading_rows_per_s": rows / lading_s, "ratio": spark_s / lading_s}
 
 
 TRANSFORM_ITEMS = ("id::bigint", "upper(region)", "customer", "total::decimal(12,2) * 2", "to_timestamp(created_at)",
@@ -210,6 +226,7 @@ def transform_case(spark: Any, root: Path, csv_dir: Path, rows: int) -> None:
     mb = size_mb(csv_dir)
     print(f"{'csv+sql':8} {best_l:9.2f} {best_n:8.2f} {mb / best_l:11.1f} {mb / best_n:10.1f} "
           f"{rows / best_l:13,.0f} {best_n / best_l:6.2f}")
+    FIGURES["loads"].append(load_row("csv+sql", best_l, best_n, mb, rows))
 
 
 def ledger_case(spark: Any, root: Path, csv_dir: Path, entries: int) -> None:
@@ -255,6 +272,8 @@ def ledger_case(spark: Any, root: Path, csv_dir: Path, entries: int) -> None:
           f"ratio {rerun / listing:6.2f} (rerun ÷ listing)")
     print(f"  load beside the ledger {beside:8.2f} s; into a fresh table {fresh:6.2f} s; "
           f"ratio {beside / fresh:6.2f} (with ÷ without)")
+    FIGURES["ledger"] = {"entries": entries, "rerun_s": rerun, "listing_s": listing, "load_beside_s": beside,
+                         "load_fresh_s": fresh}
 
 
 def ledger_scale_case(root: Path, entries: int) -> None:
@@ -298,6 +317,10 @@ def ledger_scale_case(root: Path, entries: int) -> None:
         opens.append(seconds)
     print(f"  open (open_existing + snapshot): median {statistics.median(opens):.3f} s, "
           f"max {max(opens):.3f} s (target < 1 s); ledger bytes read {snap.ledger.bytes_read}")
+    scale: dict[str, Any] = {"entries": entries, "built_s": built, "checkpoint_bytes": checkpoint,
+                             "inline_ledger_bytes": inline, "ledger_objects": len(objects),
+                             "open_median_s": statistics.median(opens), "open_max_s": max(opens), "loads": []}
+    FIGURES["ledger_scale"] = scale
 
     def load_100(log: TableLog, day: int) -> None:
         snap = log.snapshot()
@@ -312,6 +335,8 @@ def ledger_scale_case(root: Path, entries: int) -> None:
         print(f"  load of 100 new files at commit {after.version}: lookups {looked:.3f} s, ledger bytes read "
               f"{read_lookups:,} (target < 1 MB); commit {committed:.3f} s, ledger bytes read in all "
               f"{after.ledger.bytes_read:,}, written {written:,}")
+        scale["loads"].append({"commit": after.version, "lookups_s": looked, "lookup_bytes_read": read_lookups,
+                               "commit_s": committed, "bytes_read": after.ledger.bytes_read, "bytes_written": written})
 
     log = TableLog.open_existing(uri)
     load_100(log, 400)  # commit 11: no checkpoint

@@ -57,6 +57,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "spark_apps")]
 
 import pyarrow as pa  # noqa: E402
@@ -120,6 +122,11 @@ def commit_one(kind: str, log: TableLog, i: int, args: argparse.Namespace, stora
 def report(kind: str, what: str, off: float, on: float, where: str, extra: str = "") -> None:
     print(f"{kind:6s} ({where}): {what} {off * 1000:.1f} ms without the mirror, {on * 1000:.1f} ms with it; "
           f"the mirror's share {(on - off) / on:.0%} (target <= 10 %){extra}")
+    CASES.append({"case": kind, "what": what, "where": where, "off_ms": off * 1000, "on_ms": on * 1000,
+                  "share_ab": (on - off) / on, "extra": extra.removeprefix("; ")})
+
+
+CASES: list[dict[str, Any]] = []  # what report() printed, for the JSON (bench/benchjson.py)
 
 
 def streamcopy(args: argparse.Namespace) -> None:
@@ -178,6 +185,7 @@ def _streamcopy(args: argparse.Namespace, inside: list[float]) -> None:
         mirrored = inside
         print(f"streamcopy: inside mirror.after_commit {statistics.median(mirrored) * 1000:.1f} ms per mirrored batch "
               f"(median of {len(mirrored)}): {statistics.median(mirrored) / on:.0%} of the median batch with the mirror")
+        CASES[-1].update(direct_ms=statistics.median(mirrored) * 1000, share_direct=statistics.median(mirrored) / on)
         if behind:  # the publishes themselves (background: on the publisher's thread, beside the next batch)
             pw, pc = statistics.median(b[0] for b in behind), statistics.median(b[1] for b in behind)
             print(f"streamcopy: each publish {pw * 1000:.1f} ms wall, {pc * 1000:.1f} ms CPU of its thread "
@@ -198,6 +206,7 @@ def report_job(kind: str, what: str, times: dict[bool, list[float]], inside: lis
     print(f"{kind}: inside mirror.after_commit {statistics.median(inside) * 1000:.1f} ms per job (median of "
           f"{len(inside)}; max {max(inside) * 1000:.1f} ms): {statistics.median(shares):.1%} of its job "
           f"(median; max {max(shares):.1%})")
+    CASES[-1].update(direct_ms=statistics.median(inside) * 1000, share_direct=statistics.median(shares))
 
 
 @contextlib.contextmanager
@@ -426,6 +435,7 @@ def main() -> int:
     ap.add_argument("--load", action="store_true", help="also a real CopyJob load (run_load on local[2] Spark)")
     ap.add_argument("--load-rows", type=int, default=200_000)
     ap.add_argument("--load-rounds", type=int, default=5)
+    benchjson.add_argument(ap)
     args = ap.parse_args()
     cases = [c for c in args.cases.split(",") if c]
     server = None
@@ -494,7 +504,16 @@ def main() -> int:
             moto_process.wait()
     if args.streamcopy:
         streamcopy(args)
+    benchjson.write(args.json_out, __file__, {"parts": args.parts, "store": "S3 (moto)" if args.s3 else "local disk",
+                                          "background": args.background, "cases": CASES}, variant(args, cases))
     return 0
+
+
+def variant(args: argparse.Namespace, cases: list[str]) -> str:
+    """The run's mode, naming its JSON file (bench/benchjson.py): the cases run, the store, background."""
+    ran = [] if cases == ["append", "stream", "write"] else ["+".join(cases)]
+    ran += [k for k in ("load", "compaction", "streamcopy", "background", "s3") if getattr(args, k)]
+    return "-".join(r for r in ran if r)
 
 
 if __name__ == "__main__":

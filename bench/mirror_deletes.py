@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+import benchjson
 import pyarrow as pa
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "spark_apps")]
@@ -64,6 +65,7 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=500)
     ap.add_argument("--commits", type=int, default=15)
     ap.add_argument("--dir", default="/tmp/lading-bench-deletes")
+    benchjson.add_argument(ap)
     args = ap.parse_args()
     base = Path(args.dir)
     shutil.rmtree(base, ignore_errors=True)
@@ -89,6 +91,10 @@ def main() -> int:
     print(f"deciding in full over {len(snap.parts)} parts ({snap.rows} rows, {sum(len(v) for v in named.values())} "
           f"named): {full * 1000:.1f} ms")
     shutil.rmtree(base, ignore_errors=True)
+    benchjson.write(args.json_out, __file__, {
+        "parts": args.parts, "rows_per_part": args.rows, "commits": args.commits,
+        "commit_append_ms": off * 1000, "commit_upsert_ms": on * 1000, "delete_file_step_ms": (on - off) * 1000,
+        "decide_in_full": {"parts": len(snap.parts), "rows": snap.rows, "ms": full * 1000}})
     return 0
 
 

@@ -46,6 +46,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "spark_apps"), str(ROOT / "operator"), str(ROOT)]
 
@@ -145,6 +147,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=16, help="client threads creating CopyJobs")
     parser.add_argument("--timeout", type=float, default=900)
+    benchjson.add_argument(parser)
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="operator-scale-"))
@@ -290,6 +293,19 @@ def run(args: argparse.Namespace, kube: Any, workdir: Path) -> int:
     print(f"target (<= {REQUESTS_PER_JOB:g} operator requests per CopyJob):",
           "met" if per_job <= REQUESTS_PER_JOB else "NOT met")
     ok = ok and per_job <= REQUESTS_PER_JOB
+    benchjson.write(args.json_out, __file__, {
+        "jobs": args.jobs, "workers": args.workers, "created_s": create_seconds, "all_terminal_s": total,
+        "spark_applications": len(to_app), "terminal": succeeded,
+        "create_to_app_s": {"p50": statistics.median(to_app), "p90": pct(to_app, 0.9), "p99": pct(to_app, 0.99),
+                            "max": max(to_app)} if to_app else None,
+        "create_to_terminal_s": {"p50": statistics.median(to_done), "p90": pct(to_done, 0.9),
+                                 "p99": pct(to_done, 0.99), "max": max(to_done)} if to_done else None,
+        "operator_rss_mb": {"idle": idle_rss, "peak": peak[0]},
+        "cpu_s": {"operator": operator_cpu, "stand-in": standin_cpu, "kube-apiserver": apiserver_cpu, "etcd": etcd_cpu},
+        "operator_cpu_ms_per_job": 1000 * operator_cpu / max(args.jobs, 1),
+        "operator_requests_per_job": per_job, "kopf_requests": len(kopf),
+        "operator_requests_by_kind_per_job": {k: v / max(args.jobs, 1) for k, v in request_counts.items()},
+        "all_clients_requests_per_job": sum(served.values()) / max(args.jobs, 1)})
     return 0 if ok else 2
 
 

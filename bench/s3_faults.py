@@ -31,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -45,6 +47,7 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=0.2, help="each request's chance of a fault (mixed kinds)")
     p.add_argument("--seeds", type=int, default=3, help="faulted runs per job, one seed each")
     p.add_argument("--rows", type=int, default=2000)
+    benchjson.add_argument(p)
     args = p.parse_args()
 
     import boto3
@@ -108,21 +111,30 @@ def main() -> None:
     policy = retry.DEFAULT
     print(f"fault rate {args.rate:.0%} per request, every kind mixed; policy: {policy.attempts} attempts, "
           f"{policy.deadline:.0f} s deadline, backoff base {policy.base} s cap {policy.cap} s (full jitter)")
+    jobs: list[dict[str, Any]] = []  # for the JSON (bench/benchjson.py)
     for name, job in (("unload", unload), ("load", load)):
         count(job, None, 0)  # warm-up (first Spark jobs of the session), not counted
         clean, _, result = count(job, None, 0)
         assert "error" not in result, result
         faulted = []
+        injections: list[tuple[int, str]] = []
         for seed in range(1, args.seeds + 1):
             n, injected, result = count(job, faults, seed)
             status = "ok" if "error" not in result else f"FAILED: {result['error'][:160]}"
             faulted.append(n)
+            injections.append((injected, status))
             print(f"  {name} seed {seed}: {n} requests, {injected} faults injected, {status}")
         worst = max(faulted)
         print(f"{name}: fault-free {clean} requests; under faults {faulted} (max {worst}); "
               f"ratio {worst / clean:.2f} (mean {sum(faulted) / len(faulted) / clean:.2f}); "
               f"expected ≈ {1 / (1 - args.rate):.2f}; bound ≤ {policy.attempts}× per call "
               f"= {policy.attempts * clean} requests (+ read-backs after lost answers)")
+        jobs.append({"job": name, "fault_free": clean, "faulted": faulted,
+                     "injected": [i for i, _ in injections], "status": [s for _, s in injections],
+                     "worst_ratio": worst / clean, "mean_ratio": sum(faulted) / len(faulted) / clean,
+                     "bound": policy.attempts * clean})
+    benchjson.write(args.json_out, __file__, {"rate": args.rate, "seeds": args.seeds, "rows": args.rows,
+                                          "attempts": policy.attempts, "jobs": jobs})
     spark.stop()
     server.stop()
 

@@ -50,6 +50,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT)]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -312,6 +314,9 @@ def throughput(spark: Any, bootstrap: str, args: argparse.Namespace, root: Path)
     lading_rate, ceiling_rate = n / lading_s, n / ceiling_s
     print(f"throughput  lading {lading_rate:>10,.0f} rows/s ({lading_s:.1f} s)   ceiling {ceiling_rate:>10,.0f} "
           f"rows/s ({ceiling_s:.1f} s)   ratio {lading_rate / ceiling_rate:.2f} (target ≥ 0.5)")
+    FIGURES["throughput"] = {"messages": n, "partitions": parts, "lading_rows_per_s": lading_rate, "lading_s": lading_s,
+                             "ceiling_rows_per_s": ceiling_rate, "ceiling_s": ceiling_s,
+                             "ratio": lading_rate / ceiling_rate}
 
 
 def latency(spark: Any, bootstrap: str, args: argparse.Namespace, root: Path) -> None:
@@ -337,6 +342,11 @@ def latency(spark: Any, bootstrap: str, args: argparse.Namespace, root: Path) ->
     print(f"latency at {args.rate:,.0f} msg/s, maxBatchInterval 1s   lading p50 {p50:.2f} s  p99 {p99:.2f} s "
           f"(target ≤ 3.00 s)   ceiling (1 s files) p50 {percentile(ceiling_lat, 0.5):.2f} s  "
           f"p99 {percentile(ceiling_lat, 0.99):.2f} s   ({len(lading_lat):,} / {len(ceiling_lat):,} messages)")
+    FIGURES["latency"] = {"rate": args.rate, "seconds": args.seconds, "lading_p50_s": p50, "lading_p99_s": p99,
+                          "ceiling_p50_s": percentile(ceiling_lat, 0.5), "ceiling_p99_s": percentile(ceiling_lat, 0.99)}
+
+
+FIGURES: dict[str, Any] = {}  # what the phases printed, for the JSON (bench/benchjson.py)
 
 
 def main() -> int:
@@ -350,6 +360,7 @@ def main() -> int:
     p.add_argument("--memory-messages", type=int, default=20_000, help="1 KiB messages of the memory phase")
     p.add_argument("--phases", default="throughput,latency,memory", help="which phases to run (comma-separated)")
     p.add_argument("--memory-child", nargs=5, help=argparse.SUPPRESS)
+    benchjson.add_argument(p)
     args = p.parse_args()
     if args.memory_child:
         bootstrap, topic, count, budget, where = args.memory_child
@@ -382,6 +393,7 @@ def main() -> int:
                       f"{m['chunks']} chunk(s): peak RSS +{m['peak_growth'] / mib:.1f} MiB over "
                       f"{m['rss_before'] / mib:.0f} MiB before the task   ratio {m['peak_growth'] / m['payload']:.2f} "
                       "× payload (target ≤ 4)")
+                FIGURES.setdefault("memory", []).append({**m, "ratio": m["peak_growth"] / m["payload"]})
         if "latency" in phases:
             if broker is not None:  # the latency phase on a fresh broker: tansu (in memory) slows as it fills
                 broker.terminate()
@@ -394,6 +406,8 @@ def main() -> int:
         if broker is not None:
             broker.terminate()
             broker.wait()
+    benchjson.write(args.json_out, __file__, FIGURES,
+                    "" if phases == {"throughput", "latency", "memory"} else "+".join(sorted(phases)))
     return 0
 
 

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT)]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -107,6 +109,7 @@ def main() -> None:
     ap.add_argument("--parts", type=int, default=200)
     ap.add_argument("--rows-per-part", type=int, default=20_000)
     ap.add_argument("--spark", action="store_true")
+    benchjson.add_argument(ap)
     args = ap.parse_args()
     endpoint, counting = start_server()
     import boto3
@@ -138,6 +141,7 @@ def main() -> None:
             results[label] = out.sort_by("ts")
             print(f"| {pct} % | {label} | {len(counting.objects)} / {args.parts} | {counting.gets} | "
                   f"{counting.bytes / 1e6:.2f} | {seconds:.2f} | {out.num_rows:,} |")
+            READS.append(read_row(f"{pct} %", label, counting, args.parts, seconds, out.num_rows))
         assert results["with skipping"].equals(results["without skipping"]), "skipping changed the answer"
     if args.spark:
         from lading_jobs.session import build_session
@@ -149,7 +153,18 @@ def main() -> None:
         n = reader.read_table(spark, uri).where(f"ts >= {cut}").count()
         print(f"| 2 % | Spark format('lading') | {len(counting.objects)} / {args.parts} | {counting.gets} | "
               f"{counting.bytes / 1e6:.2f} | {time.perf_counter() - t:.2f} | {n:,} |")
+        READS.append(read_row("2 %", "Spark format('lading')", counting, args.parts, time.perf_counter() - t, n))
         spark.stop()
+    benchjson.write(args.json_out, __file__, {"parts": args.parts, "rows": total_rows, "reads": READS})
+
+
+READS: list[dict[str, Any]] = []  # the printed table's rows, for the JSON (bench/benchjson.py)
+
+
+def read_row(query: str, read: str, counting: Any, parts: int, seconds: float, rows: int) -> dict[str, Any]:
+    """One printed table row, for the JSON."""
+    return {"query": query, "read": read, "parts_fetched": len(counting.objects), "parts": parts,
+            "gets": counting.gets, "mb_fetched": counting.bytes / 1e6, "seconds": seconds, "rows": rows}
 
 
 def build_daily(uri: str, days: int, rows_per_part: int) -> Any:
@@ -198,6 +213,7 @@ def compare_reads(spark: Any, counting: Counting, inputs: dict[str, Any], where:
         counts[label] = df.collect()[0].n
         print(f"| `{where}` | {label} | {len(counting.objects)} / {parts} | {counting.gets} | "
               f"{counting.bytes / 1e6:.2f} | {time.perf_counter() - t:.2f} | {counts[label]:,} |")
+        READS.append(read_row(where, label, counting, parts, time.perf_counter() - t, counts[label]))
         if label == "lading table":
             assert len(counting.objects) <= limit, f"{where}: {len(counting.objects)} parts fetched, over {limit}"
     return counts
@@ -291,6 +307,7 @@ def json_paths(rows_per_part: int) -> None:
     print(f"table: {parts} parts, {rows:,} rows, built in {time.perf_counter() - t0:.1f}s; JSON statistics "
           f"of every part: {stats_seconds:.2f}s ({rows / stats_seconds / 1e3:.0f} k documents/s), "
           f"{stats_seconds / loads_seconds:.2f} x json.loads alone ({loads_seconds:.2f}s)")
+    STATS.update(json_stats_s=stats_seconds, json_loads_s=loads_seconds, documents=rows)
     spark = build_session(master="local[2]", app_name="lading-bench")
     where, limit = "get_json_object(payload, '$.device') = 'dev-042-3'", 3
     inputs = {"lading table": [Input(name="events", table=uri)],
@@ -302,12 +319,23 @@ def json_paths(rows_per_part: int) -> None:
     spark.stop()
 
 
+STATS: dict[str, Any] = {}  # --json: the writer's JSON statistics cost, for the JSON result
+
+
+def write_mode_result(mode: str) -> None:
+    """--temporal, --json: their reads (and statistics cost) to bench/results/table_skipping-<mode>.json."""
+    out = sys.argv[sys.argv.index("--json-out") + 1] if "--json-out" in sys.argv else None
+    benchjson.write(out, __file__, {"reads": READS, **({"write_stats": STATS} if STATS else {})}, mode)
+
+
 if __name__ == "__main__":
     if "--json" in sys.argv:
         rows = sys.argv[sys.argv.index("--rows-per-part") + 1] if "--rows-per-part" in sys.argv else "2000"
         json_paths(int(rows))
+        write_mode_result("json")
     elif "--temporal" in sys.argv:
         rows = sys.argv[sys.argv.index("--rows-per-part") + 1] if "--rows-per-part" in sys.argv else "2000"
         temporal(int(rows))
+        write_mode_result("temporal")
     else:
         main()

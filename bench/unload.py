@@ -56,6 +56,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT / "operator"), str(ROOT)]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -231,6 +233,7 @@ def main() -> None:
                    help=f"comma-separated, of {', '.join(FORMATS)} (csv.gz: CSV in gzip members)")
     p.add_argument("--fresh", choices=FORMATS, help=argparse.SUPPRESS)  # one export in a new JVM
     p.add_argument("--java", default="", help=argparse.SUPPRESS)  # the new JVM's further options (--fresh)
+    benchjson.add_argument(p)
     args = p.parse_args()
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     if not formats or any(f not in FORMATS for f in formats):
@@ -369,7 +372,24 @@ def main() -> None:
     for what, (peak, out_bytes) in peaks.items():
         print(f"peak Python worker RSS, {what}: {peak / 1024:.0f} MiB "
               f"(bufferSize {BUFFER}; output {out_bytes / 1e6:.0f} MB = {out_bytes / (8 * 1024 * 1024):.0f}× bufferSize)")
+    benchjson.write(args.json_out, __file__, figures(args, table, peaks),
+                    "" if formats == ["parquet", "csv"] else "+".join(formats))
     spark.stop()
+
+
+def figures(args: argparse.Namespace, table: list[tuple[str, str, Run, int, list[float]]],
+            peaks: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    """The printed table as JSON (bench/benchjson.py): medians per format and writer, ratios to both anchors."""
+    spark = {fmt: m for fmt, name, m, _, _ in table if name == "Spark native"}
+    duck = {fmt: (m, min(cpus)) for fmt, name, m, _, cpus in table if name == "DuckDB COPY TO"}
+    return {"rows": args.rows, "repeat": args.repeat, "warmup": args.warmup, "writers": [
+        {"format": fmt, "writer": name, "wall_s": m.wall, "cpu_s": m.cpu, "jvm_cpu_s": m.jvm, "jit_cpu_s": m.jit,
+         "output_mb": b / 1e6, "cpu_s_each": cpus,
+         "x_spark_native_wall": spark[fmt].wall / m.wall, "x_spark_native_cpu": spark[fmt].cpu / m.cpu,
+         "x_duckdb_wall": duck[fmt][0].wall / m.wall, "x_duckdb_cpu": duck[fmt][0].cpu / m.cpu,
+         "x_duckdb_least_cpu": duck[fmt][1] / min(cpus)}
+        for fmt, name, m, b, cpus in table],
+        "peak_worker_rss_mib": {what: peak / 1024 for what, (peak, _) in peaks.items()}}
 
 
 def fresh_export(fmt: str, args: argparse.Namespace, java: str) -> dict[str, float]:

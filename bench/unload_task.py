@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT)]
 
@@ -39,6 +41,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--source", default="/tmp/lading-bench/source")
     p.add_argument("--out", default="/tmp/lading-bench-task")
+    benchjson.add_argument(p)
     args = p.parse_args()
 
     import duckdb
@@ -123,6 +126,11 @@ def main() -> None:
     profile = cProfile.Profile(time.process_time)
     profile.runcall(read_write)
     pstats.Stats(profile).sort_stats("tottime").print_stats(12)
+    duck_cpu = best["DuckDB COPY TO, 1 thread"]
+    benchjson.write(args.json_out, __file__, {
+        "files": len(listed), "rows": rows, "format": args.format, "repeat": args.repeat,
+        "steps": [{"step": name, "cpu_s": best[name], "x_duckdb_cpu": duck_cpu / best[name]} for name, _ in runs]},
+        "" if args.format == "parquet" else args.format)
 
 
 def pq_rows(uri: str) -> int:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import benchjson
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT / "tests"), str(ROOT), str(ROOT / "bench")]
 
@@ -39,6 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
+    benchjson.add_argument(parser)
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from lading_jobs.session import build_session
@@ -49,6 +52,7 @@ def main() -> None:
                    for label, texts in (("plain", plain(args.docs)), ("ragged", ragged(args.docs)))]
     finally:
         spark.stop()
+    results: list[dict[str, Any]] = []  # for the JSON (bench/benchjson.py)
     for label, texts, variants in columns:
         found = variantstats.summarize(variants)
         assert found is not None and found["docs"] == args.docs, found
@@ -63,6 +67,8 @@ def main() -> None:
                 best[name] = min(best.get(name, float("inf")), time.perf_counter() - start)
         for name, seconds in best.items():
             print(f"{label:7s} {name:24s} {seconds:6.2f} s {args.docs / seconds:12,.0f} docs/s")
+            results.append({"column": label, "engine": name, "seconds": seconds, "docs_per_s": args.docs / seconds})
+    benchjson.write(args.json_out, __file__, {"docs": args.docs, "rounds": args.rounds, "engines": results})
 
 
 if __name__ == "__main__":
