@@ -1,21 +1,26 @@
 """Admission refuses what would leak or escalate, through the real API server code (tools/crd-check).
 
 Only the fields this file is about are asserted: an instance is "refused on
-FIELD" when crd-check prints an error for that field path, and "accepted on
-FIELD" when it prints none for it (other fields' errors do not matter here).
+FIELD" when the create answers an error for that field path, and "accepted on
+FIELD" when it answers none for it (other fields' errors do not matter here).
+One ``crd-check --serve`` (harness.admission: the API server's create path) answers every
+instance of the module: a crd-check process per instance started, loaded and compiled the
+CRDs' rules ~330 times (a quarter of a second each).
 """
 
 from __future__ import annotations
 
-import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from harness.admission import Admission
+from harness.fixtures import load_crds
+
 REPO = Path(__file__).resolve().parents[2]
-CRD_CHECK = next(p for p in (REPO / "shared/tools/crd-check", REPO.parent / "shared/tools/crd-check") if p.exists())
 PLURALS = {"CopyJob": "copyjobs", "StreamCopy": "streamcopies", "Compaction": "compactions"}
 SPECS: dict[str, dict[str, Any]] = {
     "CopyJob": {"from": {"query": "SELECT 1"}, "to": {"files": "s3://bkt/out/"}},
@@ -25,16 +30,19 @@ SPECS: dict[str, dict[str, Any]] = {
 }
 
 
-def field_errors(kind: str, spec: dict[str, Any], field: str, tmp_path: Path) -> list[str]:
-    """crd-check's error lines about ``field`` for one instance of ``kind``."""
+@pytest.fixture(scope="module")
+def adm() -> Iterator[Admission]:
+    with Admission(load_crds([REPO / "crds" / f"{plural}.lading.io.yaml" for plural in PLURALS.values()])) as a:
+        yield a
+
+
+def field_errors(kind: str, spec: dict[str, Any], field: str, adm: Admission) -> list[str]:
+    """The create's errors about ``field`` for one instance of ``kind``, as ``FIELD: MESSAGE``."""
     obj = {"apiVersion": "lading.io/v1alpha1", "kind": kind, "metadata": {"name": "t", "namespace": "team-a"},
            "spec": spec}
-    path = tmp_path / "instance.yaml"
-    path.write_text(yaml.safe_dump(obj))
-    out = subprocess.run([str(CRD_CHECK), "--crd", str(REPO / "crds" / f"{PLURALS[kind]}.lading.io.yaml"),
-                          str(path)], capture_output=True, text=True, timeout=60)
-    assert out.returncode in (0, 1), out.stderr
-    return [ln for ln in out.stdout.splitlines() if ln.startswith("ERROR") and f": {field}: " in ln]
+    answer = adm.create(obj)
+    assert answer.allowed or answer.status == 422, (answer.status, answer.message)
+    return [f"{f}: {message}" for f, message in answer.fields() if f == field]
 
 
 @pytest.mark.parametrize("kind", sorted(PLURALS))
@@ -55,9 +63,9 @@ def field_errors(kind: str, spec: dict[str, Any], field: str, tmp_path: Path) ->
     ("http://[::1]:9000", False),
     ("http://[::1]:70000", True),
 ])
-def test_endpoint_admission(kind: str, endpoint: str, refused: bool, tmp_path: Path) -> None:
+def test_endpoint_admission(kind: str, endpoint: str, refused: bool, adm: Admission) -> None:
     spec = {**SPECS[kind], "connection": {"endpoint": endpoint}}
-    errors = field_errors(kind, spec, "spec.connection.endpoint", tmp_path)
+    errors = field_errors(kind, spec, "spec.connection.endpoint", adm)
     assert bool(errors) is refused, errors
 
 
@@ -89,9 +97,9 @@ def test_endpoint_admission(kind: str, endpoint: str, refused: bool, tmp_path: P
     ("spark.Kubernetes.Namespace", True),
     ("spark.kubernetes.driver.PodTemplateFile", True),
 ])
-def test_spark_conf_admission(kind: str, key: str, refused: bool, tmp_path: Path) -> None:
+def test_spark_conf_admission(kind: str, key: str, refused: bool, adm: Admission) -> None:
     spec = {**SPECS[kind], "spark": {"sparkConf": {key: "x"}}}
-    errors = field_errors(kind, spec, "spec.spark.sparkConf", tmp_path)
+    errors = field_errors(kind, spec, "spec.spark.sparkConf", adm)
     assert bool(errors) is refused, errors
 
 
@@ -106,11 +114,11 @@ def test_spark_conf_admission(kind: str, key: str, refused: bool, tmp_path: Path
     ("spark.driver.extraClassPath", "/tmp/x.jar", True),
     ("spark.executor.extraLibraryPath", "/tmp", True),
 ])
-def test_jvm_option_characters_at_admission(kind: str, key: str, value: str, refused: bool, tmp_path: Path) -> None:
+def test_jvm_option_characters_at_admission(kind: str, key: str, value: str, refused: bool, adm: Admission) -> None:
     """Quotes, backslashes and any whitespace but the space are refused before the operator sees them
     (which options are allowed is lading_spec.jvmoptions' check)."""
     spec = {**SPECS[kind], "spark": {"sparkConf": {key: value}}}
-    errors = field_errors(kind, spec, "spec.spark.sparkConf", tmp_path)
+    errors = field_errors(kind, spec, "spec.spark.sparkConf", adm)
     assert bool(errors) is refused, errors
 
 
@@ -127,9 +135,9 @@ ENV_PAYLOADS = ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMA
     ("spark.ExecutorEnv.BASH_ENV", True), ("spark.executorEnv.A.B", True), ("spark.executorEnv.1X", True),
     ("spark.executorEnv.TZ", False), ("spark.kubernetes.driverEnv.TEAM_NAME", False),
 ])
-def test_unsafe_variables_at_admission(kind: str, key: str, refused: bool, tmp_path: Path) -> None:
+def test_unsafe_variables_at_admission(kind: str, key: str, refused: bool, adm: Admission) -> None:
     spec = {**SPECS[kind], "spark": {"sparkConf": {key: "$(touch /tmp/pwned)"}}}
-    errors = field_errors(kind, spec, "spec.spark.sparkConf", tmp_path)
+    errors = field_errors(kind, spec, "spec.spark.sparkConf", adm)
     assert bool(errors) is refused, errors
 
 
@@ -149,14 +157,14 @@ def test_unsafe_variables_at_admission(kind: str, key: str, refused: bool, tmp_p
       "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}}}, None),
 ])
 def test_privileged_pod_settings_at_admission(kind: str, spark: dict[str, Any], field: str | None,
-                                              tmp_path: Path) -> None:
+                                              adm: Admission) -> None:
     spec = {**SPECS[kind], "spark": spark}
     if field is not None:
-        assert field_errors(kind, spec, field, tmp_path)
+        assert field_errors(kind, spec, field, adm)
         return
     for path in ("podSecurityContext", "podSecurityContext.runAsUser", "securityContext",
                  "securityContext.capabilities.add", "securityContext.capabilities.drop"):
-        assert field_errors(kind, spec, f"spec.spark.{path}", tmp_path) == []
+        assert field_errors(kind, spec, f"spec.spark.{path}", adm) == []
 
 
 def test_crd_rule_lists_what_lading_spec_never_allows() -> None:
@@ -176,7 +184,7 @@ def test_crd_rule_lists_what_lading_spec_never_allows() -> None:
             assert f"|{entry}|" in rules or f"({entry}|" in rules or f"|{entry})" in rules, (plural, name)
 
 
-def test_endpoint_admission_agrees_with_check_endpoint(tmp_path: Path) -> None:
+def test_endpoint_admission_agrees_with_check_endpoint(adm: Admission) -> None:
     """The CRD's endpoint checks and lading_spec.uris.check_endpoint accept the same ports."""
     from lading_spec.errors import SpecError
     from lading_spec.uris import check_endpoint
@@ -189,7 +197,7 @@ def test_endpoint_admission_agrees_with_check_endpoint(tmp_path: Path) -> None:
         except SpecError:
             parser_refuses = True
         errors = field_errors("CopyJob", {**SPECS["CopyJob"], "connection": {"endpoint": endpoint}},
-                              "spec.connection.endpoint", tmp_path)
+                              "spec.connection.endpoint", adm)
         assert bool(errors) is parser_refuses, (endpoint, errors)
 
 
@@ -205,9 +213,9 @@ def test_endpoint_admission_agrees_with_check_endpoint(tmp_path: Path) -> None:
     ("", True),
     ("us-east-1\nAWS_SECRET_ACCESS_KEY=x", True),
 ])
-def test_region_admission(kind: str, region: str, refused: bool, tmp_path: Path) -> None:
+def test_region_admission(kind: str, region: str, refused: bool, adm: Admission) -> None:
     spec = {**SPECS[kind], "connection": {"region": region}}
-    errors = field_errors(kind, spec, "spec.connection.region", tmp_path)
+    errors = field_errors(kind, spec, "spec.connection.region", adm)
     assert bool(errors) is refused, errors
 
 
@@ -218,9 +226,9 @@ def test_region_admission(kind: str, region: str, refused: bool, tmp_path: Path)
     ({"drop": ["ALL", ""]}, "drop[1]", True),
 ])
 def test_capabilities_admission(kind: str, capabilities: dict[str, Any], field: str, refused: bool,
-                                tmp_path: Path) -> None:
+                                adm: Admission) -> None:
     spec = {**SPECS[kind], "spark": {"securityContext": {"capabilities": capabilities}}}
-    errors = field_errors(kind, spec, f"spec.spark.securityContext.capabilities.{field}", tmp_path)
+    errors = field_errors(kind, spec, f"spec.spark.securityContext.capabilities.{field}", adm)
     assert bool(errors) is refused, errors
 
 
@@ -230,12 +238,12 @@ def test_capabilities_admission(kind: str, capabilities: dict[str, Any], field: 
     "spark.KERBEROS.principal", "spark.Master", "spark.kubernetes.namespace", "spark.sql.shuffle.partitions",
     "spark.Executor.Memory", "spark.executor.memory", "spark.ExecutorEnv.LD_PRELOAD",
 ])
-def test_spark_conf_admission_agrees_with_never_allowed(key: str, tmp_path: Path) -> None:
+def test_spark_conf_admission_agrees_with_never_allowed(key: str, adm: Admission) -> None:
     """Where the key alone decides, the CRD refuses exactly what lading_spec.sparkconf.never_allowed refuses."""
     from lading_spec import sparkconf
 
     errors = field_errors("CopyJob", {**SPECS["CopyJob"], "spark": {"sparkConf": {key: "x"}}},
-                          "spec.spark.sparkConf", tmp_path)
+                          "spec.spark.sparkConf", adm)
     assert bool(errors) is (sparkconf.never_allowed(key, "x") is not None), errors
 
 
@@ -270,7 +278,7 @@ KAFKA_SECRET = "S3CRET-oidc-client-secret"
     ("enable.auto.commit", "lading sets the offset and commit properties itself"),
     ("debug", "accepts the protocol and SASL mechanism"),
 ])
-def test_kafka_consumer_admission(key: str, message: str, tmp_path: Path) -> None:
+def test_kafka_consumer_admission(key: str, message: str, adm: Admission) -> None:
     """Each refused consumer property is refused at admission too, with a message that says what to do,
     and the parser refuses it as well."""
     from lading_spec.errors import SpecError
@@ -279,7 +287,7 @@ def test_kafka_consumer_admission(key: str, message: str, tmp_path: Path) -> Non
     spec = {"source": {"kafka": {"bootstrapServers": ["k:9092"], "topics": ["t"],
                                  "consumer": {"security.protocol": "SASL_SSL", key: KAFKA_SECRET}}},
             "target": {"table": "s3://bkt/t/"}}
-    errors = field_errors("StreamCopy", spec, "spec.source.kafka.consumer", tmp_path)
+    errors = field_errors("StreamCopy", spec, "spec.source.kafka.consumer", adm)
     assert any(message in e for e in errors), errors
     assert not any(KAFKA_SECRET in e for e in errors), errors
     with pytest.raises(SpecError) as exc:
@@ -287,14 +295,14 @@ def test_kafka_consumer_admission(key: str, message: str, tmp_path: Path) -> Non
     assert exc.value.field == f"source.kafka.consumer.{key}"
 
 
-def test_kafka_consumer_admission_accepts_the_allow_list(tmp_path: Path) -> None:
+def test_kafka_consumer_admission_accepts_the_allow_list(adm: Admission) -> None:
     """Every property of the parser's allow-list is admitted (one spec holding them all)."""
     from lading_spec.streamcopy import CONSUMER_PROPERTIES
 
     consumer = {key: "1" for key in sorted(CONSUMER_PROPERTIES)}
     spec = {"source": {"kafka": {"bootstrapServers": ["k:9092"], "topics": ["t"], "consumer": consumer}},
             "target": {"table": "s3://bkt/t/"}}
-    assert field_errors("StreamCopy", spec, "spec.source.kafka.consumer", tmp_path) == []
+    assert field_errors("StreamCopy", spec, "spec.source.kafka.consumer", adm) == []
 
 
 def test_crd_consumer_allow_list_is_the_parsers() -> None:

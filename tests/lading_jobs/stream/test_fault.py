@@ -10,8 +10,8 @@ parts with pyarrow, holds every message exactly once (by topic/partition/offset,
 its content), and no upload is left pending. The same for files: test_fault_files.py.
 
 ``LADING_FAULT_KILLS`` / ``LADING_FAULT_MESSAGES`` change the number of kills and
-messages (defaults: one round per kill point, ``stream_faults.KILL_POINTS``, 8; 1,000 messages
-a round).
+messages (defaults: one round per kill point, ``stream_faults.KILL_POINTS``: 7, or 8 with
+``LADING_FAULT_MATRIX=full``; 1,000 messages a round).
 """
 
 from __future__ import annotations
