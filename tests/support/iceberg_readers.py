@@ -1,6 +1,6 @@
-"""Readers no one here wrote, for the Iceberg mirror's tests: pyiceberg's ``StaticTable`` and
-DuckDB's own ``iceberg_scan`` (run in its own venv, tests/support/duckdb_iceberg.py), plus the
-multiset comparison of their rows with lading's."""
+"""Readers no one here wrote, for the Iceberg mirror's and the Iceberg and Delta inputs' tests:
+pyiceberg's ``StaticTable`` and DuckDB's own ``iceberg_scan`` and ``delta_scan`` (run in its own
+venv, tests/support/duckdb_iceberg.py), plus the multiset comparison of their rows with lading's."""
 
 from __future__ import annotations
 
@@ -29,9 +29,19 @@ def pyiceberg_rows(metadata: str, snapshot_id: int | None = None) -> pa.Table:
 
 def duckdb_rows(table_dir: str, snapshots: list[int | None]) -> list[pa.Table]:
     """The rows DuckDB's iceberg_scan reads from ``table_dir`` at each snapshot (None: current)."""
+    return duckdb_jobs([{"table": table_dir, "snapshot": s} for s in snapshots])
+
+
+def duckdb_delta_rows(table_dir: str, versions: list[int | None]) -> list[pa.Table]:
+    """The rows DuckDB's delta_scan reads from ``table_dir`` at each version (None: the newest)."""
+    return duckdb_jobs([{"table": table_dir, "delta": True, "version": v} for v in versions])
+
+
+def duckdb_jobs(jobs: list[dict[str, Any]]) -> list[pa.Table]:
+    """Runs ``jobs`` (tests/support/duckdb_iceberg.py's form, without ``out``) in the reader venv."""
     site = next(READER.glob("lib/python3*/site-packages"))
     with tempfile.TemporaryDirectory() as tmp:
-        jobs = [{"table": table_dir, "out": f"{tmp}/{i}.parquet", "snapshot": s} for i, s in enumerate(snapshots)]
+        jobs = [{**j, "out": f"{tmp}/{i}.parquet"} for i, j in enumerate(jobs)]
         done = subprocess.run([str(READER / "bin" / "python"), str(SCRIPT), str(site), json.dumps(jobs)],
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
