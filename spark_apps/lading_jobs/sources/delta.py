@@ -219,9 +219,10 @@ def _load(ref: DeltaInput, root: str, field: str, options: dict[str, str]) -> An
         raise DeltaInputError(f"{field}.table: {root} cannot be read as a Delta table: {text}") from e
     if ref.timestamp_ms is not None:
         when = dt.datetime.fromtimestamp(ref.timestamp_ms / 1000, dt.UTC)
-        table.load_as_version(when)
-        first = table.history(limit=1)
-        committed = first[0].get("timestamp") if first else None
+        # read before load_as_version: after it, deltalake 1.6.6 numbers history() from the loaded version
+        times = {h.get("version"): h.get("timestamp") for h in table.history()}
+        table.load_as_version(when)  # the newest version at or before ``when``, else the oldest one
+        committed = times.get(table.version())
         if isinstance(committed, int) and committed > ref.timestamp_ms:
             raise DeltaInputError(f"{field}.timestamp: {root} has no version committed at or before "
                                   f"{when.isoformat()} (its oldest readable version, {table.version()}, was committed "
