@@ -6,10 +6,12 @@ DuckDB's own ``iceberg_scan`` (through ``version-hint.text``; ``snapshot_from_id
 and writes the rows to ``out`` as Parquet; a job with ``"delta": true`` reads the Delta table with
 ``delta_scan`` (``"version"``: that version, else the newest). ``"where"``: a filter DuckDB applies;
 ``"columns"``: what it selects (default ``*``). Extensions load by file path, autoinstall and autoload off.
+Prints each job's seconds (its ``COPY`` alone) as one JSON list.
 """
 
 import json
 import sys
+import time
 
 import duckdb
 
@@ -21,6 +23,7 @@ def main() -> int:
     names = ("avro", "iceberg", "delta") if any(j.get("delta") for j in jobs) else ("avro", "iceberg")
     for name in names:
         con.execute(f"LOAD '{site}/duckdb_extension_{name}/extensions/v1.5.5/{name}.duckdb_extension'")
+    seconds = []
     for job in jobs:
         table = job["table"].replace("'", "''")
         if job.get("delta"):
@@ -31,7 +34,10 @@ def main() -> int:
             scan = f"iceberg_scan('{table}'{args})"
         where = f" WHERE {job['where']}" if job.get("where") else ""
         out = job["out"].replace("'", "''")
+        started = time.perf_counter()
         con.execute(f"COPY (SELECT {job.get('columns') or '*'} FROM {scan}{where}) TO '{out}' (FORMAT parquet)")
+        seconds.append(time.perf_counter() - started)
+    print(json.dumps(seconds))
     return 0
 
 

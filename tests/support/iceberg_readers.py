@@ -39,13 +39,18 @@ def duckdb_delta_rows(table_dir: str, versions: list[int | None]) -> list[pa.Tab
 
 def duckdb_jobs(jobs: list[dict[str, Any]]) -> list[pa.Table]:
     """Runs ``jobs`` (tests/support/duckdb_iceberg.py's form, without ``out``) in the reader venv."""
+    return duckdb_timed_jobs(jobs)[0]
+
+
+def duckdb_timed_jobs(jobs: list[dict[str, Any]]) -> tuple[list[pa.Table], list[float]]:
+    """``duckdb_jobs``, with the seconds each job's query took inside DuckDB (bench/inputs.py)."""
     site = next(READER.glob("lib/python3*/site-packages"))
     with tempfile.TemporaryDirectory() as tmp:
         jobs = [{**j, "out": f"{tmp}/{i}.parquet"} for i, j in enumerate(jobs)]
         done = subprocess.run([str(READER / "bin" / "python"), str(SCRIPT), str(site), json.dumps(jobs)],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
-        return [pq.read_table(j["out"]) for j in jobs]
+        return [pq.read_table(j["out"]) for j in jobs], json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _value(v: Any) -> Any:
