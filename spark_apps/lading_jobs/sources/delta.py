@@ -47,9 +47,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from lading_jobs import pushed
 from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.formats import types as format_types
+from lading_jobs.sources import lake
 from lading_jobs.table import expr as ex
 from lading_jobs.table.schema import TableSchema
 from lading_jobs.table.stats import ColumnStats, PartStats, to_stats_domain
@@ -377,16 +379,7 @@ def check_files_exist(opened: Opened) -> None:
 # -- filters and planning ------------------------------------------------------------------------
 def bound_filter(filters: Sequence[Any], schema: TableSchema) -> ex.Expr:
     """The conjunction of the pushed Spark filters the evaluator can bind (others: no pruning)."""
-    parts = []
-    for f in filters:
-        e = ex.from_spark(f)
-        if e is None:
-            continue
-        try:
-            parts.append(ex.bind(e, schema))
-        except ex.NotPushable:
-            continue
-    return ex.and_all(parts)
+    return ex.and_all(ex.bind_pushed(filters, schema))
 
 
 def plan(opened: Opened, where: ex.Expr | None = None) -> list[DataFile]:
@@ -485,13 +478,7 @@ def _options_ref(options: dict[str, str]) -> tuple[DeltaInput, str]:
     return DeltaInput(raw["table"], raw.get("version"), None), raw["field"]
 
 
-class _Task(InputPartition):
-    def __init__(self, index: int, data: DataFile | None) -> None:
-        super().__init__(index)
-        self.data = data
-
-
-class DeltaReader(DataSourceReader):
+class DeltaReader(lake.KeepsFilters, DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
         ref, field = _options_ref(options)
@@ -499,25 +486,15 @@ class DeltaReader(DataSourceReader):
         self.opened = open_table(ref, field, self.settings)
         self.filters: list[Any] = []
 
-    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - pyspark's name
-        for f in filters:
-            if self.options.get("pushdown") != "false":  # a relation several scans share: files.query_frame
-                self.filters.append(f)
-            yield f  # Spark evaluates every filter: pruning here only skips files
-
     def partitions(self) -> Sequence[InputPartition]:
-        files = plan(self.opened, bound_filter(self.filters, self.opened.prunable))
-        return [_Task(i, f) for i, f in enumerate(files)] or [_Task(0, None)]
+        return lake.tasks(plan(self.opened, bound_filter(self.filters, self.opened.prunable)))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        assert isinstance(partition, _Task)
-        if partition.data is None:
+        assert isinstance(partition, lake.Task)
+        if partition.item is None:
             return
-        lading = format_types.arrow_schema(self.opened.columns)
-        wire = to_arrow_schema(spark_formats.transfer_schema(self.opened.columns), timezone="UTC")
-        for batch in read_file(self.opened, partition.data, lading, self.settings):
+        lading, wire = lake.schemas(self.opened.columns)
+        for batch in read_file(self.opened, partition.item, lading, self.settings):
             yield spark_formats.wire_batch(batch, wire)
 
 
@@ -534,8 +511,6 @@ class DeltaDataSource(DataSource):
         return spark_formats.transfer_schema(opened.columns)
 
     def reader(self, schema: T.StructType) -> DataSourceReader:
-        from lading_jobs import pushed
-
         pushed.guard_literals()  # first: before pyspark's worker reads the pushed filters
         return DeltaReader(dict(self.options))
 

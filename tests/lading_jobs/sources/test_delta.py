@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -246,6 +247,13 @@ def test_a_copyjob_unloads_a_delta_input_from_s3(spark: Any, lake: dict[str, Any
     got = pa.concat_tables([pq.read_table(p) for p in sorted((tmp_path / "out").rglob("*.parquet"))])
     assert result["rows"] == len(want) > 0
     assert sorted(zip(got.column("id").to_pylist(), got.column("name").to_pylist(), strict=True)) == sorted(want)
+    # a query the Arrow-only path would take over files is left to the Spark SQL path, saying why
+    simple = job_doc({"from": {"query": "SELECT id, name FROM orders WHERE dt = DATE'2026-01-02'",
+                               "inputs": [{"name": "orders", "delta": {"table": f"s3://{bucket}/lake/orders/"}}]},
+                      "to": {"files": f"file://{tmp_path}/simple/", "format": "parquet"}})
+    assert run_job(spark, simple)["rows"] == sum(r["dt"] == dt.date(2026, 1, 2) for r in rows)
+    marker = json.loads((tmp_path / "simple" / "_lading_manifest.json").read_text())["path"]
+    assert marker == {"name": "spark", "reason": "from.query: input 'orders' is a Delta table (read by Spark tasks)"}
 
 
 def _spec(delta_field: dict[str, Any], **extra: Any) -> dict[str, Any]:
