@@ -53,6 +53,15 @@ def duckdb_timed_jobs(jobs: list[dict[str, Any]]) -> tuple[list[pa.Table], list[
         return [pq.read_table(j["out"]) for j in jobs], json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def query_answer(spark: Any, query: str, inputs: list[Any]) -> tuple[pa.Table, int]:
+    """``query``'s rows over ``inputs`` (``files.query_frame``) as Arrow (timestamps with their
+    zone) and its Spark partitions: the data files a lake input's read opens, one per task."""
+    from lading_jobs.sources.files import query_frame
+
+    df = query_frame(spark, query, inputs)
+    return df.toArrow(), df.rdd.getNumPartitions()
+
+
 def _value(v: Any) -> Any:
     if isinstance(v, dt.datetime) and v.tzinfo is not None:
         return v.astimezone(dt.UTC)

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 from support.delta_writer import delete_rows, live_adds, require_reader_feature
 from support.iceberg_readers import duckdb_delta_rows, multiset
+from support.iceberg_readers import query_answer as _answer
 
 from lading_jobs.sources import delta
 from lading_jobs.sources.files import query_frame
@@ -90,11 +91,6 @@ def lake(tmp_path_factory: Any) -> dict[str, Any]:
 
 def _input(uri: str, **time_travel: Any) -> list[Input]:
     return [Input(name="orders", delta=DeltaInput(uri, **time_travel))]
-
-
-def _answer(spark: Any, query: str, inputs: list[Input]) -> tuple[pa.Table, int]:
-    df = query_frame(spark, query, inputs)
-    return df.toArrow(), df.rdd.getNumPartitions()  # Arrow: timestamps with their zone
 
 
 FILTERS: list[tuple[str, Callable[[dict[str, Any]], bool]]] = [
