@@ -298,3 +298,14 @@ def test_bounds_are_conservative() -> None:
     narrow = delta._column_stats({"min": {"c": decimal.Decimal("1.50")}, "max": {"c": decimal.Decimal(2)}}, "c",
                                  T.DecimalType(12, 2))
     assert (narrow.min, narrow.max) == ("1.50", "2")
+
+
+def test_a_local_table_under_policy_prefixes_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """In a pod whose policy allows file:// prefixes, lading opens local files without following
+    links; deltalake opens the log itself, so a file:// Delta table is refused there, saying so."""
+    from lading_spec import localfiles
+
+    monkeypatch.setenv(localfiles.PREFIXES_ENV, json.dumps([f"file://{tmp_path}/"]))
+    with pytest.raises(delta.DeltaInputError, match=r"from.inputs\[2\].delta.table: a file:// Delta table is read "
+                                                    r"only where file:// is unrestricted"):
+        delta.open_table(DeltaInput(f"file://{tmp_path}/t/"), "from.inputs[2].delta")
