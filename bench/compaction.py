@@ -20,7 +20,7 @@ Each timed step starts from a fresh copy of the small-part table. The three rewr
 each kind run ``--repeat`` times, interleaved (lading, Spark, delta-rs, lading, ...), so a
 burst of load from elsewhere hits all of them alike. Prints each run's seconds and the
 ratios of the medians, lading ÷ Spark and lading ÷ delta-rs, as throughput (> 1: lading is
-faster; targets ≥ 1.0 and ≥ 0.5). Needs ``deltalake`` (requirements-bench.lock). A script, not a test:
+faster; targets ≥ 1.0 and ≥ 0.5). Needs ``deltalake`` (in requirements.lock). A script, not a test:
 record the output in docs/benchmarks.md ("Compaction").
 
 ``--only binpack`` or ``--only sorted`` runs one kind of rewrite (the filtered read after a

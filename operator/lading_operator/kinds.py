@@ -186,6 +186,9 @@ def copyjob_uris(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
         metadata = item.get("iceberg", {}).get("metadata") if isinstance(item.get("iceberg"), dict) else None
         if isinstance(metadata, str):  # the job reads only under the table's directory (sources.iceberg)
             out.append((f"spec.from.inputs[{i}].iceberg.metadata", copyjob.iceberg_table_root(metadata)))
+        table = item.get("delta", {}).get("table") if isinstance(item.get("delta"), dict) else None
+        if isinstance(table, str):  # the job reads only under the table's directory (sources.delta)
+            out.append((f"spec.from.inputs[{i}].delta.table", table if table.endswith("/") else table + "/"))
     if isinstance(spec.get("rejectedRows"), str):
         out.append(("spec.rejectedRows", spec["rejectedRows"]))
     return out

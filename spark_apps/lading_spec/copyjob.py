@@ -3,8 +3,9 @@
 ``from`` is exactly one of ``query`` (Spark SQL over named ``inputs``), ``table``
 (a lading table, optionally ``asOf``) or ``files``; ``to`` is exactly one of
 ``files`` (an unload; from files: a format conversion) or ``table`` (a load, which
-reads ``from.files``). A query's input is a file set, a lading table or an Iceberg table
-(``iceberg: {metadata, snapshotId | asOf}``). Every error names its field.
+reads ``from.files``). A query's input is a file set, a lading table, an Iceberg table
+(``iceberg: {metadata, snapshotId | asOf}``) or a Delta table (``delta: {table, version |
+timestamp}``). Every error names its field.
 """
 
 from __future__ import annotations
@@ -49,14 +50,26 @@ class IcebergTable:
 
 
 @dataclass(frozen=True)
+class DeltaInput:
+    """A Delta table (its directory, the parent of ``_delta_log/``), at its newest version, at
+    ``version``, or at the newest version committed at or before ``timestamp_ms``
+    (milliseconds since the epoch)."""
+
+    table: str
+    version: int | None = None
+    timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class Input:
-    """A named input a query can use: a file set, a lading table or an Iceberg table."""
+    """A named input a query can use: a file set, a lading table, an Iceberg or a Delta table."""
 
     name: str
     files: FileSet | None = None
     table: str | None = None
     as_of: int | None = None
     iceberg: IcebergTable | None = None
+    delta: DeltaInput | None = None
 
 
 @dataclass(frozen=True)
@@ -218,6 +231,28 @@ def _iceberg(value: Any, path: str) -> IcebergTable:
                         as_of_ms=None if as_of is None else _instant_ms(as_of, f"{path}.asOf"))
 
 
+def _delta(value: Any, path: str) -> DeltaInput:
+    """``from.inputs[i].delta``: ``table`` (the table's directory URI), optional ``version``
+    (a non-negative integer) or ``timestamp`` (an RFC 3339 instant with its zone)."""
+    obj = _mapping(value, path)
+    _only(obj, path, ("table", "version", "timestamp"))
+    table = obj.get("table")
+    if table is None:
+        raise SpecError(f"{path}.table", "missing; give the URI of the Delta table's directory (the one holding "
+                        "_delta_log/), such as s3://bucket/lake/orders/")
+    check_uri(table, f"{path}.table")
+    if "/_delta_log" in table:
+        raise SpecError(f"{path}.table", f"give the table's directory, not its log: {table.split('/_delta_log')[0]}/")
+    version = obj.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+        raise SpecError(f"{path}.version", f"expected a Delta table version (a non-negative integer), got {version!r}")
+    when = obj.get("timestamp")
+    if when is not None and version is not None:
+        raise SpecError(f"{path}.timestamp", "give version or timestamp, not both")
+    return DeltaInput(table=table if table.endswith("/") else table + "/", version=version,
+                      timestamp_ms=None if when is None else _instant_ms(when, f"{path}.timestamp"))
+
+
 def iceberg_table_root(metadata: str) -> str:
     """The directory of the Iceberg table whose metadata file is ``metadata`` (the parent of its
     ``metadata/`` directory): every file a read of it opens must lie under it, and the
@@ -325,20 +360,32 @@ def _source(obj: dict[str, Any]) -> Source:
             path = f"from.inputs[{i}]"
             raw = _mapping(raw, path)
             _only(raw, path, ("name", "files", "pattern", "fileList", "format", "options", "partitioning",
-                              "partitionColumns", "table", "asOf", "iceberg"))
+                              "partitionColumns", "table", "asOf", "iceberg", "delta"))
             name = raw.get("name")
             if not isinstance(name, str) or not name.isidentifier():
                 raise SpecError(f"{path}.name", f"expected a SQL identifier, got {name!r}")
             if name in names:
                 raise SpecError(f"{path}.name", f"input {name!r} is named twice")
             names.add(name)
-            if raw.get("iceberg") is not None:
+            sources = [k for k in ("table", "files", "iceberg", "delta") if raw.get(k) is not None]
+            if raw.get("fileList") and "files" not in sources:
+                sources.append("files")
+            if len(sources) > 1:
+                raise SpecError(f"{path}.{sources[1]}", f"an input reads exactly one of table, files, iceberg or "
+                                f"delta (got {', '.join(sources)})")
+            for kind, when in (("iceberg", "iceberg.snapshotId or iceberg.asOf"),
+                               ("delta", "delta.version or delta.timestamp")):
+                if raw.get(kind) is None:
+                    continue
                 extra = [k for k in ("files", "fileList", "table", "asOf", "pattern", "format", "options",
-                             "partitioning", "partitionColumns") if k in raw]
+                                     "partitioning", "partitionColumns") if k in raw]
                 if extra:
-                    raise SpecError(f"{path}.{extra[0]}", "an iceberg input reads its table alone: give iceberg or "
-                                    "files or table (time travel: iceberg.snapshotId or iceberg.asOf)")
+                    raise SpecError(f"{path}.{extra[0]}", f"a{'n' if kind == 'iceberg' else ''} {kind} input reads "
+                                    f"its table alone: give {kind} or files or table (time travel: {when})")
+            if raw.get("iceberg") is not None:
                 inputs.append(Input(name=name, iceberg=_iceberg(raw["iceberg"], f"{path}.iceberg")))
+            elif raw.get("delta") is not None:
+                inputs.append(Input(name=name, delta=_delta(raw["delta"], f"{path}.delta")))
             elif raw.get("table") is not None:
                 if raw.get("partitioning") is not None or raw.get("partitionColumns") is not None:
                     raise SpecError(f"{path}.partitioning", "applies to file inputs (files) only: a table input "

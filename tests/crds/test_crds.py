@@ -338,7 +338,17 @@ REJECTED = [
      "spec.source.files.options", "not accepted for this format"),
     ("CopyJob", merged(UNLOAD, {"from": {"asOf": 3}}), "spec.from.asOf", "from.table only"),
     ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a"}]}}), "spec.from.inputs[0]",
-     "exactly one of table, files (files/fileList) or iceberg"),
+     "exactly one of table, files (files/fileList), iceberg or delta"),
+    ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a", "delta": {"table": "s3://bkt/d/"},
+                                                     "iceberg": {"metadata": "s3://bkt/t/metadata/v1.metadata.json"}}]}}),
+     "spec.from.inputs[0]", "exactly one of table"),
+    ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a", "delta": {
+        "table": "s3://bkt/d/", "version": 3, "timestamp": "2026-01-01T00:00:00Z"}}]}}),
+     "spec.from.inputs[0].delta.timestamp", "version or timestamp, not both"),
+    ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a", "delta": {"table": "s3://bkt/d/", "version": -1}}]}}),
+     "spec.from.inputs[0].delta.version", "greater than or equal"),
+    ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a", "delta": {"table": "hdfs://x/d/"}}]}}),
+     "spec.from.inputs[0].delta.table", "should match"),
     ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a", "table": "s3://bkt/t/", "iceberg": {
         "metadata": "s3://bkt/t/metadata/v1.metadata.json"}}]}}), "spec.from.inputs[0]", "exactly one of table"),
     ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a", "iceberg": {
@@ -476,6 +486,9 @@ def test_admission_rejects_naming_the_field(admission, kind, spec, field, messag
     ("StreamCopy", merged(KAFKA, {"target": {"icebergMirror": False}})),
     ("CopyJob", merged(LOAD, {"to": {"icebergMirror": False}})),
     ("CopyJob", {"from": {"query": "SELECT 1 AS x"}, "to": {"table": "s3://bkt/t/", "icebergMirror": True}}),
+    ("CopyJob", merged(UNLOAD, {"from": {"inputs": [{"name": "a", "delta": {"table": "s3://bkt/lake/d/", "version": 3}},
+                                                 {"name": "b", "delta": {"table": "s3://bkt/lake/e",
+                                                                         "timestamp": "2026-01-01T00:00:00Z"}}]}})),
     ("Compaction", {"table": "file:///data/t/"}),
     ("Compaction", {"table": "s3://bkt/t/", "retention": {"gracePeriod": "1h30m", "allowShortGracePeriod": True}}),
     ("Compaction", {"table": "s3://bkt/t/", "retention": {"gracePeriod": "168h"}}),

@@ -356,3 +356,19 @@ def test_an_iceberg_input_is_checked_as_its_table_directory(policy: pol.Policy) 
     narrow = pol.Policy(namespaces={"analytics": ("s3://lake/wh/orders/metadata/", "s3://lake/out/")})
     error = pol.check_uris(narrow, "analytics", uris)
     assert error is not None and error.startswith("spec.from.inputs[0].iceberg.metadata: ")
+
+
+def test_a_delta_input_is_checked_as_its_table_directory() -> None:
+    """The job reads the table's log and data files, all under its directory: that directory is
+    what the namespace's allow-list must cover, as for any other input."""
+    from lading_operator.kinds import copyjob_uris
+
+    spec = {"from": {"query": "SELECT * FROM o", "inputs": [{"name": "o", "delta": {"table": "s3://lake/d/orders"}}]},
+            "to": {"files": "s3://lake/out/"}}
+    uris = copyjob_uris(spec)
+    assert ("spec.from.inputs[0].delta.table", "s3://lake/d/orders/") in uris
+    assert pol.check_uris(pol.Policy(namespaces={"analytics": ("s3://lake/d/", "s3://lake/out/")}), "analytics",
+                          uris) is None
+    narrow = pol.Policy(namespaces={"analytics": ("s3://lake/d/orders/_delta_log/", "s3://lake/out/")})
+    error = pol.check_uris(narrow, "analytics", uris)
+    assert error is not None and error.startswith("spec.from.inputs[0].delta.table: ")

@@ -1,6 +1,6 @@
-"""Readers no one here wrote, for the Iceberg mirror's tests: pyiceberg's ``StaticTable`` and
-DuckDB's own ``iceberg_scan`` (run in its own venv, tests/support/duckdb_iceberg.py), plus the
-multiset comparison of their rows with lading's."""
+"""Readers no one here wrote, for the Iceberg mirror's and the Iceberg and Delta inputs' tests:
+pyiceberg's ``StaticTable`` and DuckDB's own ``iceberg_scan`` and ``delta_scan`` (run in its own
+venv, tests/support/duckdb_iceberg.py), plus the multiset comparison of their rows with lading's."""
 
 from __future__ import annotations
 
@@ -29,13 +29,37 @@ def pyiceberg_rows(metadata: str, snapshot_id: int | None = None) -> pa.Table:
 
 def duckdb_rows(table_dir: str, snapshots: list[int | None]) -> list[pa.Table]:
     """The rows DuckDB's iceberg_scan reads from ``table_dir`` at each snapshot (None: current)."""
+    return duckdb_jobs([{"table": table_dir, "snapshot": s} for s in snapshots])
+
+
+def duckdb_delta_rows(table_dir: str, versions: list[int | None]) -> list[pa.Table]:
+    """The rows DuckDB's delta_scan reads from ``table_dir`` at each version (None: the newest)."""
+    return duckdb_jobs([{"table": table_dir, "delta": True, "version": v} for v in versions])
+
+
+def duckdb_jobs(jobs: list[dict[str, Any]]) -> list[pa.Table]:
+    """Runs ``jobs`` (tests/support/duckdb_iceberg.py's form, without ``out``) in the reader venv."""
+    return duckdb_timed_jobs(jobs)[0]
+
+
+def duckdb_timed_jobs(jobs: list[dict[str, Any]]) -> tuple[list[pa.Table], list[float]]:
+    """``duckdb_jobs``, with the seconds each job's query took inside DuckDB (bench/inputs.py)."""
     site = next(READER.glob("lib/python3*/site-packages"))
     with tempfile.TemporaryDirectory() as tmp:
-        jobs = [{"table": table_dir, "out": f"{tmp}/{i}.parquet", "snapshot": s} for i, s in enumerate(snapshots)]
+        jobs = [{**j, "out": f"{tmp}/{i}.parquet"} for i, j in enumerate(jobs)]
         done = subprocess.run([str(READER / "bin" / "python"), str(SCRIPT), str(site), json.dumps(jobs)],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
-        return [pq.read_table(j["out"]) for j in jobs]
+        return [pq.read_table(j["out"]) for j in jobs], json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def query_answer(spark: Any, query: str, inputs: list[Any]) -> tuple[pa.Table, int]:
+    """``query``'s rows over ``inputs`` (``files.query_frame``) as Arrow (timestamps with their
+    zone) and its Spark partitions: the data files a lake input's read opens, one per task."""
+    from lading_jobs.sources.files import query_frame
+
+    df = query_frame(spark, query, inputs)
+    return df.toArrow(), df.rdd.getNumPartitions()
 
 
 def _value(v: Any) -> Any:

@@ -510,8 +510,8 @@ def read_fileset(session: SparkSession, fs: FileSet, schema: T.StructType | None
 def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Input], *,
                     sort: bool = False, shared: frozenset[str] | set[str] = frozenset(),
                     scan_filters: dict[str, Any] | None = None) -> None:
-    """Register every input as a temporary view named after it (for ``from.query``); table
-    and Iceberg inputs named in ``shared`` (lower case) take no pushed filter (``reader.shared_scans``),
+    """Register every input as a temporary view named after it (for ``from.query``); table,
+    Iceberg and Delta inputs named in ``shared`` (lower case) take no pushed filter (``reader.shared_scans``),
     those in ``scan_filters`` skip parts by the query's filter on them (``reader.scan_filters``)."""
     for i, item in enumerate(inputs):
         if item.files is not None:
@@ -523,6 +523,12 @@ def register_inputs(session: SparkSession, inputs: tuple[Input, ...] | list[Inpu
 
             iceberg.read_iceberg(session, item.iceberg, field=f"from.inputs[{i}].iceberg", view=item.name,
                                  pushdown=item.name.lower() not in shared).createOrReplaceTempView(item.name)
+            continue
+        if item.delta is not None:
+            from lading_jobs.sources import delta
+
+            delta.read_delta(session, item.delta, field=f"from.inputs[{i}].delta", view=item.name,
+                             pushdown=item.name.lower() not in shared).createOrReplaceTempView(item.name)
             continue
         try:
             from lading_jobs.table import reader  # the table engineer's module
@@ -548,7 +554,7 @@ def query_frame(session: SparkSession, query: str, inputs: tuple[Input, ...] | l
     register_inputs(session, inputs, sort=sort)
     df = sandbox.query_frame(session, query, names)
     pruned = [i for i in inputs if i.files is not None and i.files.partitioning == "hive"]
-    if not pruned and not any(i.table is not None or i.iceberg is not None for i in inputs):
+    if not pruned and not any(i.table is not None or i.iceberg is not None or i.delta is not None for i in inputs):
         return df
     from lading_jobs.table import reader
 

@@ -225,15 +225,7 @@ def pruner(filters: Sequence[Any], types: Sequence[tuple[str, str]]) -> Prune | 
     from lading_jobs.table.stats.part import ColumnStats, PartStats, to_stats_domain
 
     schema = TableSchema.of(list(types))
-    bound = []
-    for f in filters:
-        e = ex.from_spark(f)
-        if e is None:
-            continue
-        try:
-            bound.append(ex.bind(e, schema))
-        except (ex.NotPushable, LookupError):
-            continue
+    bound = ex.bind_pushed(filters, schema)
     if not bound:
         return None
     predicate = ex.and_all(bound)

@@ -44,6 +44,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from lading_jobs import storage as st
 from lading_jobs.formats import spark as spark_formats
 from lading_jobs.formats import types as format_types
+from lading_jobs.sources import lake
 from lading_jobs.table.filters import expr as ex
 from lading_jobs.table.stats.part import to_stats_domain
 from lading_spec.copyjob import IcebergTable, iceberg_table_root
@@ -342,13 +343,7 @@ def _options_ref(options: dict[str, str]) -> tuple[IcebergTable, str]:
     return IcebergTable(raw["metadata"], raw.get("snapshotId"), raw.get("asOfMs")), raw["field"]
 
 
-class _Task(InputPartition):
-    def __init__(self, index: int, task: FileScanTask | None) -> None:
-        super().__init__(index)
-        self.task = task
-
-
-class IcebergReader(DataSourceReader):
+class IcebergReader(lake.KeepsFilters, DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
         ref, field = _options_ref(options)
@@ -356,27 +351,18 @@ class IcebergReader(DataSourceReader):
         self.columns = spark_schema(self.opened.schema, field)
         self.filters: list[Any] = []
 
-    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - pyspark's name
-        for f in filters:
-            if self.options.get("pushdown") != "false":  # a relation several scans share: files.query_frame
-                self.filters.append(f)
-            yield f  # Spark evaluates every filter: pruning here only skips files
-
     def partitions(self) -> Sequence[InputPartition]:
-        tasks = plan(self.opened, row_filter(self.filters, self.opened.schema))
-        return [_Task(i, t) for i, t in enumerate(tasks)] or [_Task(0, None)]
+        return lake.tasks(plan(self.opened, row_filter(self.filters, self.opened.schema)))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         from pyiceberg.io.pyarrow import ArrowScan
-        from pyspark.sql.pandas.types import to_arrow_schema
 
-        assert isinstance(partition, _Task)
-        if partition.task is None:
+        assert isinstance(partition, lake.Task)
+        if partition.item is None:
             return
-        lading = format_types.arrow_schema(self.columns)
-        wire = to_arrow_schema(spark_formats.transfer_schema(self.columns), timezone="UTC")
+        lading, wire = lake.schemas(self.columns)
         scan = ArrowScan(self.opened.metadata, self.opened.io, self.opened.schema, ie.AlwaysTrue())
-        for batch in scan.to_record_batches([partition.task]):
+        for batch in scan.to_record_batches([partition.item]):
             batch = pa.RecordBatch.from_arrays(batch.columns, names=lading.names)
             yield spark_formats.wire_batch(format_types.conform_batch(batch, lading), wire)
 

@@ -201,6 +201,8 @@ def _job(spark: SparkSession, spec: CopyJobSpec, schema: T.StructType, item: Inp
     a table input's scan (``table_scan``)."""
     if item.iceberg is not None:
         return Choice(SPARK, f"from.query: input {item.name!r} is an Iceberg table (read by Spark tasks)")
+    if item.delta is not None:
+        return Choice(SPARK, f"from.query: input {item.name!r} is a Delta table (read by Spark tasks)")
     if item.files is not None and item.files.partitioning == "hive":
         return Choice(SPARK, f"input {item.name!r} is Hive-partitioned: its directories' columns, and their "
                              "pruning, are the Spark SQL path's")

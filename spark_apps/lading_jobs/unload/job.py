@@ -92,6 +92,8 @@ def _source_summary(spec: CopyJobSpec) -> dict[str, Any]:
                                 if i.files is not None else
                                 {"iceberg": i.iceberg.metadata, "snapshotId": i.iceberg.snapshot_id,
                                  "asOfMs": i.iceberg.as_of_ms} if i.iceberg is not None
+                                else {"delta": i.delta.table, "version": i.delta.version,
+                                      "timestampMs": i.delta.timestamp_ms} if i.delta is not None
                                 else {"table": i.table, "asOf": i.as_of})}
             for i in s.inputs]}
     if s.files is not None:

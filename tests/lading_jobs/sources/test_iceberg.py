@@ -27,6 +27,7 @@ from pyiceberg.types import (
     TimeType,
 )
 from support.iceberg_readers import duckdb_rows, multiset
+from support.iceberg_readers import query_answer as _answer
 from support.iceberg_writer import FileCatalog
 
 from lading_jobs.sources import iceberg
@@ -99,11 +100,6 @@ def orders(tmp_path_factory: Any) -> dict[str, Any]:
 
 def _input(metadata: str, **time_travel: Any) -> list[Input]:
     return [Input(name="orders", iceberg=IcebergTable(metadata, **time_travel))]
-
-
-def _answer(spark: Any, query: str, inputs: list[Input]) -> tuple[pa.Table, int]:
-    df = query_frame(spark, query, inputs)
-    return df.toArrow(), df.rdd.getNumPartitions()  # Arrow: timestamps with their zone
 
 
 FILTERS: list[tuple[str, Callable[[dict[str, Any]], bool]]] = [

@@ -329,6 +329,21 @@ def bind(e: Expr, schema: TableSchema) -> Expr:
     return e
 
 
+def bind_pushed(filters: Any, schema: TableSchema) -> list[Expr]:
+    """Spark's pushed filters that ``from_spark`` takes, each bound to ``schema``; a filter it
+    does not take or that does not bind (``NotPushable``) is left out: it prunes nothing."""
+    bound = []
+    for f in filters:
+        e = from_spark(f)
+        if e is None:
+            continue
+        try:
+            bound.append(bind(e, schema))
+        except LookupError:  # NotPushable (UnboundColumn among them)
+            continue
+    return bound
+
+
 # -- exact row-level evaluation in Arrow ------------------------------------------------
 ROW_EXACT_TYPES = ("tinyint", "smallint", "int", "bigint", "string", "boolean", "date")
 
