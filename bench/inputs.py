@@ -38,6 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_apps"), str(ROOT / "tests"), str(ROOT)]
 
+import benchjson  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 
@@ -96,6 +97,7 @@ def main() -> None:
     parser.add_argument("--week-start", default="2026-03-02")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", default="/tmp/lading-bench-inputs")
+    benchjson.add_argument(parser)
     args = parser.parse_args()
 
     from support.iceberg_readers import duckdb_timed_jobs
@@ -157,6 +159,12 @@ def main() -> None:
         print(f"| {kind} | {opened} / {total} | {exported[(kind, 'lading')]:,}, {exported[(kind, 'duckdb')]:,} | "
               f"{lading:.2f} | {duck:.2f} | {duck / lading:.2f} |")
         assert exported[(kind, "lading")] == exported[(kind, "duckdb")], "the engines exported different row counts"
+    benchjson.write(args.json_out, __file__, {
+        "days": args.days, "rows_per_day": args.rows_per_day, "repeat": args.repeat, "where": where,
+        "inputs": {kind: {"files_read": counts[kind][0], "files_total": counts[kind][1],
+                          "rows_lading": exported[(kind, "lading")], "rows_duckdb": exported[(kind, "duckdb")],
+                          "lading_s": statistics.median(seconds[(kind, "lading")]),
+                          "duckdb_s": statistics.median(seconds[(kind, "duckdb")])} for kind in inputs}})
 
 
 if __name__ == "__main__":
