@@ -69,6 +69,7 @@ from lading_jobs.unload.parquetfooter import (
     RG_OFFSET,
     RG_ORDINAL,
     RG_ROWS,
+    SE_CHILDREN,
     FooterSize,
     Reference,
     chunk_start,
@@ -121,9 +122,15 @@ def _moved(group: thrift.Struct, delta: int) -> thrift.Struct:
     return out
 
 
-def body(part: Part, data: bytes, ref: Reference) -> tuple[list[thrift.Struct], pa.Buffer]:
+def leaf_count(ref: Reference) -> int:
+    """The column chunks of each row group: one per leaf of the schema (nested columns have several)."""
+    return sum(1 for e in ref.footer.get(FMD_SCHEMA).values[1:] if e.get(SE_CHILDREN) is None)
+
+
+def body(part: Part, data: bytes, ref: Reference, leaves: int) -> tuple[list[thrift.Struct], pa.Buffer]:
     """The row groups of a part file (``data``) and the bytes their chunks fill, from the magic to
-    the footer; ``CannotCopy`` unless they are exactly what the rewrite would store for them."""
+    the footer; ``CannotCopy`` unless they are exactly what the rewrite would store for them
+    (``leaves``: ``leaf_count(ref)``)."""
     try:
         meta = thrift.decode(footer_bytes(data))
     except (ValueError, thrift.ThriftError) as e:
@@ -141,7 +148,7 @@ def body(part: Part, data: bytes, ref: Reference) -> tuple[list[thrift.Struct], 
     spans = []
     for g in groups:
         columns = g.get(RG_COLUMNS).values
-        if len(columns) != len(ref.leaves):
+        if len(columns) != leaves:
             raise CannotCopy(f"{part.path}: {len(columns)} column chunks in a row group")
         for cc in columns:
             md = cc.get(CC_META)
@@ -187,6 +194,7 @@ class GroupCopier:
         self.max_size, self.keep_order, self.buffer_size = max_size, keep_order, buffer_size
         self.ref = reference(snap, compression)
         self.footer_size = FooterSize(self.ref)
+        self.leaves = leaf_count(self.ref)
         self.decimal_ids = frozenset(c.id for c in snap.schema.columns if c.type.startswith("decimal"))
         self.done: list[WrittenPart] = []
         self.begun: list[PartSink] = []
@@ -201,7 +209,7 @@ class GroupCopier:
             raise CannotCopy("a part as large as targetFileSize")
         seen = 0
         for part, data in _read(self.storage, self.snap, parts):
-            groups, chunks = body(part, data, self.ref)
+            groups, chunks = body(part, data, self.ref, self.leaves)
             seen += len(groups)
             if seen * MIN_ROW_GROUP_BYTES > stored:  # the group's row groups, counted as they come
                 raise CannotCopy(f"row groups of less than {MIN_ROW_GROUP_BYTES} bytes on average")
