@@ -304,3 +304,30 @@ def test_a_mirrored_table_compacted_by_copies_reads_the_same_everywhere(tmp_path
     assert pq.read_table(path).select(["k", "v"]).to_pylist() == \
         duckdb.sql(f"SELECT k, v FROM read_parquet('{path}')").fetch_arrow_table().to_pylist()
     check_mirror_every_version(uri, root)
+
+
+def test_spark_reads_copied_outputs_as_the_parts_before(spark: Any, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark's Parquet reader on a copied output, and lading's data source on the table, read the rows
+    of the parts it replaced (every flat column type, NULLs and infinities included)."""
+    from support.kv_tables import compact_in_process
+
+    from lading_jobs.table import reader
+
+    monkeypatch.setattr(groupcopy, "MIN_ROW_GROUP_BYTES", 0)
+    flat = [name for name, kind in TYPES if "<" not in kind]
+    base = dict.fromkeys(SCHEMA.names)
+    rows = [dict(base, b=True, i8=-3, i32=7, i64=-2**63, f32=-0.0, f64=float("inf"), d2=decimal.Decimal("1.25"),
+                 d10=decimal.Decimal("-3.0000000001"), s=LONG, bin=b"\x00\xff", day=dt.date(1, 1, 1),
+                 ts=dt.datetime(1900, 1, 1, tzinfo=UTC), ntz=dt.datetime(2100, 2, 3, 4, 5, 6), j='{"a": 1}'),
+            base, dict(base, s="é", f64=float("-inf"), i8=127)]
+    uri = f"file://{tmp_path}/t/"
+    _new_table(uri, [_table(rows), _table(rows[1:]), _table(rows[:1])])
+    before = reader.read_table(spark, uri).select(*flat).collect()
+    compact_in_process(uri, target_kb=4096)
+    snap = TableLog.open_existing(uri).snapshot()
+    assert len(snap.parts) == 1
+    path = str(tmp_path / "t" / snap.parts[0].path)
+    assert pq.ParquetFile(path).metadata.created_by == CREATED_BY.decode()
+    assert sorted(map(repr, reader.read_table(spark, uri).select(*flat).collect())) == sorted(map(repr, before))
+    assert sorted(map(repr, spark.read.parquet(path).select(*flat).collect())) == sorted(map(repr, before))
