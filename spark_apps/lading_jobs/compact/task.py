@@ -12,8 +12,10 @@ fetch, overlaps encoding). A streamed group reads its string and binary
 columns as dictionary arrays, and the writer writes those dictionaries as they
 are: a column of few distinct values is never turned into one string per row and
 hashed back into a dictionary (that was about a fifth of a bin-pack's CPU with one
-such column, docs/benchmarks.md). The outputs stay pending uploads; on an exception
-the task aborts its own.
+such column, docs/benchmarks.md). A plain bin-pack whose parts allow it is not decoded
+at all: their row groups are copied into the outputs as stored (``groupcopy``), and
+only a group that cannot be copied is read and written as above. The outputs stay
+pending uploads; on an exception the task aborts its own.
 """
 
 from __future__ import annotations
