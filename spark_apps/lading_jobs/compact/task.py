@@ -12,8 +12,10 @@ fetch, overlaps encoding). A streamed group reads its string and binary
 columns as dictionary arrays, and the writer writes those dictionaries as they
 are: a column of few distinct values is never turned into one string per row and
 hashed back into a dictionary (that was about a fifth of a bin-pack's CPU with one
-such column, docs/benchmarks.md). The outputs stay pending uploads; on an exception
-the task aborts its own.
+such column, docs/benchmarks.md). A plain bin-pack whose parts allow it is not decoded
+at all: their row groups are copied into the outputs as stored (``groupcopy``), and
+only a group that cannot be copied is read and written as above. The outputs stay
+pending uploads; on an exception the task aborts its own.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import pyarrow as pa
 
 from lading_jobs import storage as st
 from lading_jobs import workerheap
-from lading_jobs.compact import rewrite
+from lading_jobs.compact import groupcopy, rewrite
 from lading_jobs.compact.parts import CeilingPartWriter
 from lading_jobs.compact.plan import Group
 from lading_jobs.formats.parquetfile import FileTooSmall
@@ -169,6 +171,12 @@ def rewrite_group(plan: RewritePlan, index: int, storage: st.Storage, group: Gro
     group = plan.groups[index] if group is None else group
     snap = plan.snapshot
     streamed = streams(plan, group)
+    if streamed:  # a plain bin-pack: the parts' row groups copied as stored where they can be
+        copied = groupcopy.copy_parts(snap, group.parts, plan.write_id, index, storage, plan.target_file_size,
+                                      group.keep_order)
+        if copied is not None:
+            rows = sum(p.rows for p in group.parts)
+            return GroupOutcome(index, tuple(copied), rows, rows, round(time.monotonic() - started, 3))
     dictionary = dictionary_columns(snap) if streamed else ()
     with part_writer(plan, index, storage, group.keep_order, dictionary) as writer:
         if streamed:

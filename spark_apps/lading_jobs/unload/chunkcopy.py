@@ -44,47 +44,78 @@ path marker says chunks are copied where they qualify.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lading_jobs import workerheap
+from lading_jobs.formats import thrift
 from lading_jobs.formats.filestats import FileStats
 from lading_jobs.formats.parquetfile import dictionary_columns, writer_options
+from lading_jobs.formats.parquetfooter import (  # noqa: F401 (names tests and callers use from here)
+    CC_CRYPTO,
+    CC_INDEXES,
+    CC_META,
+    CC_OFFSET,
+    CC_PATH,
+    CM_BLOOM,
+    CM_BYTES,
+    CM_CODEC,
+    CM_DATA_PAGE,
+    CM_DICTIONARY_PAGE,
+    CM_INDEX_PAGE,
+    CM_PATH,
+    CM_STORED,
+    CM_VALUES,
+    CODECS,
+    CREATED_BY,
+    FMD_CREATED_BY,
+    FMD_ENCRYPTION,
+    FMD_GROUPS,
+    FMD_KV,
+    FMD_ORDERS,
+    FMD_ROWS,
+    FMD_SCHEMA,
+    FMD_SIGNING_KEY,
+    FMD_VERSION,
+    MAGIC,
+    RG_BYTES,
+    RG_COLUMNS,
+    RG_OFFSET,
+    RG_ORDINAL,
+    RG_ROWS,
+    RG_SORTING,
+    RG_STORED,
+    SE_CHILDREN,
+    SE_NAME,
+    SE_TYPE_FIELDS,
+    Chunk,
+    FooterSize,
+    Reference,
+    chunk_start,
+    footer_bytes,
+    placed,
+    read_footer,
+    row_group,
+    trusted_writer,
+)
+from lading_jobs.formats.parquetfooter import footer as _footer
+from lading_jobs.formats.parquetfooter import footer_bytes as _footer_bytes  # noqa: F401
 from lading_jobs.sink import PartSink
 from lading_jobs.sources import files as sources_files
 from lading_jobs.storage import Storage, open_storage
-from lading_jobs.unload import formatting, thrift
+from lading_jobs.unload import formatting
 from lading_jobs.unload.task import TaskPlan, TaskWriter
 from lading_spec.formats import ParquetOptions
-from lading_spec.version import VERSION
 
-MAGIC = b"PAR1"
-CODECS = {"none": 0, "snappy": 1, "gzip": 2, "zstd": 6}
 MAX_GROUP_BYTES = 128 * 1024 * 1024
 """Most decoded bytes (``total_byte_size``) of a row group copied: it is held decoded at once, as the
 task writer holds at most ``formats.parquetfile.MAX_PENDING_BYTES`` of Arrow data."""
 MAX_GROUP_ROWS = 64 * 1024 * 1024
 """Most rows of a row group copied: pyarrow's writer never makes larger ones (it would split the
 columns encoded again into two row groups), so neither does the task writer."""
-CREATED_BY = f"lading version {VERSION}".encode()
-
-# parquet.thrift field ids
-FMD_VERSION, FMD_SCHEMA, FMD_ROWS, FMD_GROUPS, FMD_KV, FMD_CREATED_BY, FMD_ORDERS = 1, 2, 3, 4, 5, 6, 7
-FMD_ENCRYPTION, FMD_SIGNING_KEY = 8, 9
-SE_TYPE_FIELDS = (1, 2, 3, 6, 7, 8, 10)  # type, type_length, repetition, converted type, scale, precision, logical
-SE_NAME, SE_CHILDREN = 4, 5
-RG_COLUMNS, RG_BYTES, RG_ROWS, RG_SORTING, RG_OFFSET, RG_STORED, RG_ORDINAL = 1, 2, 3, 4, 5, 6, 7
-CM_VALUES = 5
-CC_PATH, CC_OFFSET, CC_META = 1, 2, 3
-CC_INDEXES = (4, 5, 6, 7)  # offset and column index offsets and lengths
-CC_CRYPTO = (8, 9)
-CM_PATH, CM_CODEC, CM_BYTES, CM_STORED = 3, 4, 6, 7
-CM_DATA_PAGE, CM_INDEX_PAGE, CM_DICTIONARY_PAGE, CM_BLOOM = 9, 10, 11, (14, 15)
 
 
 def _copyable_type(t: pa.DataType) -> bool:
@@ -92,77 +123,8 @@ def _copyable_type(t: pa.DataType) -> bool:
             or pa.types.is_binary(t))
 
 
-_WRITERS = (re.compile(rb"parquet-mr version (\d+)\.(\d+)"), re.compile(rb"parquet-cpp-arrow version (\d+)"))
-
-
-def trusted_writer(created_by: bytes | None) -> bool:
-    """parquet-mr 1.10 and later, parquet-cpp-arrow: statistics in the type's order."""
-    if not created_by:
-        return False
-    mr = _WRITERS[0].match(created_by)
-    if mr is not None:
-        return (int(mr.group(1)), int(mr.group(2))) >= (1, 10)
-    return _WRITERS[1].match(created_by) is not None
-
-
-# -- the output's footer, from what pyarrow would write -------------------------------------
-@dataclass
-class Reference:
-    """What pyarrow writes for the output schema and options: its footer's schema elements
-    (one per top-level column, after the root), key-value metadata and column orders."""
-
-    footer: thrift.Struct
-    leaves: list[thrift.Struct]
-    codec: int
-
-    @classmethod
-    def of(cls, schema: pa.Schema, options: dict[str, Any], compression: str) -> Reference:
-        buf = pa.BufferOutputStream()
-        pq.ParquetWriter(buf, schema, **options).close()
-        footer = thrift.decode(_footer_bytes(buf.getvalue()))
-        elements = footer.get(FMD_SCHEMA).values
-        return cls(footer, elements[1:], CODECS[compression])
-
-    def flat(self) -> bool:
-        return all(e.get(SE_CHILDREN) is None for e in self.leaves)
-
-
-def _footer_bytes(data: bytes | pa.Buffer) -> bytes:
-    """The encoded footer of a whole Parquet file in memory (only the footer is copied out)."""
-    view = memoryview(data)
-    if len(view) < 12 or view[:4] != MAGIC or view[-4:] != MAGIC:
-        raise ValueError("not a Parquet file")
-    n = int.from_bytes(view[-8:-4], "little")
-    return bytes(view[-8 - n:-8])
-
-
-def read_footer(f: Any, size: int) -> thrift.Struct | None:
-    """The footer of an open Parquet file, or None when it is not plain Parquet (encrypted)."""
-    f.seek(size - 8)
-    tail = f.read(8)
-    if tail[4:] != MAGIC:
-        return None
-    n = int.from_bytes(tail[:4], "little")
-    f.seek(size - 8 - n)
-    return thrift.decode(f.read(n))
-
-
 def _same_element(a: thrift.Struct, b: thrift.Struct) -> bool:
     return a.get(SE_NAME) == b.get(SE_NAME) and all(a.fields.get(k) == b.fields.get(k) for k in SE_TYPE_FIELDS)
-
-
-# -- one output file -------------------------------------------------------------------------
-@dataclass
-class Chunk:
-    data: bytes | pa.Buffer
-    meta: thrift.Struct  # a ColumnChunk, offsets relative to the chunk's first byte
-
-
-def _chunk_start(meta: thrift.Struct) -> int:
-    md = meta.get(CC_META)
-    dictionary = md.get(CM_DICTIONARY_PAGE)
-    data = md.get(CM_DATA_PAGE)
-    return dictionary if dictionary is not None and 0 < dictionary < data else data
 
 
 def _renamed(chunk: Chunk, name: str) -> Chunk:
@@ -180,7 +142,7 @@ def _one_group_file(footer: thrift.Struct, g: int, chunks: list[Chunk]) -> bytes
     single = thrift.Struct(dict(footer.fields))
     rows = footer.get(FMD_GROUPS).values[g].get(RG_ROWS)
     single.set(FMD_ROWS, thrift.I64, rows)
-    single.set(FMD_GROUPS, thrift.LIST, thrift.List(thrift.STRUCT, [_group(chunks, rows, len(MAGIC))]))
+    single.set(FMD_GROUPS, thrift.LIST, thrift.List(thrift.STRUCT, [row_group(chunks, rows, len(MAGIC))]))
     encoded = thrift.encode(single)
     return b"".join([MAGIC, *(c.data for c in chunks), encoded, len(encoded).to_bytes(4, "little"), MAGIC])
 
@@ -193,7 +155,7 @@ def _decode(uri: str, pf: pq.ParquetFile, g: int, lading: pa.Schema) -> list[pa.
 
 def _relative(cc: thrift.Struct, name: bytes) -> thrift.Struct:
     """``cc`` (a ColumnChunk) with offsets relative to its first page and nothing that points elsewhere."""
-    start = _chunk_start(cc)
+    start = chunk_start(cc)
     out = cc.copy()
     out.drop(CC_PATH, *CC_INDEXES)
     md = out.get(CC_META)
@@ -205,70 +167,6 @@ def _relative(cc: thrift.Struct, name: bytes) -> thrift.Struct:
         md.set(CM_DICTIONARY_PAGE, thrift.I64, 0)
     md.set(CM_DATA_PAGE, thrift.I64, md.get(CM_DATA_PAGE) - start)
     return out
-
-
-def _placed(chunk: Chunk, at: int) -> thrift.Struct:
-    cc = chunk.meta.copy()
-    cc.set(CC_OFFSET, thrift.I64, at)
-    md = cc.get(CC_META)
-    for fid in (CM_DATA_PAGE, CM_DICTIONARY_PAGE):
-        if md.get(fid) is not None:
-            md.set(fid, thrift.I64, md.get(fid) + at)
-    return cc
-
-
-def _footer(reference: Reference, groups: Sequence[thrift.Struct | thrift.Encoded], rows: int) -> bytes:
-    """The encoded footer of a file of ``groups`` holding ``rows`` rows: pyarrow's schema,
-    key-value metadata and column orders for the output, lading as the writer."""
-    out = thrift.Struct()
-    for fid in (FMD_VERSION, FMD_SCHEMA, FMD_KV, FMD_ORDERS):
-        if fid in reference.footer.fields:
-            out.fields[fid] = reference.footer.fields[fid]
-    out.set(FMD_ROWS, thrift.I64, rows)
-    out.set(FMD_GROUPS, thrift.LIST, thrift.List(thrift.STRUCT, list(groups)))
-    out.set(FMD_CREATED_BY, thrift.BINARY, CREATED_BY)
-    return thrift.encode(out)
-
-
-class FooterSize:
-    """The size of ``_footer`` from its parts' sizes, without encoding it: what it holds beside
-    the row count and the row groups is the same in every file of a task, and each row group
-    is encoded on its own (a compact-protocol struct in a list does not depend on its
-    neighbours). Checking the ceiling before each row group then costs that row group's
-    encoding, not the whole footer's again."""
-
-    def __init__(self, reference: Reference) -> None:
-        empty = len(_footer(reference, [], 0))
-        self.base = empty - thrift.size_i64(0) - thrift.size_list_header(0)
-
-    def of(self, rows: int, groups: int, group_bytes: int) -> int:
-        return self.base + thrift.size_i64(rows) + thrift.size_list_header(groups) + group_bytes
-
-    def closing(self, at: int, chunks: list[Chunk], rows: int, rows_before: int = 0, groups_before: int = 0,
-                bytes_before: int = 0) -> tuple[thrift.Encoded, int]:
-        """The row group of ``chunks`` placed at ``at``, encoded, and the size of the file it ends
-        once closed (after ``groups_before`` row groups of ``bytes_before`` encoded bytes holding
-        ``rows_before`` rows)."""
-        group = thrift.Encoded(thrift.encode(_group(chunks, rows, at)))
-        footer = self.of(rows_before + rows, groups_before + 1, bytes_before + len(group.data))
-        return group, at + sum(len(c.data) for c in chunks) + footer + 8
-
-
-def _group(chunks: list[Chunk], rows: int, at: int) -> thrift.Struct:
-    """The RowGroup of ``chunks`` written one after another from offset ``at`` (no ``ordinal``: a
-    Thrift i16 only encrypted files use; pyarrow writes none either)."""
-    placed = []
-    pos = at
-    for c in chunks:
-        placed.append(_placed(c, pos))
-        pos += len(c.data)
-    g = thrift.Struct()
-    g.set(RG_COLUMNS, thrift.LIST, thrift.List(thrift.STRUCT, placed))
-    g.set(RG_BYTES, thrift.I64, sum(cc.get(CC_META).get(CM_BYTES) for cc in placed))
-    g.set(RG_ROWS, thrift.I64, rows)
-    g.set(RG_OFFSET, thrift.I64, at)
-    g.set(RG_STORED, thrift.I64, pos - at)
-    return g
 
 
 class CopiedFile:
@@ -301,9 +199,9 @@ class CopiedFile:
         self.stats.absorb(stats)
 
     def close(self) -> None:
-        footer = _footer(self.reference, self.groups, self.rows)
-        self.sink.write(footer)
-        self.sink.write(len(footer).to_bytes(4, "little") + MAGIC)
+        encoded = _footer(self.reference, self.groups, self.rows)
+        self.sink.write(encoded)
+        self.sink.write(len(encoded).to_bytes(4, "little") + MAGIC)
         if self.sink.size > self.max_size:
             raise RuntimeError(f"internal: Parquet file of {self.sink.size} bytes exceeds maxFileSize "
                                f"{self.max_size}; please report this")
@@ -373,7 +271,7 @@ class CopyWriter:
     def _read_group(self, f: Any, uri: str, footer: thrift.Struct, g: int) -> list[Chunk]:
         """Every column chunk of row group ``g`` as stored, from one read of the group's bytes."""
         columns = footer.get(FMD_GROUPS).values[g].get(RG_COLUMNS).values
-        starts = [_chunk_start(cc) for cc in columns]
+        starts = [chunk_start(cc) for cc in columns]
         ends = [s + cc.get(CC_META).get(CM_STORED) for s, cc in zip(starts, columns, strict=True)]
         first = min(starts)
         with sources_files.named_errors(uri):
@@ -447,7 +345,7 @@ class CopyWriter:
         with pq.ParquetWriter(buf, part.schema, **self.pq_options) as w:
             w.write_table(part, row_group_size=max(1, part.num_rows))
         data = buf.getvalue()
-        footer = thrift.decode(_footer_bytes(data))
+        footer = thrift.decode(footer_bytes(data))
         groups = footer.get(FMD_GROUPS).values
         if len(groups) != 1 or groups[0].get(RG_ROWS) != table.num_rows:
             return None
@@ -456,7 +354,7 @@ class CopyWriter:
             return None
         out = {}
         for i, cc in zip(columns, ccs, strict=True):
-            start = _chunk_start(cc)
+            start = chunk_start(cc)
             out[i] = Chunk(data.slice(start, cc.get(CC_META).get(CM_STORED)),
                            _relative(cc, self.schema.names[i].encode()))
         return out

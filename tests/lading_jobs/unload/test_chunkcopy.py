@@ -21,10 +21,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import types as T
 
-from lading_jobs.formats import types
+from lading_jobs.formats import thrift, types
 from lading_jobs.sources import files as sources_files
 from lading_jobs.storage import LocalStorage, PendingUpload
-from lading_jobs.unload import arrowpath, chunkcopy, thrift
+from lading_jobs.unload import arrowpath, chunkcopy
 from lading_jobs.unload.task import TaskPlan
 from lading_spec.formats import ParquetOptions
 

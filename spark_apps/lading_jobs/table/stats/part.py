@@ -184,10 +184,16 @@ def _only_nulls(c: ColumnStats, rows: int | None) -> bool:
 
 
 def _pick(x: Any, xt: bool, y: Any, yt: bool, choose: Any, numeric: bool) -> tuple[Any, bool]:
+    """The bound of the union and its truncation flag, as ``column_stats`` of all the values
+    gives them: on a tie the bound is a value if either side's is (an untruncated string equal
+    to the other side's truncated bound is the union's extreme itself), and an upper bound that
+    no string of the allowed length can give (None, truncated) stays so."""
     if x is None or y is None:
-        return None, False
-    chosen = choose(x, y, key=lambda v: comparable(v, numeric))
-    return chosen, (xt if chosen == x else False) or (yt if chosen == y else False)
+        return None, (x is None and xt) or (y is None and yt)
+    cx, cy = comparable(x, numeric), comparable(y, numeric)
+    if cx == cy:
+        return x, xt and yt
+    return (x, xt) if choose(cx, cy) == cx else (y, yt)
 
 
 def has_path_stats(field: pa.Field) -> bool:

@@ -9,7 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lading_jobs.unload import chunkcopy, thrift
+from lading_jobs.formats import thrift
+from lading_jobs.unload import chunkcopy
 
 
 def rows(n: int) -> pa.Table:
