@@ -37,7 +37,7 @@ def old_render_decimal(arr: pa.Array) -> pa.Array:
     n = len(arr)
     if not pa.types.is_decimal128(t) or t.precision > 18 or not 0 <= t.scale <= 6 or n == arr.null_count:
         if (pa.types.is_decimal128(t) or pa.types.is_decimal256(t)) and t.scale > 6 and n > arr.null_count:
-            return _old_decimal_plain(arr)
+            return text._decimal_plain(arr)  # unchanged by issue 44
         return arr.cast(pa.string())
     # a decimal128 is 16 bytes of little-endian two's complement; under 10**18 the low word holds it
     unscaled = np.frombuffer(arr.buffers()[1], np.int64)[2 * arr.offset: 2 * (arr.offset + n): 2]
@@ -50,19 +50,6 @@ def old_render_decimal(arr: pa.Array) -> pa.Array:
     if arr.null_count:
         digits = pc.if_else(arr.is_valid(), digits, pa.scalar(None, digits.type))
     return digits
-
-
-def _old_decimal_plain(arr: pa.Array) -> pa.Array:
-    """Any decimal of a positive scale in plain digits: the unscaled value (the same bytes
-    seen with scale 0, which Arrow writes without an exponent) with the point put back."""
-    t = arr.type
-    whole = (pa.decimal128 if pa.types.is_decimal128(t) else pa.decimal256)(t.precision, 0)
-    text = arr.view(whole).cast(pa.string())
-    negative = pc.starts_with(text, "-")
-    digits = pc.ascii_lpad(pc.utf8_ltrim(text, characters="-"), t.scale + 1, "0")
-    digits = pc.binary_replace_slice(digits, -t.scale, -t.scale, ".")
-    return pc.if_else(negative, concat("-", digits), digits)
-
 
 
 def old_render_float(arr: pa.Array, nan: str, inf: str, neg_inf: str) -> pa.Array:
