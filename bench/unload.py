@@ -1,9 +1,12 @@
 """Unload benchmark: lading vs Spark's native writer vs DuckDB COPY TO, same data, same cores.
 
   python bench/unload.py [--rows 5000000] [--repeat 5] [--warmup 3] [--formats parquet,csv] [--dir /tmp/lading-bench]
+                        [--dataset classic|types]
 
-Generates the dataset once (ints, decimals, timestamps, strings with nulls) as
-Parquet, then exports it to local files with: lading on the Spark SQL path
+Generates the dataset once as Parquet (``classic``, the default: ints, a decimal(12,2),
+timestamps, strings with nulls; ``types``: whole and fractional doubles with NaN, ±inf
+and -0.0, decimal(12,2) and decimal(38,10), timestamps, strings with quotes and line
+breaks, NULLs in every column; see ``DATASETS``), then exports it to local files with: lading on the Spark SQL path
 (``from.query``, run_job), lading on the Arrow-only path (``from.files`` over the
 same Parquet files: a format conversion, issue 13), Spark ``df.write.parquet`` /
 ``df.write.csv`` on the same local[2] session, and DuckDB ``COPY ... TO`` (2
@@ -185,18 +188,43 @@ def du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
 
 
-def generate(spark: Any, rows: int, src: Path) -> None:
-    if (src / "_SUCCESS").exists() and (src / "_ROWS").exists() and (src / "_ROWS").read_text() == str(rows):
-        return
-    spark.range(0, rows, 1, 8).selectExpr(
+DATASETS = {
+    # ints, a decimal(12,2), timestamps, strings with NULLs: the figures of docs/benchmarks.md until issue 44
+    "classic": [
         "id",
         "CAST(id % 1000 AS INT) AS qty",
         "CAST((id * 7919) % 10000000 AS DECIMAL(12,2)) / 100 AS price",
         "TIMESTAMP '2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id) AS created_at",
         "CASE WHEN id % 10 = 0 THEN NULL ELSE concat('customer-', CAST(id % 50000 AS STRING)) END AS customer",
         "CASE WHEN id % 7 = 0 THEN NULL ELSE sha2(CAST(id AS STRING), 224) END AS note",
-    ).write.mode("overwrite").parquet(str(src))
-    (src / "_ROWS").write_text(str(rows))
+    ],
+    # the column types users have (issue 44): whole and fractional doubles with NaN, ±inf and -0.0,
+    # decimals of scale 2 and 10, timestamps, strings with quotes and line breaks; NULLs in every column
+    "types": [
+        "CASE WHEN id % 13 = 0 THEN NULL ELSE id END AS id",
+        "CASE WHEN id % 11 = 0 THEN NULL WHEN id % 1000 = 1 THEN CAST('NaN' AS DOUBLE) "
+        "WHEN id % 1000 = 2 THEN CAST('Infinity' AS DOUBLE) WHEN id % 1000 = 3 THEN CAST('-Infinity' AS DOUBLE) "
+        "WHEN id % 1000 = 4 THEN CAST('-0.0' AS DOUBLE) ELSE CAST((id * 7919) % 200001 - 100000 AS DOUBLE) END AS amount",
+        "CASE WHEN id % 12 = 0 THEN NULL ELSE CAST(id AS DOUBLE) / 7 END AS ratio",
+        "CASE WHEN id % 9 = 0 THEN NULL ELSE CAST(CAST((id * 7919) % 10000000 - 5000000 AS DECIMAL(12,0)) / 100 "
+        "AS DECIMAL(12,2)) END AS price",
+        "CASE WHEN id % 8 = 0 THEN NULL ELSE CAST(CAST((id * 104729) % 1000000000000000 - 500000000000000 AS "
+        "DECIMAL(38,0)) / 10000000000 AS DECIMAL(38,10)) END AS balance",
+        "CASE WHEN id % 10 = 0 THEN NULL ELSE TIMESTAMP '2024-01-01 00:00:00' + "
+        "make_interval(0, 0, 0, 0, 0, 0, id * 1.000003) END AS created_at",
+        "CASE WHEN id % 7 = 0 THEN NULL WHEN id % 5 = 1 THEN concat('say \"hi\" to ', CAST(id AS STRING)) "
+        "WHEN id % 5 = 2 THEN concat('line one\nline ', CAST(id AS STRING)) "
+        "ELSE concat('customer-', CAST(id % 50000 AS STRING)) END AS note",
+    ],
+}
+
+
+def generate(spark: Any, rows: int, src: Path, dataset: str = "classic") -> None:
+    stamp = str(rows) if dataset == "classic" else f"{rows} {dataset}"
+    if (src / "_SUCCESS").exists() and (src / "_ROWS").exists() and (src / "_ROWS").read_text() == stamp:
+        return
+    spark.range(0, rows, 1, 8).selectExpr(*DATASETS[dataset]).write.mode("overwrite").parquet(str(src))
+    (src / "_ROWS").write_text(stamp)
 
 
 @dataclasses.dataclass
@@ -229,6 +257,10 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3,
                    help="untimed rounds of the three Spark writers per format, before the timed ones")
     p.add_argument("--dir", default="/tmp/lading-bench")
+    p.add_argument("--dataset", choices=sorted(DATASETS), default="classic",
+                   help="classic: ints, a decimal(12,2), timestamps, strings; types: doubles (NaN, ±inf, -0.0), "
+                        "decimal(12,2) and decimal(38,10), timestamps, strings with quotes and line breaks, "
+                        "NULLs in every column")
     p.add_argument("--formats", default="parquet,csv",
                    help=f"comma-separated, of {', '.join(FORMATS)} (csv.gz: CSV in gzip members)")
     p.add_argument("--fresh", choices=FORMATS, help=argparse.SUPPRESS)  # one export in a new JVM
@@ -239,7 +271,7 @@ def main() -> None:
     if not formats or any(f not in FORMATS for f in formats):
         p.error(f"--formats: {args.formats!r}; each one of {', '.join(FORMATS)}")
     base = Path(args.dir)
-    src = base / "source"
+    src = base / ("source" if args.dataset == "classic" else f"source-{args.dataset}")
     base.mkdir(parents=True, exist_ok=True)
 
     import duckdb
@@ -255,11 +287,11 @@ def main() -> None:
                                     ["-XX:-UseDynamicNumberOfCompilerThreads", args.java]).strip()})
     started_cpu = tree_cpu_seconds()  # this interpreter, the JVM, the SparkContext
     if not args.fresh:
-        generate(spark, args.rows, src)
+        generate(spark, args.rows, src, args.dataset)
         df = spark.read.parquet(str(src))
         df.createOrReplaceTempView("bench_source")
         df.count()  # warm the file listing and the JVM
-        print(f"source: {args.rows:,} rows, {du(src) / 1e6:.0f} MB Parquet, {df.rdd.getNumPartitions()} partitions; "
+        print(f"source ({args.dataset}): {args.rows:,} rows, {du(src) / 1e6:.0f} MB Parquet, {df.rdd.getNumPartitions()} partitions; "
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
 
     def lading(fmt: str, out: Path, path: str = arrowpath.SPARK) -> None:
@@ -395,6 +427,7 @@ def figures(args: argparse.Namespace, table: list[tuple[str, str, Run, int, list
 def fresh_export(fmt: str, args: argparse.Namespace, java: str) -> dict[str, float]:
     """One Arrow-only export in a new process (new JVM with ``java`` options, new Python workers): its figures."""
     out = subprocess.run([sys.executable, __file__, "--fresh", fmt, "--rows", str(args.rows), "--dir", args.dir,
+                          "--dataset", args.dataset,
                           f"--java={java}"], capture_output=True, text=True, check=True)
     line = next(x for x in out.stdout.splitlines() if x.startswith("FRESH "))
     return json.loads(line.removeprefix("FRESH "))  # type: ignore[no-any-return]
