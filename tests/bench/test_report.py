@@ -27,7 +27,6 @@ ENVELOPE = {"schema", "script", "variant", "command", "date", "commit", "dirty",
 
 @pytest.fixture(scope="module")
 def drawn(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
-    pytest.importorskip("matplotlib", reason="bench/report needs matplotlib: pip install -r requirements-bench.lock")
     out = tmp_path_factory.mktemp("charts")
     run = subprocess.run([sys.executable, str(ROOT / "bench" / "report"), "--results", str(RESULTS), "--out", str(out)],
                          capture_output=True, text=True, timeout=120)
