@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from lading_spec import catalogs
 from lading_spec.errors import SpecError
 from lading_spec.formats import (
     CsvOptions,
@@ -41,11 +42,15 @@ MAX_PARTS = 10_000  # S3's most parts in one multipart upload
 @dataclass(frozen=True)
 class IcebergTable:
     """An Iceberg table read from one metadata file, at its current snapshot or the one
-    ``snapshot_id`` names or the one current at ``as_of_ms`` (milliseconds since the epoch)."""
+    ``snapshot_id`` names or the one current at ``as_of_ms`` (milliseconds since the epoch).
+    A catalog-named input has ``catalog`` and ``table`` (``namespace.name``) instead, and its
+    metadata file is the one the catalog names when the job starts (``sources.iceberg.resolve``)."""
 
-    metadata: str
+    metadata: str = ""
     snapshot_id: int | None = None
     as_of_ms: int | None = None
+    catalog: str | None = None
+    table: str | None = None
 
 
 @dataclass(frozen=True)
@@ -196,18 +201,25 @@ def _iceberg(value: Any, path: str) -> IcebergTable:
     ``snapshotId`` or ``asOf`` (an RFC 3339 instant with its zone)."""
     obj = _mapping(value, path)
     _only(obj, path, ("metadata", "snapshotId", "asOf", "catalog", "table"))
-    if "catalog" in obj or "table" in obj:
-        raise SpecError(f"{path}.{'catalog' if 'catalog' in obj else 'table'}",
-                        "catalog-named Iceberg tables are not supported yet; give the table's current metadata "
-                        "file instead: metadata: s3://bucket/warehouse/db/orders/metadata/v3.metadata.json")
-    metadata = obj.get("metadata")
-    if metadata is None:
+    catalog, table, metadata = obj.get("catalog"), obj.get("table"), obj.get("metadata")
+    if catalog is not None or table is not None:
+        if metadata is not None:
+            raise SpecError(f"{path}.metadata", "give metadata (a metadata file) or catalog and table, not both")
+        if not isinstance(catalog, str) or not catalogs.NAME.match(catalog):
+            raise SpecError(f"{path}.catalog", f"expected the name of a catalog the cluster admin declared "
+                            f"(policy.catalogs), got {catalog!r}")
+        why = catalogs.identifier_error(table)
+        if why:
+            raise SpecError(f"{path}.table", why)
+        metadata = ""
+    elif metadata is None:
         raise SpecError(f"{path}.metadata", "missing; give the URI of the table's metadata file "
-                        "(s3://…/metadata/vN.metadata.json)")
-    check_uri(metadata, f"{path}.metadata")
-    if not metadata.endswith(".metadata.json"):
-        raise SpecError(f"{path}.metadata", f"expected an Iceberg metadata file (…/metadata/vN.metadata.json), "
-                        f"got {metadata!r}")
+                        "(s3://…/metadata/vN.metadata.json), or catalog and table")
+    else:
+        check_uri(metadata, f"{path}.metadata")
+        if not metadata.endswith(".metadata.json"):
+            raise SpecError(f"{path}.metadata", f"expected an Iceberg metadata file (…/metadata/vN.metadata.json), "
+                            f"got {metadata!r}")
     snapshot_id = obj.get("snapshotId")
     if snapshot_id is not None and (isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int)):
         raise SpecError(f"{path}.snapshotId", f"expected an Iceberg snapshot id (an integer), got {snapshot_id!r}")
@@ -215,7 +227,8 @@ def _iceberg(value: Any, path: str) -> IcebergTable:
     if as_of is not None and snapshot_id is not None:
         raise SpecError(f"{path}.asOf", "give snapshotId or asOf, not both")
     return IcebergTable(metadata=metadata, snapshot_id=snapshot_id,
-                        as_of_ms=None if as_of is None else _instant_ms(as_of, f"{path}.asOf"))
+                        as_of_ms=None if as_of is None else _instant_ms(as_of, f"{path}.asOf"),
+                        catalog=catalog, table=table)
 
 
 def iceberg_table_root(metadata: str) -> str:
