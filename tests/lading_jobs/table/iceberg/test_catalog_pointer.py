@@ -23,13 +23,12 @@ import os
 import subprocess
 import sys
 import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from postgres import postgres_dsn  # noqa: F401  (registers the fixture)
+from support import catalogs as cats
 from support.iceberg_readers import multiset
 
 from lading import cli
@@ -42,6 +41,7 @@ from lading_spec import catalogs
 
 pytestmark = [pytest.mark.s3]
 SCHEMA = TableSchema.of([("id", "bigint"), ("name", "string")])
+lake = cats.lake  # the fixture: catalog "lake", Glue on moto or SQL on PostgreSQL
 CHILD = Path(__file__).resolve().parents[3] / "support" / "crash_child.py"
 
 
@@ -54,63 +54,33 @@ def _commit(uri: str, rows: pa.Table, *, create: bool = False) -> None:
     writer.commit_parts(uri, written, create=writer.NewTable(SCHEMA) if create else None)
 
 
-def _glue(endpoint: str) -> dict[str, object]:
-    return {"type": "glue", "properties": {"glue.endpoint": endpoint, "glue.region": "us-east-1"}}
-
-
-def _sql(dsn: str) -> dict[str, object]:
-    parts = dict(p.split("=", 1) for p in dsn.split())
-    return {"type": "sql", "properties": {"uri": f"postgresql+psycopg://{parts['user']}@{parts['host']}:{parts['port']}/"
-                                                 f"{parts['dbname']}"}}
-
-
-@pytest.fixture(params=["glue", "sql"])
-def catalog(request: pytest.FixtureRequest, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """``LADING_CATALOGS`` declaring catalog ``lake`` (Glue on moto, or SQL on PostgreSQL); its name."""
-    decl = _glue(s3_endpoint) if request.param == "glue" else _sql(request.getfixturevalue("postgres_dsn"))
-    monkeypatch.setenv(catalogs.ENV, json.dumps({"lake": decl}))
-    yield "lake"
-
-
-def _reader_rows(name: str, table: str) -> pa.Table:
-    """What an engine reads through the catalog: pyiceberg's own ``load_catalog`` and ``load_table``."""
-    from pyiceberg.catalog import load_catalog
-
-    decl = catalogs.from_env()[name]
-    return load_catalog(name, type=decl.type, **decl.properties).load_table(table).scan().to_arrow()
-
-
-def _ident() -> str:
-    return f"db{uuid.uuid4().hex[:6]}.orders"
-
-
-def test_register_then_every_commit_moves_the_pointer(tmp_path: Path, catalog: str) -> None:
+def test_register_then_every_commit_moves_the_pointer(tmp_path: Path, lake: str) -> None:
     uri = f"file://{tmp_path}/orders/"
     _commit(uri, _rows(0, 3), create=True)
-    ident = _ident()
-    at = catalog_binding.register(uri, catalog, ident)
+    ident = cats.ident()
+    at = catalog_binding.register(uri, lake, ident)
     assert at == f"{uri}metadata/v1.metadata.json"  # v0's file, then the binding commit's own publish
-    assert TableLog.open_existing(uri).snapshot().meta.catalog == (catalog, ident)
+    assert TableLog.open_existing(uri).snapshot().meta.catalog == (lake, ident)
     for i in range(2):
         _commit(uri, _rows(10 + 10 * i, 2))
-        assert catalog_pointer.location(catalog, ident) == mirror.current_metadata(uri)
-    assert catalog_pointer.location(catalog, ident) == f"{uri}metadata/v3.metadata.json"
-    lading = mirror_reader_rows(uri)
-    assert multiset(_reader_rows(catalog, ident), ["id", "name"]) == multiset(lading, ["id", "name"])
+        assert catalog_pointer.location(lake, ident) == mirror.current_metadata(uri)
+    assert catalog_pointer.location(lake, ident) == f"{uri}metadata/v3.metadata.json"
+    lading = lading_rows(uri)
+    assert multiset(cats.reader_rows(lake, ident), ["id", "name"]) == multiset(lading, ["id", "name"])
     assert len(lading) == 7
 
 
-def mirror_reader_rows(uri: str) -> pa.Table:
+def lading_rows(uri: str) -> pa.Table:
     from lading_jobs.table import reader
 
     return reader.scan(uri)
 
 
-def test_racing_writers_leave_the_newest_file_naming_every_version(tmp_path: Path, catalog: str) -> None:
+def test_racing_writers_leave_the_newest_file_naming_every_version(tmp_path: Path, lake: str) -> None:
     uri = f"file://{tmp_path}/orders/"
     _commit(uri, _rows(0, 1), create=True)
-    ident = _ident()
-    catalog_binding.register(uri, catalog, ident)
+    ident = cats.ident()
+    catalog_binding.register(uri, lake, ident)
     errors: list[BaseException] = []
 
     def writer_loop(base: int) -> None:
@@ -128,7 +98,7 @@ def test_racing_writers_leave_the_newest_file_naming_every_version(tmp_path: Pat
     assert not errors
     log = TableLog.open_existing(uri)
     assert log.version == 9  # create, binding, 2 x 4 commits
-    pointer = catalog_pointer.location(catalog, ident)
+    pointer = catalog_pointer.location(lake, ident)
     assert pointer == mirror.current_metadata(uri)  # the newest file: the pointer never went back
     from pyiceberg.table import StaticTable
 
@@ -136,15 +106,15 @@ def test_racing_writers_leave_the_newest_file_naming_every_version(tmp_path: Pat
     versions = [int(meta.snapshot_by_id(e.snapshot_id).summary["lading.version"])  # type: ignore[union-attr]
                 for e in meta.snapshot_log]
     assert versions == list(range(log.version + 1))  # every committed version, in order
-    assert multiset(_reader_rows(catalog, ident), ["id", "name"]) == multiset(mirror_reader_rows(uri), ["id", "name"])
+    assert multiset(cats.reader_rows(lake, ident), ["id", "name"]) == multiset(lading_rows(uri), ["id", "name"])
 
 
-def test_killed_between_the_file_and_the_pointer_then_sync(tmp_path: Path, catalog: str) -> None:
+def test_killed_between_the_file_and_the_pointer_then_sync(tmp_path: Path, lake: str) -> None:
     uri = f"file://{tmp_path}/orders/"
     _commit(uri, _rows(0, 2), create=True)
-    ident = _ident()
-    catalog_binding.register(uri, catalog, ident)  # v1: the binding
-    before = catalog_pointer.location(catalog, ident)
+    ident = cats.ident()
+    catalog_binding.register(uri, lake, ident)  # v1: the binding
+    before = catalog_pointer.location(lake, ident)
     assert before == f"{uri}metadata/v1.metadata.json"
     written = writer.write_parts(uri, [_rows(50, 3)], SCHEMA, write_id=fmt.new_write_id())
     args = {"kind": "table", "table": uri, "written": [w.to_json() for w in written],
@@ -153,41 +123,41 @@ def test_killed_between_the_file_and_the_pointer_then_sync(tmp_path: Path, catal
                           timeout=300, env={**os.environ})
     assert done.returncode != 0, done.stdout + done.stderr  # killed
     assert (tmp_path / "orders" / "metadata" / "v2.metadata.json").exists()  # the file landed
-    assert catalog_pointer.location(catalog, ident) == before  # the pointer did not: the previous version
-    assert len(_reader_rows(catalog, ident)) == 2
+    assert catalog_pointer.location(lake, ident) == before  # the pointer did not: the previous version
+    assert len(cats.reader_rows(lake, ident)) == 2
     mirror.forget()
     assert cli.main(["table", "sync", uri]) == 0
-    assert catalog_pointer.location(catalog, ident) == f"{uri}metadata/v2.metadata.json"
-    assert multiset(_reader_rows(catalog, ident), ["id", "name"]) == multiset(mirror_reader_rows(uri), ["id", "name"])
+    assert catalog_pointer.location(lake, ident) == f"{uri}metadata/v2.metadata.json"
+    assert multiset(cats.reader_rows(lake, ident), ["id", "name"]) == multiset(lading_rows(uri), ["id", "name"])
 
 
-def test_a_conflicting_writer_is_detected_not_overwritten(tmp_path: Path, catalog: str,
+def test_a_conflicting_writer_is_detected_not_overwritten(tmp_path: Path, lake: str,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     uri = f"file://{tmp_path}/orders/"
     _commit(uri, _rows(0, 2), create=True)
-    ident = _ident()
-    catalog_binding.register(uri, catalog, ident)
+    ident = cats.ident()
+    catalog_binding.register(uri, lake, ident)
     other = f"file://{tmp_path}/other/metadata/00003-abc.metadata.json"
-    here = catalog_pointer.location(catalog, ident)
+    here = catalog_pointer.location(lake, ident)
     assert here is not None
     (tmp_path / "other" / "metadata").mkdir(parents=True)
     (tmp_path / "other" / "metadata" / "00003-abc.metadata.json").write_bytes(Path(here[len("file://"):]).read_bytes())
-    assert catalog_pointer.swap(catalog, ident, here, other)  # another engine commits to the entry
+    assert catalog_pointer.swap(lake, ident, here, other)  # another engine commits to the entry
     _commit(uri, _rows(10, 1))  # lading's publish must not move it back
-    assert catalog_pointer.location(catalog, ident) == other
+    assert catalog_pointer.location(lake, ident) == other
     assert "a metadata file lading did not write" in capsys.readouterr().err
     with pytest.raises(catalog_pointer.CatalogConflict, match="did not write"):
         catalog_binding.sync(uri)
 
 
-def test_register_refuses_an_entry_of_another_table(tmp_path: Path, catalog: str) -> None:
+def test_register_refuses_an_entry_of_another_table(tmp_path: Path, lake: str) -> None:
     a, b = f"file://{tmp_path}/a/", f"file://{tmp_path}/b/"
     _commit(a, _rows(0, 1), create=True)
     _commit(b, _rows(0, 1), create=True)
-    ident = _ident()
-    catalog_binding.register(a, catalog, ident)
+    ident = cats.ident()
+    catalog_binding.register(a, lake, ident)
     with pytest.raises(catalog_pointer.CatalogConflict, match="did not write"):
-        catalog_binding.register(b, catalog, ident)
+        catalog_binding.register(b, lake, ident)
     assert TableLog.open_existing(b).snapshot().meta.catalog is None  # nothing committed
 
 
@@ -201,9 +171,7 @@ def test_undeclared_unreachable_and_refusing_catalogs(tmp_path: Path, s3_endpoin
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
-    sql = _sql(postgres_dsn)
-    refusing = {"type": "sql", "properties": {"uri": str(sql["properties"]["uri"]).replace("postgres@",  # type: ignore[index]
-                                                                                            "nobody@")}}
+    refusing = cats.sql(postgres_dsn, user="nobody")
     monkeypatch.setenv(catalogs.ENV, json.dumps({
         "gone": {"type": "glue", "properties": {"glue.endpoint": f"http://127.0.0.1:{closed}",
                                                 "glue.region": "us-east-1", "glue.max-retries": "0"}},
