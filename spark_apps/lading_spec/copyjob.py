@@ -125,6 +125,7 @@ class Target:
     sort_by: tuple[str, ...] = ()
     schema_evolution: SchemaEvolution = "none"
     iceberg_mirror: bool | None = None  # to.icebergMirror: None leaves an existing table's switch as it is
+    catalog: tuple[str, str] | None = None  # to.catalog: (catalog name, namespace.name) the table is registered as
 
     @property
     def kind(self) -> Literal["files", "table"]:
@@ -391,11 +392,11 @@ def _columns(value: Any) -> tuple[Column, ...]:
 def _target(obj: dict[str, Any]) -> Target:
     _only(obj, "to", ("files", "format", "options", "maxFileSize", "bufferSize", "partitionBy",
                       "keepPartitionColumns", "ifExists", "table", "schema", "inferSchema",
-                      "envelope", "keyColumns", "sortBy", "schemaEvolution", "icebergMirror"))
+                      "envelope", "keyColumns", "sortBy", "schemaEvolution", "icebergMirror", "catalog"))
     given = [k for k in ("files", "table") if obj.get(k) is not None]
     if len(given) != 1:
         raise SpecError("to", f"give exactly one of files or table (got {', '.join(given) or 'none'})")
-    for key in ("schemaEvolution", "icebergMirror"):
+    for key in ("schemaEvolution", "icebergMirror", "catalog"):
         if obj.get("files") is not None and key in obj:
             raise SpecError(f"to.{key}", "applies to table targets (to.table) only")
     if obj.get("files") is not None:
@@ -448,7 +449,27 @@ def _target(obj: dict[str, Any]) -> Target:
         if_exists=table_if_exists,
         schema_evolution=parse_schema_evolution(obj.get("schemaEvolution", "none"), "to.schemaEvolution"),
         iceberg_mirror=parse_iceberg_mirror(obj.get("icebergMirror"), "to.icebergMirror"),
+        catalog=_target_catalog(obj.get("catalog"), obj.get("icebergMirror")),
     )
+
+
+def _target_catalog(value: Any, mirror: Any) -> tuple[str, str] | None:
+    """``to.catalog``: ``{name, table}``, the declared catalog and ``namespace.name`` the table is
+    registered as (its pointer then follows every mirror publish: docs/iceberg.md)."""
+    if value is None:
+        return None
+    obj = _mapping(value, "to.catalog")
+    _only(obj, "to.catalog", ("name", "table"))
+    name = obj.get("name")
+    if not isinstance(name, str) or not catalogs.NAME.match(name):
+        raise SpecError("to.catalog.name", f"expected the name of a catalog the cluster admin declared "
+                        f"(policy.catalogs), got {name!r}")
+    why = catalogs.identifier_error(obj.get("table"))
+    if why:
+        raise SpecError("to.catalog.table", why)
+    if mirror is False:
+        raise SpecError("to.catalog", "a catalog points at the table's Iceberg mirror; drop icebergMirror: false")
+    return (name, str(obj["table"]))
 
 
 def parse_iceberg_mirror(value: Any, path: str) -> bool | None:

@@ -98,3 +98,33 @@ def test_a_copyjob_with_a_bad_catalog_input_writes_nothing(spark: Any, tmp_path:
                                                                       "iceberg": {"catalog": "lake", "table": ident}}]},
                    "to": {"files": f"file://{dest}/", "format": "parquet"}})
     assert run_job(spark, doc)["rows"] == 15
+
+
+def test_a_copyjob_creates_a_table_registered_in_the_catalog(spark: Any, tmp_path: Path, lake: str) -> None:
+    """``to.catalog``: the table the CopyJob creates is registered, and a reader through the catalog
+    reads it; an entry held by another table is refused before anything is written."""
+    from support.unload import job_doc
+
+    from lading_jobs.main import run_job
+    from lading_jobs.table.iceberg import catalog_pointer, mirror
+    from lading_jobs.table.log.commits import TableError
+
+    source = cats.ident()
+    src_uri = _table(tmp_path, "orders", source)
+    target = cats.ident()
+    uri = f"file://{tmp_path}/copy/"
+    doc = job_doc({"from": {"query": "SELECT * FROM orders WHERE id < 20",
+                            "inputs": [{"name": "orders", "iceberg": {"catalog": "lake", "table": source}}]},
+                   "to": {"table": uri, "catalog": {"name": "lake", "table": target}}})
+    assert run_job(spark, doc)["rows"] == 10
+    assert TableLog.open_existing(uri).snapshot().meta.catalog == ("lake", target)
+    assert catalog_pointer.location("lake", target) == mirror.current_metadata(uri)
+    assert multiset(cats.reader_rows("lake", target), ["id", "name"]) == multiset(reader.scan(uri), ["id", "name"])
+    taken = job_doc({"from": {"query": "SELECT * FROM orders",
+                              "inputs": [{"name": "orders", "iceberg": {"catalog": "lake", "table": source}}]},
+                     "to": {"table": f"file://{tmp_path}/other/", "catalog": {"name": "lake", "table": source}}})
+    with pytest.raises(TableError, match=r"to.catalog.table: catalog 'lake'.s table db\w+.orders points at .*not at "
+                                         r"this table"):
+        run_job(spark, taken)
+    assert not (tmp_path / "other").exists()
+    assert catalog_pointer.location("lake", source) == mirror.current_metadata(src_uri)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lading_jobs import storage as st
+from lading_jobs.table import format as fmt
 from lading_jobs.table.iceberg import catalog_pointer as cp
 from lading_jobs.table.iceberg import mirror
 from lading_jobs.table.log.commits import Change, TableError, TableLog
@@ -42,6 +43,31 @@ def register(uri: str, catalog: str, table: str, storage: st.Storage | None = No
         log.commit(Change(operation="properties", meta=replace(meta, catalog=(catalog, table))))
         mirror.flush(root)
     return cp.location(catalog, table) or newest
+
+
+def check(uri: str, catalog: str, table: str) -> None:
+    """Before a CopyJob with ``to.catalog`` writes anything: the catalog is declared and answers, and
+    its entry ``table`` is free or already this table's; a ``TableError`` naming ``to.catalog`` if not."""
+    try:
+        current = cp.location(catalog, table)
+    except cp.CatalogError as e:
+        raise TableError(f"to.catalog.name: {e}") from e
+    if current is not None and cp.number(fmt.table_root(uri), current) is None:
+        raise TableError(f"to.catalog.table: catalog {catalog!r}'s table {table} points at {current}, not at this "
+                         f"table's Iceberg metadata ({fmt.table_root(uri)}metadata/); name a free entry")
+
+
+def ensure(uri: str, catalog: str, table: str) -> str:
+    """After a CopyJob with ``to.catalog`` committed: the table is bound (registered now, the first time)."""
+    log = TableLog.open_existing(uri)
+    if log.snapshot().meta.catalog == (catalog, table):
+        return cp.location(catalog, table) or ""
+    try:
+        return register(uri, catalog, table)
+    except (TableError, st.StorageError) as e:
+        raise TableError(f"to.catalog: the rows are committed (table {uri}, version {log.version}) but the table "
+                         f"was not registered in catalog {catalog!r} ({e}); run the CopyJob again or `lading table "
+                         f"register {uri} --catalog {catalog} --as {table}`") from e
 
 
 def sync(uri: str, storage: st.Storage | None = None) -> str | None:
