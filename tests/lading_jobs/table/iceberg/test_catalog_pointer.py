@@ -65,6 +65,9 @@ def test_register_then_every_commit_moves_the_pointer(tmp_path: Path, lake: str)
         _commit(uri, _rows(10 + 10 * i, 2))
         assert catalog_pointer.location(lake, ident) == mirror.current_metadata(uri)
     assert catalog_pointer.location(lake, ident) == f"{uri}metadata/v3.metadata.json"
+    stale = f"{uri}metadata/v2.metadata.json"  # a compare-and-swap from a file the entry no longer names
+    assert not catalog_pointer.swap(lake, ident, stale, f"{uri}metadata/v1.metadata.json")
+    assert catalog_pointer.location(lake, ident) == f"{uri}metadata/v3.metadata.json"
     lading = lading_rows(uri)
     assert multiset(cats.reader_rows(lake, ident), ["id", "name"]) == multiset(lading, ["id", "name"])
     assert len(lading) == 7
