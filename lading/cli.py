@@ -299,18 +299,22 @@ def cmd_table_sync(args: argparse.Namespace) -> int:
     """``lading table sync URI``: publish the Iceberg metadata of every version the mirror lacks
     (a writer killed between its commit and the mirror), in version order; idempotent."""
     from lading_jobs.storage import StorageError
-    from lading_jobs.table.iceberg import mirror
+    from lading_jobs.table.iceberg import catalog_binding, mirror
     from lading_jobs.table.log.commits import TableError
 
     try:
         published = mirror.sync(args.uri)
         state = mirror.describe(args.uri)
+        pointer = catalog_binding.sync(args.uri)  # a bound table: its catalog's pointer to the newest file
     except (TableError, StorageError, OSError, ValueError) as e:
         print(f"lading: ERROR: {args.uri}: {e}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps({"published": [p.version for p in published], **state}))
+        print(json.dumps({"published": [p.version for p in published], **state,
+                          **({"catalogMetadata": pointer} if pointer else {})}))
         return 0
+    if pointer:
+        print(f"the catalog points at {pointer}")
     if state["metadata"] is None:
         print(f"{args.uri}: the Iceberg mirror is switched off for this table (icebergMirror: false)")
         return 0
@@ -318,6 +322,27 @@ def cmd_table_sync(args: argparse.Namespace) -> int:
     if "reason" in state:
         print(f"the mirror's current snapshot is version {state.get('snapshotVersion', 'none')}; versions from "
               f"{state['behindSince']} are not mirrored: {state['reason']}")
+    return 0
+
+
+def cmd_table_register(args: argparse.Namespace) -> int:
+    """``lading table register URI --catalog NAME --as ns.name``: bind the table to a catalog entry
+    (created, or moved from an older file of this table); every later mirror publish moves it."""
+    from lading_jobs.storage import StorageError
+    from lading_jobs.table.iceberg import catalog_binding
+    from lading_jobs.table.log.commits import TableError
+    from lading_spec import catalogs
+
+    why = catalogs.identifier_error(args.as_table)
+    if why:
+        print(f"lading: ERROR: --as: {why}", file=sys.stderr)
+        return 1
+    try:
+        pointer = catalog_binding.register(args.uri, args.catalog, args.as_table)
+    except (TableError, StorageError, OSError, ValueError) as e:
+        print(f"lading: ERROR: {args.uri}: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.uri}: registered as {args.as_table} in catalog {args.catalog!r}, at {pointer}")
     return 0
 
 
@@ -463,9 +488,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     onoff = switch.add_mutually_exclusive_group(required=True)
     onoff.add_argument("--on", dest="on", action="store_true", help="mirror every version (catching up first)")
     onoff.add_argument("--off", dest="on", action="store_false", help="stop mirroring; the metadata says so")
+    register = table_sub.add_parser("register", help="register the table in an Iceberg catalog; each mirror "
+                                    "publish then moves the catalog's pointer (compare-and-swap)")
+    register.add_argument("uri", help="the table")
+    register.add_argument("--catalog", required=True, help="a declared catalog's name (LADING_CATALOGS_FILE)")
+    register.add_argument("--as", dest="as_table", required=True, help="the catalog's table, namespace.name")
     args = p.parse_args(argv)
     if args.command == "table":
-        return cmd_table_sync(args) if args.table_command == "sync" else cmd_table_mirror(args)
+        commands = {"sync": cmd_table_sync, "register": cmd_table_register, "mirror": cmd_table_mirror}
+        return commands[args.table_command](args)
     if args.command == "run":
         return cmd_run(args)
     if args.command == "sample-data":

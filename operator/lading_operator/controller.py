@@ -492,7 +492,7 @@ def _reconcile(kind: Kind, namespace: str, name: str, known: dict[str, Any] | No
     timeout = start_timeout()
     obs = observe(kind, resource, timeout=timeout)
     plan = rc.plan(obs, check_policy, kind=kind, start_timeout=timeout,
-                   file_prefixes=_policy.file_prefixes_for(namespace))
+                   file_prefixes=_policy.file_prefixes_for(namespace), catalogs=_policy.catalogs_env(namespace))
     if not plan.status and not plan.create and not plan.delete_apps and (resource.get("status") or {}).get("phase"):
         metrics.observe_phase(kind.name, namespace, name, str(resource["status"]["phase"]))
     return execute(kind, obs, plan, timeout, precondition=known is not None)

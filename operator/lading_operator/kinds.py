@@ -189,6 +189,12 @@ def copyjob_uris(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
         table = item.get("delta", {}).get("table") if isinstance(item.get("delta"), dict) else None
         if isinstance(table, str):  # the job reads only under the table's directory (sources.delta)
             out.append((f"spec.from.inputs[{i}].delta.table", table if table.endswith("/") else table + "/"))
+        catalog = item.get("iceberg", {}).get("catalog") if isinstance(item.get("iceberg"), dict) else None
+        if isinstance(catalog, str):  # a name, checked by the policy's catalogs section
+            out.append((f"spec.from.inputs[{i}].iceberg.catalog", catalog))
+    bound = target.get("catalog")
+    if isinstance(bound, dict) and isinstance(bound.get("name"), str):
+        out.append(("spec.to.catalog.name", bound["name"]))
     if isinstance(spec.get("rejectedRows"), str):
         out.append(("spec.rejectedRows", spec["rejectedRows"]))
     return out

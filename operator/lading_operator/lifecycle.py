@@ -72,7 +72,7 @@ def build_app(ctx: Ctx, run_id: str, run_time: dt.datetime, attempt: int) -> dic
     return render.build_sparkapplication(ctx.spec, run_identity(ctx, run_id, run_time, attempt),
                                          operator_fields=ctx.kind.operator_fields,
                                          continuous=ctx.kind.trigger == "continuous",
-                                         file_prefixes=ctx.file_prefixes)
+                                         file_prefixes=ctx.file_prefixes, catalogs=ctx.catalogs)
 
 
 def oneshot_run_id(ctx: Ctx) -> str:

@@ -132,6 +132,8 @@ class Ctx:
     start_timeout: float = START_TIMEOUT
     file_prefixes: tuple[str, ...] = ()
     """The ``file://`` prefixes the namespace's policy allows: rendered for the job (``lading_spec.localfiles``)."""
+    catalogs: str = ""
+    """The Iceberg catalogs the namespace's policy allows (``LADING_CATALOGS``, ``lading_spec.catalogs``)."""
 
     def with_status(self, patch: Mapping[str, Any]) -> Ctx:
         return dataclasses.replace(self, obs=self.obs.with_status(patch))

@@ -20,6 +20,11 @@ YAML file and points ``LADING_POLICY_FILE`` at it::
     brokers:           # Kafka brokers a StreamCopy may name: host:port, or *.domain:port
       default: ["*.kafka.svc.cluster.local:9092"]
       namespaces: {analytics: ["kafka-0.corp:9093", "kafka-1.corp:9093"]}
+    catalogs:          # Iceberg catalogs (endpoints) a CopyJob may name; no section: none
+      declared:
+        lake: {type: glue, properties: {glue.region: eu-west-1}}
+      default: []
+      namespaces: {analytics: [lake]}
 
 Each section works like ``allowedPrefixes``: a listed namespace gets exactly its
 list, any other gets ``default``, ``{namespace}`` stands for the namespace.
@@ -84,6 +89,7 @@ from urllib.parse import unquote, urlsplit
 import yaml
 
 from lading_operator import sizing
+from lading_spec import catalogs as catalogs_spec
 from lading_spec import envvars, kafkacreds, localfiles, sparkconf
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -127,6 +133,8 @@ class Policy:
     limits: sizing.Limits = DEFAULT_LIMITS
     limits_by_namespace: dict[str, sizing.Limits] = field(default_factory=dict)
     brokers: Allowed | None = None  # None: no brokers section (any broker the address checks pass)
+    catalogs: Allowed = field(default_factory=Allowed)  # names of declared catalogs, per namespace
+    declared_catalogs: dict[str, catalogs_spec.Catalog] = field(default_factory=dict)
 
     def limits_for(self, namespace: str) -> sizing.Limits:
         """The caps of ``namespace`` (a listed namespace gets exactly its own)."""
@@ -135,6 +143,12 @@ class Policy:
     def prefixes_for(self, namespace: str) -> tuple[str, ...]:
         """The prefixes ``namespace`` may use, with ``{namespace}`` filled in."""
         return Allowed(self.default, self.namespaces).for_namespace(namespace)
+
+    def catalogs_env(self, namespace: str) -> str:
+        """The ``LADING_CATALOGS`` value for a job of ``namespace``: the declarations it may use ("": none)."""
+        allowed = {n: self.declared_catalogs[n] for n in self.catalogs.for_namespace(namespace)
+                   if n in self.declared_catalogs}
+        return catalogs_spec.render(allowed) if allowed else ""
 
     def file_prefixes_for(self, namespace: str) -> tuple[str, ...]:
         """The ``file://`` prefixes of ``namespace``: all a job of it may open (``lading_spec.localfiles``)."""
@@ -145,7 +159,7 @@ DEFAULT_POLICY = Policy()
 """No policy file: ``s3://`` only, the operator's image and ServiceAccount, a small job's size."""
 
 
-SECTIONS = ("allowedPrefixes", "images", "serviceAccounts", "sparkConf", "limits", "brokers")
+SECTIONS = ("allowedPrefixes", "images", "serviceAccounts", "sparkConf", "limits", "brokers", "catalogs")
 
 
 def parse_policy(document: Any, source: str = "policy") -> Policy:
@@ -163,7 +177,7 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
                   service_accounts=_section(document, "serviceAccounts", source, _account_list),
                   spark_conf=_section(document, "sparkConf", source, _conf_list),
                   brokers=_brokers_section(document, source),
-                  **_limits(document, source))
+                  **_catalogs_section(document, source), **_limits(document, source))
 
 
 def _limits(document: dict[str, Any], source: str) -> dict[str, Any]:
@@ -449,8 +463,10 @@ def check_resource(policy: Policy, namespace: str, uris: list[tuple[str, str]], 
                    default_image: str, default_service_account: str) -> str | None:
     """The policy's verdict on one resource: its storage URIs, then its ``spec.spark``."""
     brokers = [(f, u) for f, u in uris if f.startswith(BROKERS_FIELD)]
-    uris = [(f, u) for f, u in uris if not f.startswith(BROKERS_FIELD)]
-    return (check_brokers(policy, namespace, brokers) or check_uris(policy, namespace, uris)
+    names = [(f, u) for f, u in uris if is_catalog_field(f)]
+    uris = [(f, u) for f, u in uris if not f.startswith(BROKERS_FIELD) and not is_catalog_field(f)]
+    return (check_brokers(policy, namespace, brokers) or check_catalogs(policy, namespace, names)
+            or check_uris(policy, namespace, uris)
             or check_spark(policy, namespace, spark, default_image, default_service_account))
 
 
@@ -511,4 +527,55 @@ def check_brokers(policy: Policy, namespace: str, brokers: list[tuple[str, str]]
                    f"no broker is allowed in namespace {namespace!r}")
             return (f"{field_path}: {server!r} is not an allowed Kafka broker ({fix}); name one of those, or ask "
                     "the cluster admin to add it to policy.brokers")
+    return None
+
+
+# --- Iceberg catalogs (issue 43: a catalog is an endpoint; tenants name one, never give one) -----
+#
+# ``catalogs``: ``declared`` maps a catalog name to its ``{type, properties}`` (pyiceberg's, without
+# credentials: lading_spec.catalogs); ``default`` / ``namespaces`` list the names each namespace may
+# use in ``spec.from.inputs[i].iceberg.catalog`` and ``spec.to.catalog.name``. No section, or a
+# namespace with an empty list: no catalog. The job gets the declarations its namespace may use
+# (``Policy.catalogs_env``, the ``LADING_CATALOGS`` variable) and no other.
+
+CATALOG_FIELDS = (".iceberg.catalog", "spec.to.catalog.name")
+"""The fields (``kinds.copyjob_uris`` lists each catalog name under one) the ``catalogs`` section checks."""
+
+
+def is_catalog_field(field_path: str) -> bool:
+    return field_path.endswith(CATALOG_FIELDS)
+
+
+def _catalogs_section(document: dict[str, Any], source: str) -> dict[str, Any]:
+    section = document.get("catalogs")
+    if section is None:
+        return {}
+    if not isinstance(section, dict) or set(section) - {"declared", "default", "namespaces"}:
+        raise PolicyError(f"{source}: catalogs must be a mapping with declared, default and namespaces")
+    try:
+        declared = catalogs_spec.parse_declarations(section.get("declared"), f"{source}: catalogs.declared")
+    except catalogs_spec.CatalogConfigError as e:
+        raise PolicyError(str(e)) from e
+
+    def names(value: Any, where: str) -> tuple[str, ...]:
+        out = _strings(value, where, "names of catalogs under catalogs.declared")
+        for i, item in enumerate(out):
+            if item not in declared:
+                raise PolicyError(f"{where}[{i}]: {item!r} is not declared under catalogs.declared "
+                                  f"(declared: {', '.join(sorted(declared)) or 'none'})")
+        return tuple(out)
+
+    allowed = _section({"catalogs": {k: v for k, v in section.items() if k != "declared"}}, "catalogs", source, names)
+    return {"catalogs": allowed, "declared_catalogs": declared}
+
+
+def check_catalogs(policy: Policy, namespace: str, names: list[tuple[str, str]]) -> str | None:
+    """An error for the first (field, catalog name) the ``catalogs`` section does not allow in ``namespace``."""
+    allowed = tuple(n for n in policy.catalogs.for_namespace(namespace) if n in policy.declared_catalogs)
+    for field_path, name in names:
+        if name not in allowed:
+            fix = (f"catalogs allowed in namespace {namespace!r}: {', '.join(allowed)}" if allowed else
+                   f"no catalog is allowed in namespace {namespace!r}")
+            return (f"{field_path}: {name!r} is not an allowed Iceberg catalog ({fix}); name one of those, or ask "
+                    "the cluster admin to declare it in policy.catalogs and allow it for the namespace")
     return None

@@ -77,17 +77,19 @@ def validate(kind: Kind, spec: Mapping[str, Any], namespace: str, check_policy: 
 
 
 def context(obs: Observed, kind: Kind | None = None, start_timeout: float = START_TIMEOUT,
-            file_prefixes: tuple[str, ...] = ()) -> Ctx:
+            file_prefixes: tuple[str, ...] = (), catalogs: str = "") -> Ctx:
     """The pass's view of ``obs``: its kind (from the resource unless given) and trigger policy."""
     kind = kind or kinds.of(obs.resource)
-    return Ctx(kind, obs, triggers.policy_for(kind, obs.resource.get("spec") or {}), start_timeout, file_prefixes)
+    return Ctx(kind, obs, triggers.policy_for(kind, obs.resource.get("spec") or {}), start_timeout, file_prefixes,
+               catalogs)
 
 
 def plan(obs: Observed, check_policy: PolicyCheck | None = None, *, kind: Kind | None = None,
-         start_timeout: float = START_TIMEOUT, file_prefixes: tuple[str, ...] = ()) -> Plan:
+         start_timeout: float = START_TIMEOUT, file_prefixes: tuple[str, ...] = (), catalogs: str = "") -> Plan:
     """The single reconcile decision for a resource (see the module docstring). ``file_prefixes``:
-    the ``file://`` prefixes the namespace's policy allows, rendered for the job."""
-    ctx, others_changed = scheduled.follow_others(context(obs, kind, start_timeout, file_prefixes))
+    the ``file://`` prefixes the namespace's policy allows, rendered for the job; ``catalogs``: the
+    Iceberg catalogs it allows (``Policy.catalogs_env``), rendered likewise."""
+    ctx, others_changed = scheduled.follow_others(context(obs, kind, start_timeout, file_prefixes, catalogs))
     out = _plan(ctx, check_policy)
     if others_changed and "lastRuns" not in out.status:
         out.status["lastRuns"] = ctx.status["lastRuns"]

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lading_operator import names, podsecurity, render_stream
+from lading_spec import catalogs as catalogs_spec
 from lading_spec import localfiles
 from lading_spec.copyjob import OPERATOR_FIELDS
 from lading_spec.errors import SpecError
@@ -63,7 +64,7 @@ PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 # The endpoint variable botocore reads for S3 clients only (never the global AWS_ENDPOINT_URL).
 ENDPOINT_ENV = "AWS_ENDPOINT_URL_S3"
 # The keys of spec.connection.secretRef that reach the pods, each as a variable of its name.
-CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", catalogs_spec.PASSWORD_ENV)
 MAIN_APPLICATION_FILE = "local:///opt/lading/spark_apps/lading_jobs/main.py"
 
 # Linux's MAX_ARG_STRLEN (32 pages): the longest single command-line argument, its
@@ -335,11 +336,13 @@ def labels(run: RunIdentity) -> dict[str, str]:
     }
 
 
-def _env(spec: Mapping[str, Any], file_prefixes: Collection[str]) -> list[dict[str, Any]]:
+def _env(spec: Mapping[str, Any], file_prefixes: Collection[str], catalogs: str = "") -> list[dict[str, Any]]:
     connection = spec.get("connection") or {}
     # Always set: the job in a pod opens file:// only under these (an empty list: none).
     env: list[dict[str, Any]] = [{"name": localfiles.PREFIXES_ENV,
                                   "value": localfiles.render_prefixes(list(file_prefixes))}]
+    if catalogs:  # the Iceberg catalogs the namespace may use (declarations, no credential)
+        env.append({"name": catalogs_spec.ENV, "value": catalogs})
     if connection.get("endpoint"):
         # S3 only: botocore also sends STS calls (AssumeRoleWithWebIdentity, with the
         # pod's IRSA token) to the global AWS_ENDPOINT_URL, i.e. to the tenant's server.
@@ -375,7 +378,8 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
                            options: SparkOptions | None = None,
                            operator_fields: Collection[str] = OPERATOR_FIELDS,
                            installation: Installation | None = None,
-                           continuous: bool = False, file_prefixes: Collection[str] = ()) -> dict[str, Any]:
+                           continuous: bool = False, file_prefixes: Collection[str] = (),
+                           catalogs: str = "") -> dict[str, Any]:
     """The SparkApplication for one attempt of one run of a resource (pure, given the
     installation; by default that is read from the environment).
 
@@ -383,13 +387,14 @@ def build_sparkapplication(spec: Mapping[str, Any], run: RunIdentity,
     document (CopyJob's by default; see :mod:`lading_operator.kinds`).
     ``continuous``: a kind kept running (StreamCopy): see :mod:`lading_operator.render_stream`.
     ``file_prefixes``: the ``file://`` prefixes the namespace's policy allows
-    (``Policy.file_prefixes_for``); the job opens no other local path.
+    (``Policy.file_prefixes_for``); the job opens no other local path. ``catalogs``: the
+    Iceberg catalogs it may use (``Policy.catalogs_env``), as the job's ``LADING_CATALOGS``.
     """
     options = options or parse_spark_options(spec.get("spark"), installation)
     document = job_document(spec, run, operator_fields).to_json()
     _argument_fits(document, spec, operator_fields)
     lbls = labels(run)
-    env = _env(spec, file_prefixes)
+    env = _env(spec, file_prefixes, catalogs)
 
     def pod(size: PodSize, executor: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"cores": size.cores, "memory": size.memory, "labels": dict(lbls),

@@ -104,7 +104,8 @@ def render_document(doc: dict[str, Any], namespace: str, run_time: dt.datetime,
                              run_id=run_id, run_time=when)
     return render.build_sparkapplication(spec, run, operator_fields=kind.operator_fields,
                                          continuous=kind.trigger == "continuous",
-                                         file_prefixes=loaded.file_prefixes_for(ns))
+                                         file_prefixes=loaded.file_prefixes_for(ns),
+                                         catalogs=loaded.catalogs_env(ns))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

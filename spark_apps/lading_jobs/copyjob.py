@@ -29,7 +29,16 @@ class CopyJobEngine:
                 if e.name and "lading_jobs.load.job".startswith(e.name):
                     return JobResult(error="loading into a table (to.table) is not implemented in this version")
                 raise
-            return JobResult.from_dict(load.run_load(spark, doc, spec, cancel=ctx.cancel))
+            if spec.target.catalog is None:
+                return JobResult.from_dict(load.run_load(spark, doc, spec, cancel=ctx.cancel))
+            from lading_jobs.table.iceberg import catalog_binding
+
+            assert spec.target.table is not None
+            catalog_binding.check(spec.target.table, *spec.target.catalog)  # to.catalog usable: before any write
+            out = load.run_load(spark, doc, spec, cancel=ctx.cancel)
+            if out.get("error") is None and not out.get("cancelled"):
+                catalog_binding.ensure(spec.target.table, *spec.target.catalog)  # registered, the first time
+            return JobResult.from_dict(out)
         from lading_jobs.unload import job as unload
 
         return JobResult.from_dict(unload.run_unload(spark, doc, spec, cancel=ctx.cancel, progress=ctx.progress))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from lading_spec import catalogs
 from lading_spec.errors import SpecError
 from lading_spec.formats import (
     CsvOptions,
@@ -42,11 +43,15 @@ MAX_PARTS = 10_000  # S3's most parts in one multipart upload
 @dataclass(frozen=True)
 class IcebergTable:
     """An Iceberg table read from one metadata file, at its current snapshot or the one
-    ``snapshot_id`` names or the one current at ``as_of_ms`` (milliseconds since the epoch)."""
+    ``snapshot_id`` names or the one current at ``as_of_ms`` (milliseconds since the epoch).
+    A catalog-named input has ``catalog`` and ``table`` (``namespace.name``) instead, and its
+    metadata file is the one the catalog names when the job starts (``sources.iceberg.resolve``)."""
 
-    metadata: str
+    metadata: str = ""
     snapshot_id: int | None = None
     as_of_ms: int | None = None
+    catalog: str | None = None
+    table: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,7 @@ class Target:
     sort_by: tuple[str, ...] = ()
     schema_evolution: SchemaEvolution = "none"
     iceberg_mirror: bool | None = None  # to.icebergMirror: None leaves an existing table's switch as it is
+    catalog: tuple[str, str] | None = None  # to.catalog: (catalog name, namespace.name) the table is registered as
 
     @property
     def kind(self) -> Literal["files", "table"]:
@@ -209,18 +215,25 @@ def _iceberg(value: Any, path: str) -> IcebergTable:
     ``snapshotId`` or ``asOf`` (an RFC 3339 instant with its zone)."""
     obj = _mapping(value, path)
     _only(obj, path, ("metadata", "snapshotId", "asOf", "catalog", "table"))
-    if "catalog" in obj or "table" in obj:
-        raise SpecError(f"{path}.{'catalog' if 'catalog' in obj else 'table'}",
-                        "catalog-named Iceberg tables are not supported yet; give the table's current metadata "
-                        "file instead: metadata: s3://bucket/warehouse/db/orders/metadata/v3.metadata.json")
-    metadata = obj.get("metadata")
-    if metadata is None:
+    catalog, table, metadata = obj.get("catalog"), obj.get("table"), obj.get("metadata")
+    if catalog is not None or table is not None:
+        if metadata is not None:
+            raise SpecError(f"{path}.metadata", "give metadata (a metadata file) or catalog and table, not both")
+        if not isinstance(catalog, str) or not catalogs.NAME.match(catalog):
+            raise SpecError(f"{path}.catalog", f"expected the name of a catalog the cluster admin declared "
+                            f"(policy.catalogs), got {catalog!r}")
+        why = catalogs.identifier_error(table)
+        if why:
+            raise SpecError(f"{path}.table", why)
+        metadata = ""
+    elif metadata is None:
         raise SpecError(f"{path}.metadata", "missing; give the URI of the table's metadata file "
-                        "(s3://…/metadata/vN.metadata.json)")
-    check_uri(metadata, f"{path}.metadata")
-    if not metadata.endswith(".metadata.json"):
-        raise SpecError(f"{path}.metadata", f"expected an Iceberg metadata file (…/metadata/vN.metadata.json), "
-                        f"got {metadata!r}")
+                        "(s3://…/metadata/vN.metadata.json), or catalog and table")
+    else:
+        check_uri(metadata, f"{path}.metadata")
+        if not metadata.endswith(".metadata.json"):
+            raise SpecError(f"{path}.metadata", f"expected an Iceberg metadata file (…/metadata/vN.metadata.json), "
+                            f"got {metadata!r}")
     snapshot_id = obj.get("snapshotId")
     if snapshot_id is not None and (isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int)):
         raise SpecError(f"{path}.snapshotId", f"expected an Iceberg snapshot id (an integer), got {snapshot_id!r}")
@@ -228,7 +241,8 @@ def _iceberg(value: Any, path: str) -> IcebergTable:
     if as_of is not None and snapshot_id is not None:
         raise SpecError(f"{path}.asOf", "give snapshotId or asOf, not both")
     return IcebergTable(metadata=metadata, snapshot_id=snapshot_id,
-                        as_of_ms=None if as_of is None else _instant_ms(as_of, f"{path}.asOf"))
+                        as_of_ms=None if as_of is None else _instant_ms(as_of, f"{path}.asOf"),
+                        catalog=catalog, table=table)
 
 
 def _delta(value: Any, path: str) -> DeltaInput:
@@ -425,11 +439,11 @@ def _columns(value: Any) -> tuple[Column, ...]:
 def _target(obj: dict[str, Any]) -> Target:
     _only(obj, "to", ("files", "format", "options", "maxFileSize", "bufferSize", "partitionBy",
                       "keepPartitionColumns", "ifExists", "table", "schema", "inferSchema",
-                      "envelope", "keyColumns", "sortBy", "schemaEvolution", "icebergMirror"))
+                      "envelope", "keyColumns", "sortBy", "schemaEvolution", "icebergMirror", "catalog"))
     given = [k for k in ("files", "table") if obj.get(k) is not None]
     if len(given) != 1:
         raise SpecError("to", f"give exactly one of files or table (got {', '.join(given) or 'none'})")
-    for key in ("schemaEvolution", "icebergMirror"):
+    for key in ("schemaEvolution", "icebergMirror", "catalog"):
         if obj.get("files") is not None and key in obj:
             raise SpecError(f"to.{key}", "applies to table targets (to.table) only")
     if obj.get("files") is not None:
@@ -482,7 +496,27 @@ def _target(obj: dict[str, Any]) -> Target:
         if_exists=table_if_exists,
         schema_evolution=parse_schema_evolution(obj.get("schemaEvolution", "none"), "to.schemaEvolution"),
         iceberg_mirror=parse_iceberg_mirror(obj.get("icebergMirror"), "to.icebergMirror"),
+        catalog=_target_catalog(obj.get("catalog"), obj.get("icebergMirror")),
     )
+
+
+def _target_catalog(value: Any, mirror: Any) -> tuple[str, str] | None:
+    """``to.catalog``: ``{name, table}``, the declared catalog and ``namespace.name`` the table is
+    registered as (its pointer then follows every mirror publish: docs/iceberg.md)."""
+    if value is None:
+        return None
+    obj = _mapping(value, "to.catalog")
+    _only(obj, "to.catalog", ("name", "table"))
+    name = obj.get("name")
+    if not isinstance(name, str) or not catalogs.NAME.match(name):
+        raise SpecError("to.catalog.name", f"expected the name of a catalog the cluster admin declared "
+                        f"(policy.catalogs), got {name!r}")
+    why = catalogs.identifier_error(obj.get("table"))
+    if why:
+        raise SpecError("to.catalog.table", why)
+    if mirror is False:
+        raise SpecError("to.catalog", "a catalog points at the table's Iceberg mirror; drop icebergMirror: false")
+    return (name, str(obj["table"]))
 
 
 def parse_iceberg_mirror(value: Any, path: str) -> bool | None:

@@ -234,9 +234,9 @@ def test_cli_commands_and_flags_exist(path: Path) -> None:
         if sub not in ("run", "render", "sample-data", "table"):
             wrong.append(f"lading {sub}: no such subcommand")
             continue
-        if sub == "table":  # lading table sync|mirror: the verbs of `table` have the options
+        if sub == "table":  # lading table sync|mirror|register: the verbs of `table` have the options
             verb = rest.split()[0] if rest.split() else ""
-            if verb not in ("sync", "mirror"):
+            if verb not in ("sync", "mirror", "register"):
                 wrong.append(f"lading table {verb}: no such subcommand")
                 continue
             sub = f"table {verb}"

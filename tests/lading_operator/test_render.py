@@ -121,7 +121,8 @@ def test_shape_identity_and_credentials_by_reference() -> None:
         assert "envFrom" not in pod
         assert [e for e in pod["env"] if "valueFrom" in e] == [
             {"name": k, "valueFrom": {"secretKeyRef": {"name": "s3-creds", "key": k, "optional": True}}}
-            for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")]
+            for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                      "LADING_CATALOG_PASSWORD")]  # a SQL catalog's database password (docs/security.md)
         assert {"name": "AWS_ENDPOINT_URL_S3", "value": "http://minio:9000"} in pod["env"]
         assert "AWS_ENDPOINT_URL" not in {e["name"] for e in pod["env"]}  # STS reads it: IRSA token leak
         assert {"name": "AWS_REGION", "value": "eu-west-1"} in pod["env"]

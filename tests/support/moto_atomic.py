@@ -88,3 +88,35 @@ def completed_uploads_forgotten() -> Iterator[None]:
         yield
     finally:
         _FORGET.clear()
+
+
+def honour_glue_version_ids() -> None:
+    """Make moto's Glue ``UpdateTable`` refuse a stale ``VersionId`` as Glue does (idempotent).
+
+    Glue's optimistic locking: ``UpdateTable`` with the ``VersionId`` read by ``GetTable`` fails with
+    ``ConcurrentModificationException`` when the table changed since. moto 5 ignores ``VersionId``
+    (and updates without a lock), so two racing compare-and-swaps of an Iceberg table's
+    ``metadata_location`` could both land, the later one moving the pointer back. Checking the
+    version and updating under one lock restores Glue's behaviour."""
+    from moto.core.exceptions import JsonRESTError
+    from moto.glue.responses import GlueResponse
+
+    method = GlueResponse.update_table
+    if getattr(method, _PATCHED, False):
+        return
+
+    @functools.wraps(method)
+    def checked(self: Any) -> Any:
+        with _LOCK:
+            version = self.parameters.get("VersionId")
+            if version is not None:
+                table_input = self.parameters.get("TableInput") or {}
+                table = self.glue_backend.get_table(self.parameters.get("DatabaseName"), table_input.get("Name"))
+                if str(version) != str(table._current_version):
+                    raise JsonRESTError("ConcurrentModificationException",
+                                        f"Update table failed due to concurrent modifications (version {version} is "
+                                        f"not the current {table._current_version})")
+            return method(self)
+
+    setattr(checked, _PATCHED, True)
+    GlueResponse.update_table = checked  # type: ignore[method-assign]

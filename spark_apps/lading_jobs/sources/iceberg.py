@@ -143,6 +143,26 @@ class Opened:
         return Table(("lading", "input"), self.metadata, self.ref.metadata, self.io, NoopCatalog("lading"))
 
 
+def resolve(ref: IcebergTable, field: str) -> IcebergTable:
+    """A catalog-named input (``catalog``, ``table``) as the metadata file its catalog names now
+    (once, on the driver: every task reads that file); an input by metadata file as it is."""
+    if ref.catalog is None:
+        return ref
+    from lading_jobs.table.iceberg import catalog_pointer
+
+    try:
+        location = catalog_pointer.location(ref.catalog, str(ref.table))
+    except catalog_pointer.CatalogError as e:
+        raise IcebergInputError(f"{field}.catalog: {e}") from e
+    if location is None:
+        raise IcebergInputError(f"{field}.table: catalog {ref.catalog!r} has no table {ref.table}; give a table "
+                                "the catalog lists (namespace.name)")
+    if not location.endswith(".metadata.json"):
+        raise IcebergInputError(f"{field}.table: catalog {ref.catalog!r} names {location!r} for {ref.table}, not an "
+                                "Iceberg metadata file")
+    return dataclasses.replace(ref, metadata=location)
+
+
 def open_table(ref: IcebergTable, field: str, settings: st.S3Settings | None = None) -> Opened:
     """Read ``ref``'s metadata file and choose its snapshot; clear errors naming ``field``."""
     io = LadingFileIO(iceberg_table_root(_normalise(ref.metadata)), settings or st.S3Settings.from_env(), field)
@@ -390,7 +410,8 @@ def read_iceberg(session: SparkSession, ref: IcebergTable, *, field: str, view: 
                  pushdown: bool = True, endpoint: str | None = None) -> DataFrame:
     """A DataFrame over the Iceberg table's chosen snapshot. The input is opened here first, so
     a bad input fails naming ``field`` before the query runs; ``view``/``pushdown`` as for
-    table inputs (``reader.shared_scans``)."""
+    table inputs (``reader.shared_scans``). A catalog-named input is resolved here, once."""
+    ref = resolve(ref, field)
     opened = open_table(ref, field, st.S3Settings.from_env(endpoint))
     columns = spark_schema(opened.schema, field)
     plan(opened)  # refuses equality deletes now, before anything is written

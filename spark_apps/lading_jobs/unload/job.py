@@ -90,7 +90,7 @@ def _source_summary(spec: CopyJobSpec) -> dict[str, Any]:
         return {"query": s.query, "inputs": [
             {"name": i.name, **({"files": i.files.uri, "fileList": list(i.files.file_list), "format": i.files.format}
                                 if i.files is not None else
-                                {"iceberg": i.iceberg.metadata, "snapshotId": i.iceberg.snapshot_id,
+                                {"iceberg": i.iceberg.metadata or f"{i.iceberg.catalog}:{i.iceberg.table}", "snapshotId": i.iceberg.snapshot_id,
                                  "asOfMs": i.iceberg.as_of_ms} if i.iceberg is not None
                                 else {"delta": i.delta.table, "version": i.delta.version,
                                       "timestampMs": i.delta.timestamp_ms} if i.delta is not None

@@ -215,9 +215,14 @@ def test_the_spec_names_each_bad_field() -> None:
     parsed = parse_copyjob(_spec({"metadata": meta, "asOf": "2026-03-01T01:00:00+01:00"}))
     assert parsed.source.inputs[0].iceberg == IcebergTable(meta, None, 1772323200000)
     assert parse_copyjob(_spec({"metadata": meta, "snapshotId": 7})).source.inputs[0].iceberg == IcebergTable(meta, 7)
+    by_catalog = parse_copyjob(_spec({"catalog": "lake", "table": "db.orders", "snapshotId": 7})).source.inputs[0]
+    assert by_catalog.iceberg == IcebergTable(snapshot_id=7, catalog="lake", table="db.orders")
     cases = [
-        (_spec({"catalog": "glue", "table": "db.orders"}), r"iceberg.catalog: catalog-named Iceberg tables are not"),
-        (_spec({}), r"iceberg.metadata: missing"),
+        (_spec({"catalog": "lake", "table": "orders"}), r"iceberg.table: expected a table identifier namespace.name"),
+        (_spec({"catalog": "Lake!", "table": "db.orders"}), r"iceberg.catalog: expected the name of a catalog"),
+        (_spec({"table": "db.orders"}), r"iceberg.catalog: expected the name of a catalog"),
+        (_spec({"catalog": "lake", "table": "db.orders", "metadata": meta}), r"iceberg.metadata: give metadata"),
+        (_spec({}), r"iceberg.metadata: missing; .* or catalog and table"),
         (_spec({"metadata": "s3://bucket/wh/orders/"}), r"iceberg.metadata: expected an Iceberg metadata file"),
         (_spec({"metadata": meta, "snapshotId": "7"}), r"iceberg.snapshotId: expected an Iceberg snapshot id"),
         (_spec({"metadata": meta, "snapshotId": 7, "asOf": "2026-03-01T00:00:00Z"}), r"iceberg.asOf: give"),

@@ -76,7 +76,7 @@ from pyiceberg.transforms import IdentityTransform
 from lading_jobs import storage as st
 from lading_jobs import uploadset
 from lading_jobs.table import format as fmt
-from lading_jobs.table.iceberg import copies, deletes
+from lading_jobs.table.iceberg import catalog_pointer, copies, deletes
 from lading_jobs.table.iceberg import publisher as mirror_publisher
 from lading_jobs.table.iceberg import view as ice
 from lading_jobs.table.iceberg.avro import write_manifest, write_manifest_list
@@ -683,6 +683,7 @@ def publish(snapshot: Snapshot, entry: dict[str, Any], storage: st.Storage,
         raise
     storage.put_hint(hint_uri(uri), str(prev_number + 1).encode())
     _remember(uri, prev_number + 1, meta, manifests if reason is None else None)
+    catalog_pointer.follow(snapshot.meta.catalog, uri, prev_uri, target)  # the catalog's pointer, after the file
     return Published(v, target, reason is None, reason)
 
 
@@ -802,6 +803,8 @@ def sync(uri: str, storage: st.Storage | None = None, *, upto: int | None = None
         if v > latest:
             if prev is not None and _account_lading_columns(root, storage, n, prev):
                 continue  # a metadata file written before lading's columns were recorded: recorded now
+            if n >= 0 and not out:  # a pointer left behind (a publish killed before it) moves to the newest file
+                catalog_pointer.follow(log.snapshot().meta.catalog, root, None, metadata_uri(root, n))
             return out
         published = publish(snapshot_at(root, storage, v), read_commit(root, storage, v), storage, prev, n)
         if published is not None:

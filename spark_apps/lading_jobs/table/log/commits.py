@@ -113,11 +113,13 @@ class TableMeta:
     sort_by: tuple[str, ...] = ()
     created_at: int = 0
     iceberg_mirror: bool = True  # publish Iceberg metadata after each commit (an observer's setting)
+    catalog: tuple[str, str] | None = None  # (catalog name, namespace.name): its pointer follows the mirror
 
     def to_dict(self) -> dict[str, Any]:
         return {"tableId": self.table_id, "envelope": self.envelope, "keyColumns": list(self.key_columns),
                 "sortBy": list(self.sort_by), "createdAt": self.created_at,
-                "formatVersion": fmt.FORMAT_VERSION, **({} if self.iceberg_mirror else {"icebergMirror": False})}
+                "formatVersion": fmt.FORMAT_VERSION, **({} if self.iceberg_mirror else {"icebergMirror": False}),
+                **({"catalog": {"name": self.catalog[0], "table": self.catalog[1]}} if self.catalog else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TableMeta:
@@ -126,7 +128,15 @@ class TableMeta:
             raise TableError(f"table format version {version} is newer than this reader's "
                              f"{fmt.FORMAT_VERSION}; upgrade lading")
         return cls(d["tableId"], d.get("envelope", "append"), tuple(d.get("keyColumns", ())),
-                   tuple(d.get("sortBy", ())), int(d.get("createdAt", 0)), d.get("icebergMirror") is not False)
+                   tuple(d.get("sortBy", ())), int(d.get("createdAt", 0)), d.get("icebergMirror") is not False,
+                   _catalog(d.get("catalog")))
+
+
+def _catalog(value: Any) -> tuple[str, str] | None:
+    """``metadata.catalog``: ``{name, table}`` (a table's catalog binding, table/iceberg/catalog_pointer.py)."""
+    if isinstance(value, dict) and isinstance(value.get("name"), str) and isinstance(value.get("table"), str):
+        return (value["name"], value["table"])
+    return None
 
 
 @dataclass(frozen=True)
@@ -796,8 +806,9 @@ def _validate(change: Change, state: _State, base: _State) -> dict[str, Any]:
         entry["sourceProgress"] = dict(change.source_progress)
     if change.info:
         entry["info"] = dict(change.info)
-    if change.meta is not None:  # only the mirror switch may change: the rest stays the table's
-        entry["metadata"] = replace(state.meta, iceberg_mirror=change.meta.iceberg_mirror).to_dict()
+    if change.meta is not None:  # only the mirror switch and the catalog binding may change
+        entry["metadata"] = replace(state.meta, iceberg_mirror=change.meta.iceberg_mirror,
+                                    catalog=change.meta.catalog).to_dict()
     return entry
 
 
