@@ -1,7 +1,7 @@
 """Iceberg tables as query inputs (``from.inputs[].iceberg``), checked against DuckDB's own
 ``iceberg_scan`` of the same snapshot: a table pyiceberg wrote (appends, an overwrite, a
-delete, rename/drop/add of columns, partition evolution) and an upsert table lading's mirror
-wrote (position deletes). A filtered read's Spark partitions are the data files it opens
+delete, rename/drop/add of columns, partition evolution) and an upsert and a diff table lading's
+mirror wrote (position deletes; rows counting more than once as copy files). A filtered read's Spark partitions are the data files it opens
 (one per task), counted against the snapshot's total to show pruning. Bad inputs fail
 naming the input before anything is read."""
 
@@ -181,6 +181,35 @@ def test_position_deletes_of_a_mirrored_upsert_table_apply_exactly(spark: Any, t
     want = [r for r in duck.to_pylist() if r["k"] < 10]
     assert multiset(got, ["k", "v"]) == multiset(pa.Table.from_pylist(want), ["k", "v"])
     assert sorted(r["v"] for r in got.to_pylist() if r["k"] in (3, 5)) == ["b3", "b5"]
+
+
+def test_a_mirrored_diff_table_with_rows_counting_more_than_once_reads_exactly(spark: Any, tmp_path: Path) -> None:
+    """A lading diff table's mirror (rows counting 2 and 3 times as copy files, retractions as
+    position deletes) read as an Iceberg input: every row as often as DuckDB's iceberg_scan and
+    lading's own reader count it, whole and filtered."""
+    from support import kv_tables as kv
+
+    from lading_jobs.table import writer
+    from lading_jobs.table.iceberg import mirror
+
+    root = tmp_path / "t"
+    uri = f"file://{root}/"
+    kv.commit(uri, kv.batch([1, 2, 3], ["a", "b", "c"], [0, 0, 0], [2, 1, 3]),
+              create=writer.NewTable(kv.SCHEMA, "diff"))  # a counts 2, c counts 3
+    kv.commit(uri, kv.batch([3, 2, 4], ["c", "b", "d"], [1, 1, 1], [-1, 1, 1]))  # one copy of c retracted
+    kv.commit(uri, kv.batch([2, 1], ["b", "a"], [2, 2], [1, -2]))  # b counts 3 over three rows; a gone
+    mirror.flush(uri)
+    metadata = f"file://{root}/metadata/v2.metadata.json"
+    opened = iceberg.open_table(IcebergTable(metadata), "f")
+    assert any(t.delete_files for t in iceberg.plan(opened))  # the read really applies position deletes
+    lading = multiset(kv.rows_at(uri, 2), ["k", "v"])
+    assert lading == {(2, "b"): 3, (3, "c"): 2, (4, "d"): 1}
+    [duck] = duckdb_rows(str(root), [None])
+    assert multiset(duck, ["k", "v"]) == lading
+    got, _ = _answer(spark, "SELECT k, v FROM orders", _input(metadata))
+    assert multiset(got, ["k", "v"]) == lading
+    got, _ = _answer(spark, "SELECT k, v FROM orders WHERE k >= 3", _input(metadata))
+    assert multiset(got, ["k", "v"]) == {(3, "c"): 2, (4, "d"): 1}
 
 
 def test_bad_inputs_fail_naming_the_input(spark: Any, orders: dict[str, Any], tmp_path: Path) -> None:
