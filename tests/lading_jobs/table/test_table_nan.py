@@ -83,9 +83,9 @@ def test_in_over_floats_matches_negative_zero_as_zero(arrow_type: pa.DataType) -
     data = pa.table({"x": pa.array([-0.0, 0.0, 5.0, NAN, None, 1.0], arrow_type)})
     type_ = "double" if arrow_type == pa.float64() else "float"
     for values, expected in [((0.0, 5.0), [-0.0, 0.0, 5.0]), ((-0.0,), [-0.0, 0.0]), ((0.0, NAN), [-0.0, 0.0])]:
-        kept = data.filter(to_arrow(Pred("in", "x", values, type=type_))).column("x").to_pylist()
+        kept = data.filter(to_arrow(Pred("in", "x", values, column_type=type_))).column("x").to_pylist()
         assert [v for v in kept if v == v] == expected  # NaN rows are kept for Spark to decide, as before
-    kept = data.filter(to_arrow(Pred("notin", "x", (0.0,), type=type_))).column("x").to_pylist()
+    kept = data.filter(to_arrow(Pred("notin", "x", (0.0,), column_type=type_))).column("x").to_pylist()
     assert [v for v in kept if v == v] == [5.0, 1.0]
 
 
