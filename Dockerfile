@@ -32,7 +32,7 @@ RUN --mount=type=secret,id=pip-ca \
  && /opt/venv/bin/pip install --constraint requirements.lock --requirement runtime.txt \
  && /opt/venv/bin/pip check \
  && /opt/venv/bin/pip freeze --all --exclude-editable | grep -vE '^(pip|setuptools|wheel)==' > installed.txt \
- && if grep -vxFf requirements.lock installed.txt; then echo "^ installed but not pinned in requirements.lock" >&2; exit 1; fi \
+ && if grep -ivxFf requirements.lock installed.txt; then echo "^ installed but not pinned in requirements.lock" >&2; exit 1; fi \
  && find /opt/venv -name __pycache__ -prune -exec rm -rf {} +
 
 # --- runtime.
