@@ -54,6 +54,7 @@ os.environ.setdefault("LADING_PROGRESS_PORT", "0")
 SESSION_TMP = "LADING_TEST_TMP"
 _OWN_TMP = pytest.StashKey[str]()
 _CDS_BUILD = pytest.StashKey[tuple[subprocess.Popen[bytes], Path]]()
+_CDS_PREBUILT = pytest.StashKey[Path]()
 _SESSION_DIR = re.compile(r"lading-tests-(\d+)-[^/]+")
 
 
@@ -103,15 +104,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_OWN_TMP] = root
     use_session_tmp(root)
     if spark_cds.enabled():  # Spark drivers started once it is built start cheaper (tests/support/spark_cds.py)
-        archive = spark_cds.archive_in(root)
-        config.stash[_CDS_BUILD] = (spark_cds.start_build(archive), archive)
-        spark_cds.use(archive)
+        prebuilt = os.environ.get(spark_cds.PREBUILT)
+        if prebuilt:  # scripts/test builds it
+            config.stash[_CDS_PREBUILT] = Path(prebuilt)
+            spark_cds.use(Path(prebuilt))
+        else:
+            archive = spark_cds.archive_in(root)
+            config.stash[_CDS_BUILD] = (spark_cds.start_build(archive), archive)
+            spark_cds.use(archive)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     build = config.stash.get(_CDS_BUILD, None)
     if build is not None:
         terminalreporter.write_line(spark_cds.finish(*build))
+    prebuilt = config.stash.get(_CDS_PREBUILT, None)
+    if prebuilt is not None:
+        terminalreporter.write_line(spark_cds.prebuilt_summary(prebuilt))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -10,12 +10,14 @@ a local session started and ran a first query for 7.4 CPU-s instead of 15.5, and
 fault test (seven drivers started and killed, then the session's catch-up run) spent 46 CPU-s in
 its JVMs instead of 97.
 
-The xdist controller (or the only process) starts the build at configure time and waits for
-nothing: the build renames the archive into place once complete, and a JVM started before that
-finds no file there and runs as it would without it (``-XX:SharedArchiveFile`` naming no file is
-ignored, silently), so the first rounds of the longest tests overlap the build instead of waiting
-for it. The archive lives in the run's own temporary directory (tests/conftest.py), so every run
-makes its own from the jars it runs with.
+``scripts/test`` starts the build before its lint and type checks, beside them (mypy keeps one
+core busy), and names the archive to the run (``LADING_TEST_SPARK_CDS_ARCHIVE``), in a temporary
+directory of its own that it removes at the end. Without that name, the xdist controller (or the
+only process) starts the build at configure time, in the run's own temporary directory
+(tests/conftest.py). Either way nothing waits for it: the build renames the archive into place once
+complete, and a JVM started before that finds no file there and runs as it would without it
+(``-XX:SharedArchiveFile`` naming no file is ignored, silently). Every run makes its own archive
+from the jars it runs with.
 
 Only Spark's driver JVMs get the archive, through ``SPARK_SUBMIT_OPTS`` (spark-submit's options for
 the JVM it starts; the launcher's own JVM and any other ``java`` keep the JDK's archive). A JVM that
@@ -28,7 +30,7 @@ dump), so it pays off over a run that starts drivers by the dozen, not over a fe
 ``scripts/test`` turns it on (``LADING_TEST_SPARK_CDS=1``, its default there); a plain ``pytest``
 leaves it off unless the variable says 1.
 
-    python tests/support/spark_cds.py ARCHIVE    # the build: a small Spark workload, then the dump
+    python tests/support/spark_cds.py build ARCHIVE   # a small Spark workload, then the dump
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ import time
 from pathlib import Path
 
 SWITCH = "LADING_TEST_SPARK_CDS"
+PREBUILT = "LADING_TEST_SPARK_CDS_ARCHIVE"
+"""The archive another process (scripts/test) builds for this run; the run then builds none."""
 OPTS = "SPARK_SUBMIT_OPTS"
 QUIET = "-Xlog:cds*=off -Xlog:cds*=warning:stderr"
 """A JVM's CDS warnings (an archive it cannot use) on stderr: the JVM's default is stdout, which a
@@ -84,14 +88,33 @@ def jvms(archive: Path) -> tuple[int, int]:
     return len(logs), mapped
 
 
-def start_build(archive: Path) -> subprocess.Popen[bytes]:
-    """The build, started (``python spark_cds.py ARCHIVE``): its output in ``build.log`` beside it."""
-    archive.parent.mkdir(parents=True, exist_ok=True)
+def build_env(archive: Path) -> dict[str, str]:
+    """This process's environment, its Spark driver JVM told to dump its classes to ``ARCHIVE.part``."""
     env = dict(os.environ)
     env[OPTS] = with_option(env.get(OPTS, ""), f"-XX:ArchiveClassesAtExit={archive}.part {QUIET}")
+    return env
+
+
+def start_build(archive: Path) -> subprocess.Popen[bytes]:
+    """The build, started (``python spark_cds.py workload ARCHIVE``), in a process group of its own:
+    its output in ``build.log`` beside it."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
     with open(archive.parent / "build.log", "wb") as log:
-        return subprocess.Popen([sys.executable, __file__, str(archive)], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        return subprocess.Popen([sys.executable, __file__, "workload", str(archive)], stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=build_env(archive),
+                                start_new_session=True)
+
+
+def prebuilt_summary(archive: Path) -> str:
+    """One line on an archive scripts/test built for this run."""
+    started, mapped = jvms(archive)
+    log = archive.parent / "build.log"
+    lines = log.read_text(errors="replace").strip().splitlines() if log.is_file() else []
+    if archive.is_file():
+        state = lines[-1] if lines and lines[-1].startswith("built ") else "built"
+    else:
+        state = "not built when the run ended" + (f" ({lines[-1]})" if lines else "")
+    return f"Spark CDS archive (scripts/test's): {state}; {started} Spark driver JVMs started, {mapped} mapped it"
 
 
 def finish(build: subprocess.Popen[bytes], archive: Path) -> str:
@@ -151,4 +174,10 @@ def _workload(archive: Path) -> None:
 
 
 if __name__ == "__main__":
-    _workload(Path(sys.argv[1]))
+    if sys.argv[1:2] == ["workload"]:
+        _workload(Path(sys.argv[2]))
+    elif sys.argv[1:2] == ["build"]:  # scripts/test: the workload in this process group, the option set
+        sys.exit(subprocess.call([sys.executable, __file__, "workload", sys.argv[2]], stdin=subprocess.DEVNULL,
+                                 env=build_env(Path(sys.argv[2]))))
+    else:
+        sys.exit(__doc__)
