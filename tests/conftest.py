@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import boto3
 import pytest
+from support import spark_cds
 
 if TYPE_CHECKING:
     from support.faultproxy import FaultProxy
@@ -51,6 +53,8 @@ os.environ.setdefault("LADING_PROGRESS_PORT", "0")
 # (a test names their path) outlive the run.
 SESSION_TMP = "LADING_TEST_TMP"
 _OWN_TMP = pytest.StashKey[str]()
+_CDS_BUILD = pytest.StashKey[tuple[subprocess.Popen[bytes], Path]]()
+_CDS_PREBUILT = pytest.StashKey[Path]()
 _SESSION_DIR = re.compile(r"lading-tests-(\d+)-[^/]+")
 
 
@@ -99,9 +103,30 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[SESSION_TMP] = root
     config.stash[_OWN_TMP] = root
     use_session_tmp(root)
+    if spark_cds.enabled():  # Spark drivers started once it is built start cheaper (tests/support/spark_cds.py)
+        prebuilt = os.environ.get(spark_cds.PREBUILT)
+        if prebuilt:  # scripts/test builds it
+            config.stash[_CDS_PREBUILT] = Path(prebuilt)
+            spark_cds.use(Path(prebuilt))
+        else:
+            archive = spark_cds.archive_in(root)
+            config.stash[_CDS_BUILD] = (spark_cds.start_build(archive), archive)
+            spark_cds.use(archive)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    build = config.stash.get(_CDS_BUILD, None)
+    if build is not None:
+        terminalreporter.write_line(spark_cds.finish(*build))
+    prebuilt = config.stash.get(_CDS_PREBUILT, None)
+    if prebuilt is not None:
+        terminalreporter.write_line(spark_cds.prebuilt_summary(prebuilt))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    build = config.stash.get(_CDS_BUILD, None)
+    if build is not None:
+        spark_cds.finish(*build)
     root = config.stash.get(_OWN_TMP, None)
     if root is not None:
         shutil.rmtree(root, ignore_errors=True)

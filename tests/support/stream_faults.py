@@ -70,7 +70,12 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
 def run_killed(doc: JobDocument, tmp: Path, kills: int, feed: Any, seed: int) -> list[tuple[str, int, float]]:
-    """Start drivers one after the other, each killed once; ``feed(i)`` adds source data meanwhile."""
+    """Start drivers one after the other, each killed once; ``feed(i)`` adds source data meanwhile.
+
+    The tests ask for the shared Spark session only after this, for their clean catch-up run: the
+    session's JVM, started first thing by the suite's first modules (these), would otherwise start
+    before the run's Spark CDS archive is built (tests/support/spark_cds.py) and idle through the
+    rounds; started later, it maps the archive, and so do the later rounds' drivers."""
     rng = random.Random(seed)
     job_file = tmp / "job.json"
     job_file.write_text(doc.to_json())

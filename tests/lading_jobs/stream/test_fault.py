@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
 
 @pytest.mark.timeout(1200)  # driver JVMs started and killed, one after the other
-def test_kafka_exactly_once_across_sigkills(spark: Any, kafka: str, make_topic: Any, bucket: str,
+def test_kafka_exactly_once_across_sigkills(request: pytest.FixtureRequest, kafka: str, make_topic: Any, bucket: str,
                                             tmp_path: Path, progress_env: None) -> None:
     kills = int(os.environ.get("LADING_FAULT_KILLS", str(ROUNDS)))
     total = int(os.environ.get("LADING_FAULT_MESSAGES", str(1000 * kills)))
@@ -78,6 +78,7 @@ def test_kafka_exactly_once_across_sigkills(spark: Any, kafka: str, make_topic: 
     assert {(m, at) for m, at, _ in rounds} >= set(KILL_POINTS[:kills])
     assert len(sent) == total
 
+    spark = request.getfixturevalue("spark")  # only now: see run_killed
     out = run_stream(spark, doc, once=True, progress_port=None)
     assert "error" not in out, out
     rows = read_table(table)

@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.slow]
 
 
 @pytest.mark.timeout(1200)  # driver JVMs started and killed, one after the other
-def test_files_exactly_once_across_sigkills(spark: Any, bucket: str, s3_client: Any, tmp_path: Path,
+def test_files_exactly_once_across_sigkills(request: pytest.FixtureRequest, bucket: str, s3_client: Any, tmp_path: Path,
                                             progress_env: None) -> None:
     kills = int(os.environ.get("LADING_FAULT_FILE_KILLS", str(ROUNDS)))
     files_per_round, lines = 6, 40
@@ -57,6 +57,7 @@ def test_files_exactly_once_across_sigkills(spark: Any, bucket: str, s3_client: 
     rounds = run_killed(doc, tmp_path, kills, feed, seed=3)
     assert len(rounds) >= kills
     assert {(m, at) for m, at, _ in rounds} >= set(KILL_POINTS[:kills])
+    spark = request.getfixturevalue("spark")  # only now: see run_killed
     out = run_stream(spark, doc, once=True, progress_port=None)
     assert "error" not in out, out
     rows = read_table(table)

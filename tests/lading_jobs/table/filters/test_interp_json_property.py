@@ -25,6 +25,7 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.filter_trees import boolean_trees
+from support.hypothesis_budget import examples
 
 from lading_jobs.table import format as fmt
 from lading_jobs.table.filters import expr as vx
@@ -320,7 +321,10 @@ def stats_of(texts: list[str | None]) -> stx.PartStats:
 SKIPPED = [0, 0]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# ~0.25 CPU-s an example, the suite's costliest property: 75 by default (was 150: 35 CPU-s),
+# LADING_HYPOTHESIS_PROFILE=thorough for 600 (tests/support/hypothesis_budget.py)
+@settings(max_examples=examples(ci=75, thorough=600), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(parts=tables, data=st.data())
 def test_no_part_with_a_passing_row_is_skipped(parts: list[list[str | None]], data: Any) -> None:
     tree = fill(data.draw(filters), [t for p in parts for t in p], data)
