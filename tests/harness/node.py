@@ -46,7 +46,8 @@ def image_present(image: str) -> bool:
 
 
 def missing(image: str) -> str:
-    """Why a node cannot be started here with ``image`` ("" when it can)."""
+    """Why a node cannot be started here with ``image`` ("" when it can; ``image`` "": whether it
+    could once the image is built, as scripts/test asks before it builds it)."""
     if os.geteuid() != 0:
         return "the node needs root"
     absent = [p for p in PROGRAMS if shutil.which(p) is None]
@@ -61,7 +62,7 @@ def missing(image: str) -> str:
         return str(exc)
     if not (tools / "node").exists():
         return f"{tools}/node not found"
-    if not image_present(image):
+    if image and not image_present(image):
         return f"image {image} is not in the local store: build it with scripts/image"
     return ""
 
