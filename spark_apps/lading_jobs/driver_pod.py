@@ -25,11 +25,10 @@ import subprocess
 import sys
 from typing import IO
 
-from lading_spec.job import encode_result, parse_result
-from lading_spec.refusals import refusal
-
 from lading_jobs import result as results
 from lading_jobs import scrub
+from lading_spec.job import encode_result, parse_result
+from lading_spec.refusals import refusal
 
 
 def relay(stream: IO[bytes], out: IO[bytes]) -> str | None:
