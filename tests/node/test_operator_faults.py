@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_copyjob import PodsSeen, copy_spec, s3_setup, spark_pods, wait_until_true
+from node.jobs import PodsSeen, copy_spec, s3_setup, spark_pods, wait_until_true
 
 from harness.client import KubeClient
 from harness.node import NodeCluster, Release

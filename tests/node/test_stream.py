@@ -15,8 +15,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from node.jobs import connection, s3_setup, spark_pods, spark_sizing, wait_until_true
 from support.kafka import broker, create_topic, produce
-from test_copyjob import copy_spec, s3_setup, spark_pods, wait_until_true
 
 from harness.client import KubeClient
 from harness.node import NODE_IP, NodeCluster, Release
@@ -79,12 +79,10 @@ def test_a_streamcopy_from_kafka_runs_suspends_resumes_and_loads_every_message_o
     s3, bucket = s3_setup(client, namespace, node_s3)
     topic = create_topic(node_kafka, partitions=2, prefix="orders")
     table = f"s3://{bucket}/tables/orders/"
-    spark = copy_spec({"query": "SELECT 1"}, table, node_s3)["spark"]  # the node's CPU shares
     spec = {"source": {"kafka": {"bootstrapServers": [node_kafka], "topics": [topic], "startingOffsets": "earliest",
                                  "valueFormat": "json"}},
             "target": {"table": table, "schema": SCHEMA},
-            "batching": {"maxBatchInterval": "1s"}, "spark": spark,
-            "connection": {"secretRef": {"name": "s3"}, "endpoint": node_s3, "region": "us-east-1"}}
+            "batching": {"maxBatchInterval": "1s"}, "spark": spark_sizing(), "connection": connection(node_s3)}
     send(node_kafka, topic, range(10))
     client.create({"apiVersion": API, "kind": "StreamCopy", "metadata": {"name": name, "namespace": namespace},
                    "spec": spec}, PLURAL)
