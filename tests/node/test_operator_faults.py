@@ -44,6 +44,11 @@ def wait_ended(client: KubeClient, namespace: str, name: str, timeout: float) ->
     return done
 
 
+def cpu_cores(quantity: str) -> int:
+    """Whole cores in a Kubernetes CPU quantity ("2", "2500m")."""
+    return int(quantity[:-1]) // 1000 if quantity.endswith("m") else int(float(quantity))
+
+
 def start(client: KubeClient, namespace: str, name: str, spec: dict[str, Any]) -> None:
     client.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": name, "namespace": namespace},
                    "spec": spec}, "copyjobs")
@@ -52,8 +57,10 @@ def start(client: KubeClient, namespace: str, name: str, spec: dict[str, Any]) -
 # --- a driver that cannot start -------------------------------------------------------------
 
 # The quota: requests.memory of 1000Mi. The quota's driver asks for Spark's default 1g (+384Mi
-# overhead, 1408Mi): refused. The unschedulable driver asks for 200m (+384Mi: fits the quota) and 8 CPUs
-# (the node has 2): admitted, never scheduled.
+# overhead, 1408Mi): refused. The unschedulable driver asks for 200m (+384Mi: fits the quota) and a
+# CPU more than the node has: admitted, never scheduled (the chart's policy lets a pod ask for up
+# to 64 cores here: HELM_SET).
+HELM_SET = ("policy.limits.cores=64",)
 QUOTA = {"requests.memory": "1000Mi"}
 DEADLINE_SECONDS = 45  # spark-submit itself (a JVM) takes 10-30 s on a loaded machine before the pod exists
 
@@ -70,8 +77,11 @@ def test_a_driver_that_cannot_start_fails_naming_the_cause_within_the_deadline(
         over_quota = copy_spec({"query": "SELECT 1 AS one"}, f"s3://{bucket}/quota/", node_s3)
         over_quota["spark"]["driver"] = {"memory": "1g"}
         too_big = copy_spec({"query": "SELECT 1 AS one"}, f"s3://{bucket}/cpu/", node_s3)
-        too_big["spark"]["driver"] = {"cores": 8, "memory": "200m"}
-        too_big["spark"]["sparkConf"] = {**too_big["spark"]["sparkConf"], "spark.kubernetes.driver.request.cores": "8"}
+        node = client.get("v1", "nodes", None, node_cluster.node.name)
+        cores = cpu_cores(node["status"]["capacity"]["cpu"]) + 1
+        too_big["spark"]["driver"] = {"cores": cores, "memory": "200m"}
+        too_big["spark"]["sparkConf"] = {**too_big["spark"]["sparkConf"],
+                                         "spark.kubernetes.driver.request.cores": str(cores)}
         too_big["activeDeadlineSeconds"] = DEADLINE_SECONDS
         start(client, namespace, "over-quota", over_quota)
         start(client, namespace, "too-big", too_big)
