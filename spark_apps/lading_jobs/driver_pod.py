@@ -23,12 +23,15 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from typing import IO
+import time
+from typing import IO, Any
 
 from lading_jobs import result as results
 from lading_jobs import scrub
 from lading_spec.job import encode_result, parse_result
 from lading_spec.refusals import refusal
+
+SETTLE_SECONDS = 3.0
 
 
 def relay(stream: IO[bytes], out: IO[bytes]) -> str | None:
@@ -42,15 +45,27 @@ def relay(stream: IO[bytes], out: IO[bytes]) -> str | None:
     return found
 
 
-def report(path: str | None, code: int, found: str | None) -> None:
-    """Put ``found`` into the termination log at ``path`` for a driver that exited ``code`` != 0."""
-    if code == 0 or found is None or not path:
-        return
+def _result(path: str) -> dict[str, Any] | None:
     try:
         with open(path) as f:
-            before = parse_result(f.read())
+            return parse_result(f.read())
     except OSError:
-        before = None
+        return None
+
+
+def report(path: str | None, code: int, found: str | None, settle: float = SETTLE_SECONDS) -> None:
+    """Put ``found`` into the termination log at ``path`` for a driver that exited ``code`` != 0.
+
+    A JVM that exits on its own (Spark's ``System.exit``) leaves the PySpark app running for a
+    moment, orphaned, about to report the broken connection: its result is waited for up to
+    ``settle`` seconds, so that it is merged rather than overwritten."""
+    if code == 0 or found is None or not path:
+        return
+    before = _result(path)
+    deadline = time.monotonic() + settle
+    while before is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        before = _result(path)
     if before is not None and ("error" not in before or before.get("cancelled")):
         return  # rows, or a cancellation: the app's own word stands
     why = f"the Spark driver was refused by Kubernetes: {found}"

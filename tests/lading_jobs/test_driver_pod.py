@@ -57,3 +57,19 @@ def test_other_outcomes_are_left_as_the_app_wrote_them(tmp_path: Path, code: int
     log = REFUSED + "\n" if code != 1 else "ERROR boom\n"
     done, message = run(tmp_path, code, log, before)
     assert done.returncode == code and message == before
+
+
+def test_the_orphaned_apps_late_error_is_merged_not_overwritten(tmp_path: Path) -> None:
+    """Spark's System.exit(11) ends the JVM first; the PySpark app, orphaned, reports the broken
+    connection a moment later: the wrapper waits for it and adds the refusal to it."""
+    termination = tmp_path / "termination-log"
+    late = json.dumps({"error": "Answer from Java side is empty"})
+    orphan = f"import time; time.sleep(1); open({str(termination)!r}, 'w').write({late!r})"
+    child = (f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {orphan!r}], "
+             f"stderr=subprocess.DEVNULL); sys.stderr.write({REFUSED + chr(10)!r}); sys.exit(11)")
+    termination.write_text("")
+    env = {"PATH": "/usr/bin:/bin", "LADING_TERMINATION_LOG": str(termination), "PYTHONPATH": f"{REPO / 'spark_apps'}"}
+    done = subprocess.run([sys.executable, "-m", "lading_jobs.driver_pod", sys.executable, "-c", child],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 11
+    assert json.loads(termination.read_text()) == {"error": f"Answer from Java side is empty; {WHY}"}
