@@ -60,7 +60,7 @@ def start(client: KubeClient, namespace: str, name: str, spec: dict[str, Any]) -
 # overhead, 1408Mi): refused. The unschedulable driver asks for 200m (+384Mi: fits the quota) and a
 # CPU more than the node has: admitted, never scheduled (the chart's policy lets a pod ask for up
 # to 64 cores here: HELM_SET).
-HELM_SET = ("policy.limits.cores=64",)
+HELM_SET = ("policy.limits.default.cores=64",)
 QUOTA = {"requests.memory": "1000Mi"}
 DEADLINE_SECONDS = 45  # spark-submit itself (a JVM) takes 10-30 s on a loaded machine before the pod exists
 
