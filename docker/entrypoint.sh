@@ -81,6 +81,12 @@ case "${1:-}" in
     [ -n "${SPARK_USER:-}" ] && cmd+=(--conf "spark.executorEnv.SPARK_USER=$SPARK_USER")
     [ -n "$driver_opts" ] && export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }$driver_opts"
     cmd+=(--deploy-mode client "$@")
+    # lading's driver wrapper (spark_apps/lading_jobs/driver_pod.py): passes spark-submit's log
+    # through and puts what Kubernetes refused the driver (a Role's missing permission, a quota)
+    # into the termination message when the driver fails; the exit code stays spark-submit's.
+    if [ -z "${LADING_DRIVER_WRAPPER_OFF:-}" ] && python -c "import lading_jobs.driver_pod" 2>/dev/null; then
+      cmd=(python -m lading_jobs.driver_pod "${cmd[@]}")
+    fi
     ;;
   executor)
     shift

@@ -250,6 +250,10 @@ def observe(kind: Kind, resource: dict[str, Any], now: dt.datetime | None = None
     # A continuous kind's application is looked at in every phase: before the next one starts,
     # the last one (stopped for a spec change or a suspend) and its driver pod must be gone.
     continuous = kind.trigger == "continuous"
+    # At activeDeadlineSeconds a run that never started fails saying why: its driver pod is read.
+    deadline = (resource.get("spec") or {}).get("activeDeadlineSeconds")
+    if isinstance(deadline, int) and not isinstance(deadline, bool) and deadline > 0:
+        timeout = min(timeout, float(deadline))
     if app_name and (status.get("phase") in {str(p) for p in ACTIVE} or continuous):
         app = _get_app(namespace, str(app_name))
         if app is not None and not lifecycle.owned_by(app, uid):

@@ -293,8 +293,18 @@ def not_started(ctx: Ctx) -> tuple[str, str] | None:
     since = st.parse_time(meta.get("creationTimestamp")) or st.parse_time(ctx.status.get("startTime"))
     if since is None or (ctx.now - since).total_seconds() < ctx.start_timeout:
         return None
+    return why_not_started(ctx, f"{ctx.start_timeout:g}s")
+
+
+def why_not_started(ctx: Ctx, limit: str) -> tuple[str, str] | None:
+    """Why the current SparkApplication, waiting ``limit`` so far, has not started: not picked
+    up, no driver pod, or the driver pod's own reason (Unschedulable, an image pull, a missing
+    Secret); ``None`` when nothing says (the driver pod was not looked at, or shows no reason)."""
+    app = ctx.obs.app
+    if app is None:
+        return None
+    meta = app.get("metadata") or {}
     name, namespace = meta.get("name"), ctx.meta.get("namespace")
-    limit = f"{ctx.start_timeout:g}s"
     state = sparkapp_state.app_state(app)
     if state == "":
         return ("NotPickedUp",
@@ -338,13 +348,22 @@ def follow(ctx: Ctx) -> Plan:
     left: float | None = None
     if deadline is not None and started is not None:
         left = (started + dt.timedelta(seconds=deadline) - ctx.now).total_seconds()
-        if left <= 0 and sparkapp_state.classify(ctx.obs.app) != Outcome.COMPLETED:
+        outcome_now = sparkapp_state.classify(ctx.obs.app)
+        if left <= 0 and outcome_now != Outcome.COMPLETED:
             if ctx.obs.app is not None:
                 plan.delete_apps.append(app_name)
-            return end_run(ctx, plan, RunEnd(
-                Trigger.DEADLINE, Phase.FAILED, "DeadlineExceeded",
-                f"ran longer than activeDeadlineSeconds ({deadline}s); SparkApplication {app_name} deleted",
-                None, f"activeDeadlineSeconds ({deadline}s) exceeded", "Warning"))
+            # A run that never started says why (quota, Unschedulable, image pull): that is
+            # what the user must fix, not the deadline.
+            stuck = why_not_started(ctx, f"{deadline}s") if outcome_now == Outcome.WAITING else None
+            if stuck is not None:
+                message = (f"did not start within activeDeadlineSeconds ({deadline}s): {stuck[1]}; "
+                           f"SparkApplication {app_name} deleted")
+                error = f"activeDeadlineSeconds ({deadline}s) exceeded before the run started: {stuck[1]}"
+            else:
+                message = f"ran longer than activeDeadlineSeconds ({deadline}s); SparkApplication {app_name} deleted"
+                error = f"activeDeadlineSeconds ({deadline}s) exceeded"
+            return end_run(ctx, plan, RunEnd(Trigger.DEADLINE, Phase.FAILED, "DeadlineExceeded", message, None,
+                                             error, "Warning"))
     pod_exists = (ctx.obs.driver_pod is not None) if ctx.obs.driver_pod_checked else None
     outcome = sparkapp_state.classify(ctx.obs.app, pod_exists)
     state = sparkapp_state.app_state(ctx.obs.app)

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lading_operator import status as st
+from lading_spec.refusals import refusal
 
 
 class Outcome(enum.Enum):
@@ -56,9 +57,14 @@ def app_state(app: Mapping[str, Any] | None) -> str:
 
 
 def app_error(app: Mapping[str, Any] | None) -> str:
+    """spark-operator's ``errorMessage``. When it holds the API server's refusal (spark-submit's
+    whole output, where ``exceeded quota`` or a missing permission sits in a stack trace), that
+    comes first: the head survives clipping, and it is what the user must fix."""
     if not app:
         return ""
-    return st.clip(str(((app.get("status") or {}).get("applicationState") or {}).get("errorMessage") or ""))
+    message = str(((app.get("status") or {}).get("applicationState") or {}).get("errorMessage") or "")
+    found = refusal(message)
+    return st.clip(f"{found} (spark-operator: {message})" if found else message)
 
 
 def needs_driver_pod(state: str) -> bool:

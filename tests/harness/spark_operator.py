@@ -424,7 +424,9 @@ class SparkOperatorStandIn:
         if run.deleting.is_set():
             return None
         if code != 0:
-            tail = (workdir / "spark-submit.log").read_bytes()[-3000:].decode(errors="replace")
+            # spark-operator's message is spark-submit's whole stderr (submission.go runSparkSubmit):
+            # the refusal that says why sits in the middle of a stack trace, not at the end.
+            tail = (workdir / "spark-submit.log").read_bytes()[-100_000:].decode(errors="replace")
             self._app_status(run, {"applicationState": {"state": "SUBMISSION_FAILED",
                                                         "errorMessage": f"failed to run spark-submit: {tail}"},
                                    "driverInfo": {}, "submissionAttempts": attempt,

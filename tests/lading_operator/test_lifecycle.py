@@ -92,6 +92,32 @@ def test_an_unschedulable_or_missing_driver_pod_says_so() -> None:
     assert not plan_at(200, app("SUBMITTED"), creating, checked=True).status  # just slow, not stuck
 
 
+def test_a_run_that_never_started_fails_at_its_deadline_saying_why() -> None:
+    """activeDeadlineSeconds (the spec's bound, here shorter than the operator's start timeout)
+    ends a run whose driver pod was never scheduled: Failed, naming the cause, never Pending forever."""
+    unschedulable = {"metadata": {"name": f"{APP}-driver"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/1 nodes are available: 1 Insufficient cpu."}]}}
+    status = submitted()
+    obs = rc.Observed({**job(status), "spec": {**SPEC, "activeDeadlineSeconds": 20}}, app("SUBMITTED"),
+                      unschedulable, True, CREATED + dt.timedelta(seconds=21))
+    plan = rc.plan(obs, start_timeout=120)
+    assert plan.phase == "Failed" and ready(plan)["reason"] == "DeadlineExceeded"
+    assert plan.delete_apps == [APP]
+    error = plan.status["response"]["error"]
+    assert error.startswith("activeDeadlineSeconds (20s) exceeded before the run started: ")
+    assert "Unschedulable: 0/1 nodes are available: 1 Insufficient cpu." in error
+    assert "did not start within activeDeadlineSeconds (20s)" in ready(plan)["message"]
+    # Within the deadline it waits, saying nothing yet (the start timeout has not passed either).
+    early = rc.plan(rc.Observed(obs.resource, app("SUBMITTED"), unschedulable, True,
+                                CREATED + dt.timedelta(seconds=19)), start_timeout=120)
+    assert early.phase is None and early.requeue_after is not None and early.requeue_after <= 1.0 + 1e-9
+    # A run that did start and then ran too long says so, as before.
+    started = rc.plan(rc.Observed(obs.resource, app("RUNNING"), {"metadata": {"name": f"{APP}-driver"}}, True,
+                                  CREATED + dt.timedelta(seconds=21)), start_timeout=120)
+    assert started.status["response"]["error"] == "activeDeadlineSeconds (20s) exceeded"
+
+
 def test_the_wait_clears_once_the_run_moves_on() -> None:
     stuck = plan_at(121, app(""))
     status = {**submitted(), **stuck.status}

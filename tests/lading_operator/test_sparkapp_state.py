@@ -76,3 +76,17 @@ def test_unknown_future_state_is_never_success() -> None:
 def test_error_message() -> None:
     assert app_error(app("FAILED", "driver OOMKilled")) == "driver OOMKilled"
     assert app_error(None) == ""
+
+
+def test_a_refusal_in_spark_submits_output_comes_first() -> None:
+    """A quota's refusal in the middle of spark-submit's output (what spark-operator puts in
+    errorMessage) leads the error, so clipping a long output never hides it."""
+    output = ("failed to run spark-submit: " + "INFO noise\n" * 2000
+              + "Exception in thread \"main\" io.fabric8.kubernetes.client.KubernetesClientException: Failure "
+              "executing: POST at: https://10.0.0.1:6443/api/v1/namespaces/ns/pods. Message: pods \"a-driver\" is "
+              "forbidden: exceeded quota: small, requested: requests.memory=1408Mi, used: requests.memory=0, "
+              "limited: requests.memory=1000Mi. Received status: Status(code=403).\n" + "INFO shutdown\n" * 2000)
+    error = app_error(app("SUBMISSION_FAILED", output))
+    assert error.startswith('Kubernetes refused POST /api/v1/namespaces/ns/pods: pods "a-driver" is forbidden: '
+                            "exceeded quota: small, requested: requests.memory=1408Mi")
+    assert len(error) < len(output) and "characters cut" in error

@@ -138,11 +138,12 @@ def node_standin(node_cluster: NodeCluster) -> Iterator[SparkOperatorStandIn]:
 
 
 @pytest.fixture(scope="module")
-def lading_release(node_cluster: NodeCluster) -> Iterator[Release]:
+def lading_release(node_cluster: NodeCluster, request: pytest.FixtureRequest) -> Iterator[Release]:
     """``helm install lading charts/lading`` with the built image (pullPolicy Never), its
     operator Deployment (two replicas, leader election) rolled out, watching every namespace
     and serving a fresh restricted namespace as its job namespace (``Release.job_namespace``),
-    for the tests of one module. Uninstalled, and both namespaces deleted, afterwards."""
+    for the tests of one module. Uninstalled, and both namespaces deleted, afterwards. A module's
+    ``HELM_SET`` (a tuple of ``key=value``) adds chart values of its own."""
     kube = node_cluster.kube
     node_namespace = restricted_namespace(node_cluster)
     release_ns = f"lading-{uuid.uuid4().hex[:6]}"
@@ -151,7 +152,8 @@ def lading_release(node_cluster: NodeCluster) -> Iterator[Release]:
     install = [*helm, "install", "lading", str(REPO / "charts" / "lading"), "--namespace", release_ns,
                "--create-namespace", "--set", f"image.repository={repository}", "--set-string", f"image.tag={tag}",
                "--set", "image.pullPolicy=Never", "--set", f"spark.jobNamespaces={{{node_namespace}}}",
-               "--set", "operator.resources.requests.cpu=50m", "--wait", "--timeout", "300s"]
+               "--set", "operator.resources.requests.cpu=50m", "--wait", "--timeout", "300s",
+               *(a for value in getattr(request.module, "HELM_SET", ()) for a in ("--set", value))]
     done = subprocess.run(install, capture_output=True, text=True, timeout=360)
     if done.returncode != 0:
         pods = kube.client.list("v1", "pods", release_ns)

