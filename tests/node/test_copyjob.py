@@ -8,88 +8,19 @@ query over a lading table wrote to S3 (moto on the node's bridge address) are re
 from __future__ import annotations
 
 import io
-import threading
-import time
-import uuid
-from typing import Any
 
-import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from node.jobs import API, PodsSeen, copy_spec, s3_setup, slow_query, spark_pods, wait_until_true
 from support import kv_tables
 
-from harness.client import KubeClient
 from harness.node import NodeCluster, Release
 from harness.spark_operator import SparkOperatorStandIn
 
 # The session's node starts inside the first test's budget (pytest-timeout counts fixtures):
 # ~3-5 minutes with the image import on a loaded machine, plus Spark runs of minutes each.
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1800)]
-API = "lading.io/v1alpha1"
-
-
-class PodsSeen:
-    """Every Spark pod that appears in a namespace while it runs (polled once a second)."""
-
-    def __init__(self, client: KubeClient, namespace: str) -> None:
-        self.client = client
-        self.namespace = namespace
-        self.seen: dict[str, str] = {}  # pod name -> spark-role
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        while not self._stop.wait(1.0):
-            for pod in self.client.list("v1", "pods", self.namespace, label_selector="spark-role"):
-                self.seen[pod["metadata"]["name"]] = pod["metadata"]["labels"]["spark-role"]
-
-    def __enter__(self) -> PodsSeen:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def roles(self) -> list[str]:
-        return sorted(self.seen.values())
-
-
-def spark_pods(client: KubeClient, namespace: str, role: str, app: str = "") -> list[dict[str, Any]]:
-    """The Spark pods of ``role`` (driver, executor), of SparkApplication ``app`` if given."""
-    selector = f"spark-role={role}" + (f",sparkoperator.k8s.io/app-name={app}" if app else "")
-    return client.list("v1", "pods", namespace, label_selector=selector)
-
-
-def wait_until_true(check: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(1)
-
-
-def s3_setup(client: KubeClient, namespace: str, endpoint: str) -> tuple[Any, str]:
-    """A boto3 client, a fresh bucket, and the namespace's Secret ``s3`` (created once)."""
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-    bucket = f"n-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(Bucket=bucket)
-    if client.get_or_none("v1", "secrets", namespace, "s3") is None:
-        client.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3", "namespace": namespace},
-                       "stringData": {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}},
-                      "secrets")
-    return s3, bucket
-
-
-def copy_spec(source: dict[str, Any], target: str, endpoint: str) -> dict[str, Any]:
-    return {
-        "from": source, "to": {"files": target, "format": "parquet"},
-        "connection": {"secretRef": {"name": "s3"}, "endpoint": endpoint, "region": "us-east-1"},
-        # two CPUs for the whole node: the driver and the executor ask for a share each
-        "spark": {"executor": {"instances": 1},
-                  "sparkConf": {"spark.kubernetes.driver.request.cores": "400m",
-                                "spark.kubernetes.executor.request.cores": "400m"}},
-    }
 
 
 def test_unload_of_a_query_over_a_table_runs_as_driver_and_executor_pods(
@@ -132,9 +63,7 @@ def test_unload_of_a_query_over_a_table_runs_as_driver_and_executor_pods(
                     "the driver pod outlived its CopyJob")
 
 
-# Seconds of work per row on a loaded machine: the job is still running when it is cancelled.
-SLOW_QUERY = ("SELECT id, aggregate(sequence(1, 200000), 0L, (a, x) -> a + x % (id + 1)) AS pause "
-              "FROM range(0, 100000, 1, 2)")
+SLOW_QUERY = slow_query(100_000)  # still running when it is cancelled
 
 
 def test_cancel_mid_run_removes_the_driver_and_executors_and_leaves_nothing(
