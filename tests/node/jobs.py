@@ -36,18 +36,20 @@ DONE = ("Succeeded", "Failed", "Cancelled")
 
 
 class PodsSeen:
-    """Every Spark pod that appears in a namespace while it runs (polled once a second)."""
+    """Every Spark pod that appears in a namespace (of SparkApplication ``app`` if given) while it
+    runs (polled once a second)."""
 
-    def __init__(self, client: KubeClient, namespace: str) -> None:
+    def __init__(self, client: KubeClient, namespace: str, app: str = "") -> None:
         self.client = client
         self.namespace = namespace
+        self.selector = "spark-role" + (f",sparkoperator.k8s.io/app-name={app}" if app else "")
         self.seen: dict[str, str] = {}  # pod name -> spark-role
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
     def _poll(self) -> None:
         while not self._stop.wait(1.0):
-            for pod in self.client.list("v1", "pods", self.namespace, label_selector="spark-role"):
+            for pod in self.client.list("v1", "pods", self.namespace, label_selector=self.selector):
                 self.seen[pod["metadata"]["name"]] = pod["metadata"]["labels"]["spark-role"]
 
     def __enter__(self) -> PodsSeen:

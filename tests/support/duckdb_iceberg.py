@@ -5,8 +5,10 @@ Each job ``{"table": dir, "out": parquet path, "snapshot": id or null}`` reads t
 DuckDB's own ``iceberg_scan`` (through ``version-hint.text``; ``snapshot_from_id`` for time travel)
 and writes the rows to ``out`` as Parquet; a job with ``"delta": true`` reads the Delta table with
 ``delta_scan`` (``"version"``: that version, else the newest). ``"where"``: a filter DuckDB applies;
-``"columns"``: what it selects (default ``*``). Extensions load by file path, autoinstall and autoload off.
-Prints each job's seconds (its ``COPY`` alone) as one JSON list.
+``"columns"``: what it selects (default ``*``); ``"s3"``: ``{"endpoint": "host:port", "key", "secret",
+"region"}``, the table is on S3 at that endpoint (plain HTTP, path style) and DuckDB reads it there
+with its ``httpfs`` extension, as a user's DuckDB reads a table on S3. Extensions load by file path,
+autoinstall and autoload off. Prints each job's seconds (its ``COPY`` alone) as one JSON list.
 """
 
 import json
@@ -20,9 +22,18 @@ def main() -> int:
     site, jobs = sys.argv[1], json.loads(sys.argv[2])
     con = duckdb.connect()
     con.execute("SET autoinstall_known_extensions=false; SET autoload_known_extensions=false")
-    names = ("avro", "iceberg", "delta") if any(j.get("delta") for j in jobs) else ("avro", "iceberg")
+    names = ["avro", "iceberg"] + (["delta"] if any(j.get("delta") for j in jobs) else []) \
+        + (["httpfs"] if any(j.get("s3") for j in jobs) else [])
     for name in names:
         con.execute(f"LOAD '{site}/duckdb_extension_{name}/extensions/v1.5.5/{name}.duckdb_extension'")
+    s3 = next((j["s3"] for j in jobs if j.get("s3")), None)
+    if s3:  # one endpoint per run (the tests' moto)
+        def lit(v: str) -> str:
+            return "'" + str(v).replace("'", "''") + "'"
+
+        con.execute(f"CREATE SECRET s3 (TYPE s3, KEY_ID {lit(s3['key'])}, SECRET {lit(s3['secret'])}, "
+                    f"REGION {lit(s3.get('region') or 'us-east-1')}, ENDPOINT {lit(s3['endpoint'])}, "
+                    "URL_STYLE 'path', USE_SSL false)")
     seconds = []
     for job in jobs:
         table = job["table"].replace("'", "''")

@@ -32,6 +32,13 @@ def duckdb_rows(table_dir: str, snapshots: list[int | None]) -> list[pa.Table]:
     return duckdb_jobs([{"table": table_dir, "snapshot": s} for s in snapshots])
 
 
+def duckdb_s3_rows(table_uri: str, endpoint: str, key: str, secret: str, region: str = "us-east-1") -> pa.Table:
+    """The rows DuckDB's iceberg_scan reads from the table at ``table_uri`` (``s3://…``) on the S3
+    server at ``endpoint`` (``http://host:port``), through DuckDB's own ``httpfs``: the current snapshot."""
+    s3 = {"endpoint": endpoint.split("://", 1)[-1].rstrip("/"), "key": key, "secret": secret, "region": region}
+    return duckdb_jobs([{"table": table_uri.rstrip("/"), "s3": s3}])[0]
+
+
 def duckdb_delta_rows(table_dir: str, versions: list[int | None]) -> list[pa.Table]:
     """The rows DuckDB's delta_scan reads from ``table_dir`` at each version (None: the newest)."""
     return duckdb_jobs([{"table": table_dir, "delta": True, "version": v} for v in versions])

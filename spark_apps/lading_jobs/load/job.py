@@ -10,8 +10,8 @@
   policy says fail, validateOnly, any exception or cancellation
       ─► abort every pending part upload of the run (and sweep), nothing commits
 
-A missing table is created by the same commit sequence only when the load
-commits (commit 0 creates it, the next adds the rows), so a failed or
+A missing table is created only when the load commits, by the load's own
+commit (commit 0 creates it with the rows and the ledger entries), so a failed or
 validate-only load leaves no table behind.
 """
 

@@ -1,0 +1,221 @@
+"""Pods lost while a CopyJob runs on a real node, and what the user sees afterwards.
+
+Three unloads of a slow query (tests/node/jobs.py ``slow_query``: CPU work per row in the executor,
+two tasks one after the other), each into its own bucket on moto, each hit once its executor runs a
+task (its own log says ``Running task``):
+
+- ``kubectl delete`` of the CopyJob: its SparkApplication is collected, the driver pod and the
+  executor pod are gone within the driver's grace period (plus the API's own passes), and the
+  bucket holds nothing: no object, no pending upload;
+- the executor pod deleted: Spark asks for another executor and runs the lost task again; the
+  CopyJob Succeeds with exactly the query's rows, one manifest, nothing pending;
+- the driver pod deleted, with ``backoffLimit: 1``: the attempt is lost, the operator submits the
+  second attempt of the same run (same run id, same destination), which Succeeds; the destination
+  holds ONE published set (one manifest, exactly the files it lists) and every row once.
+
+The three run at once (their pods ask for 300m CPU each: six fit the node's two CPUs beside the
+operator), each as a scenario in a thread of a module fixture that only does what a user or a fault
+does and records what it saw; the tests assert on those records.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from node.jobs import (
+    API,
+    PodsSeen,
+    Published,
+    copy_spec,
+    create,
+    executor_running_task,
+    published,
+    s3_setup,
+    slow_query,
+    slow_query_rows,
+    spark_pods,
+    wait_phase,
+    wait_running,
+    wait_until_true,
+)
+
+from harness.client import KubeClient
+from harness.node import NodeCluster, Release, pod_log
+from harness.spark_operator import SparkOperatorStandIn
+
+pytestmark = [pytest.mark.node, pytest.mark.timeout(1800)]
+
+CORES = "300m"      # three jobs at once: 6 x 300m + the operator's 2 x 50m fit 2 CPUs
+FINISHING = 400     # rows of the runs that must finish: two tasks of seconds each on the node
+ENDLESS = 100_000   # rows of the run that is deleted: it never gets near its end
+SLACK = 60.0        # the collector's and spark-operator's own passes on top of a grace period
+
+
+@dataclass
+class Seen:
+    """What a scenario did and saw (``seconds``: from its first apply to its last look)."""
+
+    bucket: str
+    s3: Any
+    apps: list[str] = field(default_factory=list)
+    victim: str = ""
+    status: dict[str, Any] = field(default_factory=dict)
+    executors: list[str] = field(default_factory=list)
+    driver_log: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+    out: Published | None = None
+    seconds: float = 0.0
+
+    def pending(self) -> list[str]:
+        return [u["Key"] for u in self.s3.list_multipart_uploads(Bucket=self.bucket).get("Uploads", [])]
+
+
+@dataclass
+class Scene:
+    client: KubeClient
+    namespace: str
+    endpoint: str
+    kubeconfig: str
+
+
+def deleted_with_kubectl(scene: Scene, seen: Seen) -> None:
+    client, ns = scene.client, scene.namespace
+    spec = copy_spec({"query": slow_query(ENDLESS)}, f"s3://{seen.bucket}/deleted/", scene.endpoint, cores=CORES)
+    create(client, ns, "CopyJob", "deleted", spec)
+    app = wait_running(client, ns, "CopyJob", "deleted")
+    seen.apps.append(app)
+    seen.victim = executor_running_task(client, ns, app, timeout=600)
+    driver = spark_pods(client, ns, "driver", app)
+    grace = float((driver[0]["spec"].get("terminationGracePeriodSeconds") if driver else None) or 30)
+    began = time.monotonic()
+    done = subprocess.run(["kubectl", "--kubeconfig", scene.kubeconfig, "-n", ns, "delete", "copyjob", "deleted"],
+                          capture_output=True, text=True, timeout=120)
+    seen.facts.update(kubectl=(done.returncode, done.stdout.strip(), done.stderr.strip()), grace=grace)
+    wait_until_true(lambda: not spark_pods(client, ns, "driver", app) and not spark_pods(client, ns, "executor", app),
+                    grace + SLACK, f"Spark pods of {app} outlived the deleted CopyJob by {grace + SLACK:.0f} s")
+    seen.facts["pods_gone_seconds"] = time.monotonic() - began
+    seen.facts["copyjob_left"] = client.get_or_none(API, "copyjobs", ns, "deleted")
+    wait_until_true(lambda: client.get_or_none("sparkoperator.k8s.io/v1beta2", "sparkapplications", ns, app) is None,
+                    SLACK, f"SparkApplication {app} was not collected")
+
+
+def executor_lost(scene: Scene, seen: Seen) -> None:
+    client, ns = scene.client, scene.namespace
+    spec = copy_spec({"query": slow_query(FINISHING)}, f"s3://{seen.bucket}/out/", scene.endpoint, cores=CORES)
+    create(client, ns, "CopyJob", "executor-lost", spec)
+    app = wait_running(client, ns, "CopyJob", "executor-lost")
+    seen.apps.append(app)
+    with PodsSeen(client, ns, app) as pods:
+        seen.victim = executor_running_task(client, ns, app, timeout=600)
+        client.delete("v1", "pods", ns, seen.victim)
+        seen.status = wait_phase(client, ns, "CopyJob", "executor-lost", timeout=900)["status"]
+    seen.executors = pods.named("executor")
+    seen.driver_log = pod_log(client, ns, f"{app}-driver", lines=2000)
+    seen.out = published(seen.s3, seen.bucket, "out/")
+
+
+def driver_lost(scene: Scene, seen: Seen) -> None:
+    client, ns = scene.client, scene.namespace
+    spec = copy_spec({"query": slow_query(FINISHING)}, f"s3://{seen.bucket}/out/", scene.endpoint, cores=CORES,
+                     backoffLimit=1)
+    create(client, ns, "CopyJob", "driver-lost", spec)
+    first = wait_running(client, ns, "CopyJob", "driver-lost")
+    seen.apps.append(first)
+    executor_running_task(client, ns, first, timeout=600)
+    seen.victim = f"{first}-driver"
+    client.delete("v1", "pods", ns, seen.victim)
+    seen.status = wait_phase(client, ns, "CopyJob", "driver-lost", timeout=900)["status"]
+    seen.apps.append(seen.status.get("sparkApplication", ""))
+    seen.out = published(seen.s3, seen.bucket, "out/")
+    seen.facts["events"] = [(e["reason"], e["message"]) for e in client.events_about(ns, "driver-lost", "Retrying")]
+
+
+SCENARIOS: dict[str, Callable[[Scene, Seen], None]] = {
+    "deleted": deleted_with_kubectl, "executor": executor_lost, "driver": driver_lost}
+
+
+@pytest.fixture(scope="module")
+def runs(node_cluster: NodeCluster, lading_release: Release, node_standin: SparkOperatorStandIn,
+         node_s3: str) -> Iterator[dict[str, tuple[Future[None], Seen]]]:
+    """The three scenarios, started together; each test waits for its own."""
+    client = node_cluster.kube.client
+    scene = Scene(client, lading_release.job_namespace, node_s3, node_cluster.kube.kubeconfig)
+
+    def timed(run: Callable[[Scene, Seen], None], seen: Seen) -> None:
+        began = time.monotonic()
+        try:
+            run(scene, seen)
+        finally:
+            seen.seconds = time.monotonic() - began
+
+    with ThreadPoolExecutor(len(SCENARIOS), thread_name_prefix="fault") as pool:
+        started = {}
+        for name, run in SCENARIOS.items():
+            s3, bucket = s3_setup(client, scene.namespace, node_s3)  # one at a time: the Secret once
+            seen = Seen(bucket, s3)
+            started[name] = (pool.submit(timed, run, seen), seen)
+        yield started
+
+
+def outcome(runs: dict[str, tuple[Future[None], Seen]], name: str) -> Seen:
+    future, seen = runs[name]
+    future.result(timeout=1500)  # the scenario's own failure (a wait that timed out) is raised here
+    print(f"{name}: {seen.seconds:.1f} s from apply to the last look; {seen.facts.get('pods_gone_seconds', '')}")
+    return seen
+
+
+def test_kubectl_delete_mid_run_removes_the_driver_and_executors_and_leaves_nothing(
+        runs: dict[str, tuple[Future[None], Seen]]) -> None:
+    seen = outcome(runs, "deleted")
+    assert seen.facts["kubectl"][0] == 0, seen.facts["kubectl"]
+    assert seen.facts["copyjob_left"] is None  # nothing of lading's holds a deletion up
+    assert seen.facts["pods_gone_seconds"] <= seen.facts["grace"] + SLACK
+    out = published(seen.s3, seen.bucket, "")
+    assert out.keys == [] and seen.pending() == []
+
+
+def test_an_executor_pod_deleted_mid_run_the_job_still_succeeds_with_the_right_rows(
+        runs: dict[str, tuple[Future[None], Seen]]) -> None:
+    seen = outcome(runs, "executor")
+    status = seen.status
+    assert status["phase"] == "Succeeded", status
+    assert int(status.get("attempts") or 1) == 1  # Spark itself recovered: no retry of ours
+    # the deleted executor was running a task, which Spark lost and ran again on a new executor
+    assert seen.victim in seen.executors and len(seen.executors) >= 2, seen.executors
+    assert any(s in seen.driver_log for s in ("ExecutorLostFailure", "Lost task", "Lost executor")), \
+        seen.driver_log[-3000:]
+    assert status["response"]["rows"] == FINISHING
+    out = seen.out
+    assert out is not None and len(out.manifests) == 1 and out.rows is not None
+    assert sorted(out.parts) == sorted(f"out/{f['path']}" for f in out.manifests[0]["files"])
+    assert sorted(zip(out.rows.column("id").to_pylist(), out.rows.column("pause").to_pylist(), strict=True)) == \
+        slow_query_rows(FINISHING)
+    assert seen.pending() == []
+
+
+def test_the_driver_pod_deleted_mid_run_is_retried_as_the_spec_says_and_commits_once(
+        runs: dict[str, tuple[Future[None], Seen]]) -> None:
+    seen = outcome(runs, "driver")
+    status = seen.status
+    assert status["phase"] == "Succeeded", status
+    first, second = seen.apps
+    # backoffLimit 1: the lost attempt, then the run's second attempt as a new SparkApplication
+    assert status["attempts"] == 2 and second != first and second.endswith("-2"), (status, seen.apps)
+    retried = [m for r, m in seen.facts["events"] if r == "Retrying"]
+    assert retried and "attempt 1 failed" in retried[0], seen.facts["events"]
+    assert status["response"]["rows"] == FINISHING
+    # ONE published set: one manifest, exactly the files it lists, every row once
+    out = seen.out
+    assert out is not None and len(out.manifests) == 1 and out.rows is not None, out
+    manifest = out.manifests[0]
+    assert sorted(out.parts) == sorted(f"out/{f['path']}" for f in manifest["files"])
+    assert set(out.keys) == {*out.parts, "out/_lading_manifest.json"}, out.keys  # no intent, no stray file
+    assert sorted(zip(out.rows.column("id").to_pylist(), out.rows.column("pause").to_pylist(), strict=True)) == \
+        slow_query_rows(FINISHING)
+    assert seen.pending() == []
