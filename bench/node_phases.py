@@ -65,9 +65,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from harness import identities  # noqa: E402
 from harness.client import KubeClient  # noqa: E402
-from harness.control_plane import ControlPlane, kubeconfig  # noqa: E402
-from harness.fixtures import Kube, crd_files, install_crds, load_crds  # noqa: E402
-from harness.node import NODE_IP, Node, missing, termination_message  # noqa: E402
+from harness.fixtures import Kube  # noqa: E402
+from harness.node import NODE_IP, missing, running_cluster, termination_message  # noqa: E402
 from harness.spark_operator import SparkOperatorStandIn  # noqa: E402
 
 API = "lading.io/v1alpha1"
@@ -268,24 +267,18 @@ def main() -> int:
     print(f"image {args.image}: {figures['image']['bytes'] / 1e6:.0f} MB; cold build {figures['image']['cold']}; "
           f"warm build {figures['image']['warm']}")
     directory = Path(tempfile.mkdtemp(prefix="lading-bench-node-", dir="/var/tmp"))
-    began = time.monotonic()
-    with ControlPlane(directory / "control-plane", node_ip=NODE_IP).running() as endpoint:
-        admin = directory / "admin.kubeconfig"
-        admin.write_text(json.dumps(kubeconfig(endpoint, endpoint.token, "admin"), indent=1))
-        kube = Kube(endpoint, admin)
-        install_crds(kube.client, load_crds(crd_files()))
-        node = Node(directory / "node", directory / "control-plane" / "kubeconfig", (args.image,))
-        with node.running() as info:
-            figures["node_ready_seconds"] = round(time.monotonic() - began, 1)
-            allocatable = kube.client.get("v1", "nodes", None, info.name)["status"]["allocatable"]
-            figures["node_allocatable"] = {"cpu": allocatable["cpu"], "memory": allocatable["memory"]}
-            print(f"control plane + node Ready with the image imported: {figures['node_ready_seconds']} s")
-            try:
-                run(args, kube, admin, directory, figures)
-                figures["complete"] = True
-            finally:  # an interrupted run still leaves what it measured, marked incomplete
-                figures.setdefault("complete", False)
-                benchjson.write(args.json_out, __file__, figures)
+    with running_cluster(directory, args.image) as cluster:
+        kube, info, admin = cluster.kube, cluster.node, directory / "admin.kubeconfig"
+        figures["node_ready_seconds"] = round(cluster.started_seconds, 1)
+        allocatable = kube.client.get("v1", "nodes", None, info.name)["status"]["allocatable"]
+        figures["node_allocatable"] = {"cpu": allocatable["cpu"], "memory": allocatable["memory"]}
+        print(f"control plane + node Ready with the image imported: {figures['node_ready_seconds']} s")
+        try:
+            run(args, kube, admin, directory, figures)
+            figures["complete"] = True
+        finally:  # an interrupted run still leaves what it measured, marked incomplete
+            figures.setdefault("complete", False)
+            benchjson.write(args.json_out, __file__, figures)
     shutil.rmtree(directory, ignore_errors=True)
     return 0
 

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.client import KubeClient
-from harness.control_plane import _die_with_parent, kube_tools
-from harness.fixtures import Kube
+from harness.control_plane import ControlPlane, _die_with_parent, kube_tools, kubeconfig
+from harness.fixtures import Kube, crd_files, install_crds, load_crds
 
 NODE_IP = "10.244.0.1"     # the launcher's bridge address (--pod-cidr 10.244.0.0/16)
 READY_SECONDS = 600.0      # includes importing a ~1.5 GB image (30-75 s here, more when loaded)
@@ -136,6 +136,24 @@ class NodeCluster:
     image: str
     directory: Path
     started_seconds: float
+    launcher: Node  # the node launcher (its process exits 0 once it removed all it made)
+
+
+@contextlib.contextmanager
+def running_cluster(directory: Path, image: str) -> Iterator[NodeCluster]:
+    """A control plane advertising the node's bridge address (``--node-ip``) with lading's CRDs
+    installed and an admin kubeconfig at ``directory/admin.kubeconfig``, plus the node with
+    ``image`` imported; both stopped on exit (the node first). ``directory`` is left in place."""
+    began = time.monotonic()
+    with ControlPlane(directory / "control-plane", node_ip=NODE_IP).running() as endpoint:
+        admin = directory / "admin.kubeconfig"
+        admin.write_text(json.dumps(kubeconfig(endpoint, endpoint.token, "admin"), indent=1))
+        kube = Kube(endpoint, admin)
+        install_crds(kube.client, load_crds(crd_files()))
+        node = Node(directory / "node", directory / "control-plane" / "kubeconfig", (image,))
+        with node.running() as info:
+            yield NodeCluster(kube=kube, node=info, image=image, directory=directory,
+                              started_seconds=time.monotonic() - began, launcher=node)
 
 
 @dataclass

@@ -21,7 +21,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,9 +28,7 @@ from pathlib import Path
 import pytest
 
 from harness import identities
-from harness.control_plane import ControlPlane, kubeconfig
-from harness.fixtures import Kube, crd_files, install_crds, load_crds
-from harness.node import NODE_IP, Node, NodeCluster, Release, missing
+from harness.node import NODE_IP, NodeCluster, Release, missing, running_cluster
 from harness.spark_operator import SparkOperatorStandIn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,17 +59,10 @@ def node_cluster() -> Iterator[NodeCluster]:
     # Not under pytest's basetemp: other pytest sessions on the machine rotate (delete) old
     # basetemps, and the node's state (containerd, the kubelet's mounts) must outlive the run.
     directory = Path(tempfile.mkdtemp(prefix="lading-node-", dir="/var/tmp"))
-    began = time.monotonic()
-    with ControlPlane(directory / "control-plane", node_ip=NODE_IP).running() as endpoint:
-        admin = directory / "admin.kubeconfig"
-        admin.write_text(json.dumps(kubeconfig(endpoint, endpoint.token, "admin"), indent=1))
-        kube = Kube(endpoint, admin)
-        install_crds(kube.client, load_crds(crd_files()))
-        node = Node(directory / "node", directory / "control-plane" / "kubeconfig", (IMAGE,))
-        with node.running() as info:
-            yield NodeCluster(kube=kube, node=info, image=IMAGE, directory=directory,
-                              started_seconds=time.monotonic() - began)
-    if node.process is not None and node.process.returncode == 0:  # cleaned up: nothing mounted is left
+    with running_cluster(directory, IMAGE) as cluster:
+        yield cluster
+    launcher = cluster.launcher.process
+    if launcher is not None and launcher.returncode == 0:  # cleaned up: nothing mounted is left
         shutil.rmtree(directory, ignore_errors=True)
 
 
