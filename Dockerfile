@@ -34,6 +34,12 @@ RUN --mount=type=secret,id=pip-ca \
  && /opt/venv/bin/pip freeze --all --exclude-editable | grep -vE '^(pip|setuptools|wheel)==' > installed.txt \
  && if grep -ivxFf requirements.lock installed.txt; then echo "^ installed but not pinned in requirements.lock" >&2; exit 1; fi \
  && find /opt/venv -name __pycache__ -prune -exec rm -rf {} +
+RUN /opt/venv/bin/python -m compileall -q -j0 --invalidation-mode unchecked-hash /opt/venv/lib/python3.11/site-packages
+# ^ Bytecode, compiled once here: pods run with a read-only root (and PYTHONDONTWRITEBYTECODE), so
+# without it every Python process (a driver's app, each executor's workers, the operator) compiled
+# pyspark, pyarrow, boto3 and botocore from source at every start. Hash-based, unchecked: valid
+# whatever the files' times; the venv is never edited in place (pip replaces a package's bytecode
+# with its files).
 
 # --- runtime.
 FROM debian:bookworm-slim
@@ -53,12 +59,6 @@ RUN mkdir -p /usr/share/man/man1 \
 
 COPY --from=build /opt/venv /opt/venv
 
-# The repository layout the job contract names: /opt/lading/spark_apps/lading_jobs/main.py.
-COPY spark_apps /opt/lading/spark_apps
-COPY operator /opt/lading/operator
-COPY lading /opt/lading/lading
-COPY docker/entrypoint.sh /opt/lading/entrypoint.sh
-
 ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
     SPARK_HOME=/opt/venv/lib/python3.11/site-packages/pyspark \
     SPARK_CONF_DIR=/opt/spark/conf \
@@ -70,8 +70,25 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
     HOME=/tmp \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
+COPY docker/entrypoint.sh /opt/lading/entrypoint.sh
+# A class-data-sharing archive of Spark's classes, /opt/lading/cds/spark.jsa, which the driver's and
+# the executor's JVMs map (docker/entrypoint.sh; LADING_SPARK_CDS=0 turns it off): a small local
+# Spark run through the entrypoint's driver mode, its classes kept when its JVM exits. It depends
+# on the JRE, Spark's jars and the entrypoint only, so it stays cached while our code changes.
+COPY docker/spark_cds.sh /opt/lading/cds/build.sh
+COPY docker/spark_cds_workload.py /opt/lading/cds/workload.py
+RUN /opt/lading/cds/build.sh && rm -rf /tmp/* /tmp/.[!.]*
+
+# The repository layout the job contract names: /opt/lading/spark_apps/lading_jobs/main.py.
+COPY spark_apps /opt/lading/spark_apps
+COPY operator /opt/lading/operator
+COPY lading /opt/lading/lading
+
 # The image carries what it claims: the pinned set, consistent; Java and Spark start; no compiler.
-RUN /opt/venv/bin/pip check \
+# Our code's bytecode (as the venv's, above), checked against the source's hash at import: an image
+# built FROM this one that copies other sources over ours never runs stale bytecode.
+RUN python -m compileall -q -j0 --invalidation-mode checked-hash /opt/lading \
+ && /opt/venv/bin/pip check \
  && "$JAVA_HOME/bin/java" -version \
  && /opt/venv/bin/python -c "import pyspark, pyarrow, boto3, kopf, lading_jobs, lading_operator" \
  && if command -v cc gcc g++ >/dev/null; then echo "a compiler is in the image" >&2; exit 1; fi

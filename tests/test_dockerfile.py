@@ -197,3 +197,56 @@ def test_operator_command_matches_the_chart() -> None:
     assert cmd == ['["python", "-m", "lading_operator"]']
     deployment = (ROOT / "charts" / "lading" / "templates" / "deployment.yaml").read_text()
     assert 'command: ["python", "-m", "lading_operator"]' in deployment
+
+
+def test_python_bytecode_is_compiled_into_the_image() -> None:
+    """Pods run on a read-only root with PYTHONDONTWRITEBYTECODE: bytecode the image lacks is
+    compiled again by every Python process at every start. The venv's is compiled after pip's
+    (timestamp-based) caches are removed, hash-based; our code's after it is copied, checked
+    against the source's hash (a derived image's sources never run stale bytecode)."""
+    build, final = stages()[0], stages()[-1]
+    runs = build.args("RUN")
+    cleaned = next(i for i, r in enumerate(runs) if "-name __pycache__" in r and "rm -rf" in r)
+    compiled = next(i for i, r in enumerate(runs)
+                    if "compileall" in r and "--invalidation-mode unchecked-hash /opt/venv/lib/python3.11/site-packages" in r)
+    assert compiled > cleaned
+    body = final.body
+    ours = next(i for i, (w, r) in enumerate(body) if w == "RUN" and "--invalidation-mode checked-hash /opt/lading" in r)
+    copied = [i for i, (w, r) in enumerate(body) if w == "COPY" and shlex.split(r)[-1].startswith("/opt/lading/")
+              and shlex.split(r)[0] in ("spark_apps", "operator", "lading")]
+    assert len(copied) == 3 and max(copied) < ours
+    # the same RUN still checks the image (pip check, the imports, no compiler)
+    assert "pip check" in body[ours][1] and "a compiler is in the image" in body[ours][1]
+    env = " ".join(final.args("ENV"))
+    assert "PYTHONDONTWRITEBYTECODE=1" in env  # pods never write it; the image has it
+
+
+def test_the_spark_cds_archive_is_made_in_the_image_before_our_code() -> None:
+    """docker/spark_cds.sh makes /opt/lading/cds/spark.jsa through the entrypoint's driver mode
+    (so with the class path the pods' JVMs get), after the entrypoint and before our code (the
+    archive depends on the JRE, Spark's jars and the entrypoint: it stays cached while code changes)."""
+    body = stages()[-1].body
+    copies = {shlex.split(r)[-1]: i for i, (w, r) in enumerate(body) if w == "COPY"}
+    built = next(i for i, (w, r) in enumerate(body) if w == "RUN" and "/opt/lading/cds/build.sh" in r)
+    assert copies["/opt/lading/entrypoint.sh"] < built and copies["/opt/lading/cds/build.sh"] < built
+    assert copies["/opt/lading/cds/workload.py"] < built < copies["/opt/lading/spark_apps"]
+    assert ["docker/spark_cds.sh", "/opt/lading/cds/build.sh"] in [shlex.split(r) for w, r in body if w == "COPY"]
+    script = (ROOT / "docker" / "spark_cds.sh").read_text()
+    assert "out=/opt/lading/cds" in script and '"$out/spark.jsa"' in script
+    assert "LADING_SPARK_CDS_DUMP=" in script and "/opt/lading/entrypoint.sh driver" in script
+    assert (ROOT / "docker" / "spark_cds.sh").stat().st_mode & 0o111, "the build script must be executable"
+
+
+def test_the_entrypoint_maps_the_archive_with_a_fixed_class_path_and_a_switch() -> None:
+    script = (ROOT / "docker" / "entrypoint.sh").read_text()
+    assert "cds_archive=/opt/lading/cds/spark.jsa" in script
+    # a JVM that cannot map it runs without it; a user can turn it off
+    assert '"-XX:SharedArchiveFile=$cds_archive" "-Xshare:auto"' in script
+    assert '"${LADING_SPARK_CDS:-1}" != 0' in script
+    # Spark's jars one by one (jars/* is expanded in directory order, which differs by filesystem)
+    assert "local LC_ALL=C" in script and '"$SPARK_HOME"/jars/*.jar' in script
+    assert '"spark.driver.extraClassPath=$spark_jars"' in script  # the driver's: ahead of the conf dir
+    assert '"$JAVA_HOME/bin/java" "${cds_opts[@]}" "${java_opts[@]}"' in script  # the user's options win
+    # no interpreter started to decide whether to wrap the driver
+    assert "python -c" not in script and "on_python_path lading_jobs/driver_pod.py" in script
+    assert "LADING_SPARK_CDS" in (ROOT / "docs" / "install.md").read_text()

@@ -29,6 +29,37 @@ def _executor_view(_: object) -> list[tuple[int, str, str]]:
     return [(os.getuid(), pwd.getpwuid(os.getuid()).pw_name, os.environ.get("SPARK_EXECUTOR_ID", "local"))]
 
 
+CDS_LOG = "/tmp/smoke-classes-*.log"
+"""Where a JVM started with ``-Xlog:class+load=info:file=/tmp/smoke-classes-%p.log`` (the test's
+Java options) logs each class it loads, and its source: a jar, or the class-data-sharing archive
+("shared objects file (top)" for the image's dynamic archive)."""
+
+
+def _class_sources(probe: str) -> dict[str, object] | None:
+    """What this pod's JVM loaded: how many of Spark's classes, how many of them from the image's
+    archive, and where ``probe`` came from (None without such a log)."""
+    import glob
+
+    logs = glob.glob(CDS_LOG)
+    if not logs:
+        return None
+    spark = archived = 0
+    source = None
+    for line in Path(logs[0]).read_text(errors="replace").splitlines():
+        if " org.apache.spark." not in line or " source: " not in line or "$$Lambda" in line:
+            continue
+        spark += 1
+        archived += "source: shared objects file (top)" in line
+        if f" {probe} source: " in line:
+            source = line.split(" source: ", 1)[1]
+    return {"logs": len(logs), "spark_classes": spark, "from_archive": archived, "probe": source}
+
+
+def _executor_classes(_: object) -> list[tuple[str, str]]:
+    view = _class_sources("org.apache.spark.executor.CoarseGrainedExecutorBackend")
+    return [(os.environ.get("SPARK_EXECUTOR_ID", "local"), json.dumps(view))]
+
+
 def main() -> None:
     from pyspark.sql import SparkSession
 
@@ -43,6 +74,7 @@ def main() -> None:
     hadoop_fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"), sc._jsc.hadoopConfiguration())
     marker = jvm.org.apache.hadoop.fs.Path("/tmp/smoke-hadoop-marker")
     hadoop_fs.create(marker).close()
+    executor_classes = {e: json.loads(v) for e, v in sc.parallelize(range(4), 2).mapPartitions(_executor_classes).collect()}
     parquet_rows = None
     if str(sc.master).startswith("local"):  # one filesystem for every task only in local mode
         spark.range(0, 100).write.mode("overwrite").parquet("file:///tmp/smoke-parquet")
@@ -60,6 +92,7 @@ def main() -> None:
         "hadoop_fs_write": bool(hadoop_fs.exists(marker)),
         "parquet_rows": parquet_rows,
         "master": sc.master,
+        "classes": {"driver": _class_sources("org.apache.spark.deploy.SparkSubmit"), "executors": executor_classes},
     }
     spark.stop()
     text = json.dumps(report)

@@ -10,7 +10,9 @@ as a random uid/gid the image has never heard of (no /etc/passwd entry), with
   from the environment Spark sets on them.
 
 Each reports (tests/node/smoke_app.py, in its termination message) the user name Java, Spark and
-Hadoop saw, that the root filesystem refused a write, and what it computed.
+Hadoop saw, that the root filesystem refused a write, and what it computed; in cluster mode also
+where the driver's and the executor's JVMs loaded Spark's classes from: the image's
+class-data-sharing archive.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ from harness.node import NodeCluster, pod_log, termination_message, wait_pod_don
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1800)]
 
 SMOKE = Path(__file__).with_name("smoke_app.py")
+JVM_CLASS_LOG = "-Xshare:on -Xlog:class+load=info:file=/tmp/smoke-classes-%p.log"
+"""Java options for a driver and its executors: the image's archive required, each class's source
+logged (tests/node/smoke_app.py reads the log)."""
+ARCHIVED = "shared objects file (top)"
+"""A class's source in that log when it came from the image's (dynamic) archive."""
 SPARK_ROLE_RULES = [  # what Spark's driver needs in its namespace (the chart's Spark Role grants it)
     {"apiGroups": [""], "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
      "verbs": ["create", "get", "list", "watch", "delete", "deletecollection", "patch", "update"]},
@@ -137,6 +144,9 @@ def test_driver_and_executor_modes_under_spark_submit_cluster_mode(
         "spark.kubernetes.driver.request.cores": "500m", "spark.kubernetes.executor.request.cores": "500m",
         "spark.driver.memory": "768m", "spark.executor.memory": "768m", "spark.executor.instances": "1",
         "spark.kubernetes.submission.waitAppCompletion": "false", "spark.ui.enabled": "false",
+        # the image's class-data-sharing archive (docker/entrypoint.sh): -Xshare:on, a JVM that
+        # cannot map it does not start; each JVM logs where its classes came from (smoke_app.py)
+        "spark.driver.extraJavaOptions": JVM_CLASS_LOG, "spark.executor.extraJavaOptions": JVM_CLASS_LOG,
     }
     submit = [str(Path(sys.executable).with_name("spark-submit")), "--master", f"k8s://{kube.url}",
               "--deploy-mode", "cluster", "--name", "smoke",
@@ -153,6 +163,13 @@ def test_driver_and_executor_modes_under_spark_submit_cluster_mode(
     assert report["master"].startswith("k8s://")
     # the tasks ran on the executor pod, as the same arbitrary uid, named by the entrypoint
     assert [e[:2] for e in report["executors"]] == [[uid, user]] and report["executors"][0][2] == "1"
+    # both JVMs mapped the image's archive and loaded most of Spark's classes from it: the driver's
+    # spark-submit (client mode, the entrypoint's driver mode), the executor's backend (its java)
+    classes = report["classes"]
+    driver_classes, executor_classes = classes["driver"], classes["executors"]["1"]
+    assert driver_classes["probe"] == executor_classes["probe"] == ARCHIVED, classes
+    for seen in (driver_classes, executor_classes):
+        assert seen["logs"] == 1 and seen["from_archive"] > seen["spark_classes"] // 2, classes
     # the driver removes its executor pods when it stops
     deadline = time.monotonic() + 60
     while client.list("v1", "pods", node_namespace, label_selector="spark-role=executor"):
