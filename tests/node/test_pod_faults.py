@@ -1,6 +1,6 @@
 """Pods lost while a CopyJob runs on a real node, and what the user sees afterwards.
 
-Three unloads of a slow query (tests/node/jobs.py ``slow_query``: CPU work per row in the executor,
+Four unloads of a slow query (tests/node/jobs.py ``slow_query``: CPU work per row in the executor,
 two tasks one after the other), each into its own bucket on moto, each hit once its executor runs a
 task (its own log says ``Running task``):
 
@@ -11,7 +11,9 @@ task (its own log says ``Running task``):
   CopyJob Succeeds with exactly the query's rows, one manifest, nothing pending;
 - the driver pod deleted, with ``backoffLimit: 1``: the attempt is lost, the operator submits the
   second attempt of the same run (same run id, same destination), which Succeeds; the destination
-  holds ONE published set (one manifest, exactly the files it lists) and every row once.
+  holds ONE published set (one manifest, exactly the files it lists) and every row once;
+- the driver pod deleted, with ``backoffLimit: 0``: the run Fails with the lost driver as its error,
+  no second attempt, and nothing of it is visible at the destination.
 
 Each is a scenario of the tier's stage (tests/node/scenes.py): it runs beside the tier's other
 cases, only does what a user or a fault does and records what it saw; the tests assert on those
@@ -104,6 +106,24 @@ def driver_lost(scene: Scene, seen: Seen) -> None:
     seen.facts["events"] = [(e["reason"], e["message"]) for e in client.events_about(ns, "driver-lost", "Retrying")]
 
 
+@scenario("driver-lost-no-retry", priority=1)
+def driver_lost_without_retries(scene: Scene, seen: Seen) -> None:
+    client, ns = scene.client, scene.namespace
+    spec = copy_spec({"query": slow_query(FINISHING)}, f"s3://{seen.bucket}/out/", scene.endpoint, backoffLimit=0)
+    create(client, ns, "CopyJob", "driver-lost-once", spec)
+    first = wait_running(client, ns, "CopyJob", "driver-lost-once")
+    seen.apps.append(first)
+    executor_running_task(client, ns, first, timeout=600)
+    seen.victim = f"{first}-driver"
+    client.delete("v1", "pods", ns, seen.victim)
+    seen.status = wait_phase(client, ns, "CopyJob", "driver-lost-once", timeout=900)["status"]
+    wait_until_true(lambda: not spark_pods(client, ns, "executor", first), 120, "executors outlived their lost driver")
+    seen.facts["apps"] = [a["metadata"]["name"] for a in client.list("sparkoperator.k8s.io/v1beta2",
+                                                                     "sparkapplications", ns)
+                          if a["metadata"]["name"].startswith("driver-lost-once-")]
+    seen.out = published(seen.s3, seen.bucket, "")
+
+
 @pytest.mark.scene("deleted")
 def test_kubectl_delete_mid_run_removes_the_driver_and_executors_and_leaves_nothing(
         stage: Stage) -> None:
@@ -156,3 +176,19 @@ def test_the_driver_pod_deleted_mid_run_is_retried_as_the_spec_says_and_commits_
     assert sorted(zip(out.rows.column("id").to_pylist(), out.rows.column("pause").to_pylist(), strict=True)) == \
         slow_query_rows(FINISHING)
     assert seen.pending() == []
+
+
+@pytest.mark.scene("driver-lost-no-retry")
+def test_the_driver_pod_deleted_mid_run_without_retries_fails_and_publishes_nothing(stage: Stage) -> None:
+    seen = stage.outcome("driver-lost-no-retry")
+    status = seen.status
+    assert status["phase"] == "Failed", status
+    # backoffLimit 0: the lost attempt is the run's only one, and its error says what was lost
+    assert int(status.get("attempts") or 1) == 1 and status["sparkApplication"] == seen.apps[0], status
+    assert seen.facts["apps"] in ([], [seen.apps[0]]), seen.facts["apps"]
+    assert "driver" in status["response"]["error"], status["response"]
+    # nothing of the run is visible; its tasks' pending uploads stay for the bucket's
+    # AbortIncompleteMultipartUpload rule, as after any killed run never rerun (docs/copyjob.md)
+    out = seen.out
+    assert out is not None and out.keys == [], out.keys
+    print(f"driver-lost-no-retry: {len(seen.pending())} pending upload(s) left for the lifecycle rule")
