@@ -158,11 +158,13 @@ def running_cluster(directory: Path, image: str) -> Iterator[NodeCluster]:
 
 @dataclass
 class Release:
-    """The chart installed with ``helm install`` for one job namespace."""
+    """The chart installed with ``helm install``: its release name and namespace, the job namespace
+    it serves, and spare job namespaces it serves too (for cases that change their namespace)."""
 
     name: str
     namespace: str
     job_namespace: str
+    spare_namespaces: tuple[str, ...] = ()
 
 
 def wait_pod_done(client: KubeClient, namespace: str, name: str, timeout: float) -> dict[str, Any]:

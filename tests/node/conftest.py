@@ -11,21 +11,28 @@ process: ``LADING_NODE_TESTS=1 python -m pytest -n 0 -m node tests/node``.
   (``--node-ip 10.244.0.1``) with the CRDs installed, plus the node with the image imported.
 - ``node_namespace`` (function): a fresh namespace with Pod Security "restricted" enforced,
   deleted after the test.
+- ``lading_release`` (session): the chart installed once, serving a main job namespace and spare
+  ones; ``stage`` (session): the scenarios the selected tests name, run side by side
+  (tests/node/scenes.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from node.scenes import Scenario, Scene, Stage
+from support.kafka import broker
 
 from harness import identities
 from harness.node import NODE_IP, NodeCluster, Release, missing, running_cluster
@@ -127,30 +134,75 @@ def node_standin(node_cluster: NodeCluster) -> Iterator[SparkOperatorStandIn]:
         yield standin
 
 
-@pytest.fixture(scope="module")
-def lading_release(node_cluster: NodeCluster, request: pytest.FixtureRequest) -> Iterator[Release]:
+# Job namespaces the session's release serves besides its main one, for scenarios that change
+# their namespace (a ResourceQuota, the Spark Role): tests/node/scenes.py, ``own_namespace``.
+SPARE_NAMESPACES = 2
+# Chart values every node test runs with: a driver may ask for more cores than the node has (the
+# unschedulable case; the chart's default policy caps a pod at 8), so the API server's scheduler,
+# not lading's policy, is what stops it.
+HELM_SET = ("policy.limits.default.cores=64",)
+
+
+@pytest.fixture(scope="session")
+def lading_release(node_cluster: NodeCluster) -> Iterator[Release]:
     """``helm install lading charts/lading`` with the built image (pullPolicy Never), its
-    operator Deployment (two replicas, leader election) rolled out, watching every namespace
-    and serving a fresh restricted namespace as its job namespace (``Release.job_namespace``),
-    for the tests of one module. Uninstalled, and both namespaces deleted, afterwards. A module's
-    ``HELM_SET`` (a tuple of ``key=value``) adds chart values of its own."""
+    operator Deployment (two replicas, leader election) rolled out, watching every namespace and
+    serving fresh restricted namespaces as its job namespaces (``Release.job_namespace`` and
+    ``Release.spare_namespaces``), once for the session. Uninstalled, and the namespaces deleted,
+    afterwards."""
     kube = node_cluster.kube
-    node_namespace = restricted_namespace(node_cluster)
+    job_namespaces = [restricted_namespace(node_cluster) for _ in range(1 + SPARE_NAMESPACES)]
     release_ns = f"lading-{uuid.uuid4().hex[:6]}"
     repository, _, tag = node_cluster.image.rpartition(":")
     helm = [str(REPO / ".tools" / "bin" / "helm"), "--kubeconfig", kube.kubeconfig]
     install = [*helm, "install", "lading", str(REPO / "charts" / "lading"), "--namespace", release_ns,
                "--create-namespace", "--set", f"image.repository={repository}", "--set-string", f"image.tag={tag}",
-               "--set", "image.pullPolicy=Never", "--set", f"spark.jobNamespaces={{{node_namespace}}}",
+               "--set", "image.pullPolicy=Never", "--set", f"spark.jobNamespaces={{{','.join(job_namespaces)}}}",
                "--set", "operator.resources.requests.cpu=50m", "--wait", "--timeout", "300s",
-               *(a for value in getattr(request.module, "HELM_SET", ()) for a in ("--set", value))]
+               *(a for value in HELM_SET for a in ("--set", value))]
     done = subprocess.run(install, capture_output=True, text=True, timeout=360)
     if done.returncode != 0:
         pods = kube.client.list("v1", "pods", release_ns)
         raise AssertionError(f"helm install failed: {done.stderr[-2000:]}\n"
                              + "\n".join(f"{p['metadata']['name']}: {json.dumps(p.get('status'))[:800]}" for p in pods))
-    yield Release("lading", release_ns, node_namespace)
+    yield Release("lading", release_ns, job_namespaces[0], tuple(job_namespaces[1:]))
     subprocess.run([*helm, "uninstall", "lading", "--namespace", release_ns, "--wait", "--timeout", "120s"],
                    capture_output=True, text=True, timeout=180)
     kube.delete_namespace(release_ns)
-    kube.delete_namespace(node_namespace)
+    for name in job_namespaces:
+        kube.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def stage(request: pytest.FixtureRequest, node_cluster: NodeCluster, lading_release: Release,
+          node_standin: SparkOperatorStandIn, node_s3: str) -> Iterator[Stage]:
+    """Every scenario the session's selected tests name (``@pytest.mark.scene``), started together
+    (at most ``LADING_NODE_SCENES`` at once, default 5) the first time a test asks; the session
+    waits for all of them at its end."""
+    names = [m.args[0] for item in request.session.items for m in item.iter_markers("scene")]
+    spares = list(lading_release.spare_namespaces)
+    kafka: list[str] = []
+    lock = threading.Lock()
+    with contextlib.ExitStack() as stack:
+        def on_demand_kafka() -> str:
+            """tansu on the node's bridge address (pods reach it; nothing beyond this machine does)."""
+            with lock:
+                if not kafka:
+                    kafka.append(stack.enter_context(broker(NODE_IP)))
+                return kafka[0]
+
+        def make_scene(chosen: Scenario) -> Scene:
+            if chosen.own_namespace:
+                assert spares, f"no spare job namespace left for {chosen.name}: raise SPARE_NAMESPACES"
+                namespace = spares.pop(0)
+            else:
+                namespace = lading_release.job_namespace
+            return Scene(node_cluster.kube.client, namespace, node_s3, node_cluster.kube.kubeconfig,
+                         lading_release.namespace, lading_release.name, on_demand_kafka)
+
+        staged = Stage(names, make_scene, int(os.environ.get("LADING_NODE_SCENES", "5")))
+        staged.start()
+        yield staged
+        failed = list(staged.close())
+        if failed:
+            print(f"scenarios that failed: {failed}")

@@ -114,14 +114,15 @@ def connection(endpoint: str) -> dict[str, Any]:
     return {"secretRef": {"name": "s3"}, "endpoint": endpoint, "region": "us-east-1"}
 
 
-def spark_sizing(cores: str = "400m") -> dict[str, Any]:
-    """One executor; the driver and the executor each ask for ``cores`` of the node's two CPUs."""
+def spark_sizing(cores: str = "100m") -> dict[str, Any]:
+    """One executor; the driver and the executor each ask for ``cores`` of the node's two CPUs
+    (100m: the tier's scenarios run side by side, a dozen Spark pods at a time, tests/node/scenes.py)."""
     return {"executor": {"instances": 1},
             "sparkConf": {"spark.kubernetes.driver.request.cores": cores,
                           "spark.kubernetes.executor.request.cores": cores}}
 
 
-def copy_spec(source: dict[str, Any], target: str | dict[str, Any], endpoint: str, cores: str = "400m",
+def copy_spec(source: dict[str, Any], target: str | dict[str, Any], endpoint: str, cores: str = "100m",
               **fields: Any) -> dict[str, Any]:
     """A CopyJob spec: ``target`` a prefix (Parquet files) or a ``to`` of its own (a table)."""
     to = {"files": target, "format": "parquet"} if isinstance(target, str) else target

@@ -2,96 +2,88 @@
 spark-operator's submission (the stand-in's ``k8s`` mode), the driver and executors as pods.
 
 The answer is read from the resource's status and the data itself: the rows an unload of a
-query over a lading table wrote to S3 (moto on the node's bridge address) are read back.
+query over a lading table wrote to S3 (moto on the node's bridge address) are read back. Both
+cases are scenarios of the tier's stage (tests/node/scenes.py): they run beside the others.
 """
 
 from __future__ import annotations
 
-import io
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-from node.jobs import API, PodsSeen, copy_spec, s3_setup, slow_query, spark_pods, wait_until_true
+from node.jobs import (
+    PodsSeen,
+    copy_spec,
+    create,
+    published,
+    slow_query,
+    spark_pods,
+    wait_phase,
+    wait_running,
+    wait_until_true,
+)
+from node.scenes import Scene, Seen, Stage, scenario
 from support import kv_tables
 
-from harness.node import NodeCluster, Release
-from harness.spark_operator import SparkOperatorStandIn
-
-# The session's node starts inside the first test's budget (pytest-timeout counts fixtures):
-# ~3-5 minutes with the image import on a loaded machine, plus Spark runs of minutes each.
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1800)]
 
+EXPECTED = [(k, f"c{k // 10}") for k in range(0, 60, 2)]  # what twelve_small_parts wrote, k even
 
-def test_unload_of_a_query_over_a_table_runs_as_driver_and_executor_pods(
-        node_cluster: NodeCluster, lading_release: Release, node_standin: SparkOperatorStandIn,
-        node_s3: str) -> None:
-    client = node_cluster.kube.client
-    node_namespace = lading_release.job_namespace
-    s3, bucket = s3_setup(client, node_namespace, node_s3)
-    table = f"s3://{bucket}/tables/kv/"
+
+@scenario("unload", priority=1)
+def unload_of_a_query_over_a_table(scene: Scene, seen: Seen) -> None:
+    client, ns = scene.client, scene.namespace
+    table = f"s3://{seen.bucket}/tables/kv/"
     kv_tables.twelve_small_parts(table)  # 60 rows, k = 0..59, 12 parts
-    expected = [(k, f"c{k // 10}") for k in range(0, 60, 2)]  # what twelve_small_parts wrote, k even
     spec = copy_spec({"query": "SELECT k, v FROM kv WHERE k % 2 = 0", "inputs": [{"name": "kv", "table": table}]},
-                     f"s3://{bucket}/out/", node_s3)
-    with PodsSeen(client, node_namespace) as pods:
-        client.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": "unload", "namespace": node_namespace},
-                       "spec": spec}, "copyjobs")
-        done = client.wait_for(API, "copyjobs", node_namespace, "unload",
-                               lambda o: ((o or {}).get("status") or {}).get("phase") in ("Succeeded", "Failed"),
-                               timeout=600, interval=1)
-        assert done is not None
-        status = done["status"]
-        assert status["phase"] == "Succeeded", status
-        app = status["sparkApplication"]
+                     f"s3://{seen.bucket}/out/", scene.endpoint)
+    create(client, ns, "CopyJob", "unload", spec)
+    app = wait_running(client, ns, "CopyJob", "unload")  # named before spark-submit creates its driver
+    seen.apps.append(app)
+    with PodsSeen(client, ns, app) as pods:
+        seen.status = wait_phase(client, ns, "CopyJob", "unload")["status"]
         # the driver stops its executors when the job ends
-        wait_until_true(lambda: not spark_pods(client, node_namespace, "executor", app), 90,
-                        "executor pods still there after the job")
-    assert status["response"]["rows"] == len(expected)
-    assert "driver" in pods.roles() and "executor" in pods.roles(), pods.seen
-    # the files read back equal the query's answer
-    manifest = status["output"]["manifest"].split("/", 3)[3]
-    listing = s3.list_objects_v2(Bucket=bucket, Prefix="out/").get("Contents", [])
-    parts = [o["Key"] for o in listing if o["Key"].endswith(".parquet") and o["Key"] != manifest]
-    assert parts
-    got = pa.concat_tables([pq.read_table(io.BytesIO(s3.get_object(Bucket=bucket, Key=k)["Body"].read()))
-                            for k in parts])
-    assert sorted(zip(got.column("k").to_pylist(), got.column("v").to_pylist(), strict=True)) == expected
+        wait_until_true(lambda: not spark_pods(client, ns, "executor", app), 90, "executor pods still there after the job")
+    seen.roles = pods.roles()
+    seen.out = published(seen.s3, seen.bucket, "out/")
     # deleting the CopyJob takes its SparkApplication and driver pod with it
-    client.delete(API, "copyjobs", node_namespace, "unload")
-    wait_until_true(lambda: not spark_pods(client, node_namespace, "driver", app), 120,
-                    "the driver pod outlived its CopyJob")
+    client.delete("lading.io/v1alpha1", "copyjobs", ns, "unload")
+    wait_until_true(lambda: not spark_pods(client, ns, "driver", app), 120, "the driver pod outlived its CopyJob")
 
 
-SLOW_QUERY = slow_query(100_000)  # still running when it is cancelled
+@pytest.mark.scene("unload")
+def test_unload_of_a_query_over_a_table_runs_as_driver_and_executor_pods(stage: Stage) -> None:
+    seen = stage.outcome("unload")
+    status = seen.status
+    assert status["phase"] == "Succeeded", status
+    assert status["response"]["rows"] == len(EXPECTED)
+    assert "driver" in seen.roles and "executor" in seen.roles, seen.roles
+    # the files read back equal the query's answer
+    out = seen.out
+    assert out is not None and out.rows is not None and len(out.manifests) == 1
+    assert status["output"]["manifest"].endswith("out/_lading_manifest.json")
+    assert sorted(zip(out.rows.column("k").to_pylist(), out.rows.column("v").to_pylist(), strict=True)) == EXPECTED
 
 
-def test_cancel_mid_run_removes_the_driver_and_executors_and_leaves_nothing(
-        node_cluster: NodeCluster, lading_release: Release, node_standin: SparkOperatorStandIn,
-        node_s3: str) -> None:
-    client = node_cluster.kube.client
-    namespace = lading_release.job_namespace
-    s3, bucket = s3_setup(client, namespace, node_s3)
-    client.create({"apiVersion": API, "kind": "CopyJob", "metadata": {"name": "to-cancel", "namespace": namespace},
-                   "spec": copy_spec({"query": SLOW_QUERY}, f"s3://{bucket}/cancelled/", node_s3)}, "copyjobs")
-    running = client.wait_for(API, "copyjobs", namespace, "to-cancel",
-                              lambda o: bool(((o or {}).get("status") or {}).get("sparkApplication")),
-                              timeout=300, interval=1)
-    assert running is not None
-    app = running["status"]["sparkApplication"]
-    # mid-run: its executor pod is running tasks
+@scenario("cancel")
+def cancel_mid_run(scene: Scene, seen: Seen) -> None:
+    client, ns = scene.client, scene.namespace
+    create(client, ns, "CopyJob", "to-cancel", copy_spec({"query": slow_query(100_000)},
+                                                         f"s3://{seen.bucket}/cancelled/", scene.endpoint))
+    app = wait_running(client, ns, "CopyJob", "to-cancel")
+    seen.apps.append(app)
+    # mid-run: its executor pod is running
     wait_until_true(lambda: any((p.get("status") or {}).get("phase") == "Running"
-                                for p in spark_pods(client, namespace, "executor", app)), 600,
-                    "no executor pod running")
-    client.patch(API, "copyjobs", namespace, "to-cancel", {"spec": {"cancel": True}})
-    done = client.wait_for(API, "copyjobs", namespace, "to-cancel",
-                           lambda o: ((o or {}).get("status") or {}).get("phase") in ("Cancelled", "Failed",
-                                                                                       "Succeeded"),
-                           timeout=120, interval=1)
-    assert done is not None and done["status"]["phase"] == "Cancelled", (done or {}).get("status")
+                                for p in spark_pods(client, ns, "executor", app)), 600, "no executor pod running")
+    client.patch("lading.io/v1alpha1", "copyjobs", ns, "to-cancel", {"spec": {"cancel": True}})
+    seen.status = wait_phase(client, ns, "CopyJob", "to-cancel", timeout=120)["status"]
     # the driver pod goes with its SparkApplication, the executors with the driver
-    wait_until_true(lambda: not spark_pods(client, namespace, "driver", app)
-                    and not spark_pods(client, namespace, "executor", app),
+    wait_until_true(lambda: not spark_pods(client, ns, "driver", app) and not spark_pods(client, ns, "executor", app),
                     120, "Spark pods outlived the cancelled run")
-    assert s3.list_objects_v2(Bucket=bucket, Prefix="cancelled/").get("KeyCount", 0) == 0
-    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    seen.out = published(seen.s3, seen.bucket, "")
+
+
+@pytest.mark.scene("cancel")
+def test_cancel_mid_run_removes_the_driver_and_executors_and_leaves_nothing(stage: Stage) -> None:
+    seen = stage.outcome("cancel")
+    assert seen.status["phase"] == "Cancelled", seen.status
+    assert seen.out is not None and seen.out.keys == []
+    assert seen.pending() == []

@@ -1,6 +1,6 @@
 """Pods lost while a CopyJob runs on a real node, and what the user sees afterwards.
 
-Three unloads of a slow query (tests/node/jobs.py ``slow_query``: CPU work per row in the executor,
+Four unloads of a slow query (tests/node/jobs.py ``slow_query``: CPU work per row in the executor,
 two tasks one after the other), each into its own bucket on moto, each hit once its executor runs a
 task (its own log says ``Running task``):
 
@@ -11,32 +11,28 @@ task (its own log says ``Running task``):
   CopyJob Succeeds with exactly the query's rows, one manifest, nothing pending;
 - the driver pod deleted, with ``backoffLimit: 1``: the attempt is lost, the operator submits the
   second attempt of the same run (same run id, same destination), which Succeeds; the destination
-  holds ONE published set (one manifest, exactly the files it lists) and every row once.
+  holds ONE published set (one manifest, exactly the files it lists) and every row once;
+- the driver pod deleted, with ``backoffLimit: 0``: the run Fails with the lost driver as its error,
+  no second attempt, and nothing of it is visible at the destination.
 
-The three run at once (their pods ask for 300m CPU each: six fit the node's two CPUs beside the
-operator), each as a scenario in a thread of a module fixture that only does what a user or a fault
-does and records what it saw; the tests assert on those records.
+Each is a scenario of the tier's stage (tests/node/scenes.py): it runs beside the tier's other
+cases, only does what a user or a fault does and records what it saw; the tests assert on those
+records.
 """
 
 from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 from node.jobs import (
     API,
     PodsSeen,
-    Published,
     copy_spec,
     create,
     executor_running_task,
     published,
-    s3_setup,
     slow_query,
     slow_query_rows,
     spark_pods,
@@ -44,49 +40,21 @@ from node.jobs import (
     wait_running,
     wait_until_true,
 )
+from node.scenes import Scene, Seen, Stage, scenario
 
-from harness.client import KubeClient
-from harness.node import NodeCluster, Release, pod_log
-from harness.spark_operator import SparkOperatorStandIn
+from harness.node import pod_log
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1800)]
 
-CORES = "300m"      # three jobs at once: 6 x 300m + the operator's 2 x 50m fit 2 CPUs
 FINISHING = 400     # rows of the runs that must finish: two tasks of seconds each on the node
 ENDLESS = 100_000   # rows of the run that is deleted: it never gets near its end
 SLACK = 60.0        # the collector's and spark-operator's own passes on top of a grace period
 
 
-@dataclass
-class Seen:
-    """What a scenario did and saw (``seconds``: from its first apply to its last look)."""
-
-    bucket: str
-    s3: Any
-    apps: list[str] = field(default_factory=list)
-    victim: str = ""
-    status: dict[str, Any] = field(default_factory=dict)
-    executors: list[str] = field(default_factory=list)
-    driver_log: str = ""
-    facts: dict[str, Any] = field(default_factory=dict)
-    out: Published | None = None
-    seconds: float = 0.0
-
-    def pending(self) -> list[str]:
-        return [u["Key"] for u in self.s3.list_multipart_uploads(Bucket=self.bucket).get("Uploads", [])]
-
-
-@dataclass
-class Scene:
-    client: KubeClient
-    namespace: str
-    endpoint: str
-    kubeconfig: str
-
-
+@scenario("deleted", priority=1)
 def deleted_with_kubectl(scene: Scene, seen: Seen) -> None:
     client, ns = scene.client, scene.namespace
-    spec = copy_spec({"query": slow_query(ENDLESS)}, f"s3://{seen.bucket}/deleted/", scene.endpoint, cores=CORES)
+    spec = copy_spec({"query": slow_query(ENDLESS)}, f"s3://{seen.bucket}/deleted/", scene.endpoint)
     create(client, ns, "CopyJob", "deleted", spec)
     app = wait_running(client, ns, "CopyJob", "deleted")
     seen.apps.append(app)
@@ -105,9 +73,10 @@ def deleted_with_kubectl(scene: Scene, seen: Seen) -> None:
                     SLACK, f"SparkApplication {app} was not collected")
 
 
+@scenario("executor-lost", priority=1)
 def executor_lost(scene: Scene, seen: Seen) -> None:
     client, ns = scene.client, scene.namespace
-    spec = copy_spec({"query": slow_query(FINISHING)}, f"s3://{seen.bucket}/out/", scene.endpoint, cores=CORES)
+    spec = copy_spec({"query": slow_query(FINISHING)}, f"s3://{seen.bucket}/out/", scene.endpoint)
     create(client, ns, "CopyJob", "executor-lost", spec)
     app = wait_running(client, ns, "CopyJob", "executor-lost")
     seen.apps.append(app)
@@ -120,9 +89,10 @@ def executor_lost(scene: Scene, seen: Seen) -> None:
     seen.out = published(seen.s3, seen.bucket, "out/")
 
 
+@scenario("driver-lost", priority=2)
 def driver_lost(scene: Scene, seen: Seen) -> None:
     client, ns = scene.client, scene.namespace
-    spec = copy_spec({"query": slow_query(FINISHING)}, f"s3://{seen.bucket}/out/", scene.endpoint, cores=CORES,
+    spec = copy_spec({"query": slow_query(FINISHING)}, f"s3://{seen.bucket}/out/", scene.endpoint,
                      backoffLimit=1)
     create(client, ns, "CopyJob", "driver-lost", spec)
     first = wait_running(client, ns, "CopyJob", "driver-lost")
@@ -136,43 +106,28 @@ def driver_lost(scene: Scene, seen: Seen) -> None:
     seen.facts["events"] = [(e["reason"], e["message"]) for e in client.events_about(ns, "driver-lost", "Retrying")]
 
 
-SCENARIOS: dict[str, Callable[[Scene, Seen], None]] = {
-    "deleted": deleted_with_kubectl, "executor": executor_lost, "driver": driver_lost}
+@scenario("driver-lost-no-retry", priority=1)
+def driver_lost_without_retries(scene: Scene, seen: Seen) -> None:
+    client, ns = scene.client, scene.namespace
+    spec = copy_spec({"query": slow_query(FINISHING)}, f"s3://{seen.bucket}/out/", scene.endpoint, backoffLimit=0)
+    create(client, ns, "CopyJob", "driver-lost-once", spec)
+    first = wait_running(client, ns, "CopyJob", "driver-lost-once")
+    seen.apps.append(first)
+    executor_running_task(client, ns, first, timeout=600)
+    seen.victim = f"{first}-driver"
+    client.delete("v1", "pods", ns, seen.victim)
+    seen.status = wait_phase(client, ns, "CopyJob", "driver-lost-once", timeout=900)["status"]
+    wait_until_true(lambda: not spark_pods(client, ns, "executor", first), 120, "executors outlived their lost driver")
+    seen.facts["apps"] = [a["metadata"]["name"] for a in client.list("sparkoperator.k8s.io/v1beta2",
+                                                                     "sparkapplications", ns)
+                          if a["metadata"]["name"].startswith("driver-lost-once-")]
+    seen.out = published(seen.s3, seen.bucket, "")
 
 
-@pytest.fixture(scope="module")
-def runs(node_cluster: NodeCluster, lading_release: Release, node_standin: SparkOperatorStandIn,
-         node_s3: str) -> Iterator[dict[str, tuple[Future[None], Seen]]]:
-    """The three scenarios, started together; each test waits for its own."""
-    client = node_cluster.kube.client
-    scene = Scene(client, lading_release.job_namespace, node_s3, node_cluster.kube.kubeconfig)
-
-    def timed(run: Callable[[Scene, Seen], None], seen: Seen) -> None:
-        began = time.monotonic()
-        try:
-            run(scene, seen)
-        finally:
-            seen.seconds = time.monotonic() - began
-
-    with ThreadPoolExecutor(len(SCENARIOS), thread_name_prefix="fault") as pool:
-        started = {}
-        for name, run in SCENARIOS.items():
-            s3, bucket = s3_setup(client, scene.namespace, node_s3)  # one at a time: the Secret once
-            seen = Seen(bucket, s3)
-            started[name] = (pool.submit(timed, run, seen), seen)
-        yield started
-
-
-def outcome(runs: dict[str, tuple[Future[None], Seen]], name: str) -> Seen:
-    future, seen = runs[name]
-    future.result(timeout=1500)  # the scenario's own failure (a wait that timed out) is raised here
-    print(f"{name}: {seen.seconds:.1f} s from apply to the last look; {seen.facts.get('pods_gone_seconds', '')}")
-    return seen
-
-
+@pytest.mark.scene("deleted")
 def test_kubectl_delete_mid_run_removes_the_driver_and_executors_and_leaves_nothing(
-        runs: dict[str, tuple[Future[None], Seen]]) -> None:
-    seen = outcome(runs, "deleted")
+        stage: Stage) -> None:
+    seen = stage.outcome("deleted")
     assert seen.facts["kubectl"][0] == 0, seen.facts["kubectl"]
     assert seen.facts["copyjob_left"] is None  # nothing of lading's holds a deletion up
     assert seen.facts["pods_gone_seconds"] <= seen.facts["grace"] + SLACK
@@ -180,9 +135,10 @@ def test_kubectl_delete_mid_run_removes_the_driver_and_executors_and_leaves_noth
     assert out.keys == [] and seen.pending() == []
 
 
+@pytest.mark.scene("executor-lost")
 def test_an_executor_pod_deleted_mid_run_the_job_still_succeeds_with_the_right_rows(
-        runs: dict[str, tuple[Future[None], Seen]]) -> None:
-    seen = outcome(runs, "executor")
+        stage: Stage) -> None:
+    seen = stage.outcome("executor-lost")
     status = seen.status
     assert status["phase"] == "Succeeded", status
     assert int(status.get("attempts") or 1) == 1  # Spark itself recovered: no retry of ours
@@ -199,9 +155,10 @@ def test_an_executor_pod_deleted_mid_run_the_job_still_succeeds_with_the_right_r
     assert seen.pending() == []
 
 
+@pytest.mark.scene("driver-lost")
 def test_the_driver_pod_deleted_mid_run_is_retried_as_the_spec_says_and_commits_once(
-        runs: dict[str, tuple[Future[None], Seen]]) -> None:
-    seen = outcome(runs, "driver")
+        stage: Stage) -> None:
+    seen = stage.outcome("driver-lost")
     status = seen.status
     assert status["phase"] == "Succeeded", status
     first, second = seen.apps
@@ -219,3 +176,19 @@ def test_the_driver_pod_deleted_mid_run_is_retried_as_the_spec_says_and_commits_
     assert sorted(zip(out.rows.column("id").to_pylist(), out.rows.column("pause").to_pylist(), strict=True)) == \
         slow_query_rows(FINISHING)
     assert seen.pending() == []
+
+
+@pytest.mark.scene("driver-lost-no-retry")
+def test_the_driver_pod_deleted_mid_run_without_retries_fails_and_publishes_nothing(stage: Stage) -> None:
+    seen = stage.outcome("driver-lost-no-retry")
+    status = seen.status
+    assert status["phase"] == "Failed", status
+    # backoffLimit 0: the lost attempt is the run's only one, and its error says what was lost
+    assert int(status.get("attempts") or 1) == 1 and status["sparkApplication"] == seen.apps[0], status
+    assert seen.facts["apps"] in ([], [seen.apps[0]]), seen.facts["apps"]
+    assert "driver" in status["response"]["error"], status["response"]
+    # nothing of the run is visible; its tasks' pending uploads stay for the bucket's
+    # AbortIncompleteMultipartUpload rule, as after any killed run never rerun (docs/copyjob.md)
+    out = seen.out
+    assert out is not None and out.keys == [], out.keys
+    print(f"driver-lost-no-retry: {len(seen.pending())} pending upload(s) left for the lifecycle rule")

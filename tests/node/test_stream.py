@@ -2,6 +2,7 @@
 stand-in's ``k8s`` mode), the stream's driver and executor as pods reading tansu on the node's bridge
 address (never beyond this machine) into a lading table in moto.
 
+It is a scenario of the tier's stage (tests/node/scenes.py), run beside the tier's other cases.
 The answer comes from the resource's status (rows, lag, offsets from the driver's progress endpoint,
 which the operator polls at the driver pod's address) and from the table itself, read back here.
 """
@@ -10,30 +11,22 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from node.jobs import connection, s3_setup, spark_pods, spark_sizing, wait_until_true
-from support.kafka import broker, create_topic, produce
+from node.jobs import connection, spark_pods, spark_sizing, wait_until_true
+from node.scenes import Scene, Seen, Stage, scenario
+from support.kafka import create_topic, produce
 
 from harness.client import KubeClient
-from harness.node import NODE_IP, NodeCluster, Release
-from harness.spark_operator import SparkOperatorStandIn
 from lading_jobs.table.log.commits import TableLog
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1800)]
 API = "lading.io/v1alpha1"
 PLURAL = "streamcopies"
 SCHEMA = [{"name": "id", "type": "bigint", "nullable": False}, {"name": "n", "type": "string"}]
-
-
-@pytest.fixture(scope="module")
-def node_kafka(node_cluster: NodeCluster) -> Iterator[str]:
-    """tansu on the node's bridge address: pods reach it, nothing beyond this machine does."""
-    with broker(NODE_IP) as address:
-        yield address
 
 
 def send(kafka: str, topic: str, ids: range) -> None:
@@ -71,53 +64,63 @@ def table_ids(s3: Any, uri: str) -> list[int]:
     return sorted(ids)
 
 
-def test_a_streamcopy_from_kafka_runs_suspends_resumes_and_loads_every_message_once(
-        node_cluster: NodeCluster, lading_release: Release, node_standin: SparkOperatorStandIn,
-        node_s3: str, node_kafka: str) -> None:
-    client = node_cluster.kube.client
-    namespace, name = lading_release.job_namespace, "from-kafka"
-    s3, bucket = s3_setup(client, namespace, node_s3)
-    topic = create_topic(node_kafka, partitions=2, prefix="orders")
-    table = f"s3://{bucket}/tables/orders/"
-    spec = {"source": {"kafka": {"bootstrapServers": [node_kafka], "topics": [topic], "startingOffsets": "earliest",
+@scenario("stream", priority=3)
+def stream_from_kafka(scene: Scene, seen: Seen) -> None:
+    client, ns, name, kafka = scene.client, scene.namespace, "from-kafka", scene.kafka()
+    topic = create_topic(kafka, partitions=2, prefix="orders")
+    table = f"s3://{seen.bucket}/tables/orders/"
+    seen.facts["topic"] = topic
+    spec = {"source": {"kafka": {"bootstrapServers": [kafka], "topics": [topic], "startingOffsets": "earliest",
                                  "valueFormat": "json"}},
             "target": {"table": table, "schema": SCHEMA},
-            "batching": {"maxBatchInterval": "1s"}, "spark": spark_sizing(), "connection": connection(node_s3)}
-    send(node_kafka, topic, range(10))
-    client.create({"apiVersion": API, "kind": "StreamCopy", "metadata": {"name": name, "namespace": namespace},
+            "batching": {"maxBatchInterval": "1s"}, "spark": spark_sizing(), "connection": connection(scene.endpoint)}
+    send(kafka, topic, range(10))
+    client.create({"apiVersion": API, "kind": "StreamCopy", "metadata": {"name": name, "namespace": ns},
                    "spec": spec}, PLURAL)
 
     # Running: rows, offsets and lag in status from the driver's progress; the driver keeps running.
-    status = wait(client, namespace, name, caught_up(10))["status"]
-    first = status["sparkApplication"]
-    assert status["offsets"] == {f"{topic}:0": 5, f"{topic}:1": 5}
-    assert status["lagPartitions"] == {f"{topic}:0": 0, f"{topic}:1": 0}
-    assert status["batches"] >= 1 and status["progressUpdatedAt"]
-    send(node_kafka, topic, range(10, 20))
-    status = wait(client, namespace, name, caught_up(20))["status"]
-    assert status["sparkApplication"] == first  # the same driver, still running
-    (driver,) = spark_pods(client, namespace, "driver", first)
-    assert (driver.get("status") or {}).get("phase") == "Running"
+    seen.facts["first"] = wait(client, ns, name, caught_up(10))["status"]
+    first = seen.facts["first"]["sparkApplication"]
+    seen.apps.append(first)
+    send(kafka, topic, range(10, 20))
+    seen.facts["second"] = wait(client, ns, name, caught_up(20))["status"]
+    seen.facts["driver_phases"] = [(p.get("status") or {}).get("phase") for p in spark_pods(client, ns, "driver", first)]
 
     # Suspend: the application and its pods go; messages sent meanwhile wait in Kafka.
-    client.patch(API, PLURAL, namespace, name, {"spec": {"suspend": True}})
-    wait(client, namespace, name, lambda o: conditions(o or {}).get("Ready", {}).get("reason") == "Suspended")
-    wait_until_true(lambda: not spark_pods(client, namespace, "driver", first)
-                    and not spark_pods(client, namespace, "executor", first), 120,
-                    "the suspended stream's pods are still there")
-    assert client.list("sparkoperator.k8s.io/v1beta2", "sparkapplications", namespace) == []
-    send(node_kafka, topic, range(20, 30))
+    client.patch(API, PLURAL, ns, name, {"spec": {"suspend": True}})
+    wait(client, ns, name, lambda o: conditions(o or {}).get("Ready", {}).get("reason") == "Suspended")
+    wait_until_true(lambda: not spark_pods(client, ns, "driver", first) and not spark_pods(client, ns, "executor", first),
+                    120, "the suspended stream's pods are still there")
+    seen.facts["apps_suspended"] = [a["metadata"]["name"] for a in
+                                    client.list("sparkoperator.k8s.io/v1beta2", "sparkapplications", ns)
+                                    if a["metadata"]["name"].startswith(f"{name}-")]
+    send(kafka, topic, range(20, 30))
 
     # Resume: a new application continues from the offsets the table committed.
-    client.patch(API, PLURAL, namespace, name, {"spec": {"suspend": False}})
-    status = wait(client, namespace, name, caught_up(30))["status"]
-    resumed = status["sparkApplication"]
-    assert resumed != first
-    assert status["offsets"] == {f"{topic}:0": 15, f"{topic}:1": 15}
-    assert table_ids(s3, table) == list(range(30))  # every message exactly once
+    client.patch(API, PLURAL, ns, name, {"spec": {"suspend": False}})
+    seen.status = wait(client, ns, name, caught_up(30))["status"]
+    resumed = seen.status["sparkApplication"]
+    seen.apps.append(resumed)
+    seen.facts["ids"] = table_ids(seen.s3, table)
 
     # Delete: the application and its pods go.
-    client.delete(API, PLURAL, namespace, name)
-    wait_until_true(lambda: not spark_pods(client, namespace, "driver", resumed)
-                    and not spark_pods(client, namespace, "executor", resumed), 120,
-                    "the stream's pods outlived it")
+    client.delete(API, PLURAL, ns, name)
+    wait_until_true(lambda: not spark_pods(client, ns, "driver", resumed) and not spark_pods(client, ns, "executor", resumed),
+                    120, "the stream's pods outlived it")
+
+
+@pytest.mark.scene("stream")
+def test_a_streamcopy_from_kafka_runs_suspends_resumes_and_loads_every_message_once(stage: Stage) -> None:
+    seen = stage.outcome("stream")
+    facts, topic = seen.facts, seen.facts["topic"]
+    first = facts["first"]
+    assert first["offsets"] == {f"{topic}:0": 5, f"{topic}:1": 5}
+    assert first["lagPartitions"] == {f"{topic}:0": 0, f"{topic}:1": 0}
+    assert first["batches"] >= 1 and first["progressUpdatedAt"]
+    assert facts["second"]["sparkApplication"] == first["sparkApplication"]  # the same driver, still running
+    assert facts["driver_phases"] == ["Running"]
+    assert facts["apps_suspended"] == []  # suspended: no SparkApplication of the stream's
+    status = seen.status
+    assert status["sparkApplication"] != first["sparkApplication"]  # resumed as a new application
+    assert status["offsets"] == {f"{topic}:0": 15, f"{topic}:1": 15}
+    assert facts["ids"] == list(range(30))  # every message exactly once

@@ -4,7 +4,8 @@ compacts it, each as a driver pod and an executor pod from the built image.
 Each answer is read from the resource's status and checked against the data itself: the table
 read back by lading's reader, and by DuckDB's own ``iceberg_scan`` through its own S3 client
 (``httpfs``) from the table's Iceberg mirror on moto, as a user's DuckDB reads it. The Compaction
-runs on the table the load made (one load, one compaction: the two Spark runs this module costs).
+runs on the table the load made (one load, one compaction: the two Spark runs this module costs),
+both in one scenario of the tier's stage (tests/node/scenes.py), beside the tier's other cases.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections import Counter
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -23,16 +23,15 @@ from node.jobs import (
     connection,
     copy_spec,
     create,
-    s3_setup,
     spark_pods,
     spark_sizing,
     wait_phase,
+    wait_running,
     wait_until_true,
 )
+from node.scenes import Scene, Seen, Stage, scenario
 from support.iceberg_readers import duckdb_s3_rows, multiset
 
-from harness.node import NodeCluster, Release
-from harness.spark_operator import SparkOperatorStandIn
 from lading_jobs.table import reader
 from lading_jobs.table.log.commits import Snapshot, TableLog
 
@@ -58,99 +57,99 @@ def csv_file(n: int) -> tuple[bytes, list[tuple[Any, ...]]]:
     return ("\n".join(lines) + "\n").encode(), rows
 
 
-@dataclass
-class Loaded:
-    """The module's table after its load: the CopyJob as it ended, the rows its files hold."""
-
-    uri: str
-    endpoint: str
-    status: dict[str, Any]
-    files: list[str]
-    expected: Counter[tuple[Any, ...]]
-    roles: list[str]
-    seconds: float
-
-
 def lading_rows(uri: str) -> Counter[tuple[Any, ...]]:
     return multiset(reader.scan(uri), COLUMNS)
 
 
-def duckdb_answer(loaded: Loaded) -> Counter[tuple[Any, ...]]:
-    got: pa.Table = duckdb_s3_rows(loaded.uri, loaded.endpoint, "testing", "testing")
+def duckdb_answer(uri: str, endpoint: str) -> Counter[tuple[Any, ...]]:
+    got: pa.Table = duckdb_s3_rows(uri, endpoint, "testing", "testing")
     return multiset(got, COLUMNS)
 
 
-@pytest.fixture(scope="module")
-def loaded(node_cluster: NodeCluster, lading_release: Release, node_standin: SparkOperatorStandIn,
-           node_s3: str) -> Loaded:
-    """One load of four CSV files under a prefix into a new table, run to its end."""
-    client = node_cluster.kube.client
-    namespace = lading_release.job_namespace
-    s3, bucket = s3_setup(client, namespace, node_s3)
+@scenario("load-then-compact", priority=3)
+def load_then_compact(scene: Scene, seen: Seen) -> None:
+    """One load of four CSV files under a prefix into a new table, run to its end, the table read
+    back; then a Compaction of that table, the table read back again."""
+    client, ns, bucket = scene.client, scene.namespace, seen.bucket
     expected: Counter[tuple[Any, ...]] = Counter()
     files = []
     for n in range(FILES):
         body, rows = csv_file(n)
-        s3.put_object(Bucket=bucket, Key=f"in/part-{n}.csv", Body=body)
+        seen.s3.put_object(Bucket=bucket, Key=f"in/part-{n}.csv", Body=body)
         files.append(f"s3://{bucket}/in/part-{n}.csv")
         expected.update(rows)
     uri = f"s3://{bucket}/tables/payments/"
+    seen.facts.update(uri=uri, files=files, expected=expected)
     spec = copy_spec({"files": f"s3://{bucket}/in/", "format": "csv", "options": {"header": True}},
-                     {"table": uri, "schema": SCHEMA}, node_s3)
+                     {"table": uri, "schema": SCHEMA}, scene.endpoint)
     # one task per file even for files this small (the planner packs small files up to the run's
     # bytes over its parallelism): the table gets several parts for the Compaction below
     spec["spark"]["sparkConf"]["spark.default.parallelism"] = str(FILES)
+    create(client, ns, "CopyJob", "load", spec)
+    app = wait_running(client, ns, "CopyJob", "load")
+    with PodsSeen(client, ns, app) as pods:
+        seen.status = wait_phase(client, ns, "CopyJob", "load")["status"]
+        seen.facts["load_seconds"] = time.monotonic() - seen.began
+        wait_until_true(lambda: not spark_pods(client, ns, "executor", app), 90, "executor pods still there after the load")
+    seen.roles = pods.roles()
+    if seen.status["phase"] != "Succeeded":
+        return
+    seen.facts["loaded"] = TableLog.open_existing(uri).snapshot()
+    seen.facts["loaded_rows"] = lading_rows(uri)
+    seen.facts["loaded_duckdb"] = duckdb_answer(uri, scene.endpoint)
+
+    before: Snapshot = seen.facts["loaded"]
+    if len(before.parts) < 2:
+        return
+    compaction = {"table": uri, "minInputFiles": 2, "connection": connection(scene.endpoint), "spark": spark_sizing()}
     began = time.monotonic()
-    with PodsSeen(client, namespace) as pods:
-        create(client, namespace, "CopyJob", "load", spec)
-        done = wait_phase(client, namespace, "CopyJob", "load")
-        seconds = time.monotonic() - began
-        app = done["status"].get("sparkApplication", "")
-        wait_until_true(lambda: not spark_pods(client, namespace, "executor", app), 90,
-                        "executor pods still there after the load")
-    return Loaded(uri, node_s3, done["status"], files, expected, pods.roles(), seconds)
+    create(client, ns, "Compaction", "compact", compaction)
+    seen.facts["compaction"] = wait_phase(client, ns, "Compaction", "compact")["status"]
+    seen.facts["compaction_seconds"] = time.monotonic() - began
+    seen.facts["compacted"] = TableLog.open_existing(uri).snapshot()
+    seen.facts["compacted_rows"] = lading_rows(uri)
+    seen.facts["compacted_duckdb"] = duckdb_answer(uri, scene.endpoint)
 
 
-def test_load_into_a_table_reads_back_in_lading_and_in_duckdbs_iceberg_reader(loaded: Loaded) -> None:
-    status = loaded.status
+@pytest.mark.scene("load-then-compact")
+def test_load_into_a_table_reads_back_in_lading_and_in_duckdbs_iceberg_reader(stage: Stage) -> None:
+    seen = stage.outcome("load-then-compact")
+    status, facts = seen.status, seen.facts
     assert status["phase"] == "Succeeded", status
-    print(f"load: apply -> Succeeded in {loaded.seconds:.1f} s")
-    assert "driver" in loaded.roles and "executor" in loaded.roles, loaded.roles
-    rows = sum(loaded.expected.values())
+    print(f"load: apply -> Succeeded in {facts['load_seconds']:.1f} s")
+    assert "driver" in seen.roles and "executor" in seen.roles, seen.roles
+    expected: Counter[tuple[Any, ...]] = facts["expected"]
+    rows = sum(expected.values())
     assert status["response"]["rows"] == rows and not status["response"].get("rowsRejected")
-    snapshot: Snapshot = TableLog.open_existing(loaded.uri).snapshot()
+    snapshot: Snapshot = facts["loaded"]
     # ONE commit: the one that creates the table carries every file's rows and ledger entry
     assert snapshot.version == 0 and snapshot.rows == rows
-    assert {f: (e.version, e.rows) for f in loaded.files if (e := snapshot.ledger.get(f))} == \
-        {f: (0, 5) for f in loaded.files}
-    output = status["output"]
-    assert (output["files"], output["destination"]) == (FILES, loaded.uri)
-    assert output["icebergMetadata"] == f"{loaded.uri}metadata/v0.metadata.json"
-    assert lading_rows(loaded.uri) == loaded.expected
+    assert {f: (e.version, e.rows) for f in facts["files"] if (e := snapshot.ledger.get(f))} == \
+        {f: (0, 5) for f in facts["files"]}
+    output, uri = status["output"], facts["uri"]
+    assert (output["files"], output["destination"]) == (FILES, uri)
+    assert output["icebergMetadata"] == f"{uri}metadata/v0.metadata.json"
+    assert facts["loaded_rows"] == expected
     # DuckDB's own Iceberg reader, from S3, through the mirror's newest metadata
-    assert duckdb_answer(loaded) == loaded.expected
+    assert facts["loaded_duckdb"] == expected
 
 
-def test_compaction_of_the_loaded_table_leaves_fewer_parts_and_the_same_answer(
-        node_cluster: NodeCluster, lading_release: Release, loaded: Loaded) -> None:
-    assert loaded.status["phase"] == "Succeeded", "the load this compaction needs failed"
-    client = node_cluster.kube.client
-    namespace = lading_release.job_namespace
-    log = TableLog.open_existing(loaded.uri)
-    before = log.snapshot()
+@pytest.mark.scene("load-then-compact")
+def test_compaction_of_the_loaded_table_leaves_fewer_parts_and_the_same_answer(stage: Stage) -> None:
+    seen = stage.outcome("load-then-compact")
+    facts = seen.facts
+    assert seen.status["phase"] == "Succeeded", "the load this compaction needs failed"
+    before: Snapshot = facts["loaded"]
     assert len(before.parts) >= 2, f"the load wrote {len(before.parts)} part(s): nothing to compact"
-    spec = {"table": loaded.uri, "minInputFiles": 2, "connection": connection(loaded.endpoint),
-            "spark": spark_sizing()}
-    began = time.monotonic()
-    create(client, namespace, "Compaction", "compact", spec)
-    status = wait_phase(client, namespace, "Compaction", "compact")["status"]
-    print(f"compaction: apply -> {status['phase']} in {time.monotonic() - began:.1f} s")
+    status = facts["compaction"]
+    print(f"compaction: apply -> {status['phase']} in {facts['compaction_seconds']:.1f} s")
     assert status["phase"] == "Succeeded", status
-    after = log.snapshot()
+    after: Snapshot = facts["compacted"]
     assert len(after.parts) < len(before.parts) and after.version == before.version + 1
     assert (status["partsBefore"], status["partsAfter"]) == (len(before.parts), len(after.parts))
     assert status["response"]["rows"] == after.rows == before.rows
     assert status["tableVersion"] == after.version
-    assert status["output"]["icebergMetadata"] == f"{loaded.uri}metadata/v{after.version}.metadata.json"
-    assert lading_rows(loaded.uri) == loaded.expected
-    assert duckdb_answer(loaded) == loaded.expected
+    uri = facts["uri"]
+    assert status["output"]["icebergMetadata"] == f"{uri}metadata/v{after.version}.metadata.json"
+    assert facts["compacted_rows"] == facts["expected"]
+    assert facts["compacted_duckdb"] == facts["expected"]
