@@ -17,9 +17,13 @@ came, offsets moved, page and bloom-filter index references dropped.
 What is copied is trusted, so only where it is provably the same:
 
 * a column chunk is copied when its Parquet schema element equals the one pyarrow
-  writes for the output column, its type is a boolean, integer, string or binary
-  (``COPYABLE``: values read as they are stored; dates and timestamps may need a
-  calendar rebase, floats' statistics are not trusted) and its codec is the one asked for;
+  writes for the output column, its type is a boolean, integer, string, binary or
+  decimal (``_copyable_type``: values read as they are stored; dates and timestamps
+  may need a calendar rebase, floats' statistics are not trusted: parquet-mr writes
+  NaN as a bound) and its codec is the one asked for. A decimal's element is equal
+  only where it is stored as pyarrow stores it, in fixed-length bytes (Spark stores
+  precisions up to 18 as integers: those are encoded); those writers order their
+  bounds as signed numbers, as pyarrow does;
 * a file's chunks are copied only if it was written by parquet-mr ≥ 1.10 or
   parquet-cpp-arrow (writers whose statistics use the type's order, as its
   ``column_orders`` must declare) and is neither encrypted nor nested;
@@ -120,7 +124,7 @@ columns encoded again into two row groups), so neither does the task writer."""
 
 def _copyable_type(t: pa.DataType) -> bool:
     return (pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_string(t)
-            or pa.types.is_binary(t))
+            or pa.types.is_binary(t) or pa.types.is_decimal128(t))
 
 
 def _same_element(a: thrift.Struct, b: thrift.Struct) -> bool:
