@@ -182,7 +182,6 @@ class CsvEncoder:
     def _field(self, values: pa.Array, field: pa.Field, forced: bool) -> tuple[pa.Array, bool]:
         """Quote where the dialect needs it; NULL becomes the null string, unquoted.
         Also whether any value was quoted."""
-        o = self.options
         if forced:
             needs: pa.Array | None = pc.is_valid(values)
         elif _plain(field) and self._plain_safe:
@@ -194,7 +193,20 @@ class CsvEncoder:
         if quoted:
             assert needs is not None
             values = self._quote_where(values, needs, count)
-        return (pc.fill_null(values, o.null) if values.null_count else values), quoted
+        return (self._nulls_as_text(values) if values.null_count else values), quoted
+
+    def _nulls_as_text(self, values: pa.Array) -> pa.Array:
+        """``values`` with each NULL as the null string. The default null string is empty, and a
+        null slot normally spans no bytes: then the array without its validity bitmap already
+        reads so (no copy of the text, which ``fill_null`` makes)."""
+        if self.options.null == "" and pa.types.is_string(values.type):
+            n = len(values)
+            offsets = np.frombuffer(values.buffers()[1], np.int32)[values.offset: values.offset + n + 1]
+            empty = offsets[1:] == offsets[:-1]
+            if empty.all() or empty[np.asarray(pc.is_null(values))].all():
+                return pa.StringArray.from_buffers(n, values.buffers()[1], values.buffers()[2], None, 0,
+                                                   values.offset)
+        return pc.fill_null(values, self.options.null)
 
     def fields(self, batch: pa.RecordBatch) -> tuple[list[pa.Array], bool]:
         """The final (quoted) field text of every column, and whether any value was quoted."""
