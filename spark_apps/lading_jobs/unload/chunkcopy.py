@@ -151,10 +151,13 @@ def _one_group_file(footer: thrift.Struct, g: int, chunks: list[Chunk]) -> bytes
     return b"".join([MAGIC, *(c.data for c in chunks), encoded, len(encoded).to_bytes(4, "little"), MAGIC])
 
 
-def _decode(uri: str, pf: pq.ParquetFile, g: int, lading: pa.Schema) -> list[pa.RecordBatch]:
-    """Row group ``g``'s rows in lading's Arrow types of the input, as ``sources.files`` reads them."""
+def _decode(uri: str, pf: pq.ParquetFile, g: int, lading: pa.Schema, whole: bool = False) -> list[pa.RecordBatch]:
+    """Row group ``g``'s rows in lading's Arrow types of the input, as ``sources.files`` reads them;
+    ``whole``: in one batch (a group ``_plan`` bounded, held decoded whole anyway: less CPU than
+    batches of pyarrow's default size)."""
     with sources_files.named_errors(uri):
-        return [b for b in sources_files.parquet_batches(pf, [g], lading) if b.num_rows]
+        rows = max(1, pf.metadata.row_group(g).num_rows) if whole else 65536
+        return [b for b in sources_files.parquet_batches(pf, [g], lading, rows) if b.num_rows]
 
 
 def _relative(cc: thrift.Struct, name: bytes) -> thrift.Struct:
@@ -268,7 +271,7 @@ class CopyWriter:
                 sources = self._read_group(f, uri, footer, g)
                 with sources_files.named_errors(uri):  # the row group decoded from the bytes just read
                     mini = sources_files.open_parquet(pa.BufferReader(_one_group_file(footer, g, sources)))
-                read = _decode(uri, mini, 0, lading)
+                read = _decode(uri, mini, 0, lading, whole=True)
                 if read:
                     self._copy_group(footer, g, plan, sources, read)
 
