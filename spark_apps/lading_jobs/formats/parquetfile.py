@@ -53,6 +53,9 @@ class FileTooSmall(ValueError):
 
 DICTIONARY_SAMPLE_ROWS = 8192
 DICTIONARY_MIN_SAMPLE = 1024
+DICTIONARY_PAGE_BYTES = 1024 * 1024
+"""pyarrow's ``dictionary_pagesize_limit`` (its default): past it a column chunk's dictionary is
+abandoned and the rest of its values are written plain."""
 
 
 def _sampled(t: pa.DataType) -> bool:
@@ -60,17 +63,39 @@ def _sampled(t: pa.DataType) -> bool:
             or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t))
 
 
+def _stored_width(t: pa.DataType) -> int:
+    """Bytes one value of ``t`` (``_sampled``) takes in a Parquet dictionary page: a decimal's
+    fixed-length bytes are as few as its precision needs, as pyarrow writes them."""
+    if pa.types.is_decimal(t):
+        return next(n for n in range(1, 33) if 2 ** (8 * n - 1) > 10**t.precision)
+    return max(1, t.bit_width // 8)
+
+
+def estimated_distinct(values: pa.Array) -> float:
+    """How many distinct values the column the non-null sample ``values`` comes from has
+    (Chao's bias-corrected estimator, from how many values the sample holds once and twice:
+    ``d + f1 (f1 - 1) / (2 (f2 + 1))``); a sample without repeats gives about its size squared."""
+    counts = pc.value_counts(values).field("counts")
+    once = pc.sum(pc.equal(counts, 1)).as_py() or 0
+    twice = pc.sum(pc.equal(counts, 2)).as_py() or 0
+    return len(counts) + once * (once - 1) / (2 * (twice + 1))
+
+
 def dictionary_columns(sample: pa.RecordBatch | pa.Table) -> bool | list[str]:
     """The columns worth dictionary encoding, judged from a task's first rows.
 
     Parquet writers try a dictionary for every column and fall back to plain
-    encoding once the dictionary page is full; for a column of distinct values
-    (ids, event times, amounts) that hashing is wasted: it made pyarrow's Parquet
-    encoding about twice as slow on the benchmark's data. A numeric or temporal
-    column whose first 8192 non-null values hold no repeat is written plain;
-    every other column (strings included: a short sample says little about their
-    cardinality) keeps the dictionary. ``True`` means all of them (also for
-    nested schemas, whose leaf paths are left to pyarrow).
+    encoding once the dictionary page is full (``DICTIONARY_PAGE_BYTES``); for a
+    column of (nearly) distinct values (ids, event times, amounts) that hashing is
+    wasted: it made pyarrow's Parquet encoding about twice as slow on the
+    benchmark's data, and the abandoned dictionary page makes the file larger. A
+    numeric or temporal column is written plain when its first 8192 non-null
+    values say its distinct values (``estimated_distinct``) would not fit in one
+    dictionary page: a sample without any repeat, or with a few repeated values
+    (NaN, infinities, a default) among mostly distinct ones. Every other column
+    (strings included: a short sample says little about their cardinality) keeps
+    the dictionary. ``True`` means all of them (also for nested schemas, whose
+    leaf paths are left to pyarrow).
     """
     if any(pa.types.is_nested(f.type) for f in sample.schema):
         return True
@@ -79,7 +104,8 @@ def dictionary_columns(sample: pa.RecordBatch | pa.Table) -> bool | list[str]:
     for field, column in zip(sample.schema, head.columns, strict=True):
         if _sampled(field.type):
             values = column.drop_null()
-            if len(values) >= DICTIONARY_MIN_SAMPLE and len(pc.unique(values)) == len(values):
+            if (len(values) >= DICTIONARY_MIN_SAMPLE
+                    and estimated_distinct(values) * _stored_width(field.type) > DICTIONARY_PAGE_BYTES):
                 continue
         keep.append(field.name)
     return True if len(keep) == len(sample.schema) else keep

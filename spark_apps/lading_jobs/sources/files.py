@@ -379,11 +379,15 @@ def _parquet_piece(piece: splits.Piece, schema: T.StructType, lading: pa.Schema)
         yield from parquet_batches(pf, row_groups, lading)
 
 
-def parquet_batches(pf: pq.ParquetFile, row_groups: list[int] | None, lading: pa.Schema) -> Iterator[pa.RecordBatch]:
+def parquet_batches(pf: pq.ParquetFile, row_groups: list[int] | None, lading: pa.Schema,
+                    batch_rows: int = 65536) -> Iterator[pa.RecordBatch]:
     """The rows of ``row_groups`` (None: all) of an open Parquet file, in lading's Arrow types
-    ``lading``. One thread: Spark's tasks already fill the cores; Arrow's column-parallel
-    decoding on top cost about a fifth more CPU for the same rows (bench/unload_task.py)."""
-    for batch in pf.iter_batches(row_groups=row_groups, columns=lading.names, use_threads=False):
+    ``lading``, in batches of ``batch_rows`` (pyarrow's default: a caller holding a whole row
+    group anyway asks for it in one batch, about a seventh less CPU). One thread: Spark's tasks
+    already fill the cores; Arrow's column-parallel decoding on top cost about a fifth more
+    CPU for the same rows (bench/unload_task.py)."""
+    for batch in pf.iter_batches(batch_size=batch_rows, row_groups=row_groups, columns=lading.names,
+                                 use_threads=False):
         yield types.conform_batch(batch.select(lading.names), lading)
 
 

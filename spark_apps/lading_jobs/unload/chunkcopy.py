@@ -17,9 +17,13 @@ came, offsets moved, page and bloom-filter index references dropped.
 What is copied is trusted, so only where it is provably the same:
 
 * a column chunk is copied when its Parquet schema element equals the one pyarrow
-  writes for the output column, its type is a boolean, integer, string or binary
-  (``COPYABLE``: values read as they are stored; dates and timestamps may need a
-  calendar rebase, floats' statistics are not trusted) and its codec is the one asked for;
+  writes for the output column, its type is a boolean, integer, string, binary or
+  decimal (``_copyable_type``: values read as they are stored; dates and timestamps
+  may need a calendar rebase, floats' statistics are not trusted: parquet-mr writes
+  NaN as a bound) and its codec is the one asked for. A decimal's element is equal
+  only where it is stored as pyarrow stores it, in fixed-length bytes (Spark stores
+  precisions up to 18 as integers: those are encoded); those writers order their
+  bounds as signed numbers, as pyarrow does;
 * a file's chunks are copied only if it was written by parquet-mr ≥ 1.10 or
   parquet-cpp-arrow (writers whose statistics use the type's order, as its
   ``column_orders`` must declare) and is neither encrypted nor nested;
@@ -120,7 +124,7 @@ columns encoded again into two row groups), so neither does the task writer."""
 
 def _copyable_type(t: pa.DataType) -> bool:
     return (pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_string(t)
-            or pa.types.is_binary(t))
+            or pa.types.is_binary(t) or pa.types.is_decimal128(t))
 
 
 def _same_element(a: thrift.Struct, b: thrift.Struct) -> bool:
@@ -147,10 +151,13 @@ def _one_group_file(footer: thrift.Struct, g: int, chunks: list[Chunk]) -> bytes
     return b"".join([MAGIC, *(c.data for c in chunks), encoded, len(encoded).to_bytes(4, "little"), MAGIC])
 
 
-def _decode(uri: str, pf: pq.ParquetFile, g: int, lading: pa.Schema) -> list[pa.RecordBatch]:
-    """Row group ``g``'s rows in lading's Arrow types of the input, as ``sources.files`` reads them."""
+def _decode(uri: str, pf: pq.ParquetFile, g: int, lading: pa.Schema, whole: bool = False) -> list[pa.RecordBatch]:
+    """Row group ``g``'s rows in lading's Arrow types of the input, as ``sources.files`` reads them;
+    ``whole``: in one batch (a group ``_plan`` bounded, held decoded whole anyway: less CPU than
+    batches of pyarrow's default size)."""
     with sources_files.named_errors(uri):
-        return [b for b in sources_files.parquet_batches(pf, [g], lading) if b.num_rows]
+        rows = max(1, pf.metadata.row_group(g).num_rows) if whole else 65536
+        return [b for b in sources_files.parquet_batches(pf, [g], lading, rows) if b.num_rows]
 
 
 def _relative(cc: thrift.Struct, name: bytes) -> thrift.Struct:
@@ -264,7 +271,7 @@ class CopyWriter:
                 sources = self._read_group(f, uri, footer, g)
                 with sources_files.named_errors(uri):  # the row group decoded from the bytes just read
                     mini = sources_files.open_parquet(pa.BufferReader(_one_group_file(footer, g, sources)))
-                read = _decode(uri, mini, 0, lading)
+                read = _decode(uri, mini, 0, lading, whole=True)
                 if read:
                     self._copy_group(footer, g, plan, sources, read)
 

@@ -80,6 +80,19 @@ def test_null_slots_that_span_bytes_change_nothing() -> None:
         assert encode(table, o, 3) == reference(table, o)
 
 
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.sampled_from(["plain", "", "x y", "é"]), TEXT), min_size=3, max_size=60),
+       dialect=st.sampled_from(DIALECTS), chunk=st.integers(3, 60))
+def test_a_few_values_quoted_among_many_equal_the_reference(values: list[str | None], dialect: CsvOptions,
+                                                            chunk: int) -> None:
+    """Mostly values needing no quotes: the few that do are quoted apart and put in place."""
+    values = [v if i % 7 == 3 else ("plain" if v is not None and i % 2 else None) for i, v in enumerate(values)]
+    table = pa.table({"s": pa.array(values, pa.string()), "n": pa.array(range(len(values)), pa.int64())})
+    out = encode(table, dialect, chunk)
+    assert out == reference(table, dialect)
+    assert read_csv(out, dialect, table.schema).equals(table)
+
+
 def test_encode_buffer_is_encode() -> None:
     table = pa.table({"s": pa.array(["a,b", None, "", "x"]), "n": pa.array([1, 2, None, 4], pa.int64())})
     enc = CsvEncoder(table.schema)

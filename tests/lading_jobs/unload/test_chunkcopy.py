@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import io
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import types as T
@@ -142,7 +144,10 @@ def test_copied_files_hold_the_task_writers_rows_and_statistics(tmp_path: Path) 
         start_b = b.dictionary_page_offset or b.data_page_offset
         same = raw_in[start_a:start_a + a.total_compressed_size] == raw_out[start_b:start_b + b.total_compressed_size]
         kinds[name] = same
-    assert all(kinds.values()), kinds  # copied, or (the double) encoded again by the same pyarrow: same bytes
+    # copied; the double is encoded again, plain: its first rows are (NaN apart) distinct, while the
+    # source's writer tried a dictionary (pyarrow's default)
+    assert kinds == {**dict.fromkeys(out.column_names, True), "amount": False}, kinds
+    assert group.column(2).has_dictionary_page is False and first.column(2).has_dictionary_page is True
     # pyarrow writes the source nullable (OPTIONAL), as lading does: every non-float column is copied;
     # the double is encoded again (float statistics are not taken from another writer)
     writer = chunkcopy.CopyWriter(_plan(tmp_path / "x", row_group_rows=20_000), 0, LocalStorage())
@@ -499,3 +504,75 @@ def test_a_row_group_of_more_rows_than_pyarrow_writes_in_one_keeps_every_row(tmp
     copied = pa.concat_tables([pq.read_table(p) for p in paths])
     assert copied.num_rows == n and copied.column("b").equals(table.column("b"))
     assert copied.column("f").equals(table.column("f"))
+
+
+DECIMALS = T.StructType([T.StructField("id", T.LongType()), T.StructField("small", T.DecimalType(12, 2)),
+                         T.StructField("wide", T.DecimalType(38, 10))])
+
+
+@pytest.mark.parametrize("as_integer", [False, True])
+def test_decimals_stored_as_lading_stores_them_are_copied_with_signed_bounds(tmp_path: Path, as_integer: bool) -> None:
+    """A decimal chunk in fixed-length bytes, as pyarrow (and lading) store it, is copied, its
+    footer bounds ordered as signed numbers (a negative value's bytes start 0xFF: in byte order
+    it would be the maximum); a decimal stored as an integer (Spark's way up to precision 18)
+    is encoded again. Either way the rows and the manifest entries are the task writer's."""
+    n = 12_000
+    ids = np.arange(n, dtype=np.int64)
+    unscaled = (ids * 104_729) % 10**9 - 5 * 10**8
+    table = pa.table({
+        "id": pa.array(ids),
+        "small": pa.array([None if i % 9 == 0 else Decimal(int(u)).scaleb(-2) for i, u in zip(ids, unscaled, strict=True)],
+                          pa.decimal128(12, 2)),
+        "wide": pa.array([None if i % 8 == 0 else Decimal(int(u)).scaleb(-1) for i, u in zip(ids, unscaled, strict=True)],
+                         pa.decimal128(38, 10)),
+    })
+    src = tmp_path / "in"
+    src.mkdir()
+    pq.write_table(table, src / "0.parquet", row_group_size=6000, store_decimal_as_integer=as_integer)
+    lading = types.arrow_schema(DECIMALS)
+
+    def plan(dest: Path) -> TaskPlan:
+        return TaskPlan(destination=f"file://{dest}/", format="parquet", options=ParquetOptions(row_group_rows=6000),
+                        max_file_size=1 << 40, buffer_size=5 * MB, partition_by=(), keep_partition_columns=False,
+                        token=None, spark_schema_json=DECIMALS.json())
+
+    def check(uri: str, pf: pq.ParquetFile) -> None:
+        sources_files.check_parquet_schema(uri, sources_files.parquet_schema(pf), DECIMALS)
+
+    out = list(chunkcopy.write_split(plan(tmp_path / "out"), [(f"file://{src / '0.parquet'}", (src / "0.parquet").stat().st_size,
+                                                                None, None)], lading, check, 0))
+    files = [json.loads(s) for s in out[0].column(0).to_pylist()]
+    for f in files:
+        LocalStorage().complete_upload(PendingUpload.from_dict(f["upload"]))
+    [f] = files
+    path = tmp_path / "out" / f["path"]
+    assert pq.read_metadata(path).created_by == chunkcopy.CREATED_BY.decode()
+    back = pq.read_table(path)
+    assert back.equals(table.cast(back.schema))
+    assert f["columns"]["wide"]["min"].startswith("-") and f["columns"]["small"]["min"].startswith("-")
+
+    # the task writer's manifest entry for the same rows
+    from lading_jobs.storage import LocalStorage as Storage
+    from lading_jobs.unload import formatting
+    from lading_jobs.unload.task import TaskWriter
+
+    tw_plan = plan(tmp_path / "tw")
+    schema, conform = formatting.arrow_target(tw_plan.spark_schema_json)
+    writer = TaskWriter(tw_plan, 0, Storage(), conform, schema, formatting.encoder_factory("parquet", tw_plan.options))
+    for b in table.cast(lading).to_batches(max_chunksize=5000):
+        writer.write(b)
+    [written] = writer.finish()
+    assert f["columns"] == written["columns"] and f["rows"] == written["rows"] == n
+
+    raw_in, raw_out = (src / "0.parquet").read_bytes(), path.read_bytes()
+    md_in, md_out = pq.read_metadata(src / "0.parquet"), pq.read_metadata(path)
+    for g in range(2):
+        for i, name in ((1, "small"), (2, "wide")):
+            a, b = md_in.row_group(g).column(i), md_out.row_group(g).column(i)
+            start_a, start_b = a.dictionary_page_offset or a.data_page_offset, b.dictionary_page_offset or b.data_page_offset
+            copied = raw_in[start_a:start_a + a.total_compressed_size] == raw_out[start_b:start_b + b.total_compressed_size]
+            assert copied is not (as_integer and name == "small"), (g, name)
+            values = back.column(name).slice(g * 6000, 6000)
+            bounds = pc.min_max(values)
+            assert (b.statistics.min, b.statistics.max) == (bounds["min"].as_py(), bounds["max"].as_py()), (g, name)
+            assert b.statistics.min < 0 < b.statistics.max

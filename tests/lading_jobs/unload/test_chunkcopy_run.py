@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from support.unload import job_doc, s3_keys, s3_pending, spark_conf
@@ -106,11 +107,25 @@ def test_a_spark_written_input_copies_to_the_same_rows_on_both_paths(spark: Any,
 
     assert rows_not_bytes(arrow) == rows_not_bytes(spark_m)
 
-    # the string columns' chunks are parquet-mr's bytes; the INT96 timestamps are not
+    # the string and decimal(38,10) columns' chunks are parquet-mr's bytes; the INT96 timestamps are not
     src = sorted(spark_written.glob("*.parquet"))[0]
     out = tmp_path / "arrow" / arrow["files"][0]["path"]
     assert pq.read_metadata(out).created_by == chunkcopy.CREATED_BY.decode()
-    assert {name: same_chunk(src, out, name) for name in ("s", "rs", "ts")} == {"s": True, "rs": True, "ts": False}
+    assert {name: same_chunk(src, out, name) for name in ("s", "rs", "ts", "dec")} == {
+        "s": True, "rs": True, "ts": False, "dec": True}
+    # parquet-mr's bounds of the copied decimals are signed, as pyarrow's are: each row group's
+    # footer holds the minimum and maximum of its values (a negative one among them)
+    md, dec = pq.read_metadata(out), pq.read_schema(out).names.index("dec")
+    negative = False
+    for g in range(md.num_row_groups):
+        values = pq.ParquetFile(out).read_row_group(g, columns=["dec"]).column(0)
+        stats = md.row_group(g).column(dec).statistics
+        if values.null_count == len(values):
+            continue
+        bounds = pc.min_max(values)
+        assert (stats.min, stats.max) == (bounds["min"].as_py(), bounds["max"].as_py()), g
+        negative = negative or stats.min < 0 < stats.max
+    assert negative
 
     # Spark and DuckDB read the copy as they read the Spark path's files
     def spark_rows(p: Path) -> list[Any]:

@@ -150,6 +150,41 @@ def test_parquet_dictionary_only_where_the_first_rows_repeat(file_uri: Callable[
     assert pq.read_table(io.BytesIO(data)).equals(pa.Table.from_batches([batch]))
 
 
+def test_parquet_dictionary_not_where_the_first_rows_say_it_would_overflow(file_uri: Callable[[str], str]) -> None:
+    """A column of distinct values but for a few repeated specials (NaN, ±inf, a default) gets no
+    dictionary: pyarrow would hash values until its 1 MiB dictionary page filled, then abandon it
+    (the rule before issue 44 kept one: the sample held a repeat). A column of a few thousand
+    values repeating keeps it."""
+    n = 200_000
+    ids = np.arange(n, dtype=np.int64)
+    amounts = ((ids * 7919) % 200_001 - 100_000).astype(np.float64)
+    amounts[ids % 100 == 1], amounts[ids % 100 == 2], amounts[ids % 100 == 3] = np.nan, np.inf, 0.0
+    rng = np.random.default_rng(5)
+    batch = pa.RecordBatch.from_pydict({
+        "amount": pa.array(amounts),  # distinct but for NaN, inf and 0.0: plain
+        "price": pa.array([None if i % 9 == 0 else (i * 104_729) % 10**12 for i in ids.tolist()],
+                          pa.int64()).cast(pa.decimal128(38, 10)),  # distinct decimals, repeated NULLs: plain
+        "cents": pa.array(rng.integers(0, 5000, n)),  # ~5,000 values (40 KB of dictionary): dictionary
+        "ratio": pa.array(rng.integers(0, 60_000, n) / 7),  # 60,000 doubles (480 KB): dictionary
+    })
+    assert dictionary_columns(batch) == ["cents", "ratio"]
+    dest = file_uri("dict-overflow/")
+    w = _writer(dest, "parquet", ParquetOptions(), 100 * MB, batch.schema)
+    w.write(batch)
+    [f] = w.finish()
+    storage = LocalStorage()
+    storage.complete_upload(PendingUpload.from_dict(f["upload"]))
+    data = storage.read(join(dest, f["path"]))
+    meta = pq.read_metadata(io.BytesIO(data))
+    chunks = {meta.schema.column(i).name: meta.row_group(0).column(i) for i in range(meta.num_columns)}
+    assert {k: c.has_dictionary_page for k, c in chunks.items()} == {
+        "amount": False, "price": False, "cents": True, "ratio": True}
+    assert chunks["ratio"].total_uncompressed_size < 8 * n * 0.6  # the dictionary paid: plain is 8 bytes a value
+    back = pq.read_table(io.BytesIO(data))
+    assert back.drop_columns(["amount"]).equals(pa.Table.from_batches([batch]).drop_columns(["amount"]))
+    assert np.array_equal(back.column("amount").to_numpy(), amounts, equal_nan=True)
+
+
 def test_parquet_with_wide_strings_fills_files_to_ninety_percent(file_uri: Callable[[str], str]) -> None:
     """20 string columns, one 4,000-character value per row group, 8 MiB files. Fails on 1b6c3cc
     (fill 66-68 %: the footer reserve was 4 x the longest value per column and row group, while
