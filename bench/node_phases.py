@@ -15,10 +15,12 @@ replicas, leader election) and spark-operator's part played by the stand-in's ``
    poll of the API server saw it: apply returned (resource created) → SparkApplication →
    submission done (the driver pod, which spark-submit creates) → driver Running → executor
    Running → job done (the driver pod Succeeded) → status written (the CopyJob Succeeded);
-2. ``--jobs`` such CopyJobs in one ``kubectl apply`` (the node's throughput; 100m CPU requests, so
-   that requests do not cap how many run at once, and ``--many-memory`` for the driver and the
-   executor: with the default 1g, 16 drivers fill the node's 24 GiB and wait for executors that
-   never fit); the stand-in, like spark-operator, submits them all at once;
+2. ``--jobs`` such CopyJobs in one ``kubectl apply`` (the node's throughput), their driver and
+   executor asking for ``--many-cores`` CPU (default 40m) and ``--many-memory``: every job's two
+   pods must fit the node's requests at once, or the drivers, scheduled first, hold every CPU
+   request and wait for executors that never fit (20 jobs at 100m on 2 CPUs: 18 drivers Running,
+   every executor Pending, nothing ends; with the default 1g memory, 16 drivers fill 24 GiB the
+   same way); the stand-in, like spark-operator, submits them all at once;
 3. the anchor, spark-operator's cost per application: the CPU seconds of the spark-submit JVMs
    (this process's reaped children while the jobs ran) per submission, beside their wall time;
 4. the image: its size (podman) and the build times scripts/image printed in ``--cold-log`` and
@@ -249,6 +251,9 @@ def main() -> int:
     parser.add_argument("--cold-log", default="", help="scripts/image's output of a cold build")
     parser.add_argument("--warm-log", default="", help="scripts/image's output of a warm build")
     parser.add_argument("--timeout", type=float, default=900, help="seconds for the --jobs CopyJobs")
+    parser.add_argument("--many-cores", default="40m",
+                        help="CPU request of the --jobs CopyJobs' driver and executor (all 2 x jobs pods must fit "
+                             "the node's requests at once: drivers that fit without their executors wait forever)")
     parser.add_argument("--many-memory", default="512m",
                         help="driver and executor memory of the --jobs CopyJobs (the default 1g: 16 drivers fill "
                              "a 24 GiB node beside the operator, and no executor fits)")
@@ -363,7 +368,7 @@ def run(args: argparse.Namespace, kube: Kube, admin: Path, directory: Path, figu
             names = [f"many-{i + 1:02d}" for i in range(args.jobs)]
             cpu = children_cpu()
             began = time.monotonic()
-            apply(admin, [copyjob(n, namespace, bucket, endpoint, "100m", args.many_memory) for n in names], directory)
+            apply(admin, [copyjob(n, namespace, bucket, endpoint, args.many_cores, args.many_memory) for n in names], directory)
             applied = time.monotonic()
             unfinished = wait_all(timeline, names, args.timeout)
             ended = [n for n in names if n not in unfinished]
@@ -377,7 +382,7 @@ def run(args: argparse.Namespace, kube: Kube, admin: Path, directory: Path, figu
             errors = collections.Counter(str((st.get("response") or {}).get("error") or "")[:300]
                                          for st in statuses if st.get("phase") != "Succeeded")
             figures["many"] = {
-                "jobs": args.jobs, "memory": args.many_memory, "succeeded": ok, "unfinished": len(unfinished),
+                "jobs": args.jobs, "cores": args.many_cores, "memory": args.many_memory, "succeeded": ok, "unfinished": len(unfinished),
                 "errors": dict(errors), "wall_seconds": round(wall, 1), "jobs_per_minute": round(60 * ok / wall, 2),
                 "apply_to_succeeded_p50": round(statistics.median(totals), 1), "apply_to_succeeded_max": round(totals[-1], 1),
                 "peak_running_drivers": timeline.peak_drivers,
