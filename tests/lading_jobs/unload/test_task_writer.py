@@ -123,6 +123,16 @@ def test_manifest_statistics_are_json(file_uri: Callable[[str], str]) -> None:
     assert f["columns"]["id"] == {"nullCount": 0, "min": 0, "max": 999}
 
 
+def _one_parquet_file(dest: str, batch: pa.RecordBatch, max_size: int) -> bytes:
+    """``batch`` written by a task writer as one Parquet file under ``dest``, published; its bytes."""
+    w = _writer(dest, "parquet", ParquetOptions(), max_size, batch.schema)
+    w.write(batch)
+    [f] = w.finish()
+    storage = LocalStorage()
+    storage.complete_upload(PendingUpload.from_dict(f["upload"]))
+    return storage.read(join(dest, f["path"]))
+
+
 def test_parquet_dictionary_only_where_the_first_rows_repeat(file_uri: Callable[[str], str]) -> None:
     n = 20_000
     ids = np.arange(n, dtype=np.int64)
@@ -136,13 +146,7 @@ def test_parquet_dictionary_only_where_the_first_rows_repeat(file_uri: Callable[
     assert dictionary_columns(batch) == ["qty", "code", "late"]
     assert dictionary_columns(batch.slice(0, 500)) is True  # too few values to judge
     assert dictionary_columns(pa.RecordBatch.from_pydict({"l": pa.array([[1]] * 2000)})) is True  # nested
-    dest = file_uri("dict/")
-    w = _writer(dest, "parquet", ParquetOptions(), 10 * MB, batch.schema)
-    w.write(batch)
-    [f] = w.finish()
-    storage = LocalStorage()
-    storage.complete_upload(PendingUpload.from_dict(f["upload"]))
-    data = storage.read(join(dest, f["path"]))
+    data = _one_parquet_file(file_uri("dict/"), batch, 10 * MB)
     meta = pq.read_metadata(io.BytesIO(data))
     has_dict = {meta.schema.column(i).name: meta.row_group(0).column(i).has_dictionary_page
                 for i in range(meta.num_columns)}
@@ -168,13 +172,7 @@ def test_parquet_dictionary_not_where_the_first_rows_say_it_would_overflow(file_
         "ratio": pa.array(rng.integers(0, 60_000, n) / 7),  # 60,000 doubles (480 KB): dictionary
     })
     assert dictionary_columns(batch) == ["cents", "ratio"]
-    dest = file_uri("dict-overflow/")
-    w = _writer(dest, "parquet", ParquetOptions(), 100 * MB, batch.schema)
-    w.write(batch)
-    [f] = w.finish()
-    storage = LocalStorage()
-    storage.complete_upload(PendingUpload.from_dict(f["upload"]))
-    data = storage.read(join(dest, f["path"]))
+    data = _one_parquet_file(file_uri("dict-overflow/"), batch, 100 * MB)
     meta = pq.read_metadata(io.BytesIO(data))
     chunks = {meta.schema.column(i).name: meta.row_group(0).column(i) for i in range(meta.num_columns)}
     assert {k: c.has_dictionary_page for k, c in chunks.items()} == {
