@@ -18,7 +18,6 @@ Imported as ``node.scenes``, like ``node.jobs``.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -100,7 +99,6 @@ class Stage:
         self._make_scene = make_scene
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="scene")
         self._runs: dict[str, tuple[Future[None], Seen]] = {}
-        self._lock = threading.Lock()
         self.began = time.monotonic()
 
     def start(self) -> None:

@@ -89,18 +89,26 @@ def executor_lost(scene: Scene, seen: Seen) -> None:
     seen.out = published(seen.s3, seen.bucket, "out/")
 
 
-@scenario("driver-lost", priority=2)
-def driver_lost(scene: Scene, seen: Seen) -> None:
+def lose_the_driver_mid_run(scene: Scene, seen: Seen, name: str, backoff_limit: int) -> str:
+    """CopyJob ``name`` (``backoffLimit`` as given) started, its driver pod deleted once an
+    executor runs a task, waited for to its end (``seen.status``); the first attempt's application."""
     client, ns = scene.client, scene.namespace
     spec = copy_spec({"query": slow_query(FINISHING)}, f"s3://{seen.bucket}/out/", scene.endpoint,
-                     backoffLimit=1)
-    create(client, ns, "CopyJob", "driver-lost", spec)
-    first = wait_running(client, ns, "CopyJob", "driver-lost")
+                     backoffLimit=backoff_limit)
+    create(client, ns, "CopyJob", name, spec)
+    first = wait_running(client, ns, "CopyJob", name)
     seen.apps.append(first)
     executor_running_task(client, ns, first, timeout=600)
     seen.victim = f"{first}-driver"
     client.delete("v1", "pods", ns, seen.victim)
-    seen.status = wait_phase(client, ns, "CopyJob", "driver-lost", timeout=900)["status"]
+    seen.status = wait_phase(client, ns, "CopyJob", name, timeout=900)["status"]
+    return first
+
+
+@scenario("driver-lost", priority=2)
+def driver_lost(scene: Scene, seen: Seen) -> None:
+    client, ns = scene.client, scene.namespace
+    lose_the_driver_mid_run(scene, seen, "driver-lost", backoff_limit=1)
     seen.apps.append(seen.status.get("sparkApplication", ""))
     seen.out = published(seen.s3, seen.bucket, "out/")
     seen.facts["events"] = [(e["reason"], e["message"]) for e in client.events_about(ns, "driver-lost", "Retrying")]
@@ -109,14 +117,7 @@ def driver_lost(scene: Scene, seen: Seen) -> None:
 @scenario("driver-lost-no-retry", priority=1)
 def driver_lost_without_retries(scene: Scene, seen: Seen) -> None:
     client, ns = scene.client, scene.namespace
-    spec = copy_spec({"query": slow_query(FINISHING)}, f"s3://{seen.bucket}/out/", scene.endpoint, backoffLimit=0)
-    create(client, ns, "CopyJob", "driver-lost-once", spec)
-    first = wait_running(client, ns, "CopyJob", "driver-lost-once")
-    seen.apps.append(first)
-    executor_running_task(client, ns, first, timeout=600)
-    seen.victim = f"{first}-driver"
-    client.delete("v1", "pods", ns, seen.victim)
-    seen.status = wait_phase(client, ns, "CopyJob", "driver-lost-once", timeout=900)["status"]
+    first = lose_the_driver_mid_run(scene, seen, "driver-lost-once", backoff_limit=0)
     wait_until_true(lambda: not spark_pods(client, ns, "executor", first), 120, "executors outlived their lost driver")
     seen.facts["apps"] = [a["metadata"]["name"] for a in client.list("sparkoperator.k8s.io/v1beta2",
                                                                      "sparkapplications", ns)
