@@ -20,6 +20,14 @@ its bytes for the characters that would call for it (most columns hold none).
 Timestamps are formatted as naive UTC plus a literal offset (pyarrow's
 time-zone-aware formatting is the slow path DESIGN.md measured).
 docs/benchmarks.md ("Unload") has the profile these choices come from.
+
+Where the C module ``_csvlines`` is built (scripts/build-native; the image and bootstrap build
+it), the lines are written by it in one pass over the columns' own buffers instead:
+integers, dates, timestamps, decimal128 and booleans rendered there, strings copied and
+quoted there, every other column rendered to text here first (``value_text``) and then
+copied like a string. The same bytes either way (tests/formats/test_csv_native.py compares
+the two on every type and dialect); this module decides, per column, what the C code may
+take (value ranges, dialect), and the C code checks every buffer against the rows.
 """
 
 from __future__ import annotations
@@ -36,6 +44,11 @@ import pyarrow.csv as pacsv
 from lading_jobs.formats import jsonl, text
 from lading_jobs.formats.types import LADING_TYPE
 from lading_spec.formats import CsvOptions
+
+try:  # the one-pass line writer (scripts/build-native); without it the pure-Arrow encoder below
+    from lading_jobs.formats import _csvlines
+except ImportError:  # pragma: no cover - the image and scripts/bootstrap build it
+    _csvlines = None  # type: ignore[assignment]
 
 # Characters any non-string rendering can contain; if the dialect's special
 # characters avoid them, such columns never need a quoting check.
@@ -87,6 +100,47 @@ def value_text(arr: pa.Array, field: pa.Field) -> pa.Array:
     raise TypeError(f"column {field.name}: Arrow type {t} has no CSV encoding")
 
 
+# _csvlines's column kinds and quoting modes (see its source)
+_STRING, _INTEGER, _DATE, _TIMESTAMP, _DECIMAL, _BOOLEAN = range(6)
+_CHECK, _NEVER, _FORCE = range(3)
+# the most bytes one value of each fixed-width kind renders to; timestamps add their suffix
+_WIDTH = {_INTEGER: 20, _DATE: 10, _TIMESTAMP: 26, _DECIMAL: 42, _BOOLEAN: 5}
+_FIRST_DAY, _LAST_DAY = -719_162, 2_932_896  # 0001-01-01 and 9999-12-31: _csvlines writes four-digit years
+_MICROS_PER_DAY = 86_400_000_000
+
+
+def _in_years(values: pa.Array, per_day: int) -> bool:
+    """Whether every valid value of an int32/int64 view of dates or timestamps (``per_day``
+    units a day) falls in years 1..9999."""
+    low, high = pc.min_max(values).values()
+    return low.as_py() is None or (_FIRST_DAY * per_day <= low.as_py() and high.as_py() < (_LAST_DAY + 1) * per_day)
+
+
+def _native_kind(arr: pa.Array, field: pa.Field) -> tuple[int, pa.Array, int, int, bytes] | None:
+    """What ``_csvlines`` renders of this column itself: (kind, the array it reads, p1, p2,
+    suffix); ``None`` when ``value_text`` must render it first (floats, binary, times,
+    intervals, nested values, decimals of a negative scale or 256 bits, years outside 1..9999)."""
+    t = arr.type
+    if _is_ym(field):
+        return None
+    if pa.types.is_integer(t):
+        return _INTEGER, arr, t.bit_width // 8, int(pa.types.is_signed_integer(t)), b""
+    if pa.types.is_boolean(t):
+        return _BOOLEAN, arr, 0, 0, b""
+    if pa.types.is_date32(t):
+        days = arr.view(pa.int32())
+        return (_DATE, days, 0, 0, b"") if _in_years(days, 1) else None
+    if pa.types.is_timestamp(t):
+        naive = arr.cast(pa.timestamp(t.unit)).cast(pa.timestamp("us")) if (t.unit, t.tz) != ("us", None) else arr
+        micros = naive.view(pa.int64())
+        if not _in_years(micros, _MICROS_PER_DAY):
+            return None
+        return _TIMESTAMP, micros, 0, 0, b"+00" if t.tz is not None else b""
+    if pa.types.is_decimal128(t) and t.scale >= 0:
+        return _DECIMAL, arr, t.scale, 0, b""
+    return None
+
+
 def _plain(field: pa.Field) -> bool:
     t = field.type
     return not (pa.types.is_string(t) or pa.types.is_large_string(t) or _nested(t))
@@ -119,6 +173,43 @@ class CsvEncoder:
         self._null_bytes = o.null.encode()
         self._writer_refused = False  # Arrow's CSV writer refused a batch of this encoder's data
         self._plain_safe = not (specials & _PLAIN_ALPHABET) and (o.null == "" or not set(o.null) <= _PLAIN_ALPHABET)
+        # _csvlines writes the lines when its module is built and the dialect's characters are one ASCII byte each
+        self._native = _csvlines is not None and all(len(c) == 1 and ord(c) < 128 for c in (o.delimiter, o.quote, o.escape))
+        self._specials = "".join(sorted(specials)).encode()
+
+    def _native_lines(self, batch: pa.RecordBatch) -> pa.Buffer | None:
+        """The batch's lines from ``_csvlines``: each column handed over as its buffers, rendered
+        there when it can be (``_native_kind``), else as the text ``value_text`` makes of it. ``None``
+        when a column's buffers do not suit it (a null count without a validity bitmap)."""
+        assert _csvlines is not None
+        o, rows = self.options, batch.num_rows
+        null = self._null_bytes
+        columns, bound = [], rows * (batch.num_columns + 1)  # delimiters and newlines
+        for i, field in enumerate(self.schema):
+            arr = batch.column(i)
+            forced = field.name in self.forced
+            native = _native_kind(arr, field)
+            if native is not None and (forced or self._plain_safe):
+                kind, arr, p1, p2, suffix = native
+                mode = _FORCE if forced else _NEVER
+                bound += rows * (_WIDTH[kind] + len(suffix) + 2 + len(null))
+            else:
+                kind, p1, p2, suffix = _STRING, int(not _plain(field)), 0, b""
+                arr = value_text(arr, field) if native is not None or not pa.types.is_string(arr.type) else arr
+                if not pa.types.is_string(arr.type):
+                    arr = arr.cast(pa.string())
+                mode = _FORCE if forced else _NEVER if _plain(field) and self._plain_safe else _CHECK
+                bound += 2 * text.value_bytes(arr).size + rows * (2 + len(null))
+            buffers = arr.buffers()
+            if arr.null_count and buffers[0] is None:
+                return None
+            validity = buffers[0] if arr.null_count else None
+            data = (buffers[2] if buffers[2] is not None else b"") if kind == _STRING else None
+            columns.append((kind, mode, validity, arr.offset, buffers[1], data, p1, p2, suffix))
+        out = pa.allocate_buffer(bound)
+        written = _csvlines.encode(out, rows, ord(o.delimiter), null, ord(o.quote), ord(o.escape), self._specials,
+                                   columns)
+        return out.slice(0, written) if written >= 0 else None
 
     def _quote(self, values: pa.Array) -> pa.Array:
         o = self.options
@@ -229,6 +320,10 @@ class CsvEncoder:
         if batch.num_columns == 0:
             return pa.py_buffer(b"\n" * batch.num_rows)
         try:
+            if self._native:
+                lines = self._native_lines(batch)
+                if lines is not None:
+                    return lines
             columns, quoted = self.fields(batch)
             if not quoted and not self._writer_refused:
                 lines = _unquoted_lines(columns, self.options.delimiter)

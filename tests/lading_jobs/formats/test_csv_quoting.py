@@ -50,19 +50,21 @@ def reference(table: pa.Table, o: CsvOptions) -> bytes:
     return "".join(lines).encode()
 
 
-def encode(table: pa.Table, o: CsvOptions, chunk: int) -> bytes:
+def encode(table: pa.Table, o: CsvOptions, chunk: int, native: bool = True) -> bytes:
+    """With ``native`` false, the pure-Arrow encoder (the fallback where the C line writer is not built)."""
     enc = CsvEncoder(table.schema, o)
+    enc._native = enc._native and native
     return b"".join(enc.encode(b) for b in table.to_batches(max_chunksize=chunk))
 
 
 @settings(max_examples=150, deadline=None)
 @given(values=st.lists(TEXT, min_size=1, max_size=40), dialect=st.sampled_from(DIALECTS),
-       chunk=st.integers(1, 16))
+       chunk=st.integers(1, 16), native=st.booleans())
 def test_encoder_equals_the_row_at_a_time_reference(values: list[str | None], dialect: CsvOptions,
-                                                    chunk: int) -> None:
+                                                    chunk: int, native: bool) -> None:
     table = pa.table({"s": pa.array(values, pa.string()),
                       "n": pa.array([i if i % 5 else None for i in range(len(values))], pa.int64())})
-    out = encode(table, dialect, chunk)  # chunks are slices: offsets into shared buffers
+    out = encode(table, dialect, chunk, native)  # chunks are slices: offsets into shared buffers
     assert out == reference(table, dialect)
     assert read_csv(out, dialect, table.schema).equals(table)
 
@@ -77,18 +79,18 @@ def test_null_slots_that_span_bytes_change_nothing() -> None:
     assert arr.to_pylist() == ["plain", None, "other"]
     table = pa.table({"s": arr})
     for o in DIALECTS[:4]:
-        assert encode(table, o, 3) == reference(table, o)
+        assert encode(table, o, 3) == encode(table, o, 3, native=False) == reference(table, o)
 
 
 @settings(max_examples=100, deadline=None)
 @given(values=st.lists(st.one_of(st.none(), st.sampled_from(["plain", "", "x y", "é"]), TEXT), min_size=3, max_size=60),
-       dialect=st.sampled_from(DIALECTS), chunk=st.integers(3, 60))
+       dialect=st.sampled_from(DIALECTS), chunk=st.integers(3, 60), native=st.booleans())
 def test_a_few_values_quoted_among_many_equal_the_reference(values: list[str | None], dialect: CsvOptions,
-                                                            chunk: int) -> None:
+                                                            chunk: int, native: bool) -> None:
     """Mostly values needing no quotes: the few that do are quoted apart and put in place."""
     values = [v if i % 7 == 3 else ("plain" if v is not None and i % 2 else None) for i, v in enumerate(values)]
     table = pa.table({"s": pa.array(values, pa.string()), "n": pa.array(range(len(values)), pa.int64())})
-    out = encode(table, dialect, chunk)
+    out = encode(table, dialect, chunk, native)
     assert out == reference(table, dialect)
     assert read_csv(out, dialect, table.schema).equals(table)
 
@@ -110,12 +112,14 @@ PLAIN = st.one_of(st.none(), st.text(st.sampled_from(["a", "b", "7", " ", ".", "
 
 
 @settings(max_examples=150, deadline=None)
-@given(values=st.lists(PLAIN, min_size=1, max_size=40), dialect=st.sampled_from(DIALECTS), chunk=st.integers(1, 16))
-def test_unquoted_batches_equal_the_reference(values: list[str | None], dialect: CsvOptions, chunk: int) -> None:
+@given(values=st.lists(PLAIN, min_size=1, max_size=40), dialect=st.sampled_from(DIALECTS), chunk=st.integers(1, 16),
+       native=st.booleans())
+def test_unquoted_batches_equal_the_reference(values: list[str | None], dialect: CsvOptions, chunk: int,
+                                              native: bool) -> None:
     table = pa.table({"s": pa.array(values, pa.string()),
                       "n": pa.array([i if i % 3 else None for i in range(len(values))], pa.int64()),
                       "d": pa.array([None if i % 4 == 0 else -i / 8 for i in range(len(values))], pa.float64())})
-    assert encode(table, dialect, chunk) == reference(table, dialect)
+    assert encode(table, dialect, chunk, native) == reference(table, dialect)
 
 
 def test_a_batch_without_quoting_is_written_by_arrows_writer() -> None:
@@ -142,6 +146,7 @@ def test_after_a_refusal_the_encoder_joins_every_later_batch_with_the_same_bytes
     refused = pa.table({"s": pa.array(['a "b"', None])})
     clean = pa.table({"s": pa.array(["plain", None, "text"])})
     enc = CsvEncoder(refused.schema, o)
+    enc._native = False  # the pure-Arrow encoder's own way (without the C line writer)
     assert enc.encode(refused.to_batches()[0]) == reference(refused, o)
     assert enc._writer_refused  # the refusal is remembered: no second attempt per batch
     assert enc.encode(clean.to_batches()[0]) == b"plain\n\ntext\n" == reference(clean, o)
