@@ -7,7 +7,8 @@
 # Built from Debian bookworm alone: Debian's python3 (3.11), openjdk-17-jre-headless, tini, the
 # locked wheels in a virtualenv (Spark itself, JVM and Python side, is the pyspark wheel pinned in
 # requirements.lock; SPARK_HOME points into it, so the pods run exactly the Spark, pyarrow and boto3
-# the tests run), our code and our entrypoint (docker/entrypoint.sh). No compiler, no other image.
+# the tests run), our code and our entrypoint (docker/entrypoint.sh), and the CSV encoder's C
+# extension, compiled in the build stage. No compiler in the image, no other image.
 #
 # Build: scripts/image (docker where there is an engine, else buildah; it makes the base with
 # debootstrap where no registry is reachable), or directly:
@@ -40,6 +41,16 @@ RUN /opt/venv/bin/python -m compileall -q -j0 --invalidation-mode unchecked-hash
 # pyspark, pyarrow, boto3 and botocore from source at every start. Hash-based, unchecked: valid
 # whatever the files' times; the venv is never edited in place (pip replaces a package's bytecode
 # with its files).
+
+# The CSV encoder's C extension (lading_jobs.formats._csvlines), built by scripts/build-native for
+# Debian's python3, the interpreter of the runtime stage's venv (so the same EXT_SUFFIX). After the
+# venv: a change to the C source, or the compiler's layer, leaves the venv's layers cached.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev python3-dev \
+ && rm -rf /var/lib/apt/lists/*
+COPY scripts/build-native scripts/build-native
+COPY spark_apps/lading_jobs/formats/_csvlines.c spark_apps/lading_jobs/formats/_csvlines.c
+RUN PYTHON=python3 bash scripts/build-native --force
 
 # --- runtime.
 FROM debian:bookworm-slim
@@ -81,16 +92,19 @@ RUN /opt/lading/cds/build.sh && rm -rf /tmp/* /tmp/.[!.]*
 
 # The repository layout the job contract names: /opt/lading/spark_apps/lading_jobs/main.py.
 COPY spark_apps /opt/lading/spark_apps
+# the C extension built above (.dockerignore keeps a work tree's own build out of `COPY spark_apps`)
+COPY --from=build /src/spark_apps/lading_jobs/formats/_csvlines*.so /opt/lading/spark_apps/lading_jobs/formats/
 COPY operator /opt/lading/operator
 COPY lading /opt/lading/lading
 
-# The image carries what it claims: the pinned set, consistent; Java and Spark start; no compiler.
+# The image carries what it claims: the pinned set, consistent; Java and Spark start; the C
+# extension imports; no compiler.
 # Our code's bytecode (as the venv's, above), checked against the source's hash at import: an image
 # built FROM this one that copies other sources over ours never runs stale bytecode.
 RUN python -m compileall -q -j0 --invalidation-mode checked-hash /opt/lading \
  && /opt/venv/bin/pip check \
  && "$JAVA_HOME/bin/java" -version \
- && /opt/venv/bin/python -c "import pyspark, pyarrow, boto3, kopf, lading_jobs, lading_operator" \
+ && /opt/venv/bin/python -c "import pyspark, pyarrow, boto3, kopf, lading_jobs, lading_operator, lading_jobs.formats._csvlines" \
  && if command -v cc gcc g++ >/dev/null; then echo "a compiler is in the image" >&2; exit 1; fi
 
 WORKDIR /opt/spark/work-dir

@@ -250,3 +250,41 @@ def test_the_entrypoint_maps_the_archive_with_a_fixed_class_path_and_a_switch() 
     # no interpreter started to decide whether to wrap the driver
     assert "python -c" not in script and "on_python_path lading_jobs/driver_pod.py" in script
     assert "LADING_SPARK_CDS" in (ROOT / "docs" / "install.md").read_text()
+
+
+def test_the_csv_extension_is_compiled_in_the_build_stage_and_copied_into_the_runtime() -> None:
+    """lading_jobs.formats._csvlines, the CSV encoder's C part: compiled by scripts/build-native in
+    the build stage (gcc and the headers there only) for Debian's python3, the runtime venv's
+    interpreter; the runtime stage copies the .so over `COPY spark_apps` and imports it. A .so
+    built in the work tree never reaches the image (.dockerignore)."""
+    build, final = stages()[0], stages()[-1]
+    assert build.name == "build"
+    runs = build.args("RUN")
+    installs = next(r for r in runs if re.search(r"apt-get install[^&]*\bgcc\b", r))
+    for package in ("gcc", "libc6-dev", "python3-dev"):
+        assert re.search(rf"apt-get install[^&]*--no-install-recommends[^&]*\b{re.escape(package)}\b", installs), package
+    source = "spark_apps/lading_jobs/formats/_csvlines.c"
+    copies = [shlex.split(r) for w, r in build.body if w == "COPY"]
+    assert ["scripts/build-native", "scripts/build-native"] in copies and [source, source] in copies
+    body = build.body
+    copied = max(i for i, (w, r) in enumerate(body) if w == "COPY" and shlex.split(r)[0] in (source, "scripts/build-native"))
+    compiled = next(i for i, (w, r) in enumerate(body) if w == "RUN" and "scripts/build-native" in r)
+    assert copied < compiled and "PYTHON=python3 " in body[compiled][1]
+    # after the venv's layers: a change to the C source leaves them cached
+    venv = next(i for i, (w, r) in enumerate(body) if w == "RUN" and "python3 -m venv /opt/venv" in r)
+    assert venv < compiled
+    body = final.body
+    so = [i for i, (w, r) in enumerate(body) if w == "COPY" and shlex.split(r)[:2] == [
+        "--from=build", "/src/spark_apps/lading_jobs/formats/_csvlines*.so"]]
+    assert len(so) == 1 and shlex.split(body[so[0]][1])[-1] == "/opt/lading/spark_apps/lading_jobs/formats/"
+    spark_apps = next(i for i, (w, r) in enumerate(body) if w == "COPY" and shlex.split(r)[0] == "spark_apps")
+    checked = next(i for i, (w, r) in enumerate(body) if w == "RUN" and "a compiler is in the image" in r)
+    assert spark_apps < so[0] < checked and "lading_jobs.formats._csvlines" in body[checked][1]
+    assert not any("gcc" in r for r in final.args("RUN") if "apt-get install" in r)
+    # the work tree's own .so stays out of the build context; the script goes in
+    assert not dockerignore_allows("spark_apps/lading_jobs/formats/_csvlines.cpython-311-x86_64-linux-gnu.so")
+    assert dockerignore_allows("scripts/build-native") and dockerignore_allows(source)
+    assert "*.so" in (ROOT / ".gitignore").read_text().split()
+    script = (ROOT / "scripts" / "build-native").read_text()
+    assert "set -euo pipefail" in script and "sysconfig" in script and "EXT_SUFFIX" in script
+    assert (ROOT / "scripts" / "build-native").stat().st_mode & 0o111, "scripts/build-native must be executable"

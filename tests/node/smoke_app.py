@@ -3,7 +3,8 @@
 It reports, as JSON in the container's termination message, who it runs as and what it could
 do: the uid, the user name Java, Spark and Hadoop see, whether the root filesystem refused a
 write, and a count and a shuffle computed on the executors (or locally with --master local).
-Standard library and pyspark only: it is not lading code.
+Standard library and pyspark only (it is not lading code), plus one import from the image's
+lading: the CSV encoder's C extension, which the image's build stage compiles.
 """
 
 from __future__ import annotations
@@ -60,6 +61,16 @@ def _executor_classes(_: object) -> list[tuple[str, str]]:
     return [(os.environ.get("SPARK_EXECUTOR_ID", "local"), json.dumps(view))]
 
 
+def _csv_extension() -> str:
+    """Where lading's C extension (lading_jobs.formats._csvlines) was loaded from, from the image's
+    PYTHONPATH, or why it could not be."""
+    try:
+        import lading_jobs.formats._csvlines as ext
+    except ImportError as exc:
+        return f"ImportError: {exc}"
+    return str(ext.__file__)
+
+
 def main() -> None:
     from pyspark.sql import SparkSession
 
@@ -92,6 +103,7 @@ def main() -> None:
         "hadoop_fs_write": bool(hadoop_fs.exists(marker)),
         "parquet_rows": parquet_rows,
         "master": sc.master,
+        "csv_extension": _csv_extension(),
         "classes": {"driver": _class_sources("org.apache.spark.deploy.SparkSubmit"), "executors": executor_classes},
     }
     spark.stop()

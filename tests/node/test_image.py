@@ -10,9 +10,9 @@ as a random uid/gid the image has never heard of (no /etc/passwd entry), with
   from the environment Spark sets on them.
 
 Each reports (tests/node/smoke_app.py, in its termination message) the user name Java, Spark and
-Hadoop saw, that the root filesystem refused a write, and what it computed; in cluster mode also
-where the driver's and the executor's JVMs loaded Spark's classes from: the image's
-class-data-sharing archive.
+Hadoop saw, that the root filesystem refused a write, what it computed, and where the image's
+Python imported lading's C extension (the CSV encoder's) from; in cluster mode also where the
+driver's and the executor's JVMs loaded Spark's classes from: the image's class-data-sharing archive.
 """
 
 from __future__ import annotations
@@ -83,6 +83,10 @@ def check_report(report: dict[str, Any], uid: int, gid: int, user: str) -> None:
     assert report["root_read_only"] is True
     assert report["java_user"] == report["spark_user"] == report["hadoop_user"] == user
     assert report["rows"] == 10_000 and report["groups"] == 7 and report["hadoop_fs_write"] is True
+    # the C extension the image's build stage compiled, imported by the image's python (no fallback)
+    extension = report["csv_extension"]
+    assert extension.startswith("/opt/lading/spark_apps/lading_jobs/formats/_csvlines.") \
+        and extension.endswith(".so"), extension
 
 
 def test_local_spark_submit_runs_as_an_arbitrary_uid_on_a_read_only_root(
