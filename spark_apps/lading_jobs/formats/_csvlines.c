@@ -13,33 +13,40 @@
 
    encode(out, rows, delimiter, null, quote, escape, specials, columns) -> bytes written, or -1
    when `out` is too small.  columns: a sequence of tuples
-     (kind, mode, validity or None, offset, buf1, buf2 or None, p1, p2, suffix)
+     (kind, mode, validity or None, offset, buf1, buf2 or None, p1, p2, text)
    kind: 0 string (buf1 int32 offsets, buf2 data; p1: also quote the value `\.`),
          1 integer (buf1 values; p1 byte width 1/2/4/8, p2 signed),
          2 date32 (days), 3 timestamp (int64 microseconds; suffix after the digits),
          4 decimal128 (16-byte little-endian two's complement; p1 scale >= 0),
-         5 boolean (bits);
+         5 boolean (bits),
+         6 float64 (buf1 values): a whole value under 1e10 (not -0.0) written here as its integer and
+           ".0", every other valid value (fractions, large ones, -0.0, NaN, infinities) taken in turn
+           from the text csv.py rendered of those alone: buf2 its int32 offsets, `text` its data, p1
+           how many (text.float_rest classifies them the same way);
+   `text`: a timestamp's suffix, a float64 column's rendered values, else empty.
    mode: 0 quote a string value holding a special byte or equal to the null string, 1 never
    quote, 2 quote every non-null value.  A null is the null string, unquoted.  `offset` is the
    array's slice offset (in values and in validity bits). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-enum { K_STR = 0, K_INT = 1, K_DATE = 2, K_TS = 3, K_DEC = 4, K_BOOL = 5 };
+enum { K_STR = 0, K_INT = 1, K_DATE = 2, K_TS = 3, K_DEC = 4, K_BOOL = 5, K_FLOAT = 6 };
 enum { M_CHECK = 0, M_NEVER = 1, M_FORCE = 2 };
 
 typedef struct {
     int kind, mode;
     int has_validity;
-    Py_buffer validity, buf1, buf2;
+    Py_buffer validity, buf1, buf2, text;
+    Py_ssize_t next; /* K_FLOAT: the next of its rendered values */
     int has_buf2;
     int clean; /* a string column whose values hold no special byte (found by memchr over all of them) */
     Py_ssize_t offset;
     long p1, p2;
-    const char *suffix;
+    const char *suffix; /* text's bytes */
     Py_ssize_t suffix_len;
 } column;
 
@@ -230,8 +237,9 @@ static int needs_quote(const writer *w, const column *c, const uint8_t *s, Py_ss
     return 0;
 }
 
-/* One field of row r; 0 on success, -1 when the output is full, -2 on a bad value. */
-static int write_field(writer *w, const column *c, Py_ssize_t r) {
+/* One field of row r; 0 on success, -1 when the output is full, -2 on a bad value, -3 when a
+   float64 column's rendered values run out. */
+static int write_field(writer *w, column *c, Py_ssize_t r) {
     Py_ssize_t i = c->offset + r;
     if (!valid_at(c, i)) {
         if (w->cap - w->pos < w->null_len) return -1;
@@ -263,6 +271,41 @@ static int write_field(writer *w, const column *c, Py_ssize_t r) {
         w->pos = p - w->out;
         return 0;
     }
+    if (c->kind == K_FLOAT) {
+        double x = ((const double *)c->buf1.buf)[i];
+        int quoted = c->mode == M_FORCE;
+        if (isfinite(x) && x == floor(x) && fabs(x) < 1e10 && !(x == 0 && signbit(x))) {
+            char tmp[24], *end = tmp + sizeof tmp - 2, *s;
+            int64_t v = (int64_t)x;
+            s = v < 0 ? u64_digits(0 - (uint64_t)v, end) : u64_digits((uint64_t)v, end);
+            if (v < 0) *--s = '-';
+            end[0] = '.';
+            end[1] = '0';
+            end += 2;
+            Py_ssize_t n = end - s;
+            if (w->cap - w->pos < n + 2) return -1;
+            char *p = w->out + w->pos;
+            if (quoted) *p++ = w->quote;
+            memcpy(p, s, (size_t)n);
+            p += n;
+            if (quoted) *p++ = w->quote;
+            w->pos = p - w->out;
+            return 0;
+        }
+        if (c->next >= c->p1) return -3;
+        const int32_t *offsets = (const int32_t *)c->buf2.buf;
+        int32_t start = offsets[c->next], stop = offsets[c->next + 1];
+        c->next++;
+        Py_ssize_t n = stop - start;
+        if (w->cap - w->pos < n + 2) return -1;
+        char *p = w->out + w->pos;
+        if (quoted) *p++ = w->quote;
+        memcpy(p, c->suffix + start, (size_t)n);
+        p += n;
+        if (quoted) *p++ = w->quote;
+        w->pos = p - w->out;
+        return 0;
+    }
     Py_ssize_t need = fixed_width(c) + 2;
     if (w->cap - w->pos < need) return -1;
     int quoted = c->mode == M_FORCE;
@@ -281,6 +324,7 @@ static void release(column *cols, Py_ssize_t n) {
         if (cols[k].has_validity) PyBuffer_Release(&cols[k].validity);
         PyBuffer_Release(&cols[k].buf1);
         if (cols[k].has_buf2) PyBuffer_Release(&cols[k].buf2);
+        PyBuffer_Release(&cols[k].text);
     }
 }
 
@@ -288,33 +332,39 @@ static void release(column *cols, Py_ssize_t n) {
 static int parse_column(PyObject *spec, Py_ssize_t rows, column *c) {
     PyObject *validity, *buf1, *buf2;
     memset(c, 0, sizeof *c);
-    if (!PyArg_ParseTuple(spec, "iiOnOOlly#", &c->kind, &c->mode, &validity, &c->offset, &buf1, &buf2,
-                          &c->p1, &c->p2, &c->suffix, &c->suffix_len))
+    if (!PyArg_ParseTuple(spec, "iiOnOOlly*", &c->kind, &c->mode, &validity, &c->offset, &buf1, &buf2,
+                          &c->p1, &c->p2, &c->text))
         return -1;
-    if (c->kind < K_STR || c->kind > K_BOOL || c->mode < M_CHECK || c->mode > M_FORCE || c->offset < 0
+    c->suffix = (const char *)c->text.buf;
+    c->suffix_len = c->text.len;
+    if (c->kind < K_STR || c->kind > K_FLOAT || c->mode < M_CHECK || c->mode > M_FORCE || c->offset < 0
         || c->offset > PY_SSIZE_T_MAX / 16 - rows - 1) {
         PyErr_SetString(PyExc_ValueError, "bad column kind, mode or offset");
-        return -1;
+        goto fail;
     }
     if (c->kind != K_STR && c->mode == M_CHECK) {
         PyErr_SetString(PyExc_ValueError, "only string columns are checked for quoting");
-        return -1;
+        goto fail;
     }
     if (c->kind == K_INT && c->p1 != 1 && c->p1 != 2 && c->p1 != 4 && c->p1 != 8) {
         PyErr_SetString(PyExc_ValueError, "integer width must be 1, 2, 4 or 8 bytes");
-        return -1;
+        goto fail;
     }
     if (c->kind == K_DEC && (c->p1 < 0 || c->p1 > 38)) {
         PyErr_SetString(PyExc_ValueError, "decimal scale must be 0..38");
-        return -1;
+        goto fail;
     }
     if (c->kind == K_TS && c->suffix_len > 8) {
         PyErr_SetString(PyExc_ValueError, "timestamp suffix longer than 8 bytes");
-        return -1;
+        goto fail;
     }
     Py_ssize_t end = c->offset + rows; /* one past the last value */
+    if (c->kind == K_FLOAT && (c->p1 < 0 || c->p1 > rows)) {
+        PyErr_SetString(PyExc_ValueError, "a float column's rendered values outnumber its rows");
+        goto fail;
+    }
     if (validity != Py_None) {
-        if (PyObject_GetBuffer(validity, &c->validity, PyBUF_SIMPLE) < 0) return -1;
+        if (PyObject_GetBuffer(validity, &c->validity, PyBUF_SIMPLE) < 0) goto fail;
         c->has_validity = 1;
     }
     if (PyObject_GetBuffer(buf1, &c->buf1, PyBUF_SIMPLE) < 0) goto fail;
@@ -324,7 +374,7 @@ static int parse_column(PyObject *spec, Py_ssize_t rows, column *c) {
     }
     if (c->has_validity && c->validity.len < (end + 7) / 8) goto short_buffer;
     Py_ssize_t width = c->kind == K_STR ? 4 : c->kind == K_INT ? c->p1 : c->kind == K_DATE ? 4
-                     : c->kind == K_TS ? 8 : c->kind == K_DEC ? 16 : 0;
+                     : c->kind == K_TS || c->kind == K_FLOAT ? 8 : c->kind == K_DEC ? 16 : 0;
     if (c->kind == K_BOOL ? c->buf1.len < (end + 7) / 8
                           : c->buf1.len / width < end + (c->kind == K_STR)) goto short_buffer;
     if (c->kind == K_STR) {
@@ -338,6 +388,17 @@ static int parse_column(PyObject *spec, Py_ssize_t rows, column *c) {
         }
         if (prev > c->buf2.len) goto bad_offsets;
     }
+    if (c->kind == K_FLOAT) { /* the rendered values: p1 + 1 int32 offsets into text */
+        if (!c->has_buf2 || c->buf2.len / 4 < c->p1 + 1) goto short_buffer;
+        const int32_t *offsets = (const int32_t *)c->buf2.buf;
+        int32_t prev = offsets[0];
+        if (prev < 0) goto bad_offsets;
+        for (Py_ssize_t i = 1; i <= c->p1; i++) {
+            if (offsets[i] < prev) goto bad_offsets;
+            prev = offsets[i];
+        }
+        if (prev > c->text.len) goto bad_offsets;
+    }
     return 0;
 short_buffer:
     PyErr_SetString(PyExc_ValueError, "a column buffer is shorter than its rows");
@@ -348,6 +409,7 @@ fail:
     if (c->has_validity) PyBuffer_Release(&c->validity);
     if (c->buf1.obj) PyBuffer_Release(&c->buf1);
     if (c->has_buf2) PyBuffer_Release(&c->buf2);
+    if (c->text.obj) PyBuffer_Release(&c->text);
     c->has_validity = c->has_buf2 = 0;
     return -1;
 }
@@ -409,7 +471,10 @@ static PyObject *encode(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < ncols && status == 0; k++)
+        if (cols[k].kind == K_FLOAT && cols[k].next != cols[k].p1) status = -3;
     if (status == -2) PyErr_SetString(PyExc_ValueError, "a date or timestamp outside years 1..9999");
+    else if (status == -3) PyErr_SetString(PyExc_ValueError, "a float column's rendered values do not match its values");
     else result = PyLong_FromSsize_t(status == -1 ? -1 : w.pos);
 done:
     if (cols) { release(cols, parsed); PyMem_Free(cols); }

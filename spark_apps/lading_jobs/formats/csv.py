@@ -101,10 +101,10 @@ def value_text(arr: pa.Array, field: pa.Field) -> pa.Array:
 
 
 # _csvlines's column kinds and quoting modes (see its source)
-_STRING, _INTEGER, _DATE, _TIMESTAMP, _DECIMAL, _BOOLEAN = range(6)
+_STRING, _INTEGER, _DATE, _TIMESTAMP, _DECIMAL, _BOOLEAN, _FLOAT = range(7)
 _CHECK, _NEVER, _FORCE = range(3)
 # the most bytes one value of each fixed-width kind renders to; timestamps add their suffix
-_WIDTH = {_INTEGER: 20, _DATE: 10, _TIMESTAMP: 26, _DECIMAL: 42, _BOOLEAN: 5}
+_WIDTH = {_INTEGER: 20, _DATE: 10, _TIMESTAMP: 26, _DECIMAL: 42, _BOOLEAN: 5, _FLOAT: 14}
 _FIRST_DAY, _LAST_DAY = -719_162, 2_932_896  # 0001-01-01 and 9999-12-31: _csvlines writes four-digit years
 _MICROS_PER_DAY = 86_400_000_000
 
@@ -116,13 +116,17 @@ def _in_years(values: pa.Array, per_day: int) -> bool:
     return low.as_py() is None or (_FIRST_DAY * per_day <= low.as_py() and high.as_py() < (_LAST_DAY + 1) * per_day)
 
 
-def _native_kind(arr: pa.Array, field: pa.Field) -> tuple[int, pa.Array, int, int, bytes] | None:
+def _native_kind(arr: pa.Array, field: pa.Field) -> tuple[int, pa.Array, int, int, bytes | pa.Array] | None:
     """What ``_csvlines`` renders of this column itself: (kind, the array it reads, p1, p2,
-    suffix); ``None`` when ``value_text`` must render it first (floats, binary, times,
+    text: a timestamp's suffix, or for doubles of mostly small whole values the text of the
+    others); ``None`` when ``value_text`` must render it first (other floats, binary, times,
     intervals, nested values, decimals of a negative scale or 256 bits, years outside 1..9999)."""
     t = arr.type
     if _is_ym(field):
         return None
+    if pa.types.is_float64(t):
+        rest = text.float_rest(arr, "NaN", "Infinity", "-Infinity")
+        return None if rest is None else (_FLOAT, arr, len(rest), 0, rest)
     if pa.types.is_integer(t):
         return _INTEGER, arr, t.bit_width // 8, int(pa.types.is_signed_integer(t)), b""
     if pa.types.is_boolean(t):
@@ -189,10 +193,17 @@ class CsvEncoder:
             arr = batch.column(i)
             forced = field.name in self.forced
             native = _native_kind(arr, field)
+            extra = None  # a float column's rendered values: their offsets (``suffix``: their bytes)
             if native is not None and (forced or self._plain_safe):
-                kind, arr, p1, p2, suffix = native
+                kind, arr, p1, p2, text_of = native
                 mode = _FORCE if forced else _NEVER
-                bound += rows * (_WIDTH[kind] + len(suffix) + 2 + len(null))
+                if isinstance(text_of, pa.Array):  # read from offset 0 by the C code
+                    rendered = text_of if text_of.offset == 0 else pa.concat_arrays([text_of])
+                    extra, suffix = rendered.buffers()[1], rendered.buffers()[2] or b""
+                    bound += rows * (_WIDTH[kind] + 2 + len(null)) + len(suffix)
+                else:
+                    suffix = text_of
+                    bound += rows * (_WIDTH[kind] + len(suffix) + 2 + len(null))
             else:
                 kind, p1, p2, suffix = _STRING, int(not _plain(field)), 0, b""
                 arr = value_text(arr, field) if native is not None or not pa.types.is_string(arr.type) else arr
@@ -204,7 +215,7 @@ class CsvEncoder:
             if arr.null_count and buffers[0] is None:
                 return None
             validity = buffers[0] if arr.null_count else None
-            data = (buffers[2] if buffers[2] is not None else b"") if kind == _STRING else None
+            data = (buffers[2] if buffers[2] is not None else b"") if kind == _STRING else extra
             columns.append((kind, mode, validity, arr.offset, buffers[1], data, p1, p2, suffix))
         out = pa.allocate_buffer(bound)
         written = _csvlines.encode(out, rows, ord(o.delimiter), null, ord(o.quote), ord(o.escape), self._specials,

@@ -380,12 +380,7 @@ def render_float(arr: pa.Array, nan: str, inf: str, neg_inf: str) -> pa.Array:
     n = len(arr)
     if n == arr.null_count:
         return pa.nulls(n, pa.string())
-    x = np.frombuffer(arr.buffers()[1], np.dtype(arr.type.to_pandas_dtype()))[arr.offset: arr.offset + n]
-    valid = np.asarray(pc.is_valid(arr)) if arr.null_count else np.ones(n, bool)
-    with np.errstate(invalid="ignore"):
-        whole = np.isfinite(x) & (x == np.floor(x)) & valid
-        small = whole & (np.abs(x) < _PLAIN_WHOLE) & ~((x == 0) & np.signbit(x))
-    rest = valid & ~small
+    x, valid, small, rest = _small_whole(arr)
     others = int(np.count_nonzero(rest))
     if pa.types.is_float64(arr.type) and others <= n // 8:
         ints = pa.array(np.where(small, x, 0).astype(np.int64), pa.int64(), mask=~valid if arr.null_count else None)
@@ -395,6 +390,34 @@ def render_float(arr: pa.Array, nan: str, inf: str, neg_inf: str) -> pa.Array:
             text = pc.replace_with_mask(text, pa.array(rest), _float_text(arr.take(pa.array(idx)), nan, inf, neg_inf))
         return text
     return _float_text(arr, nan, inf, neg_inf)
+
+
+def _small_whole(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A float array's values, where they are valid, where they are whole and under
+    ``_PLAIN_WHOLE`` (not -0.0: written from their integer text), and the other valid ones."""
+    n = len(arr)
+    x = np.frombuffer(arr.buffers()[1], np.dtype(arr.type.to_pandas_dtype()))[arr.offset: arr.offset + n]
+    valid = np.asarray(pc.is_valid(arr)) if arr.null_count else np.ones(n, bool)
+    with np.errstate(invalid="ignore"):
+        whole = np.isfinite(x) & (x == np.floor(x)) & valid
+        small = whole & (np.abs(x) < _PLAIN_WHOLE) & ~((x == 0) & np.signbit(x))
+    return x, valid, small, valid & ~small
+
+
+def float_rest(arr: pa.Array, nan: str, inf: str, neg_inf: str) -> pa.Array | None:
+    """For a float64 array whose valid values are (nearly) all whole and under ``_PLAIN_WHOLE``,
+    as :func:`render_float` finds them: the text of the others alone, in order (the C line writer,
+    ``formats/_csvlines.c``, writes the whole ones itself as their integer and ``.0``, and takes
+    these in turn). ``None`` for any other array: render it whole with :func:`render_float`."""
+    if not pa.types.is_float64(arr.type) or len(arr) == arr.null_count:
+        return None
+    _, _, _, rest = _small_whole(arr)
+    others = int(np.count_nonzero(rest))
+    if others > len(arr) // 8:
+        return None
+    if not others:
+        return pa.array([], pa.string())
+    return _float_text(arr.take(pa.array(np.flatnonzero(rest))), nan, inf, neg_inf)
 
 
 def _append(values: pa.Array, suffix: str) -> pa.Array:

@@ -62,6 +62,10 @@ COLUMNS = {
     "dec0": (pa.decimal128(38, 0), _decimals(38, 0)),
     "decneg": (pa.decimal128(5, -2), st.one_of(st.none(), st.integers(-99999, 99999))),
     "f": (pa.float64(), st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))),
+    # mostly whole doubles (the C code writes those; the others' text comes from render_float)
+    "fw": (pa.float64(), st.one_of(st.none(), *[st.integers(-10**10, 10**10).map(float)] * 12,
+                                   st.sampled_from([-0.0, 0.5, -1e-7, float("nan"), float("inf"), -float("inf"),
+                                                    1e10, -1e10, 9999999999.0, 1e16, 2.0**53 + 2]))),
     "bin": (pa.binary(), st.one_of(st.none(), st.binary(max_size=4))),
 }
 
@@ -209,3 +213,40 @@ def test_a_wide_batch_in_a_real_dialect_matches(tmp_path: object) -> None:
     got = csv.CsvEncoder(table.schema, o).encode(batch)
     assert got == pure(table.schema, o).encode(batch)
     assert got == b"2024-02-29 23:59:59.999999+00;'0001-01-01';-0.50;'O\\'Brien; Ltd'\n;'9999-12-31';1234567890.12;\n"
+
+
+def test_doubles_mostly_whole_are_written_by_the_c_code() -> None:
+    """Whole values under 1e10 as their integer and ``.0``; -0.0, fractions, large values, NaN and
+    infinities from render_float's text, taken in turn; the same bytes as the pure encoder."""
+    values = [float(v) for v in range(-40, 40)] + [-0.0, 0.25, 1e10, -9999999999.0, float("nan"), float("inf"),
+                                                     -float("inf"), None, 3e-9, 1e22]
+    arr = pa.array(values, pa.float64())
+    field = pa.field("f", pa.float64())
+    native = csv._native_kind(arr, field)
+    assert native is not None and native[0] == csv._FLOAT and native[2] == 8  # 8 values rendered apart
+    table = pa.table({"f": arr, "g": arr.slice(3).to_pylist() + [1.0, 2.0, 3.0]})
+    for o in (CsvOptions(), CsvOptions(force_quote="*"), CsvOptions(null="NULL")):
+        for batch in (table.to_batches()[0], table.to_batches()[0].slice(5, 70)):
+            got = csv.CsvEncoder(table.schema, o).encode(batch)
+            assert got == pure(table.schema, o).encode(batch)
+    lines = csv.CsvEncoder(table.schema).encode(table.to_batches()[0]).decode().split("\n")
+    assert [line.split(",")[0] for line in lines[78:87]] == ["38.0", "39.0", "-0.0", "0.25", "1e+10",
+                                                              "-9999999999.0", "NaN", "Infinity", "-Infinity"]
+
+
+def test_a_float_column_whose_rendered_values_do_not_add_up_is_refused() -> None:
+    values = pa.array([1.0, 0.5, 2.0]).buffers()[1]
+    rendered = pa.array(["0.5"])
+    _, offsets, data = rendered.buffers()
+    args = (ord(","), b"", ord('"'), ord('"'), b',"\r\n')
+    out = bytearray(100)
+    assert _csvlines.encode(out, 3, *args, [(6, 1, None, 0, values, offsets, 1, 0, data)]) == len(b"1.0\n0.5\n2.0\n")
+    with pytest.raises(ValueError, match="do not match"):  # one rendered value too many
+        _csvlines.encode(out, 3, *args, [(6, 1, None, 0, values, pa.array(["0.5", "x"]).buffers()[1], 2, 0,
+                                          pa.array(["0.5", "x"]).buffers()[2])])
+    with pytest.raises(ValueError, match="do not match"):  # one too few
+        _csvlines.encode(out, 3, *args, [(6, 1, None, 0, values, offsets, 0, 0, data)])
+    with pytest.raises(ValueError, match="outnumber"):
+        _csvlines.encode(out, 3, *args, [(6, 1, None, 0, values, offsets, 4, 0, data)])
+    with pytest.raises(ValueError, match="shorter"):
+        _csvlines.encode(out, 3, *args, [(6, 1, None, 0, values, offsets, 3, 0, data)])
