@@ -23,9 +23,10 @@ docs/benchmarks.md ("Unload") has the profile these choices come from.
 
 Where the C module ``_csvlines`` is built (scripts/build-native; the image and bootstrap build
 it), the lines are written by it in one pass over the columns' own buffers instead:
-integers, dates, timestamps, decimal128 and booleans rendered there, strings copied and
-quoted there, every other column rendered to text here first (``value_text``) and then
-copied like a string. The same bytes either way (tests/formats/test_csv_native.py compares
+integers, dates, timestamps, decimal128, booleans and the whole values of mostly-whole doubles
+rendered there, strings copied and quoted there, every other column rendered to text here
+first (``value_text``) and then copied like a string. The same bytes either way
+(tests/lading_jobs/formats/test_csv_native.py compares
 the two on every type and dialect); this module decides, per column, what the C code may
 take (value ranges, dialect), and the C code checks every buffer against the rows.
 """
