@@ -199,7 +199,8 @@ def _check_local(root: str, field: str) -> None:
                               "which that library cannot promise; put the table on s3://")
 
 
-def _load(ref: DeltaInput, root: str, field: str, options: dict[str, str]) -> Any:
+def _load(ref: DeltaInput, root: str, field: str, options: dict[str, str],
+          settings: st.S3Settings | None = None) -> Any:
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
@@ -227,11 +228,21 @@ def _load(ref: DeltaInput, root: str, field: str, options: dict[str, str]) -> An
         table.load_as_version(when)  # the newest version at or before ``when``, else the oldest one
         committed = times.get(table.version())
         if isinstance(committed, int) and committed > ref.timestamp_ms:
+            # deltalake, like Delta Lake, dates a commit by its file's modification time, which may
+            # fall a millisecond or more before the commitInfo time: refuse only when both are later
+            committed = min(committed, _commit_modified_ms(root, int(table.version()), settings) or committed)
+        if isinstance(committed, int) and committed > ref.timestamp_ms:
             raise DeltaInputError(f"{field}.timestamp: {root} has no version committed at or before "
                                   f"{when.isoformat()} (its oldest readable version, {table.version()}, was committed "
                                   f"at {dt.datetime.fromtimestamp(committed / 1000, dt.UTC).isoformat()}); give a "
                                   "later timestamp, or a version")
     return table
+
+
+def _commit_modified_ms(root: str, version: int, settings: st.S3Settings | None) -> int | None:
+    """The modification time (epoch ms) of ``version``'s commit file, where the store says."""
+    info = st.open_storage(root, settings).head(f"{root.rstrip('/')}/_delta_log/{version:020d}.json")
+    return None if info is None or info.modified is None else int(info.modified * 1000)
 
 
 def _newest(where: str, options: dict[str, str]) -> int | None:
@@ -263,7 +274,7 @@ def open_table(ref: DeltaInput, field: str, settings: st.S3Settings | None = Non
     if root.startswith("file://"):
         _check_local(root, field)
     options = _storage_options(root, settings)
-    table = _load(ref, root, field, options)
+    table = _load(ref, root, field, options, settings)
     version = int(table.version())
     features = set(table.protocol().reader_features or ())
     lacking = sorted(features - READER_FEATURES)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,12 @@ def lake(tmp_path_factory: Any) -> dict[str, Any]:
     day2 = next(a for a in live_adds(orders) if a["partitionValues"]["dt"] == "2026-01-02")
     steps["deletion_vector"] = delete_rows(orders, day2, [0, 2, 5])
     assert (orders / "_delta_log" / f"{steps['delete']:020d}.checkpoint.parquet").exists()
+    # Delta dates a commit by its file's modification time, not by commitInfo's clock (read before
+    # the file is written): here an hour ago and a minute apart, so an instant picks one version
+    first = int(time.time()) - 3600
+    for commit in (orders / "_delta_log").glob("*.json"):
+        when = first + 60 * int(commit.stem)
+        os.utime(commit, (when, when))
 
     mapped = {}
     for mode in ("name", "id"):
@@ -133,19 +141,20 @@ def test_every_filter_answers_as_duckdb_delta_scan_and_prunes(spark: Any, lake: 
 
 def test_older_versions_by_number_and_timestamp(spark: Any, lake: dict[str, Any]) -> None:
     """Versions before the overwrite, and before the checkpoint, read as DuckDB reads them; a
-    timestamp reads the newest version committed at or before it."""
-    from deltalake import DeltaTable
-
+    timestamp reads the newest version committed at or before it, a commit dated by its file's
+    modification time as Delta Lake dates it (commitInfo's clock, an hour later here, would
+    refuse every instant below)."""
     steps = lake["steps"]
-    versions = [steps["second"], steps["delete"]]
+    versions = [steps["second"], steps["overwrite"], steps["delete"]]
     duck = duckdb_delta_rows(str(lake["orders"]), list(versions))
     for version, want in zip(versions, duck, strict=True):
         got, _ = _answer(spark, "SELECT * FROM orders", _input(lake["uri"], version=version))
         assert got.column_names == COLUMNS
         assert multiset(got, COLUMNS) == multiset(want, COLUMNS), version
-    history = {h["version"]: h["timestamp"] for h in DeltaTable(str(lake["orders"])).history()}
-    got, _ = _answer(spark, "SELECT * FROM orders", _input(lake["uri"], timestamp_ms=history[steps["delete"]]))
-    assert multiset(got, COLUMNS) == multiset(duck[1], COLUMNS)
+    committed = int((lake["orders"] / "_delta_log" / f"{steps['delete']:020d}.json").stat().st_mtime * 1000)
+    for instant, want in ((committed, duck[2]), (committed + 59_000, duck[2]), (committed - 1, duck[1])):
+        got, _ = _answer(spark, "SELECT * FROM orders", _input(lake["uri"], timestamp_ms=instant))
+        assert multiset(got, COLUMNS) == multiset(want, COLUMNS), instant
 
 
 @pytest.mark.parametrize("mode", ["name", "id"])
