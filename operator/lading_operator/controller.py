@@ -317,11 +317,13 @@ def _owned_from_watch(namespace: str, uid: str, under_way: set[str]) -> tuple[di
 
 
 def _ended_pod(namespace: str, app: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The driver pod of a finished SparkApplication as its pod's watch event carried it, if the
-    driver container had terminated by then (its termination message is final)."""
+    """The driver pod of a finished SparkApplication as its pod's watch event carried it (waiting a
+    moment for an event the watch has not delivered yet), if the driver container had terminated
+    (its termination message is final)."""
     if sparkapp_state.classify(app) not in (sparkapp_state.Outcome.COMPLETED, sparkapp_state.Outcome.FAILED):
         return None
-    return drivers.take_ended(namespace, results.driver_pod_name(app), str((app.get("metadata") or {}).get("uid") or ""))
+    return drivers.take_ended(namespace, results.driver_pod_name(app),
+                              str((app.get("metadata") or {}).get("uid") or ""), drivers.EVENT_WAIT)
 
 
 def _owned_apps(kind: Kind, namespace: str, name: str, uid: str) -> tuple[dict[str, Any], ...]:

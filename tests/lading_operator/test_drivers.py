@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from lading_operator import drivers, result
@@ -49,3 +51,22 @@ def test_the_oldest_are_dropped_past_the_bound(monkeypatch: Any) -> None:
         pod_event("ns", name, _pod(ENDED))
     assert take_ended("ns", "p1", "app-uid") is None  # the pass reads it from the API instead
     assert take_ended("ns", "p3", "app-uid") is not None
+
+
+def test_a_pass_waits_a_moment_for_an_event_the_watch_has_not_delivered(monkeypatch: Any) -> None:
+    """The application's end can arrive before its driver's event: while the pods' watch runs, a
+    pass waits for it (up to its wait) instead of reading the pod; without the watch it does not."""
+    drivers.forget_all()
+    monkeypatch.setattr(drivers, "watching", True)
+    later = threading.Timer(0.2, pod_event, ("ns", "a-driver", _pod(ENDED)))
+    later.start()
+    started = time.monotonic()
+    pod = take_ended("ns", "a-driver", "app-uid", wait=30.0)
+    later.join()
+    assert pod is not None and result.read_result(pod) == {"rows": 3}
+    assert time.monotonic() - started < 30.0  # woken by the event, not by the deadline
+    # a namesake's event does not end the wait early with the wrong pod; the deadline ends it
+    pod_event("ns", "a-driver", _pod(ENDED, owner="another-app"))
+    assert take_ended("ns", "a-driver", "app-uid", wait=0.3) is None
+    monkeypatch.setattr(drivers, "watching", False)  # no watch: no event can come, no wait
+    assert take_ended("ns", "b-driver", "app-uid", wait=3600.0) is None

@@ -152,6 +152,7 @@ async def driver_pod_changed(body: kopf.Body, name: str, namespace: str | None, 
 @kopf.on.startup()
 async def start_progress_poller(**_: Any) -> None:
     progress.POLLER.start()
+    drivers.watching = True  # kopf runs the driver pods' watch (driver_pod_changed) from now on
 
 
 @kopf.on.cleanup()
