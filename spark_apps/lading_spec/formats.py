@@ -60,6 +60,9 @@ def _one_char(options: dict[str, Any], key: str, default: str, path: str) -> str
     value = options.get(key, default)
     if not isinstance(value, str) or len(value) != 1:
         raise SpecError(f"{path}.{key}", f"must be a single character, got {value!r}")
+    if not "\x01" <= value <= "\x7f":
+        # Arrow's CSV reader and writer, and PostgreSQL's COPY, take a one-byte character
+        raise SpecError(f"{path}.{key}", f"must be a single ASCII character (U+0001 to U+007F), got {value!r}")
     return value
 
 
