@@ -22,7 +22,7 @@
          6 float64 (buf1 values): a whole value under 1e10 (not -0.0) written here as its integer and
            ".0", every other valid value (fractions, large ones, -0.0, NaN, infinities) taken in turn
            from the text csv.py rendered of those alone: buf2 its int32 offsets, `text` its data, p1
-           how many (text.float_rest classifies them the same way);
+           how many (text.float_parts classifies them the same way);
    `text`: a timestamp's suffix, a float64 column's rendered values, else empty.
    mode: 0 quote a string value holding a special byte or equal to the null string, 1 never
    quote, 2 quote every non-null value.  A null is the null string, unquoted.  `offset` is the

@@ -117,17 +117,18 @@ def _in_years(values: pa.Array, per_day: int) -> bool:
     return low.as_py() is None or (_FIRST_DAY * per_day <= low.as_py() and high.as_py() < (_LAST_DAY + 1) * per_day)
 
 
-def _native_kind(arr: pa.Array, field: pa.Field) -> tuple[int, pa.Array, int, int, bytes | pa.Array] | None:
+def _native_kind(arr: pa.Array, field: pa.Field) -> tuple[int, pa.Array, int, int, bytes | pa.Array] | pa.Array | None:
     """What ``_csvlines`` renders of this column itself: (kind, the array it reads, p1, p2,
     text: a timestamp's suffix, or for doubles of mostly small whole values the text of the
-    others); ``None`` when ``value_text`` must render it first (other floats, binary, times,
+    others); for other doubles their text, rendered whole (``text.float_parts``: classified
+    once); ``None`` when ``value_text`` must render it first (other floats, binary, times,
     intervals, nested values, decimals of a negative scale or 256 bits, years outside 1..9999)."""
     t = arr.type
     if _is_ym(field):
         return None
     if pa.types.is_float64(t):
-        rest = text.float_rest(arr, "NaN", "Infinity", "-Infinity")
-        return None if rest is None else (_FLOAT, arr, len(rest), 0, rest)
+        rest, whole = text.float_parts(arr, "NaN", "Infinity", "-Infinity")
+        return whole if rest is None else (_FLOAT, arr, len(rest), 0, rest)
     if pa.types.is_integer(t):
         return _INTEGER, arr, t.bit_width // 8, int(pa.types.is_signed_integer(t)), b""
     if pa.types.is_boolean(t):
@@ -193,9 +194,15 @@ class CsvEncoder:
         for i, field in enumerate(self.schema):
             arr = batch.column(i)
             forced = field.name in self.forced
-            native = _native_kind(arr, field)
+            # rendered in C only where no value needs quotes checked (a dialect whose characters no
+            # number, date or time is spelled with) or every value is quoted anyway
+            native = _native_kind(arr, field) if forced or self._plain_safe else None
             extra = None  # a float column's rendered values: their offsets (``suffix``: their bytes)
-            if native is not None and (forced or self._plain_safe):
+            if isinstance(native, pa.Array):  # a double column render_float wrote whole
+                kind, p1, p2, suffix = _STRING, 0, 0, b""
+                arr, mode = native, _FORCE if forced else _NEVER
+                bound += 2 * text.value_bytes(arr).size + rows * (2 + len(null))
+            elif native is not None:
                 kind, arr, p1, p2, text_of = native
                 mode = _FORCE if forced else _NEVER
                 if isinstance(text_of, pa.Array):  # read from offset 0 by the C code
@@ -207,7 +214,7 @@ class CsvEncoder:
                     bound += rows * (_WIDTH[kind] + len(suffix) + 2 + len(null))
             else:
                 kind, p1, p2, suffix = _STRING, int(not _plain(field)), 0, b""
-                arr = value_text(arr, field) if native is not None or not pa.types.is_string(arr.type) else arr
+                arr = arr if pa.types.is_string(arr.type) else value_text(arr, field)
                 if not pa.types.is_string(arr.type):
                     arr = arr.cast(pa.string())
                 mode = _FORCE if forced else _NEVER if _plain(field) and self._plain_safe else _CHECK

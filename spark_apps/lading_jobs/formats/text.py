@@ -386,10 +386,13 @@ def render_float(arr: pa.Array, nan: str, inf: str, neg_inf: str) -> pa.Array:
         ints = pa.array(np.where(small, x, 0).astype(np.int64), pa.int64(), mask=~valid if arr.null_count else None)
         text = _append(ints.cast(pa.string()), ".0")
         if others:
-            idx = np.flatnonzero(rest)
-            text = pc.replace_with_mask(text, pa.array(rest), _float_text(arr.take(pa.array(idx)), nan, inf, neg_inf))
+            text = pc.replace_with_mask(text, pa.array(rest), _others_text(arr, rest, nan, inf, neg_inf))
         return text
     return _float_text(arr, nan, inf, neg_inf)
+
+
+def _others_text(arr: pa.Array, rest: np.ndarray, nan: str, inf: str, neg_inf: str) -> pa.Array:
+    return _float_text(arr.take(pa.array(np.flatnonzero(rest))), nan, inf, neg_inf)
 
 
 def _small_whole(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -404,20 +407,19 @@ def _small_whole(arr: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     return x, valid, small, valid & ~small
 
 
-def float_rest(arr: pa.Array, nan: str, inf: str, neg_inf: str) -> pa.Array | None:
-    """For a float64 array whose valid values are (nearly) all whole and under ``_PLAIN_WHOLE``,
-    as :func:`render_float` finds them: the text of the others alone, in order (the C line writer,
-    ``formats/_csvlines.c``, writes the whole ones itself as their integer and ``.0``, and takes
-    these in turn). ``None`` for any other array: render it whole with :func:`render_float`."""
+def float_parts(arr: pa.Array, nan: str, inf: str, neg_inf: str) -> tuple[pa.Array | None, pa.Array | None]:
+    """A float array classified once, as :func:`render_float` classifies it. For a float64 array
+    whose valid values are (nearly) all whole and under ``_PLAIN_WHOLE``: ``(the text of the
+    others alone, in order, None)`` (the C line writer, ``formats/_csvlines.c``, writes the whole
+    ones itself as their integer and ``.0``, and takes these in turn). For any other array:
+    ``(None, render_float's text of it all)``."""
     if not pa.types.is_float64(arr.type) or len(arr) == arr.null_count:
-        return None
+        return None, render_float(arr, nan, inf, neg_inf)
     _, _, _, rest = _small_whole(arr)
     others = int(np.count_nonzero(rest))
     if others > len(arr) // 8:
-        return None
-    if not others:
-        return pa.array([], pa.string())
-    return _float_text(arr.take(pa.array(np.flatnonzero(rest))), nan, inf, neg_inf)
+        return None, _float_text(arr, nan, inf, neg_inf)
+    return (_others_text(arr, rest, nan, inf, neg_inf) if others else pa.array([], pa.string())), None
 
 
 def _append(values: pa.Array, suffix: str) -> pa.Array:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lading_jobs.formats import _csvlines, csv
+from lading_jobs.formats import _csvlines, csv, text
 from lading_spec.formats import CsvOptions
 
 DIALECTS = [
@@ -250,3 +250,30 @@ def test_a_float_column_whose_rendered_values_do_not_add_up_is_refused() -> None
         _csvlines.encode(out, 3, *args, [(6, 1, None, 0, values, offsets, 4, 0, data)])
     with pytest.raises(ValueError, match="shorter"):
         _csvlines.encode(out, 3, *args, [(6, 1, None, 0, values, offsets, 3, 0, data)])
+
+
+def test_doubles_mostly_fractional_are_classified_once_and_rendered_whole() -> None:
+    """A double column that is not mostly whole comes back from ``_native_kind`` as render_float's
+    text of it all, which the C code copies as a string column: the same bytes as the pure encoder."""
+    arr = pa.array([0.1 * i for i in range(50)] + [None, -0.0, float("nan"), 7.0], pa.float64())
+    native = csv._native_kind(arr, pa.field("f", pa.float64()))
+    assert isinstance(native, pa.Array) and native.equals(text.render_float(arr, "NaN", "Infinity", "-Infinity"))
+    table = pa.table({"f": arr})
+    for o in (CsvOptions(), CsvOptions(force_quote="*"), CsvOptions(null="NULL")):
+        batch = table.to_batches()[0]
+        assert csv.CsvEncoder(table.schema, o).encode(batch) == pure(table.schema, o).encode(batch)
+
+
+def test_a_dialect_numbers_are_spelled_with_renders_no_column_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a delimiter a number can contain ('.'), every value's quotes are checked from its text:
+    ``_native_kind`` (casts, classifications) is not even asked, unless the column is forced."""
+    table = pa.table({"f": pa.array([0.5, 1.0, None], pa.float64()), "d": pa.array([1, 22, 333], pa.int64())})
+    o = CsvOptions(delimiter=".")
+    want = pure(table.schema, o).encode(table.to_batches()[0])
+    assert want == b'"0.5".1\n"1.0".22\n.333\n'
+
+    def refused(arr: pa.Array, field: pa.Field) -> None:
+        raise AssertionError(f"_native_kind asked for {field.name}")
+
+    monkeypatch.setattr(csv, "_native_kind", refused)
+    assert csv.CsvEncoder(table.schema, o).encode(table.to_batches()[0]) == want
