@@ -114,7 +114,9 @@ def test_shape_identity_and_credentials_by_reference() -> None:
     assert spec["mainApplicationFile"] == "local:///opt/lading/spark_apps/lading_jobs/main.py"
     assert spec["image"] == "registry.local/lading:dev"
     assert spec["sparkConf"] == {"spark.sql.shuffle.partitions": "8", "spark.sql.runSQLOnFiles": "false",
-                                 "spark.sql.variable.substitute": "false", "spark.ui.killEnabled": "false"}
+                                 "spark.sql.variable.substitute": "false", "spark.ui.killEnabled": "false",
+                                 "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+                                 "spark.kubernetes.driver.reusePersistentVolumeClaim": "false"}
     for role in ("driver", "executor"):
         pod = spec[role]
         # only the credentials, each by its key: the Secret's other keys never become variables
@@ -301,6 +303,19 @@ def test_sandbox_settings_are_always_rendered() -> None:
     for spec in (LOAD, UNLOAD, {**UNLOAD, "spark": {"sparkConf": {"spark.sql.runSQLOnFiles": "false"}}}):
         conf = render.build_sparkapplication(spec, run())["spec"]["sparkConf"]
         assert conf["spark.sql.runSQLOnFiles"] == "false" and conf["spark.sql.variable.substitute"] == "false"
+
+
+def test_the_driver_owns_no_volume_claims_unless_the_spec_says_so() -> None:
+    """By default the chart's Spark Role grants no PersistentVolumeClaims: a driver that owned its
+    executors' volumes (Spark's default) would list them before each round of executor requests
+    and delete them at stop, both refused. A spec may turn ownership back on (as its policy allows)."""
+    keys = ("spark.kubernetes.driver.ownPersistentVolumeClaim", "spark.kubernetes.driver.reusePersistentVolumeClaim")
+    for spec in (LOAD, UNLOAD, CONVERT):
+        conf = render.build_sparkapplication(spec, run())["spec"]["sparkConf"]
+        assert [conf[k] for k in keys] == ["false", "false"]
+    owned = {**UNLOAD, "spark": {"sparkConf": {keys[0]: "true", keys[1]: "true"}}}
+    conf = render.build_sparkapplication(owned, run())["spec"]["sparkConf"]
+    assert [conf[k] for k in keys] == ["true", "true"]
 
 
 CONVERT = {"from": {"files": "s3://raw/orders/", "format": "parquet"},

@@ -23,6 +23,8 @@ from node.jobs import (
 from node.scenes import Scene, Seen, Stage, scenario
 from support import kv_tables
 
+from harness.node import pod_log
+
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1800)]
 
 EXPECTED = [(k, f"c{k // 10}") for k in range(0, 60, 2)]  # what twelve_small_parts wrote, k even
@@ -40,6 +42,9 @@ def unload_of_a_query_over_a_table(scene: Scene, seen: Seen) -> None:
     seen.apps.append(app)
     with PodsSeen(client, ns, app) as pods:
         seen.status = wait_phase(client, ns, "CopyJob", "unload")["status"]
+        # the driver has exited (its application's end is what ended the run): its log is whole
+        seen.driver_log = "".join(pod_log(client, ns, p["metadata"]["name"], lines=100_000)
+                                  for p in spark_pods(client, ns, "driver", app))
         # the driver stops its executors when the job ends
         wait_until_true(lambda: not spark_pods(client, ns, "executor", app), 90, "executor pods still there after the job")
     seen.roles = pods.roles()
@@ -56,6 +61,13 @@ def test_unload_of_a_query_over_a_table_runs_as_driver_and_executor_pods(stage: 
     assert status["phase"] == "Succeeded", status
     assert status["response"]["rows"] == len(EXPECTED)
     assert "driver" in seen.roles and "executor" in seen.roles, seen.roles
+    # the chart's Spark Role grants no PersistentVolumeClaims by default, and the rendered
+    # application keeps the driver from asking for them (render.PVC_DEFAULTS): Spark's defaults
+    # listed them before requesting executors and deleted them at stop, both refused
+    assert "Registering BlockManager" in seen.driver_log or "SparkContext" in seen.driver_log, seen.driver_log[-2000:]
+    asked = [line for line in seen.driver_log.splitlines()
+             if "persistentvolumeclaims" in line.lower() or "Cannot list PVC" in line]
+    assert not asked, asked
     # the files read back equal the query's answer
     out = seen.out
     assert out is not None and out.rows is not None and len(out.manifests) == 1
