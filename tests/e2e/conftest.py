@@ -30,10 +30,21 @@ REPO = Path(__file__).resolve().parents[2]
 API = "lading.io/v1alpha1"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free a moment ago (all held open while chosen, so never the same twice)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+BIND_ATTEMPTS = 3
+"""Starts of the operator on new ports when one it was given was taken before it bound it (a port
+free when chosen can be any process's by then: the suite's servers and clients run beside it)."""
 
 
 class OperatorProcess:
@@ -50,7 +61,18 @@ class OperatorProcess:
         self.metrics_port = 0
 
     def start(self) -> OperatorProcess:
-        self.health_port, self.metrics_port = _free_port(), _free_port()
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            logged = self.log_path.stat().st_size if self.log_path.exists() else 0
+            try:
+                return self._start()
+            except RuntimeError:
+                since = self.log_path.read_bytes()[logged:].decode(errors="replace") if self.log_path.exists() else ""
+                if attempt == BIND_ATTEMPTS or "Address already in use" not in since:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start(self) -> OperatorProcess:
+        self.health_port, self.metrics_port = _free_ports(2)
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         env.update({
             "KUBECONFIG": self.kubeconfig,
