@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,22 +23,11 @@ import pytest
 from harness.client import KubeClient, wait_until
 from harness.fixtures import Kube
 from harness.identities import Identity
+from harness.own_control_plane import free_ports
 from harness.spark_operator import SparkOperatorStandIn
 
 REPO = Path(__file__).resolve().parents[2]
 API = "lading.io/v1alpha1"
-
-
-def _free_ports(n: int) -> list[int]:
-    """``n`` distinct ports free a moment ago (all held open while chosen, so never the same twice)."""
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 BIND_ATTEMPTS = 3
@@ -72,7 +60,7 @@ class OperatorProcess:
         raise AssertionError("unreachable")
 
     def _start(self) -> OperatorProcess:
-        self.health_port, self.metrics_port = _free_ports(2)
+        self.health_port, self.metrics_port = free_ports(2)
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         env.update({
             "KUBECONFIG": self.kubeconfig,

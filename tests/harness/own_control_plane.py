@@ -36,10 +36,16 @@ from harness.control_plane import READY_SECONDS, Endpoint, _die_with_parent, ass
 ADMIN_TOKEN_BYTES = 16
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free a moment ago (all held open while chosen, so never the same twice)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 @dataclass
@@ -61,7 +67,7 @@ class OwnControlPlane:
                      ["rsa", "-in", str(d / "sa.key"), "-pubout", "-out", str(d / "sa.pub")]):
             subprocess.run(["openssl", *args], check=True, capture_output=True)
         (d / "certs").mkdir(exist_ok=True)
-        self.etcd_port, peer, self.api_port = free_port(), free_port(), free_port()
+        self.etcd_port, peer, self.api_port = free_ports(3)
         self.etcd_url = f"http://127.0.0.1:{self.etcd_port}"
         self._spawn("etcd", [str(self.assets / "etcd"), "--data-dir", str(d / "etcd-data"),
                              "--listen-client-urls", self.etcd_url,
