@@ -51,6 +51,10 @@ class Struct:
         """A copy deep enough to edit: nested structs and lists are copied, leaves shared."""
         return Struct({k: (t, _copy(v)) for k, (t, v) in self.fields.items()})
 
+    def shallow(self) -> Struct:
+        """A copy whose own fields may be set and dropped; what they hold is shared, not to be edited."""
+        return Struct(dict(self.fields))
+
 
 @dataclass(frozen=True)
 class Encoded:
@@ -70,7 +74,7 @@ def _copy(value: Any) -> Any:
 # -- reading -----------------------------------------------------------------------------------
 class _Reader:
     def __init__(self, data: bytes | memoryview) -> None:
-        self.data = memoryview(data)
+        self.data = memoryview(data).cast("B")  # bytes as 0–255 whatever the buffer's format (pyarrow's: signed)
         self.pos = 0
 
     def byte(self) -> int:
@@ -81,11 +85,19 @@ class _Reader:
         return b
 
     def varint(self) -> int:
+        data, pos = self.data, self.pos
+        if pos < len(data) and data[pos] < 0x80:  # one byte: most field values and lengths
+            self.pos = pos + 1
+            return data[pos]
         shift = result = 0
         while True:
-            b = self.byte()
+            if pos >= len(data):
+                raise ThriftError("truncated")
+            b = data[pos]
+            pos += 1
             result |= (b & 0x7F) << shift
             if not b & 0x80:
+                self.pos = pos
                 return result
             shift += 7
             if shift > 70:
@@ -152,6 +164,14 @@ def decode(data: bytes | memoryview) -> Struct:
     if reader.pos != len(reader.data):
         raise ThriftError(f"{len(reader.data) - reader.pos} bytes after the struct")
     return out
+
+
+def decode_prefix(data: bytes | memoryview) -> tuple[Struct, int]:
+    """The struct at the start of ``data`` and the bytes it takes (a Parquet page header, say,
+    which its page's bytes follow)."""
+    reader = _Reader(data)
+    out = reader.struct()
+    return out, reader.pos
 
 
 # -- writing -----------------------------------------------------------------------------------

@@ -78,3 +78,17 @@ def test_an_encoded_struct_is_written_as_the_struct_it_holds(tmp_path: Path) -> 
     spliced.set(chunkcopy.FMD_GROUPS, thrift.LIST,
                 thrift.List(thrift.STRUCT, [thrift.Encoded(thrift.encode(g)) for g in groups]))
     assert thrift.encode(spliced) == thrift.encode(footer)
+
+
+def test_a_buffer_of_signed_bytes_decodes_as_bytes_do() -> None:
+    # pyarrow's buffers show as signed chars to a memoryview: a header byte of 0x80 or more must
+    # still be read as 0–255 (a field id delta above 7, a varint's continuation)
+    s = thrift.Struct()
+    s.set(9, thrift.I64, 1 << 40)
+    s.set(17, thrift.BINARY, b"\xff" * 200)
+    data = thrift.encode(s)
+    assert any(b >= 0x80 for b in data)
+    view = memoryview(pa.py_buffer(data))
+    assert view.format == "b"
+    assert thrift.decode(view) == thrift.decode(data) == s
+    assert thrift.decode_prefix(memoryview(pa.py_buffer(data + b"rest"))) == (s, len(data))
