@@ -164,6 +164,7 @@ def _check(snap: Snapshot, copied: list[writer.WrittenPart], rewritten: list[wri
     ids = {c.name: c.id for c in snap.schema.columns}
     arrow = snap.schema.arrow_schema(table_id=snap.table_id, envelope=snap.envelope)
     reference = pq.ParquetFile(_staged(rewritten[0]))
+    one_infinity = False  # an input part's float column of one infinity alone (its bound is left out)
     for w in copied:
         f = pq.ParquetFile(_staged(w))
         assert w.part.size <= max_size and f.metadata.created_by == CREATED_BY.decode()
@@ -182,7 +183,9 @@ def _check(snap: Snapshot, copied: list[writer.WrittenPart], rewritten: list[wri
         rows = pq.read_table(_staged(w)).cast(arrow)
         acc = stx.Accumulator(arrow, ids)
         acc.add(rows)
-        if not any(_one_infinity(rows.slice(at, p.rows)) for at, p in _offsets(mine)):
+        if any(_one_infinity(rows.slice(at, p.rows)) for at, p in _offsets(mine)):
+            one_infinity = True
+        else:
             assert _logged(w.part.stats) == _logged(acc.result())
         assert w.part.size == Path(_staged(w)).stat().st_size
     assert not parts
@@ -190,7 +193,7 @@ def _check(snap: Snapshot, copied: list[writer.WrittenPart], rewritten: list[wri
     for w in copied[1:]:
         merged = stx.merge(merged, w.part.stats, frozenset(c.id for c in snap.schema.columns
                                                            if c.type.startswith("decimal")))
-    if len(rewritten) == 1 and not any(_one_infinity(pq.read_table(_staged(w))) for w in copied):
+    if len(rewritten) == 1 and not one_infinity:  # (an output's rows may hold it beside other values)
         assert _logged(merged) == _logged(rewritten[0].part.stats)
 
 
