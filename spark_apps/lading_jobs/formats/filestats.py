@@ -68,32 +68,46 @@ def bounds(column: pa.Array | pa.ChunkedArray) -> tuple[Any, Any]:
     return mm["min"].as_py(), mm["max"].as_py()
 
 
-def footer_physical(t: pa.DataType) -> str | None:
-    """The Parquet physical type whose footer bounds equal ``bounds`` for Arrow type ``t``,
-    or None when they may differ (see the module doc)."""
+def footer_physicals(t: pa.DataType) -> tuple[str, ...]:
+    """The Parquet physical types whose footer bounds equal ``bounds`` for Arrow type ``t``
+    (none: they may differ, see the module doc). A decimal's are any of the three a writer
+    may store it in: signed integers up to precision 9 or 18 (Spark's way, and lading's in
+    unloads), fixed-length big-endian bytes."""
     if pa.types.is_boolean(t):
-        return "BOOLEAN"
+        return ("BOOLEAN",)
     if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t) or pa.types.is_date32(t):
-        return "INT32"
+        return ("INT32",)
     if pa.types.is_int64(t) or ((pa.types.is_timestamp(t) or pa.types.is_time64(t) or pa.types.is_duration(t))
                                 and t.unit == "us"):
-        return "INT64"
+        return ("INT64",)
     if pa.types.is_decimal128(t):
-        return "FIXED_LEN_BYTE_ARRAY"
-    return None
+        return ("INT32", "INT64", "FIXED_LEN_BYTE_ARRAY")
+    return ()
 
 
 def footer_bound(raw: Any, t: pa.DataType) -> Any:
     """A footer's raw min or max (``Statistics.min_raw``) of a column of Arrow type ``t``
-    (``footer_physical(t)`` not None) as the Python value ``bounds`` gives."""
-    if pa.types.is_decimal128(t):  # big-endian two's complement, as many bytes as the precision needs
+    (``footer_physicals(t)`` not empty) as the Python value ``bounds`` gives."""
+    if pa.types.is_decimal128(t):  # the unscaled integer, or its big-endian two's complement bytes
         unscaled = int.from_bytes(raw, "big", signed=True) if isinstance(raw, bytes) else int(raw)
         data = pa.py_buffer(unscaled.to_bytes(16, "little", signed=True))
         return pa.Array.from_buffers(t, 1, [None, data])[0].as_py()
     if pa.types.is_boolean(t) or pa.types.is_integer(t):
         return pa.scalar(raw, t).as_py()
+    if pa.types.is_string(t) or pa.types.is_large_string(t):  # a UTF-8 value (raises if it is not one)
+        return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return bytes(raw)
     storage = pa.int32() if t.bit_width == 32 else pa.int64()
     return pa.array([raw], storage).view(t)[0].as_py()
+
+
+def chunk_exact(statistics: Any, rows: int) -> bool:
+    """Whether a column chunk's footer ``statistics`` of ``rows`` rows give what computing them
+    from the values would (for a type of ``footer_physicals``): a null count, and bounds unless
+    every value is NULL."""
+    return (statistics is not None and statistics.has_null_count
+            and (statistics.has_min_max or statistics.null_count == rows))
 
 
 class ColumnStats:
@@ -182,22 +196,37 @@ class FileStats:
             else:
                 stats.update(column)
 
-    def add_footer(self, metadata: Any, columns: tuple[tuple[int, int], ...]) -> None:
-        """Bounds of the ``columns`` (position, Parquet leaf index) from a written file's footer
-        (``pyarrow.parquet.FileMetaData``): every row group's chunk statistics, boxed by
-        ``footer_bound``; a chunk without bounds that holds values loses the column's bounds."""
+    def update_columns(self, rows: int, columns: dict[int, pa.Array | pa.ChunkedArray]) -> None:
+        """Count ``rows`` rows of which only ``columns`` (by position) are at hand: the other
+        columns' statistics are the caller's to add (``add_chunk``)."""
+        self.rows += rows
+        for i, column in columns.items() if self.columns else ():
+            self.columns[i].update(column)
+
+    def add_chunk(self, position: int, statistics: Any, rows: int, nulls: bool = True) -> None:
+        """Bounds of ``rows`` rows of column ``position`` from a Parquet column chunk's footer
+        ``statistics`` (``pyarrow.parquet.Statistics`` or None), boxed by ``footer_bound``,
+        and with ``nulls`` their null count too (then ``chunk_exact`` must hold); a chunk
+        without bounds that holds values loses the column's bounds."""
         if not self.columns:
             return
+        stats, s = self.columns[position], statistics
+        if nulls:
+            stats.nulls += s.null_count
+        if s is not None and s.has_min_max:
+            t = self.types[position]
+            stats.merge(footer_bound(s.min_raw, t), footer_bound(s.max_raw, t))
+        elif s is None or not s.has_null_count or s.null_count != rows:
+            stats.lose()
+
+    def add_footer(self, metadata: Any, columns: tuple[tuple[int, int], ...]) -> None:
+        """Bounds of the ``columns`` (position, Parquet leaf index) from a written file's footer
+        (``pyarrow.parquet.FileMetaData``): every row group's chunk statistics (``add_chunk``;
+        the null counts are counted from the rows, ``update``'s ``later``)."""
         for g in range(metadata.num_row_groups):
             group = metadata.row_group(g)
             for position, leaf in columns:
-                stats, chunk = self.columns[position], group.column(leaf)
-                s = chunk.statistics
-                if s is not None and s.has_min_max:
-                    t = self.types[position]
-                    stats.merge(footer_bound(s.min_raw, t), footer_bound(s.max_raw, t))
-                elif s is None or not s.has_null_count or s.null_count != group.num_rows:
-                    stats.lose()
+                self.add_chunk(position, group.column(leaf).statistics, group.num_rows, nulls=False)
 
     def absorb(self, other: FileStats) -> None:
         """Add the statistics of other rows of the same schema (a row group counted apart)."""

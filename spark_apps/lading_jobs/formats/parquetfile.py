@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lading_jobs.formats.filestats import FileStats, footer_physical
+from lading_jobs.formats.filestats import FileStats, footer_physicals
 from lading_jobs.formats.types import parquet_leaves
 from lading_jobs.sink import PartSink
 
@@ -111,13 +111,20 @@ def dictionary_columns(sample: pa.RecordBatch | pa.Table) -> bool | list[str]:
     return True if len(keep) == len(sample.schema) else keep
 
 
-def writer_options(compression: str, use_dictionary: bool | list[str] = True) -> dict[str, Any]:
+def writer_options(compression: str, use_dictionary: bool | list[str] = True,
+                   decimals_as_integers: bool = False) -> dict[str, Any]:
+    """pyarrow's writer options for lading's Parquet files. ``decimals_as_integers``: decimals of
+    precision up to 9 and 18 stored as INT32 and INT64 (as Spark's own writer and the Parquet
+    spec's recommendation store them; unloads, so a Spark-written source's decimal chunks are
+    copied as they are, ``unload.chunkcopy``), else all in fixed-length bytes (tables: the parts
+    lading's loads and compactions write, whose chunks compactions copy)."""
     return {
         "compression": "NONE" if compression == "none" else compression.upper(),
         "use_dictionary": use_dictionary,
         "write_statistics": True,
         "write_page_index": False,
         "store_schema": True,
+        "store_decimal_as_integer": decimals_as_integers,
     }
 
 
@@ -245,16 +252,16 @@ class FooterModel:
 
 def _footer_columns(schema: pa.Schema, md: pq.FileMetaData) -> tuple[tuple[int, int], ...]:
     """(position, leaf index) of the top-level columns whose bounds come from the footer: the
-    types of ``filestats.footer_physical``, where the file's own schema says the leaf is that column,
-    of that physical type (anything unexpected: the bounds are computed)."""
+    types of ``filestats.footer_physicals``, where the file's own schema says the leaf is that column,
+    of one of those physical types (anything unexpected: the bounds are computed)."""
     out = []
     leaf = 0
     for i, field in enumerate(schema):
-        expected = footer_physical(field.type)
+        expected = footer_physicals(field.type)
         if leaf >= len(md.schema):
             return ()
         col = md.schema.column(leaf)
-        if expected is not None and col.path == field.name and col.physical_type == expected:
+        if col.path == field.name and col.physical_type in expected:
             out.append((i, leaf))
         leaf += parquet_leaves(field.type)
     return tuple(out) if leaf == len(md.schema) else ()

@@ -6,7 +6,7 @@ does too. A column chunk whose stored form is already what lading would write
 (the same physical and logical type, repetition and codec) need not be: its
 bytes (dictionary and data pages) are copied into the output as they are,
 as parquet-mr's ``ParquetFileWriter.appendRowGroups`` does. The other columns of
-the row group (INT96 timestamps, decimals stored as INT64, floats, another codec)
+the row group (INT96 timestamps, floats, another codec)
 are encoded by pyarrow with the path's writer options into a row group in
 memory, whose chunks are then copied the same way. One source row group becomes
 one output row group; the footer is lading's own (``thrift``): the schema, key-value
@@ -17,13 +17,17 @@ came, offsets moved, page and bloom-filter index references dropped.
 What is copied is trusted, so only where it is provably the same:
 
 * a column chunk is copied when its Parquet schema element equals the one pyarrow
-  writes for the output column, its type is a boolean, integer, string, binary or
-  decimal (``_copyable_type``: values read as they are stored; dates and timestamps
-  may need a calendar rebase, floats' statistics are not trusted: parquet-mr writes
-  NaN as a bound) and its codec is the one asked for. A decimal's element is equal
-  only where it is stored as pyarrow stores it, in fixed-length bytes (Spark stores
-  precisions up to 18 as integers: those are encoded); those writers order their
-  bounds as signed numbers, as pyarrow does;
+  writes for the output column, its type is a boolean, integer, string, binary,
+  decimal or float (``_copyable_type``: values read as they are stored; dates and
+  timestamps may need a calendar rebase) and its codec is the one asked for. A float
+  chunk's statistics are not trusted (parquet-mr writes NaN as a bound): it is copied
+  only where none of its page headers holds statistics (parquet-mr ≥ 1.11 writes
+  none there, ``parquetfooter.pages_without_statistics``), with the chunk statistics
+  pyarrow would write for its values in place of the source's
+  (``parquetfooter.float_statistics``). An unload stores decimals as
+  Spark does (precisions up to 9 and 18 as INT32 and INT64, wider ones in fixed-length
+  bytes: ``parquetfile.writer_options``), so a Spark-written decimal's element is equal;
+  those writers order their bounds as signed numbers, as pyarrow does;
 * a file's chunks are copied only if it was written by parquet-mr ≥ 1.10 or
   parquet-cpp-arrow (writers whose statistics use the type's order, as its
   ``column_orders`` must declare) and is neither encrypted nor nested;
@@ -33,12 +37,18 @@ What is copied is trusted, so only where it is provably the same:
   stored size is at most half of ``maxFileSize``.
 
 Anything else goes to the task writer (``task.TaskWriter``), exactly as on the
-rest of the Arrow-only path. The manifest's statistics are not taken from the
-source's footer: every row group is decoded once (what the copy saves is the
-encoding and compression, about two thirds of the work) and its statistics
-computed as the task writer computes them, so a file's manifest entry is the same
-whichever way its rows were written. The output's footer is measured exactly
-before a row group is added, so ``maxFileSize`` stays a ceiling.
+rest of the Arrow-only path. A row group is decoded only as far as the copy needs
+it: the columns encoded again, and the copied ones whose manifest statistics the
+source's footer does not give (``CopyWriter._from_footer``). A copied integer,
+decimal or boolean chunk's footer statistics (null count, signed bounds) are what
+computing them from its values gives (``filestats.footer_physicals``,
+``chunk_exact``), and so are a string chunk's unless its writer dropped a long
+bound (then it is decoded) or truncated one (marked inexact, or parquet-mr told to
+truncate: still bounds, not the values); they travel into the output's footer with
+the chunk anyway, so they are the manifest's too. Floats' bounds and those of the
+columns encoded again are computed. A file's manifest entry is thus the same
+whichever way its rows were written (truncated string bounds apart). The output's footer is measured exactly before a row group is
+added, so ``maxFileSize`` stays a ceiling.
 
 The files hold the same rows as the Spark path's, in the same order, with the same
 schema, but not the same bytes (the source's pages and row groups); the manifest's
@@ -56,7 +66,7 @@ import pyarrow.parquet as pq
 
 from lading_jobs import workerheap
 from lading_jobs.formats import thrift
-from lading_jobs.formats.filestats import FileStats
+from lading_jobs.formats.filestats import FileStats, chunk_exact, footer_physicals
 from lading_jobs.formats.parquetfile import dictionary_columns, writer_options
 from lading_jobs.formats.parquetfooter import (  # noqa: F401 (names tests and callers use from here)
     CC_CRYPTO,
@@ -71,6 +81,7 @@ from lading_jobs.formats.parquetfooter import (  # noqa: F401 (names tests and c
     CM_DICTIONARY_PAGE,
     CM_INDEX_PAGE,
     CM_PATH,
+    CM_STATISTICS,
     CM_STORED,
     CM_VALUES,
     CODECS,
@@ -95,11 +106,16 @@ from lading_jobs.formats.parquetfooter import (  # noqa: F401 (names tests and c
     SE_CHILDREN,
     SE_NAME,
     SE_TYPE_FIELDS,
+    ST_MAX_EXACT,
+    ST_MIN_EXACT,
     Chunk,
     FooterSize,
     Reference,
     chunk_start,
+    edited,
+    float_statistics,
     footer_bytes,
+    pages_without_statistics,
     placed,
     read_footer,
     row_group,
@@ -107,6 +123,7 @@ from lading_jobs.formats.parquetfooter import (  # noqa: F401 (names tests and c
 )
 from lading_jobs.formats.parquetfooter import footer as _footer
 from lading_jobs.formats.parquetfooter import footer_bytes as _footer_bytes  # noqa: F401
+from lading_jobs.formats.types import conform_batch
 from lading_jobs.sink import PartSink
 from lading_jobs.sources import files as sources_files
 from lading_jobs.storage import Storage, open_storage
@@ -123,18 +140,26 @@ columns encoded again into two row groups), so neither does the task writer."""
 
 
 def _copyable_type(t: pa.DataType) -> bool:
+    """Values read as they are stored: booleans, integers, strings, binaries, decimals, and
+    floats (copied with statistics of lading's own, ``CopyWriter._copy_group``)."""
     return (pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_string(t)
-            or pa.types.is_binary(t) or pa.types.is_decimal128(t))
+            or pa.types.is_binary(t) or pa.types.is_decimal128(t) or pa.types.is_float32(t)
+            or pa.types.is_float64(t))
 
 
 def _same_element(a: thrift.Struct, b: thrift.Struct) -> bool:
     return a.get(SE_NAME) == b.get(SE_NAME) and all(a.fields.get(k) == b.fields.get(k) for k in SE_TYPE_FIELDS)
 
 
-def _renamed(chunk: Chunk, name: str) -> Chunk:
-    """``chunk`` under the output's column name (``path_in_schema``)."""
-    meta = chunk.meta.copy()
-    meta.get(CC_META).set(CM_PATH, thrift.LIST, thrift.List(thrift.BINARY, [name.encode()]))
+def _renamed(chunk: Chunk, name: str, statistics: thrift.Struct | None = None) -> Chunk:
+    """``chunk`` under the output's column name (``path_in_schema``), with ``statistics`` in
+    place of its own if given."""
+    if statistics is None and chunk.meta.get(CC_META).get(CM_PATH).values == [name.encode()]:
+        return chunk
+    meta, md = edited(chunk.meta)
+    md.set(CM_PATH, thrift.LIST, thrift.List(thrift.BINARY, [name.encode()]))
+    if statistics is not None:
+        md.set(CM_STATISTICS, thrift.STRUCT, statistics)
     return Chunk(chunk.data, meta)
 
 
@@ -163,9 +188,8 @@ def _decode(uri: str, pf: pq.ParquetFile, g: int, lading: pa.Schema, whole: bool
 def _relative(cc: thrift.Struct, name: bytes) -> thrift.Struct:
     """``cc`` (a ColumnChunk) with offsets relative to its first page and nothing that points elsewhere."""
     start = chunk_start(cc)
-    out = cc.copy()
+    out, md = edited(cc)
     out.drop(CC_PATH, *CC_INDEXES)
-    md = out.get(CC_META)
     md.drop(CM_INDEX_PAGE, *CM_BLOOM)
     md.set(CM_PATH, thrift.LIST, thrift.List(thrift.BINARY, [name]))
     if start == md.get(CM_DATA_PAGE):  # no dictionary page before the data pages (0 is "none")
@@ -186,11 +210,17 @@ class CopiedFile:
         self.group_bytes = 0
         self.rows = 0
         self.stats = FileStats(schema)
+        self.last: tuple[list[Chunk], tuple[int, int], tuple[thrift.Encoded, int]] | None = None
         sink.write(MAGIC)
 
     def _next(self, chunks: list[Chunk], rows: int) -> tuple[thrift.Encoded, int]:
-        """The row group of ``chunks`` as the next one, and the file's size once it is added and closed."""
-        return self.footer_size.closing(self.sink.size, chunks, rows, self.rows, len(self.groups), self.group_bytes)
+        """The row group of ``chunks`` as the next one, and the file's size once it is added and
+        closed (encoded once for ``fits`` and the ``add`` after it)."""
+        if self.last is not None and self.last[0] is chunks and self.last[1] == (rows, len(self.groups)):
+            return self.last[2]
+        out = self.footer_size.closing(self.sink.size, chunks, rows, self.rows, len(self.groups), self.group_bytes)
+        self.last = (chunks, (rows, len(self.groups)), out)
+        return out
 
     def fits(self, chunks: list[Chunk], rows: int) -> bool:
         """Whether the row group and the footer that would then close the file stay within the ceiling."""
@@ -226,9 +256,10 @@ class CopyWriter:
         self.writer = TaskWriter(plan, task, storage, self.conform, self.schema,
                                  formatting.encoder_factory(plan.format, plan.options))
         # the output's footer: what pyarrow writes for this schema (dictionary choices do not show in it)
-        self.reference = Reference.of(self.schema, writer_options(self.options.compression), self.options.compression)
+        self.reference = Reference.of(self.schema, writer_options(self.options.compression, decimals_as_integers=True),
+                                      self.options.compression)
         self.footer_size = FooterSize(self.reference)
-        self.pq_options: dict[str, Any] = {}
+        self.dictionary: dict[str, bool] = {}  # column → dictionary-encoded when encoded (decided once per task)
         self.current: tuple[int, str, CopiedFile] | None = None  # seq, relative path, file
 
     # the task writer's files and ours share one sequence of file names
@@ -269,11 +300,7 @@ class CopyWriter:
                         self._to_writer(read)
                     continue
                 sources = self._read_group(f, uri, footer, g)
-                with sources_files.named_errors(uri):  # the row group decoded from the bytes just read
-                    mini = sources_files.open_parquet(pa.BufferReader(_one_group_file(footer, g, sources)))
-                read = _decode(uri, mini, 0, lading, whole=True)
-                if read:
-                    self._copy_group(footer, g, plan, sources, read)
+                self._copy_group(uri, footer, g, plan, sources, pf.metadata.row_group(g), lading)
 
     def _read_group(self, f: Any, uri: str, footer: thrift.Struct, g: int) -> list[Chunk]:
         """Every column chunk of row group ``g`` as stored, from one read of the group's bytes."""
@@ -303,6 +330,8 @@ class CopyWriter:
         columns = group.get(RG_COLUMNS).values
         if len(columns) != len(elements) or any(cc.get(CC_META) is None for cc in columns):
             return None
+        if any(cc.get(CC_META).get(CM_VALUES) != rows for cc in columns):  # flat columns: a value a row
+            return None
         stored = sum(cc.get(CC_META).get(CM_STORED) for cc in columns)
         row_group_rows = self.options.row_group_rows
         if (not row_group_rows <= 8 * rows <= 8 * row_group_rows or rows > MAX_GROUP_ROWS
@@ -315,41 +344,103 @@ class CopyWriter:
                 and cc.get(CC_META).get(CM_CODEC) == reference.codec
                 for element, leaf, cc, field in zip(elements, reference.leaves, columns, self.schema, strict=True)]
 
-    def _copy_group(self, footer: thrift.Struct, g: int, copy: list[bool], sources: list[Chunk],
-                    read: list[pa.RecordBatch]) -> None:
-        """Row group ``g`` (its chunks as stored, ``sources``; its rows ``read`` in the input's
-        types) as copied and encoded chunks: in the open file if it fits, else in a new one, else
-        (not even alone) to the task writer, which splits the rows."""
-        batches = [self.conform(b) for b in read]
-        if not self.pq_options:  # which columns get a dictionary: from the task's first rows, as the task writer
-            self.pq_options = writer_options(self.options.compression, dictionary_columns(batches[0]))
-        table = pa.Table.from_batches(batches, self.schema)
+    def _copy_group(self, uri: str, footer: thrift.Struct, g: int, copy: list[bool], sources: list[Chunk],
+                    group: pq.RowGroupMetaData, lading: pa.Schema) -> None:
+        """Row group ``g`` (its chunks as stored, ``sources``; ``group``: its footer metadata as
+        pyarrow reads it) as copied and encoded chunks: in the open file if it fits, else in a
+        new one, else (not even alone) to the task writer, which splits the rows. Only what the
+        copy needs is decoded: the columns encoded again, and the copied ones whose statistics
+        the source's footer does not give exactly (``_from_footer``)."""
+        rows = group.num_rows
+        from_footer = self._from_footer(copy, group, sources)
+        decoded = [i for i in range(len(copy)) if i not in from_footer]
+        mini: list[pq.ParquetFile] = []  # the group alone, decoded from the bytes already read
+
+        def read(columns: list[int]) -> list[pa.RecordBatch]:
+            if not mini:
+                with sources_files.named_errors(uri):
+                    mini.append(sources_files.open_parquet(pa.BufferReader(_one_group_file(footer, g, sources))))
+            return _decode(uri, mini[0], 0, pa.schema([lading.field(i) for i in columns]), whole=True)
+
         stats = FileStats(self.schema)
-        stats.update(table)
-        encoded = self._encode(table, [i for i, c in enumerate(copy) if not c])
+        table = None
+        if decoded:
+            target = pa.schema([self.schema.field(i) for i in decoded])
+            table = pa.Table.from_batches([conform_batch(b, target) for b in read(decoded)], target)
+            if table.num_rows != rows:
+                raise ValueError(f"row group {g} decodes to {table.num_rows} rows, its footer says {rows}")
+            stats.update_columns(rows, {i: table.column(k) for k, i in enumerate(decoded)})
+        else:
+            stats.update_columns(rows, {})
+        for i in from_footer:
+            stats.add_chunk(i, group.column(i).statistics, rows)
+        # a float chunk is copied only with statistics of lading's own, where no page holds others
+        floats = {i: float_statistics(table.column(decoded.index(i))) for i, copied in enumerate(copy)
+                  if copied and pa.types.is_floating(self.schema.field(i).type)
+                  and table is not None and pages_without_statistics(sources[i].data)}
+        copy = [c and (i in floats or not pa.types.is_floating(self.schema.field(i).type)) for i, c in enumerate(copy)]
+        encoded = self._encode(table, [i for i, c in enumerate(copy) if not c], decoded)
         if encoded is None:
-            self._to_writer(read)
+            self._to_writer(read(list(range(len(copy)))))
             return
-        chunks = [_renamed(sources[i], name) if copied else encoded[i]
+        chunks = [_renamed(sources[i], name, floats.get(i)) if copied else encoded[i]
                   for i, (copied, name) in enumerate(zip(copy, self.schema.names, strict=True))]
-        if self.footer_size.closing(len(MAGIC), chunks, table.num_rows)[1] > self.plan.max_file_size:
-            self._to_writer(read)
+        if self.footer_size.closing(len(MAGIC), chunks, rows)[1] > self.plan.max_file_size:
+            self._to_writer(read(list(range(len(copy)))))
             return
-        if self.current is not None and not self.current[2].fits(chunks, table.num_rows):
+        if self.current is not None and not self.current[2].fits(chunks, rows):
             self._close()
         if self.current is None:
             self.current = self._open()
-        self.current[2].add(chunks, table.num_rows, stats)
+        self.current[2].add(chunks, rows, stats)
 
-    def _encode(self, table: pa.Table, columns: list[int]) -> dict[int, Chunk] | None:
-        """The chunks pyarrow writes for ``columns`` of ``table`` (one row group, in memory); None
-        if pyarrow did not write them as one row group of every row (then the task writer
-        writes the rows: a chunk of part of them must never be placed in this row group)."""
+    def _from_footer(self, copy: list[bool], group: pq.RowGroupMetaData, sources: list[Chunk]) -> set[int]:
+        """The copied columns whose statistics the source's footer gives as computing them would:
+        they are not decoded. Integers, booleans and decimals (``filestats.footer_physicals``)
+        with ``chunk_exact`` statistics; strings and binaries too where the writer did not mark
+        a bound inexact (a truncated one: parquet-cpp-arrow says so in ``is_min_value_exact``/
+        ``is_max_value_exact``; parquet-mr truncates footer bounds only when told to by
+        ``parquet.statistics.truncate.length``, and then its bounds are still bounds, a prefix
+        below every value and an incremented prefix above) and a string's are UTF-8. A copied
+        chunk carries those statistics into the output's footer anyway, where every Parquet
+        reader prunes by them, so the manifest trusts nothing the file does not already say
+        (``_plan`` admits only trusted writers)."""
+        out = set()
+        for i, copied in enumerate(copy):
+            t, column = self.schema.field(i).type, group.column(i)
+            if not copied or not chunk_exact(column.statistics, group.num_rows):
+                continue
+            if column.physical_type in footer_physicals(t):
+                out.add(i)
+            elif column.physical_type == "BYTE_ARRAY" and (pa.types.is_string(t) or pa.types.is_binary(t)):
+                written = sources[i].meta.get(CC_META).get(CM_STATISTICS)
+                if written is None or any(written.get(f) is False for f in (ST_MAX_EXACT, ST_MIN_EXACT)):
+                    continue
+                if column.statistics.has_min_max and pa.types.is_string(t):
+                    try:
+                        column.statistics.min_raw.decode("utf-8"), column.statistics.max_raw.decode("utf-8")
+                    except (UnicodeDecodeError, AttributeError):
+                        continue
+                out.add(i)
+        return out
+
+    def _encode(self, table: pa.Table | None, columns: list[int], decoded: list[int]) -> dict[int, Chunk] | None:
+        """The chunks pyarrow writes for ``columns`` of the output (``table``: the ``decoded``
+        ones, by position; one row group, in memory); None if pyarrow did not write them as one
+        row group of every row (then the task writer writes the rows: a chunk of part of them
+        must never be placed in this row group)."""
         if not columns:
             return {}
-        part = table.select(columns)
+        assert table is not None
+        part = table.select([decoded.index(i) for i in columns])
+        undecided = [name for name in part.schema.names if name not in self.dictionary]
+        if undecided:  # which columns get a dictionary: from the first rows of each, as the task writer
+            keep = dictionary_columns(part.select(undecided))
+            self.dictionary.update((name, keep if isinstance(keep, bool) else name in keep) for name in undecided)
+        options = writer_options(self.options.compression, [n for n in part.schema.names if self.dictionary[n]],
+                                 decimals_as_integers=True)
         buf = pa.BufferOutputStream()
-        with pq.ParquetWriter(buf, part.schema, **self.pq_options) as w:
+        with pq.ParquetWriter(buf, part.schema, **options) as w:
             w.write_table(part, row_group_size=max(1, part.num_rows))
         data = buf.getvalue()
         footer = thrift.decode(footer_bytes(data))

@@ -126,7 +126,8 @@ class TaskWriter:
     def _parquet_setup(self, sample: pa.RecordBatch) -> None:
         """Writer options (which columns get a dictionary) and the footer model, once per task."""
         assert isinstance(self.plan.options, ParquetOptions)
-        self.pq_options = writer_options(self.plan.options.compression, dictionary_columns(sample))
+        self.pq_options = writer_options(self.plan.options.compression, dictionary_columns(sample),
+                                         decimals_as_integers=True)
         self.footer = FooterModel(self.file_schema, self.pq_options)
 
     def next_file(self, key: tuple[str | None, ...] = ()) -> tuple[int, str, PartSink]:

@@ -1,8 +1,9 @@
 """Parquet to Parquet with copied column chunks, in runs: the same CopyJob on both paths holds the same rows.
 
 The input is written by Spark's own Parquet writer (parquet-mr), so its chunks are
-parquet-mr's pages (copied where they qualify) beside INT96 timestamps, INT64
-decimals and floats (encoded again). Both paths must give the same rows bit for bit
+parquet-mr's pages (copied where they qualify: floats with statistics of lading's
+own, INT64 decimals as an unload stores them too) beside INT96 timestamps (encoded
+again). Both paths must give the same rows bit for bit
 in the same order, the same schema and the same manifest (apart from the bytes
 that hold the rows and the path marker); Spark and DuckDB must read the copy as
 they read the Spark path's files. Faults on S3: a failing task leaves nothing and
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from support.unload import job_doc, s3_keys, s3_pending, spark_conf
 
+from lading_jobs.formats import thrift
 from lading_jobs.main import execute
 from lading_jobs.result import Cancellation
 from lading_jobs.unload import arrowpath, chunkcopy
@@ -107,12 +109,25 @@ def test_a_spark_written_input_copies_to_the_same_rows_on_both_paths(spark: Any,
 
     assert rows_not_bytes(arrow) == rows_not_bytes(spark_m)
 
-    # the string and decimal(38,10) columns' chunks are parquet-mr's bytes; the INT96 timestamps are not
+    # the string, decimal(38,10) and float columns' chunks are parquet-mr's bytes; the INT96 timestamps' are not
     src = sorted(spark_written.glob("*.parquet"))[0]
     out = tmp_path / "arrow" / arrow["files"][0]["path"]
     assert pq.read_metadata(out).created_by == chunkcopy.CREATED_BY.decode()
-    assert {name: same_chunk(src, out, name) for name in ("s", "rs", "ts", "dec")} == {
-        "s": True, "rs": True, "ts": False, "dec": True}
+    assert {name: same_chunk(src, out, name) for name in ("s", "rs", "ts", "dec", "f32", "f64", "fz")} == {
+        "s": True, "rs": True, "ts": False, "dec": True, "f32": True, "f64": True, "fz": True}
+    # the floats' chunk statistics are not parquet-mr's (NaN may be its bound) but, field for
+    # field, what pyarrow writes for each row group's values: NaN left out, zeros signed
+    footer = thrift.decode(chunkcopy._footer_bytes(out.read_bytes()))
+    names = pq.read_schema(out).names
+    for g, group in enumerate(footer.get(chunkcopy.FMD_GROUPS).values):
+        for name in ("f32", "f64", "fz"):
+            values = pq.ParquetFile(out).read_row_group(g, columns=[name]).column(0)
+            buf = pa.BufferOutputStream()
+            pq.write_table(pa.table({name: values}), buf, use_dictionary=False)
+            expected = thrift.decode(chunkcopy._footer_bytes(buf.getvalue())).get(chunkcopy.FMD_GROUPS).values[0]
+            stats = [gr.get(chunkcopy.RG_COLUMNS).values[i].get(chunkcopy.CC_META).get(chunkcopy.CM_STATISTICS)
+                     for gr, i in ((group, names.index(name)), (expected, 0))]
+            assert stats[0].fields == stats[1].fields, (g, name)
     # parquet-mr's bounds of the copied decimals are signed, as pyarrow's are: each row group's
     # footer holds the minimum and maximum of its values (a negative one among them)
     md, dec = pq.read_metadata(out), pq.read_schema(out).names.index("dec")

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from support import every_type
 
-from lading_jobs.formats.filestats import FileStats, footer_physical
+from lading_jobs.formats.filestats import FileStats, footer_physicals
 from lading_jobs.formats.parquetfile import FooterModel, ParquetFile, writer_options
 from lading_jobs.formats.types import arrow_type_of
 from lading_jobs.sink import PartSink
@@ -75,7 +75,7 @@ def _table() -> pa.Table:
     fields = [pa.field(name, arrow_type_of(type_)) for name, type_ in every_type.COLUMNS]
     fields += [pa.field("dec_small", pa.decimal128(10, 2)), pa.field("tm", pa.time64("us")),
                pa.field("big", pa.string())]
-    fields += [pa.field(f"none_{f.name}", f.type) for f in list(fields) if footer_physical(f.type) is not None]
+    fields += [pa.field(f"none_{f.name}", f.type) for f in list(fields) if footer_physicals(f.type)]
     columns = [_values(f.type, ROWS, rng) if not f.name.startswith("none_") else pa.nulls(ROWS, f.type)
                for f in fields]
     columns[[f.name for f in fields].index("big")] = pa.array(["x" * 5000] * ROWS)  # bounds over 4 KiB only
@@ -87,7 +87,7 @@ def test_footer_bounds_equal_computed_bounds_for_every_mapped_type(file_uri: Cal
     schema = table.schema
     options = writer_options("snappy")
     footer = FooterModel(schema, options)
-    assert {p for p, _ in footer.footer_columns} == {i for i, f in enumerate(schema) if footer_physical(f.type)}
+    assert {p for p, _ in footer.footer_columns} == {i for i, f in enumerate(schema) if footer_physicals(f.type)}
     assert any(pa.types.is_decimal(schema.field(p).type) for p, _ in footer.footer_columns)
     dest = file_uri("out/")
     plan = TaskPlan(destination=dest, format="parquet", options=ParquetOptions(row_group_rows=GROUP),
