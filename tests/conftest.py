@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 import boto3
 import pytest
 from support import spark_cds
+from support.ports import free_port
 
 if TYPE_CHECKING:
     from support.faultproxy import FaultProxy
@@ -146,12 +146,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         seconds = float(mark.args[0]) if mark is not None and mark.args else 0.0
         longest[module(item)] = max(longest.get(module(item), 0.0), seconds)
     items.sort(key=lambda item: -longest[module(item)])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")

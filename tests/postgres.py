@@ -10,18 +10,12 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 
 import pytest
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from support.ports import free_port
 
 
 def _bin(name: str) -> str:
@@ -45,7 +39,7 @@ def postgres_dsn() -> Iterator[str]:
     if os.getuid() == 0:
         shutil.chown(root, "postgres")
         os.chmod(root, 0o755)
-    port = _free_port()
+    port = free_port()
     try:
         _run([_bin("initdb"), "-D", data, "-U", "postgres", "-A", "trust", "--encoding=UTF8", "--locale=C.UTF-8"])
         _run([_bin("pg_ctl"), "-D", data, "-w", "-l", os.path.join(root, "log"), "-o",

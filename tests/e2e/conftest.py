@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.ports import free_ports
 
 from harness.client import KubeClient, wait_until
 from harness.fixtures import Kube
 from harness.identities import Identity
-from harness.own_control_plane import free_ports
 from harness.spark_operator import SparkOperatorStandIn
 
 REPO = Path(__file__).resolve().parents[2]

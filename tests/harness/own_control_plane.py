@@ -23,7 +23,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -31,21 +30,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support.ports import free_ports
+
 from harness.control_plane import READY_SECONDS, Endpoint, _die_with_parent, assets_dir
 
 ADMIN_TOKEN_BYTES = 16
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports free a moment ago (all held open while chosen, so never the same twice)."""
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 @dataclass

@@ -63,7 +63,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -75,6 +74,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from support.ports import free_port
 
 from harness import spark_submit
 from harness.client import ApiStatusError, KubeClient
@@ -93,12 +93,6 @@ GRACE_SECONDS = 30.0
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _Run:
@@ -257,7 +251,7 @@ class SparkOperatorStandIn:
             if driver.get("podSecurityContext"):
                 pod_spec["securityContext"] = copy.deepcopy(driver["podSecurityContext"])
             # One host for every driver: the progress port gets a port of its own (see 7.).
-            progress_port = progress_port or _free_port()
+            progress_port = progress_port or free_port()
             ports = [dict(p, containerPort=progress_port) if p.get("name") == PROGRESS_PORT_NAME else dict(p)
                      for p in driver.get("ports") or []]
             if ports:
@@ -359,7 +353,7 @@ class SparkOperatorStandIn:
         termination_log = workdir / "termination-log"
         for execution in range(1, retries + 2):
             try:
-                pod = self._create_driver_pod(run, app, _free_port())
+                pod = self._create_driver_pod(run, app, free_port())
             except ApiStatusError as exc:
                 if exc.code not in (400, 403, 422):
                     raise
@@ -369,7 +363,7 @@ class SparkOperatorStandIn:
                 return
             pod_name = pod["metadata"]["name"]
             termination_log.unlink(missing_ok=True)
-            ui_port = _free_port()
+            ui_port = free_port()
             env = self._env(app, pod, termination_log, ui_port)
             if run.deleting.is_set():
                 return

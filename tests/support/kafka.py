@@ -17,11 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+from support.ports import free_port
 
 
 def tansu_binary() -> str:
