@@ -228,12 +228,19 @@ def _pod_of(namespace: str, app: Mapping[str, Any]) -> dict[str, Any] | None:
     return k8s.get_pod(namespace, results.driver_pod_name(app))
 
 
-def _may_be_stuck(app: Mapping[str, Any], now: dt.datetime, timeout: float) -> bool:
-    """A submitted app older than the start timeout: its driver pod tells why it has not started."""
+def _may_be_stuck(app: Mapping[str, Any], now: dt.datetime, timeout: float,
+                  deadline_at: dt.datetime | None = None) -> bool:
+    """A submitted app older than the start timeout, or at its run's ``activeDeadlineSeconds``
+    (``deadline_at``, counted from the run's start, which is before the app was created: by the
+    app's own age alone the deadline pass came a moment too early and failed the run without
+    saying why it never started): its driver pod tells why it has not started."""
     state = sparkapp_state.app_state(app)
+    if state not in sparkapp_state.WAITING_STATES or state == "":
+        return False
+    if deadline_at is not None and now >= deadline_at:
+        return True
     created = st.parse_time((app.get("metadata") or {}).get("creationTimestamp"))
-    return (state in sparkapp_state.WAITING_STATES and state != "" and created is not None
-            and (now - created).total_seconds() >= timeout)
+    return created is not None and (now - created).total_seconds() >= timeout
 
 
 def observe(kind: Kind, resource: dict[str, Any], now: dt.datetime | None = None,
@@ -252,14 +259,17 @@ def observe(kind: Kind, resource: dict[str, Any], now: dt.datetime | None = None
     continuous = kind.trigger == "continuous"
     # At activeDeadlineSeconds a run that never started fails saying why: its driver pod is read.
     deadline = (resource.get("spec") or {}).get("activeDeadlineSeconds")
+    deadline_at = None
     if isinstance(deadline, int) and not isinstance(deadline, bool) and deadline > 0:
         timeout = min(timeout, float(deadline))
+        started = st.parse_time(status.get("startTime"))
+        deadline_at = started + dt.timedelta(seconds=deadline) if started is not None else None
     if app_name and (status.get("phase") in {str(p) for p in ACTIVE} or continuous):
         app = _get_app(namespace, str(app_name))
         if app is not None and not lifecycle.owned_by(app, uid):
             foreign, app = app, None
         if app is not None and (sparkapp_state.needs_driver_pod(sparkapp_state.app_state(app))
-                                or _may_be_stuck(app, now, timeout)):
+                                or _may_be_stuck(app, now, timeout, deadline_at)):
             pod = _ended_pod(namespace, app) if not continuous else None
             pod = pod if pod is not None else _pod_of(namespace, app)
             checked = True

@@ -404,3 +404,21 @@ def test_a_pass_from_a_stale_watch_event_writes_nothing_and_starts_again_from_a_
     assert kube.client.get(API, "copyjobs", ns, "stale")["status"]["phase"] == "Cancelled"
     assert kube.client.list(SPARK, "sparkapplications", ns) == []
     controller.forget(COPYJOB, ns, "stale")
+
+
+def test_at_its_deadline_a_waiting_application_is_looked_into_whatever_its_age() -> None:
+    # The deadline counts from the run's start, the start timeout from the application's creation,
+    # a moment later: the pass at the deadline must read the driver pod (to say why the run never
+    # started: Unschedulable, a quota, an image pull) although the application is not yet that old.
+    start = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
+    app = {"metadata": {"creationTimestamp": "2026-01-01T12:00:02Z"},
+           "status": {"applicationState": {"state": "SUBMITTED"}}}
+    at_deadline = start + dt.timedelta(seconds=45)
+    assert not controller._may_be_stuck(app, at_deadline, 45.0)  # by its age alone: 43 s
+    assert controller._may_be_stuck(app, at_deadline, 45.0, start + dt.timedelta(seconds=45))
+    assert not controller._may_be_stuck(app, at_deadline - dt.timedelta(seconds=1), 45.0,
+                                        start + dt.timedelta(seconds=45))
+    running = {**app, "status": {"applicationState": {"state": "RUNNING"}}}
+    assert not controller._may_be_stuck(running, at_deadline, 45.0, start + dt.timedelta(seconds=45))
+    unpicked = {**app, "status": {}}  # spark-operator has not picked it up: no pod to read
+    assert not controller._may_be_stuck(unpicked, at_deadline, 45.0, start + dt.timedelta(seconds=45))
