@@ -1,6 +1,6 @@
 """Operator scale benchmark: many CopyJobs created at once.
 
-  python bench/operator_scale.py [--jobs 1000] [--workers 16]
+  python bench/operator_scale.py [--jobs 1000] [--workers 16] [--runs 0]
 
 Starts a real Kubernetes control plane on 127.0.0.1 (tests/harness/control_plane.py:
 etcd, kube-apiserver 1.36, kube-controller-manager, from shared/tools/kube), the
@@ -8,7 +8,9 @@ spark-operator stand-in in *instant* mode (a test double used only here: no
 Spark, each SparkApplication completes at once with a synthetic termination
 message, so what is measured is the operator's own overhead), and the operator
 as a process (``python -m lading_operator``, as in its container), as the chart's
-ServiceAccount with the chart's RBAC (the stand-in with spark-operator's). Then it
+ServiceAccount with the chart's RBAC (the stand-in with spark-operator's) and the default
+policy but for the namespace's run slots (``policy.limits.runs``, 10 by default): none unless
+``--runs`` gives some, so that every CopyJob starts at once. Then it
 creates ``--jobs`` CopyJobs as fast as the client can, and measures from each
 create call's return:
 
@@ -147,6 +149,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=16, help="client threads creating CopyJobs")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--runs", type=int, default=0,
+                        help="the namespace's run slots (policy limits.runs); 0: no bound, so that every job "
+                             "starts at once and what is measured is the operator's own overhead")
     benchjson.add_argument(parser)
     args = parser.parse_args()
 
@@ -169,7 +174,11 @@ def run(args: argparse.Namespace, kube: Any, workdir: Path) -> int:
     namespace = kube.create_namespace("scale")
 
     health = free_port()
-    env = {**os.environ, "KUBECONFIG": kubeconfig, "LADING_NAMESPACES": namespace,
+    policy = workdir / "policy.yaml"  # the default policy's but for limits.runs (lading_operator.runslots)
+    policy.write_text(json.dumps({"allowedPrefixes": {"default": ["s3://"]},
+                                  "limits": {"default": {"executors": 4, "cores": 2, "memory": "8g",
+                                                         **({"runs": args.runs} if args.runs else {})}}}))
+    env = {**os.environ, "KUBECONFIG": kubeconfig, "LADING_NAMESPACES": namespace, "LADING_POLICY_FILE": str(policy),
            "LADING_METRICS_PORT": str(free_port()), "LADING_LIVENESS": f"http://127.0.0.1:{health}/healthz",
            "LADING_LOG_LEVEL": os.environ.get("LADING_LOG_LEVEL", "WARNING"),
            "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("operator", "spark_apps", "."))}

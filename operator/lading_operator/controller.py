@@ -34,6 +34,7 @@ fail with 409, and the pass starts again from a read.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -56,6 +57,7 @@ from lading_operator import (
     policy,
     progress,
     render,
+    runslots,
     sparkapp_state,
     wakeups,
 )
@@ -207,6 +209,7 @@ def forget_everything() -> None:
     _written.clear()
     _listed.clear()
     _refusals.clear()
+    runslots.SLOTS.clear()
     drivers.forget_all()
 
 
@@ -507,8 +510,31 @@ def _reconcile(kind: Kind, namespace: str, name: str, known: dict[str, Any] | No
     resource.setdefault("kind", kind.name)
     timeout = start_timeout()
     obs = observe(kind, resource, timeout=timeout)
-    plan = rc.plan(obs, check_policy, kind=kind, start_timeout=timeout,
-                   file_prefixes=_policy.file_prefixes_for(namespace), catalogs=_policy.catalogs_env(namespace))
+
+    def planned(obs: rc.Observed) -> rc.Plan:
+        return rc.plan(obs, check_policy, kind=kind, start_timeout=timeout,
+                       file_prefixes=_policy.file_prefixes_for(namespace), catalogs=_policy.catalogs_env(namespace))
+
+    plan = planned(obs)
+    key = _key(kind, resource.get("metadata") or {})
+    admitted = False
+    held = runslots.runs_under_way(resource.get("status"))
+    wanted = runslots.runs_under_way({**(resource.get("status") or {}), **plan.status}) - held
+    limit = _policy.limits_for(namespace).runs
+    if plan.create is not None and wanted > 0 and limit is not None:
+        created = str((resource.get("metadata") or {}).get("creationTimestamp") or "")
+        verdict = runslots.SLOTS.ask(key, created, limit, held, wanted)
+        if verdict.admitted:
+            admitted = True
+        else:  # the planner answers with the Queued status instead of a SparkApplication
+            plan = planned(dataclasses.replace(obs, queued=verdict.message))
+    else:
+        runslots.SLOTS.withdraw(key)
     if not plan.status and not plan.create and not plan.delete_apps and (resource.get("status") or {}).get("phase"):
         metrics.observe_phase(kind.name, namespace, name, str(resource["status"]["phase"]))
-    return execute(kind, obs, plan, timeout, precondition=known is not None)
+    try:
+        return execute(kind, obs, plan, timeout, precondition=known is not None)
+    finally:
+        if admitted:  # the run did not start (refused, failed at once): its slot is free again
+            written = _written.get(key)
+            runslots.SLOTS.settle(key, (written[1].get("status") or {}) if written is not None else None)

@@ -38,6 +38,8 @@ from lading_operator.sparkapp_state import Outcome
 DEFAULT_BACKOFF_LIMIT = 0
 FOLLOW_INTERVAL = 5.0       # how often a running job is looked at (progress, deadline)
 CANCEL_POLL = 1.0           # how often a Cancelling job checks that its app is gone
+QUEUE_POLL = 30.0           # a queued run looks again this often, if no run's end woke it first
+QUEUED = "Queued"           # the Ready reason of a run waiting for a run slot
 
 RUN: Table = {
     Phase.SUBMITTED: {
@@ -82,7 +84,10 @@ def oneshot_run_id(ctx: Ctx) -> str:
 
 def submit(ctx: Ctx, plan: Plan, run_id: str, run_time: dt.datetime, attempt: int,
            trigger: Trigger, reason: str, extra: Mapping[str, Any] | None = None) -> Plan:
-    """Record attempt ``attempt`` of run ``run_id`` in status and create its SparkApplication."""
+    """Record attempt ``attempt`` of run ``run_id`` in status and create its SparkApplication;
+    a new run the namespace has no free run slot for (``Observed.queued``) waits instead."""
+    if attempt == 1 and ctx.obs.queued is not None:
+        return queue(ctx, plan, ctx.obs.queued)
     app = build_app(ctx, run_id, run_time, attempt)
     plan.create = app
     fields: dict[str, Any] = {
@@ -101,6 +106,15 @@ def submit(ctx: Ctx, plan: Plan, run_id: str, run_time: dt.datetime, attempt: in
     if attempt == 1:  # a new run runs the current spec: no change of it is ignored
         plan.status["conditions"] = st.without(plan.status["conditions"], st.IGNORED)
     return plan
+
+
+def queue(ctx: Ctx, plan: Plan, message: str) -> Plan:
+    """The run waits for a run slot (:mod:`lading_operator.runslots`): the phase stays, the Ready
+    condition says ``Queued`` and why; written (and one Event posted) only when it first waits."""
+    plan.requeue_after = QUEUE_POLL
+    if ctx.reason == QUEUED and ctx.ready.get("message") == message:
+        return plan
+    return ctx.transition(plan, Trigger.QUEUE, QUEUED, message)
 
 
 def started_job_spec(app: Mapping[str, Any] | None) -> dict[str, Any] | None:

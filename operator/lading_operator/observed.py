@@ -48,6 +48,9 @@ class Observed:
     # Every SparkApplication the resource owns (listed by label and owner), when listed:
     # what should be gone is deleted from it (lading_operator.strays).
     owned: tuple[Mapping[str, Any], ...] | None = None
+    # Why a new run may not start now (lading_operator.runslots: the namespace's run slots are
+    # taken); None: it may. Set only when the controller asked for a slot and was refused.
+    queued: str | None = None
 
     def with_status(self, patch: Mapping[str, Any]) -> Observed:
         """The same observation with ``patch`` merged into the resource's status."""

@@ -42,6 +42,7 @@ class Trigger(enum.StrEnum):
     SUBMIT = "Submit"              # a SparkApplication was created for a run
     APP_RUNNING = "AppRunning"     # its driver runs
     WAIT = "Wait"                  # the run waits on something outside lading (a condition says what)
+    QUEUE = "Queue"                # a new run waits for a free run slot of its namespace (runslots)
     COMPLETED = "Completed"        # the run succeeded
     FAILED = "Failed"              # the run failed and no retries are left (or never retried)
     RETRY = "Retry"                # the run failed; a new attempt is submitted

@@ -15,8 +15,8 @@ YAML file and points ``LADING_POLICY_FILE`` at it::
       namespaces: {analytics: ["lading-spark", "analytics-reader"]}
     sparkConf:         # keys beyond the safe tuning list; "x." allows every key under x.
       namespaces: {gpu: ["spark.kubernetes.node.selector.", "spark.executorEnv.TZ"]}
-    limits:            # caps on what spec.spark and sizing properties ask for (lading_operator.sizing)
-      default: {executors: 10, cores: 4, memory: 16g}
+    limits:            # caps on what spec.spark and sizing properties ask for (lading_operator.sizing),
+      default: {executors: 10, cores: 4, memory: 16g, runs: 10}   # and on runs under way at once
     brokers:           # Kafka brokers a StreamCopy may name: host:port, or *.domain:port
       default: ["*.kafka.svc.cluster.local:9092"]
       namespaces: {analytics: ["kafka-0.corp:9093", "kafka-1.corp:9093"]}
@@ -33,7 +33,8 @@ list, any other gets ``default``, ``{namespace}`` stands for the namespace.
 operator applies :data:`DEFAULT_POLICY`, which is also what the chart's default
 values render: every namespace may use ``s3://`` (any bucket its Secret reaches) and
 no ``file://``, only the operator's image and Spark ServiceAccount, only safe tuning
-properties, and the sizing of a small job (:data:`DEFAULT_LIMITS`). Every widening is
+properties, the sizing of a small job and ten runs under way at once per namespace
+(:data:`DEFAULT_LIMITS`). Every widening is
 an entry in the file (docs/security.md says what each costs).
 
 Images and service accounts (pure, in :func:`check_spark`): a resource that sets
@@ -115,8 +116,9 @@ class Allowed:
         return tuple(p.replace("{namespace}", namespace) for p in raw)
 
 
-DEFAULT_LIMITS = sizing.Limits(executors=4, cores=2, memory=8 * 1024**3)
-"""The caps without a policy file (and the chart's default ``policy.limits``): a small job."""
+DEFAULT_LIMITS = sizing.Limits(executors=4, cores=2, memory=8 * 1024**3, runs=10)
+"""The caps without a policy file (and the chart's default ``policy.limits``): a small job, and ten
+runs under way at once per namespace (:mod:`lading_operator.runslots`)."""
 DEFAULT_PREFIXES = ("s3://",)
 """The storage without a policy file (and the chart's default ``policy.allowedPrefixes``)."""
 

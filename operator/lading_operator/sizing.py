@@ -9,8 +9,8 @@ one without the others would be routed around (``instances: 1`` with
 pods get from both::
 
     limits:
-      default: {executors: 10, cores: 4, memory: 16g}   # every namespace not listed
-      namespaces: {batch: {executors: 50, cores: 8, memory: 64g}}
+      default: {executors: 10, cores: 4, memory: 16g, runs: 10}   # every namespace not listed
+      namespaces: {batch: {executors: 50, cores: 8, memory: 64g, runs: 40}}
 
 - ``executors``: the most executors at once: ``executor.instances`` and, with
   dynamic allocation on, ``spark.dynamicAllocation.maxExecutors``, which must then be
@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-LIMIT_KEYS = ("executors", "cores", "memory")
+LIMIT_KEYS = ("executors", "cores", "memory", "runs")
 ROLES = ("driver", "executor")
 MIB = 1024 * 1024
 MIN_OVERHEAD = 384 * MIB
@@ -67,6 +67,7 @@ class Limits:
     executors: int | None = None
     cores: float | None = None
     memory: int | None = None  # bytes
+    runs: int | None = None    # runs under way at once in the namespace
 
 
 def parse_limits(value: Any, where: str) -> Limits:
@@ -76,16 +77,19 @@ def parse_limits(value: Any, where: str) -> Limits:
     if not isinstance(value, dict) or set(value) - set(LIMIT_KEYS):
         raise ValueError(f"{where} must be a mapping with {', '.join(LIMIT_KEYS)}")
     executors, cores, memory = value.get("executors"), value.get("cores"), value.get("memory")
-    for name, number in (("executors", executors), ("cores", cores)):
+    runs = value.get("runs")
+    for name, number in (("executors", executors), ("cores", cores), ("runs", runs)):
         if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float)) or number < 1):
             raise ValueError(f"{where}.{name} must be a number of at least 1, got {number!r}")
-    if executors is not None and not isinstance(executors, int):
-        raise ValueError(f"{where}.executors must be a whole number, got {executors!r}")
+    for name, number in (("executors", executors), ("runs", runs)):
+        if number is not None and not isinstance(number, int):
+            raise ValueError(f"{where}.{name} must be a whole number, got {number!r}")
     try:
         memory_bytes = None if memory is None else size_bytes(str(memory), MIB, f"{where}.memory")
     except LimitsError as e:
         raise ValueError(str(e)) from e
-    return Limits(executors=executors, cores=None if cores is None else float(cores), memory=memory_bytes)
+    return Limits(executors=executors, cores=None if cores is None else float(cores), memory=memory_bytes,
+                  runs=runs)
 
 
 def size_bytes(text: str, bare_unit: int, key: str) -> int:

@@ -54,14 +54,15 @@ def test_policy_limits_reach_the_operator(tmp_path: Path) -> None:
     values = {"policy": {**VALUES["policy"], "limits": {"default": {"executors": 10, "cores": 4, "memory": "16g"},
                                                         "namespaces": {"batch": {"executors": 100}}}}}
     p = _policy(values, tmp_path)
-    assert p.limits_for("team-a") == sizing.Limits(executors=10, cores=4.0, memory=16 * 1024**3)
-    assert p.limits_for("batch") == sizing.Limits(executors=100)
+    # Helm merges the given default into the chart's: its run slots (runs: 10) stay.
+    assert p.limits_for("team-a") == sizing.Limits(executors=10, cores=4.0, memory=16 * 1024**3, runs=10)
+    assert p.limits_for("batch") == sizing.Limits(executors=100)  # a listed namespace: exactly its own caps
     error = pol.check_spark(p, "team-a", {"sparkConf": {"spark.dynamicAllocation.minExecutors": "2000"}},
                             IMAGE, ACCOUNT)
     assert error is not None and "policy.limits" in error
     assert _policy(VALUES, tmp_path).limits_for("x") == pol.DEFAULT_LIMITS  # the chart's default: a small job
     lifted = {"policy": {**VALUES["policy"], "limits": {"default": {"executors": None, "cores": None,
-                                                                    "memory": None}}}}
+                                                                    "memory": None, "runs": None}}}}
     assert _policy(lifted, tmp_path).limits_for("x") == sizing.Limits()  # each cap set to null: not capped
 
 

@@ -13,6 +13,10 @@ reconcile loop per resource running and wakes it:
 - a new generation (a spec change: ``cancel``, ``suspend``, ``schedule``...) and a
   change of a SparkApplication it owns wake the loop: coroutines, as they only
   touch in-memory state, on the event loop that owns the wake-up events;
+- the runs under way per namespace (:mod:`lading_operator.runslots`) are counted from a kopf
+  index of every kind: kopf fills indexes from the initial listings before any handler runs,
+  so a restarted operator starts no run before it knows every run already under way; a run's
+  end (or a resource's deletion) wakes the resources waiting for its slot;
 - **no finalizer**. The SparkApplications carry an ownerReference
   (``blockOwnerDeletion``), so the API server's garbage collector deletes them
   when their resource goes, and spark-operator's own finalizer stops their
@@ -33,7 +37,17 @@ from typing import Any
 
 import kopf
 
-from lading_operator import controller, drivers, k8s, kinds, metrics, progress, render, wakeups
+from lading_operator import (
+    controller,
+    drivers,
+    k8s,
+    kinds,
+    metrics,
+    progress,
+    render,
+    runslots,
+    wakeups,
+)
 from lading_operator.kinds import Kind
 
 IDLE_SECONDS = 300.0      # nothing scheduled: look again anyway (missed events, clock)
@@ -97,6 +111,7 @@ def resource_event(kind: Kind, type_: str | None, body: Any, namespace: str, nam
     key = (kind.name, namespace, name)
     state = _loops.get(key)
     if type_ == "DELETED":
+        runslots.SLOTS.gone(key)
         _loops.pop(key, None)
         if state is not None and state.task is not None:
             state.task.cancel()
@@ -122,7 +137,17 @@ def register(kind: Kind) -> None:
     async def changed(type: str | None, body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
         resource_event(kind, type, body, namespace or "", name)
 
+    def runs(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
+        # A kopf index for its timing (filled before any handler runs), not for its contents.
+        runslots.SLOTS.seen((kind.name, namespace or "", name), body.get("status"))
+
     kopf.on.event(k8s.GROUP, k8s.VERSION, kind.plural, id=f"{kind.plural}-changed")(changed)
+    kopf.index(k8s.GROUP, k8s.VERSION, kind.plural, id=f"{kind.plural}-runs")(runs)
+
+
+def _wake(keys: list[runslots.Key]) -> None:
+    for kind, namespace, name in keys:
+        wakeups.wake(kind, namespace, name)
 
 
 @kopf.on.event(render.SPARK_GROUP, render.SPARK_VERSION_API, render.SPARK_PLURAL,
@@ -151,6 +176,12 @@ async def driver_pod_changed(body: kopf.Body, name: str, namespace: str | None, 
 
 @kopf.on.startup()
 async def start_progress_poller(**_: Any) -> None:
+    loop = asyncio.get_running_loop()
+
+    def waker(keys: list[runslots.Key]) -> None:  # called from the passes' threads too
+        loop.call_soon_threadsafe(_wake, keys)
+
+    runslots.SLOTS.waker = waker
     progress.POLLER.start()
     drivers.watching = True  # kopf runs the driver pods' watch (driver_pod_changed) from now on
 

@@ -93,6 +93,7 @@ _UNDER_WAY = {
 TABLE = compose(_RUN, {
     Phase.PENDING: {
         Trigger.SUBMIT: Phase.SUBMITTED,
+        Trigger.QUEUE: Phase.PENDING,
         Trigger.SUSPEND: Phase.SUSPENDED,
         Trigger.INVALID: Phase.FAILED,
     },

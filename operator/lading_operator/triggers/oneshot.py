@@ -36,6 +36,7 @@ _RUN_ENDS = {
 TABLE = compose(lifecycle.RUN, {
     Phase.PENDING: {
         Trigger.SUBMIT: Phase.SUBMITTED,
+        Trigger.QUEUE: Phase.PENDING,
         Trigger.INVALID: Phase.FAILED,
         Trigger.CANCELLED: Phase.CANCELLED,
         Trigger.SUSPEND: Phase.SUSPENDED,
@@ -51,6 +52,7 @@ TABLE = compose(lifecycle.RUN, {
     # spec.schedule removed while waiting for a slot: the resource runs once.
     Phase.SCHEDULED: {
         Trigger.SUBMIT: Phase.SUBMITTED,
+        Trigger.QUEUE: Phase.SCHEDULED,
         Trigger.SUSPEND: Phase.SUSPENDED,
         Trigger.INVALID: Phase.FAILED,
         Trigger.CANCELLED: Phase.CANCELLED,

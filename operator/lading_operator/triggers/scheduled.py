@@ -45,6 +45,7 @@ TABLE = compose(lifecycle.RUN, {
     },
     Phase.SCHEDULED: {
         Trigger.SUBMIT: Phase.SUBMITTED,
+        Trigger.QUEUE: Phase.SCHEDULED,
         Trigger.SCHEDULE: Phase.SCHEDULED,
         Trigger.SUSPEND: Phase.SUSPENDED,
         Trigger.INVALID: Phase.FAILED,
@@ -125,6 +126,8 @@ class Scheduled:
         status = ctx.status
         plan = Plan()
         if policy == "Allow":
+            if ctx.obs.queued is not None:
+                return None  # no run slot for the due one: the run under way is followed; the due one waits
             # The run under way carries on, followed through its lastRuns entry; the due one starts.
             entry = {k: v for k, v in {"runId": status.get("runId"), "phase": status.get("phase"),
                                        "sparkApplication": status.get("sparkApplication"),
