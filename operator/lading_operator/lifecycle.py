@@ -28,7 +28,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from lading_operator import names, render, sparkapp_state
+from lading_operator import names, render, runslots, sparkapp_state
 from lading_operator import result as results
 from lading_operator import status as st
 from lading_operator.observed import Ctx, Plan, RunEnd
@@ -39,7 +39,7 @@ DEFAULT_BACKOFF_LIMIT = 0
 FOLLOW_INTERVAL = 5.0       # how often a running job is looked at (progress, deadline)
 CANCEL_POLL = 1.0           # how often a Cancelling job checks that its app is gone
 QUEUE_POLL = 30.0           # a queued run looks again this often, if no run's end woke it first
-QUEUED = "Queued"           # the Ready reason of a run waiting for a run slot
+QUEUED = runslots.QUEUED    # the Ready reason of a run waiting for a run slot
 
 RUN: Table = {
     Phase.SUBMITTED: {

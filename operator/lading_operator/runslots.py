@@ -38,6 +38,7 @@ from typing import Any
 Key = tuple[str, str, str]  # (kind, namespace, name)
 TICKET_SECONDS = 120.0      # a ticket whose run the watch never showed frees its slot after this long
 UNDER_WAY = frozenset({"Submitted", "Running", "Cancelling"})
+QUEUED = "Queued"           # the Ready reason of a resource waiting for a slot (lifecycle.queue writes it)
 OTHER_RUN_PHASES = frozenset({"Submitted", "Running"})
 
 
@@ -50,6 +51,11 @@ def runs_under_way(status: Mapping[str, Any] | None) -> int:
     others = sum(1 for run in status.get("lastRuns") or () if isinstance(run, Mapping)
                  and run.get("phase") in OTHER_RUN_PHASES and run.get("runId") != current_id)
     return current + others
+
+
+def _queued(status: Mapping[str, Any] | None) -> bool:
+    return any(isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("reason") == QUEUED
+               for c in (status or {}).get("conditions") or ())
 
 
 def queued_message(namespace: str, limit: int) -> str:
@@ -89,11 +95,15 @@ class RunSlots:
 
     # --- what the watches show ------------------------------------------------------------
 
-    def seen(self, key: Key, status: Mapping[str, Any] | None) -> None:
-        """A watch event of resource ``key`` with this ``status`` (also from the initial listing)."""
+    def seen(self, key: Key, status: Mapping[str, Any] | None, created: str = "") -> None:
+        """A watch event of resource ``key`` (created at ``created``) with this ``status``, also from
+        the initial listing: a resource whose status says it waits (``Queued``) keeps its place in
+        line across a restart of the operator."""
         runs = runs_under_way(status)
         namespace = key[1]
         with self._lock:
+            if not runs and _queued(status) and key not in self._tickets.get(namespace, {}):  # (not a late event)
+                self._waiting.setdefault(namespace, {}).setdefault(key, (created, key[2]))
             before = self._under_way.get(namespace, {}).get(key, 0)
             if runs:
                 self._under_way.setdefault(namespace, {})[key] = runs

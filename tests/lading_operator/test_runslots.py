@@ -139,6 +139,17 @@ def test_a_restarted_operator_counts_the_runs_under_way_before_it_admits_any(slo
     assert not slots.ask(key("p"), created(5), LIMIT, 0, 1).admitted
 
 
+def test_a_restarted_operator_keeps_the_waiting_resources_in_line(slots: RunSlots) -> None:
+    queued = {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "reason": "Queued"}]}
+    slots.seen(key("a"), {"phase": "Running"}, created(1))
+    slots.seen(key("b"), queued, created(2))  # it waited before the restart
+    slots.seen(key("c"), {"phase": "Pending"}, created(3))  # new: in line once it asks
+    assert slots.waiting("ns") == [key("b")]
+    assert not slots.ask(key("c"), created(3), LIMIT, 0, 1).admitted  # one slot free, and b is ahead
+    assert slots.ask(key("b"), created(2), LIMIT, 0, 1).admitted
+    assert slots.waiting("ns") == [key("c")]
+
+
 def test_a_second_run_of_a_scheduled_resource_needs_a_slot_of_its_own(slots: RunSlots) -> None:
     slots.seen(key("sched"), {"phase": "Running", "runId": "r1"})
     assert slots.ask(key("sched"), created(1), LIMIT, 1, 1).admitted  # concurrencyPolicy Allow: 1 → 2

@@ -139,7 +139,8 @@ def register(kind: Kind) -> None:
 
     def runs(body: kopf.Body, name: str, namespace: str | None, **_: Any) -> None:
         # A kopf index for its timing (filled before any handler runs), not for its contents.
-        runslots.SLOTS.seen((kind.name, namespace or "", name), body.get("status"))
+        runslots.SLOTS.seen((kind.name, namespace or "", name), body.get("status"),
+                            str(body.get("metadata", {}).get("creationTimestamp") or ""))
 
     kopf.on.event(k8s.GROUP, k8s.VERSION, kind.plural, id=f"{kind.plural}-changed")(changed)
     kopf.index(k8s.GROUP, k8s.VERSION, kind.plural, id=f"{kind.plural}-runs")(runs)
