@@ -14,6 +14,8 @@ and a test scrapes every one of them.
 - ``lading_run_duration_seconds{kind,outcome}``: a histogram of run durations
   (its ``_count`` is the number of runs per outcome).
 - ``lading_reconcile_errors_total{kind}``: reconcile handler errors.
+- ``lading_runs_queued``: resources waiting for a run slot of their namespace
+  (:mod:`lading_operator.runslots`), at scrape time.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from lading_operator import kinds
+from lading_operator import kinds, runslots
 from lading_spec.version import VERSION
 
 KINDS = kinds.NAMES
@@ -90,6 +92,21 @@ class _PhaseCollector(Collector):
 
 _PHASES = _PhaseCollector()
 REGISTRY.register(_PHASES)
+
+
+class _QueuedCollector(Collector):
+    """``lading_runs_queued``: the resources waiting for a run slot, read at scrape time."""
+
+    HELP = "Resources waiting for a free run slot of their namespace (policy.limits runs)"
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily("lading_runs_queued", self.HELP, value=runslots.SLOTS.waiting_count())
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily("lading_runs_queued", self.HELP)
+
+
+REGISTRY.register(_QueuedCollector())
 
 ROWS = Counter(
     "lading_rows", "Rows copied by finished runs", ["kind"], registry=REGISTRY,

@@ -182,6 +182,11 @@ class RunSlots:
         with self._lock:
             return sorted(self._waiting.get(namespace, {}), key=lambda k: self._waiting[namespace][k])
 
+    def waiting_count(self) -> int:
+        """The resources waiting, every namespace."""
+        with self._lock:
+            return sum(len(w) for w in self._waiting.values())
+
     def clear(self) -> None:
         with self._lock:
             for table in (self._under_way, self._tickets, self._waiting, self._limits):

@@ -178,3 +178,18 @@ def test_metrics_listen_on_the_configured_address(monkeypatch: pytest.MonkeyPatc
             assert resp.status == 200
     finally:
         metrics.stop_metrics_server()
+
+
+def test_runs_queued_counts_the_resources_waiting_for_a_slot() -> None:
+    from lading_operator import runslots
+
+    runslots.SLOTS.clear()
+    try:
+        runslots.SLOTS.seen(("CopyJob", "q", "running"), {"phase": "Running"})
+        for name in ("w1", "w2"):
+            assert not runslots.SLOTS.ask(("CopyJob", "q", name), "2026-01-01T00:00:00Z", 1, 0, 1).admitted
+        assert metrics.REGISTRY.get_sample_value("lading_runs_queued") == 2
+        runslots.SLOTS.gone(("CopyJob", "q", "w1"))
+        assert metrics.REGISTRY.get_sample_value("lading_runs_queued") == 1
+    finally:
+        runslots.SLOTS.clear()
