@@ -124,6 +124,21 @@ def operator_process(operator_identity: Identity,
     op.stop()
 
 
+@pytest.fixture(scope="module")
+def plain_namespace(kube: Kube) -> Iterator[str]:
+    """A namespace without Pod Security labels (for a module): the instant stand-in's driver pods are bare."""
+    name = kube.create_namespace()
+    yield name
+    kube.delete_namespace(name)
+
+
+@pytest.fixture(scope="module")
+def instant(kube: Kube, standin_identity: Identity) -> Iterator[SparkOperatorStandIn]:
+    """The spark-operator stand-in in instant mode (no Spark: each application completes at once), for a module."""
+    with SparkOperatorStandIn(kube.url, token=standin_identity.token, ca=kube.ca, mode="instant") as s:
+        yield s
+
+
 @pytest.fixture
 def s3_secret(kube: Kube, kube_namespace: str, s3_endpoint: str) -> str:
     """A Secret with the S3 credentials, as a user would create it."""

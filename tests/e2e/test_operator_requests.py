@@ -36,20 +36,6 @@ BUDGET = 5
 
 
 @pytest.fixture(scope="module")
-def plain_namespace(kube: Kube) -> Iterator[str]:
-    """A namespace without Pod Security labels: the instant stand-in's driver pods are bare."""
-    name = kube.create_namespace()
-    yield name
-    kube.delete_namespace(name)
-
-
-@pytest.fixture(scope="module")
-def instant(kube: Kube, standin_identity: Identity) -> Iterator[SparkOperatorStandIn]:
-    with SparkOperatorStandIn(kube.url, token=standin_identity.token, ca=kube.ca, mode="instant") as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
 def counted_operator(operator_identity: Identity, instant: SparkOperatorStandIn,
                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     op = OperatorProcess(operator_identity.kubeconfig,

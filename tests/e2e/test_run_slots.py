@@ -1,7 +1,7 @@
 """A namespace's run slots (policy ``limits.runs``) on a real API server: runs beyond the limit wait.
 
 The operator runs as a process with the chart's ServiceAccount and a policy file that gives the
-test's namespace one run slot; the spark-operator stand-in runs in instant mode (no Spark: each
+test's namespaces one run slot each; the spark-operator stand-in runs in instant mode (no Spark: each
 SparkApplication completes at once), so the only thing that spaces the runs out is the
 operator. A watch on the namespace's SparkApplications records, in the API server's order,
 each application's creation and its end: never more than the limit may be under way at once,
@@ -35,35 +35,13 @@ ENDED = {"COMPLETED", "FAILED"}
 
 
 @pytest.fixture(scope="module")
-def plain_namespace(kube: Kube) -> Iterator[str]:
-    """A namespace without Pod Security labels: the instant stand-in's driver pods are bare."""
-    name = kube.create_namespace()
-    yield name
-    kube.delete_namespace(name)
-
-
-@pytest.fixture(scope="module")
-def restart_namespace(kube: Kube) -> Iterator[str]:
-    name = kube.create_namespace()
-    yield name
-    kube.delete_namespace(name)
-
-
-@pytest.fixture(scope="module")
-def instant(kube: Kube, standin_identity: Identity) -> Iterator[SparkOperatorStandIn]:
-    with SparkOperatorStandIn(kube.url, token=standin_identity.token, ca=kube.ca, mode="instant") as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def slotted_operator(operator_identity: Identity, plain_namespace: str, restart_namespace: str,
+def slotted_operator(operator_identity: Identity,
                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     directory = tmp_path_factory.mktemp("run-slots")
     policy = directory / "policy.yaml"
     policy.write_text(yaml.safe_dump({
         "allowedPrefixes": {"default": ["s3://"]},
-        "limits": {"default": {"executors": 4, "cores": 2, "memory": "8g", "runs": 10},
-                   "namespaces": {plain_namespace: {"runs": LIMIT}, restart_namespace: {"runs": LIMIT}}}}))
+        "limits": {"default": {"executors": 4, "cores": 2, "memory": "8g", "runs": LIMIT}}}))
     op = OperatorProcess(operator_identity.kubeconfig, directory / "operator.log",
                          env={"LADING_POLICY_FILE": str(policy)}).start()
     yield op
@@ -126,7 +104,15 @@ def ready_reason(kube: Kube, namespace: str, name: str) -> str:
 
 
 def test_a_restarted_operator_counts_the_runs_under_way_before_it_starts_another(
-        kube: Kube, standin_identity: Identity, restart_namespace: str, slotted_operator: OperatorProcess) -> None:
+        kube: Kube, standin_identity: Identity, slotted_operator: OperatorProcess) -> None:
+    restart_namespace = kube.create_namespace()
+    try:
+        restarted(kube, standin_identity, restart_namespace, slotted_operator)
+    finally:
+        kube.delete_namespace(restart_namespace)
+
+
+def restarted(kube: Kube, standin_identity: Identity, restart_namespace: str, slotted_operator: OperatorProcess) -> None:
     # No spark-operator yet: the first run's application is created and stays under way.
     history = AppHistory(kube, restart_namespace)
     history.start()
@@ -157,12 +143,8 @@ def test_a_namespace_runs_at_most_its_limit_and_the_others_start_in_turn(
     history.start()
     assert history.listed.wait(30)
     names = [f"slot-{i}" for i in range(JOBS)]
-    for i, name in enumerate(names):
-        kube.client.create({"apiVersion": API, "kind": "CopyJob",
-                            "metadata": {"name": name, "namespace": plain_namespace},
-                            "spec": {"from": {"query": f"SELECT {i} AS i"},
-                                     "to": {"files": f"s3://slots/out/{name}/", "format": "csv"}}},
-                           "copyjobs")
+    for name in names:
+        create(kube, plain_namespace, name)
     jobs = [wait_phase(kube.client, plain_namespace, name, {"Succeeded", "Failed"}, timeout=120) for name in names]
     history.stop.set()
     for job in jobs:
