@@ -38,7 +38,7 @@ from lading_operator.sparkapp_state import Outcome
 DEFAULT_BACKOFF_LIMIT = 0
 FOLLOW_INTERVAL = 5.0       # how often a running job is looked at (progress, deadline)
 CANCEL_POLL = 1.0           # how often a Cancelling job checks that its app is gone
-QUEUE_POLL = 30.0           # a queued run looks again this often, if no run's end woke it first
+QUEUE_POLL = 60.0           # a queued run looks again this often, if no run's end woke it first
 QUEUED = runslots.QUEUED    # the Ready reason of a run waiting for a run slot
 
 RUN: Table = {

@@ -144,8 +144,10 @@ class RunSlots:
             waiting = self._waiting.setdefault(namespace, {})
             waiting.setdefault(key, (created, key[2]))
             free = limit - self._in_use(namespace, exclude=key) - held
-            ahead = sum(1 for other, order in waiting.items() if other != key and order < waiting[key])
-            if wanted <= free - ahead:
+            # (the line is read only when a slot is free: a namespace with many resources waiting
+            # costs each of their passes nothing more while its slots are taken)
+            if wanted <= free and wanted <= free - sum(1 for other, order in waiting.items()
+                                                       if other != key and order < waiting[key]):
                 self._drop(self._waiting, namespace, key)
                 self._tickets.setdefault(namespace, {})[key] = _Ticket(held + wanted, now + TICKET_SECONDS)
                 return Verdict(True)

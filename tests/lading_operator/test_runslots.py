@@ -171,7 +171,7 @@ def test_a_queued_one_shot_stays_pending_says_why_and_writes_nothing_more_while_
     assert ready["status"] == "False" and ready["reason"] == "Queued" and ready["message"] == QUEUED
     assert cond(plan, "Reconciling")["status"] == "True"  # kstatus: still in progress
     assert plan.events == [("Normal", "Queued", QUEUED)]
-    assert plan.requeue_after == 30.0
+    assert plan.requeue_after == 60.0
     again = rc.plan(rc.Observed(job(status=plan.status), now=NOW + dt.timedelta(seconds=30), queued=QUEUED))
     assert again.create is None and not again.status and not again.events
     started = rc.plan(rc.Observed(job(status=plan.status), now=NOW + dt.timedelta(seconds=60)))
