@@ -39,7 +39,6 @@ DEFAULT_BACKOFF_LIMIT = 0
 FOLLOW_INTERVAL = 5.0       # how often a running job is looked at (progress, deadline)
 CANCEL_POLL = 1.0           # how often a Cancelling job checks that its app is gone
 QUEUE_POLL = 60.0           # a queued run looks again this often, if no run's end woke it first
-QUEUED = runslots.QUEUED    # the Ready reason of a run waiting for a run slot
 
 RUN: Table = {
     Phase.SUBMITTED: {
@@ -112,9 +111,9 @@ def queue(ctx: Ctx, plan: Plan, message: str) -> Plan:
     """The run waits for a run slot (:mod:`lading_operator.runslots`): the phase stays, the Ready
     condition says ``Queued`` and why; written (and one Event posted) only when it first waits."""
     plan.requeue_after = QUEUE_POLL
-    if ctx.reason == QUEUED and ctx.ready.get("message") == message:
+    if ctx.reason == runslots.QUEUED and ctx.ready.get("message") == message:
         return plan
-    return ctx.transition(plan, Trigger.QUEUE, QUEUED, message)
+    return ctx.transition(plan, Trigger.QUEUE, runslots.QUEUED, message)
 
 
 def started_job_spec(app: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -144,13 +144,14 @@ class RunSlots:
             waiting = self._waiting.setdefault(namespace, {})
             waiting.setdefault(key, (created, key[2]))
             free = limit - self._in_use(namespace, exclude=key) - held
-            # (the line is read only when a slot is free: a namespace with many resources waiting
-            # costs each of their passes nothing more while its slots are taken)
-            if wanted <= free and wanted <= free - sum(1 for other, order in waiting.items()
-                                                       if other != key and order < waiting[key]):
-                self._drop(self._waiting, namespace, key)
-                self._tickets.setdefault(namespace, {})[key] = _Ticket(held + wanted, now + TICKET_SECONDS)
-                return Verdict(True)
+            # The line is read only when a slot is free: a namespace with many resources waiting
+            # costs each of their passes nothing more while its slots are taken.
+            if wanted <= free:
+                ahead = sum(1 for other, order in waiting.items() if other != key and order < waiting[key])
+                if wanted <= free - ahead:
+                    self._drop(self._waiting, namespace, key)
+                    self._tickets.setdefault(namespace, {})[key] = _Ticket(held + wanted, now + TICKET_SECONDS)
+                    return Verdict(True)
         return Verdict(False, queued_message(namespace, limit))
 
     def settle(self, key: Key, written: Mapping[str, Any] | None) -> None:
@@ -182,7 +183,7 @@ class RunSlots:
     def waiting(self, namespace: str) -> list[Key]:
         """The resources waiting in ``namespace``, first in line first."""
         with self._lock:
-            return sorted(self._waiting.get(namespace, {}), key=lambda k: self._waiting[namespace][k])
+            return self._line(namespace)
 
     def waiting_count(self) -> int:
         """The resources waiting, every namespace."""
@@ -209,13 +210,16 @@ class RunSlots:
 
     def _to_wake(self, namespace: str) -> list[Key]:
         """The waiting resources the free slots would admit, first in line first."""
-        waiting = self._waiting.get(namespace)
         limit = self._limits.get(namespace)
-        if not waiting or limit is None:
+        if not self._waiting.get(namespace) or limit is None:
             return []
         self._expire(namespace, self._clock())
         free = max(limit - self._in_use(namespace), 0)
-        return sorted(waiting, key=lambda k: waiting[k])[:free]
+        return self._line(namespace)[:free]
+
+    def _line(self, namespace: str) -> list[Key]:
+        waiting = self._waiting.get(namespace, {})
+        return sorted(waiting, key=lambda k: waiting[k])
 
     @staticmethod
     def _drop(table: dict[str, dict[Key, Any]], namespace: str, key: Key) -> None:

@@ -176,13 +176,17 @@ async def driver_pod_changed(body: kopf.Body, name: str, namespace: str | None, 
 
 
 @kopf.on.startup()
-async def start_progress_poller(**_: Any) -> None:
+async def wake_on_free_run_slots(**_: Any) -> None:
     loop = asyncio.get_running_loop()
 
     def waker(keys: list[runslots.Key]) -> None:  # called from the passes' threads too
         loop.call_soon_threadsafe(_wake, keys)
 
     runslots.SLOTS.waker = waker
+
+
+@kopf.on.startup()
+async def start_progress_poller(**_: Any) -> None:
     progress.POLLER.start()
     drivers.watching = True  # kopf runs the driver pods' watch (driver_pod_changed) from now on
 
