@@ -13,6 +13,7 @@ tests/lading_operator/test_runslots.py's: here the passes' timing decides who wa
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -129,6 +130,14 @@ def restarted(kube: Kube, standin_identity: Identity, restart_namespace: str, sl
                interval=0.2, what="the third CopyJob queued by the restarted operator")
     assert ready_reason(kube, restart_namespace, "second") == "Queued"
     assert [a["metadata"]["labels"]["lading.io/name"] for a in apps_of(kube.client, restart_namespace)] == ["first"]
+    # What a user sees: the Pending ones are Queued in `kubectl get -o wide` (the Reason column).
+    table = subprocess.run(["kubectl", "--kubeconfig", kube.kubeconfig, "-n", restart_namespace, "get", "copyjobs",
+                            "-o", "wide"], capture_output=True, text=True, timeout=60)
+    assert table.returncode == 0, table.stderr
+    rows = {line.split()[0]: line.split() for line in table.stdout.splitlines()[1:]}
+    assert table.stdout.split()[:6] == ["NAME", "PHASE", "ROWS", "FILES", "AGE", "REASON"], table.stdout
+    assert [rows[n][1] for n in ("first", "second", "third")] == ["Submitted", "Pending", "Pending"], table.stdout
+    assert [rows[n][-1] for n in ("first", "second", "third")] == ["Submitted", "Queued", "Queued"], table.stdout
     with SparkOperatorStandIn(kube.url, token=standin_identity.token, ca=kube.ca, mode="instant"):
         jobs = [wait_phase(kube.client, restart_namespace, n, {"Succeeded", "Failed"}, timeout=120)
                 for n in ("first", "second", "third")]
