@@ -215,6 +215,12 @@ def is_safe(key: str) -> bool:
     return key.startswith(SAFE_PREFIXES) and not _CLASS_KEY.search(key.rsplit(".", 1)[-1])
 
 
+def _text(value: Any) -> str:
+    """A property's value as Spark reads it: a YAML boolean (unquoted ``true``, which ``lading run``
+    accepts; the API server wants strings) as ``true``/``false``, not Python's ``True``."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
 def parse_spark_conf(raw: Any, field: str = FIELD) -> dict[str, str]:
     """Validate ``sparkConf`` and refuse what is never allowed; values become strings.
 
@@ -227,7 +233,7 @@ def parse_spark_conf(raw: Any, field: str = FIELD) -> dict[str, str]:
         raise SpecError(field, "expected a mapping of Spark properties to values")
     if len(raw) > MAX_KEYS:
         raise SpecError(field, f"at most {MAX_KEYS} properties")
-    conf = {k: str(v) for k, v in raw.items()}
+    conf = {k: _text(v) for k, v in raw.items()}
     for key, value in conf.items():
         if not KEY.match(key):
             raise SpecError(f"{field}.{key}", "expected a Spark property name: spark. followed by letters, "

@@ -165,3 +165,10 @@ def test_errors_name_the_option_or_character(value: str, needle: str) -> None:
 def test_case_variants_of_the_key_are_checked_too() -> None:
     with pytest.raises(SpecError, match="never allowed"):
         parse_spark_conf({"spark.Driver.ExtraJavaOptions": "-Xrunjdwp:server=y"})
+
+
+def test_unquoted_yaml_values_become_the_text_spark_reads():
+    # lading run takes the YAML as written: `true` and `4` unquoted are a bool and an int there
+    assert parse_spark_conf({"spark.sql.adaptive.enabled": True, "spark.sql.shuffle.partitions": 4,
+                             "spark.sql.ansi.enabled": False}) == {
+        "spark.sql.adaptive.enabled": "true", "spark.sql.ansi.enabled": "false", "spark.sql.shuffle.partitions": "4"}
