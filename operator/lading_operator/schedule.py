@@ -14,6 +14,7 @@ restarted operator derives the same id and adopts the run's SparkApplication.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from dataclasses import dataclass
 
 from lading_spec.errors import SpecError
@@ -206,6 +207,15 @@ def due(cron: Schedule, last_slot: dt.datetime | None, created: dt.datetime, now
     return Due(latest, missed, next_time)
 
 
-def slot_run_id(slot: dt.datetime) -> str:
-    """The run id of a scheduled run: its slot, ``YYYYMMDDhhmmss`` in UTC."""
-    return slot.astimezone(dt.UTC).strftime("%Y%m%d%H%M%S")
+def slot_run_id(slot: dt.datetime, owner: str) -> str:
+    """The run id of a scheduled run: its slot, ``YYYYMMDDhhmmss`` in UTC, then ``u`` and a hash of
+    ``owner`` (the resource's uid), e.g. ``20260101020000u4c1f0e``.
+
+    A run id names one run of one resource everywhere the job writes (file names' run token,
+    the commit intent and manifest, a load's ``_lading_loads/<runId>``): a job that finds a
+    record of its run id takes it as its own earlier attempt's. Two resources due at the same
+    slot (two ``@hourly`` jobs appending to one prefix, or loading one table) would otherwise
+    share it, and the second would report the first's result as its own and load nothing.
+    No ``-`` (``names.app_name`` needs none)."""
+    digest = hashlib.sha256(owner.encode()).hexdigest()[:6]
+    return f"{slot.astimezone(dt.UTC).strftime('%Y%m%d%H%M%S')}u{digest}"

@@ -90,9 +90,11 @@ def test_a_copyjob_and_a_compaction_of_one_name_get_their_own_applications() -> 
     compaction = rc.plan(rc.Observed(resource("Compaction", example("Compaction")), now=NOW),
                          kind=RUNNING_COMPACTION)
     assert copy.create is not None and compaction.create is not None
-    assert copy.status["runId"] == compaction.status["runId"] == "20260101020000"
-    assert copy.create["metadata"]["name"] == "nightly-copyjob-20260101020000-1"
-    assert compaction.create["metadata"]["name"] == "nightly-compaction-20260101020000-1"
+    # and their own run ids: each run's files, intents and manifests are its own (schedule.slot_run_id)
+    assert copy.status["runId"].startswith("20260101020000u") and compaction.status["runId"].startswith("20260101020000u")
+    assert copy.status["runId"] != compaction.status["runId"]
+    assert copy.create["metadata"]["name"] == f"nightly-copyjob-{copy.status['runId']}-1"
+    assert compaction.create["metadata"]["name"] == f"nightly-compaction-{compaction.status['runId']}-1"
 
 
 def test_a_compaction_runs_like_a_copyjob() -> None:

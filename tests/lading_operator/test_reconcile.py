@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from typing import Any
 
@@ -13,6 +14,9 @@ from lading_operator import status as st
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 SPEC = {"from": {"query": "SELECT 1 AS x"}, "to": {"files": "s3://out/x/", "format": "csv"}}
+
+
+UID_HASH = hashlib.sha256(b"uid-1").hexdigest()[:6]  # a scheduled run id: the slot, u, this
 
 
 def job(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
@@ -217,23 +221,23 @@ def test_schedule_waits_then_runs_each_slot_with_its_own_run_id() -> None:
     assert early.phase == "Scheduled" and early.status["nextScheduleTime"] == "2026-01-01T11:30:00Z"
     assert early.create is None and early.requeue_after == pytest.approx(20 * 60)
     due = rc.plan(rc.Observed(job(spec, early.status), now=dt.datetime(2026, 1, 1, 11, 30, 2, tzinfo=dt.UTC)))
-    assert due.phase == "Submitted" and due.status["runId"] == "20260101113000"
+    assert due.phase == "Submitted" and due.status["runId"] == "20260101113000u" + UID_HASH
     assert due.status["lastScheduleTime"] == "2026-01-01T11:30:00Z"
     assert due.create is not None and '"runTime":"2026-01-01T11:30:00.000000Z"' in due.create["spec"]["arguments"][1]
     # The run ends: it goes to lastRuns and the job waits for the next slot.
     status = {**early.status, **due.status, "phase": "Running"}
-    result = '{"rows": 5, "destination": "s3://out/1130/", "runId": "20260101113000"}'
+    result = json.dumps({"rows": 5, "destination": "s3://out/1130/", "runId": "20260101113000u" + UID_HASH})
     ended = rc.plan(rc.Observed(job(spec, status), app("COMPLETED", due.status["sparkApplication"]), pod(result),
                                 True, dt.datetime(2026, 1, 1, 11, 31, tzinfo=dt.UTC)))
     assert ended.phase == "Scheduled"
     assert ended.status["lastRuns"][0] == {
-        "runId": "20260101113000", "phase": "Succeeded", "sparkApplication": due.status["sparkApplication"],
+        "runId": "20260101113000u" + UID_HASH, "phase": "Succeeded", "sparkApplication": due.status["sparkApplication"],
         "startTime": "2026-01-01T11:30:02Z", "completionTime": "2026-01-01T11:31:00Z", "rows": 5,
         "destination": "s3://out/1130/"}
     assert ended.status["nextScheduleTime"] == "2026-01-01T12:00:00Z"
     assert ended.status["response"]["rows"] == 5
     nxt = rc.plan(rc.Observed(job(spec, {**status, **ended.status}), now=dt.datetime(2026, 1, 1, 12, 0, 1, tzinfo=dt.UTC)))
-    assert nxt.status["runId"] == "20260101120000" and nxt.create is not None
+    assert nxt.status["runId"] == "20260101120000u" + UID_HASH and nxt.create is not None
     assert nxt.create["metadata"]["name"] != due.create["metadata"]["name"]
 
 
@@ -275,7 +279,7 @@ def test_allow_policy_runs_the_due_slot_alongside_and_follows_both() -> None:
     status = {**running(), "lastScheduleTime": "2026-01-01T11:55:00Z"}
     started = rc.plan(rc.Observed(job(spec, status), app("RUNNING"), pod(None), True, NOW))
     assert started.phase == "Submitted" and started.create is not None
-    assert started.status["runId"] == "20260101120000" and not started.delete_apps
+    assert started.status["runId"] == "20260101120000u" + UID_HASH and not started.delete_apps
     assert started.status["lastRuns"][0] == {"runId": "r1", "phase": "Running", "sparkApplication": "exp-copyjob-r1-1",
                                              "startTime": "2026-01-01T11:59:00Z"}
     # The earlier run finishes while the new one runs: its lastRuns entry is updated.

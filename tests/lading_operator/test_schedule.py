@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from hashlib import sha256
 
 import pytest
 
@@ -79,5 +80,9 @@ def test_starting_deadline_skips_a_late_slot() -> None:
 
 
 def test_slot_run_ids_are_stable_and_distinct() -> None:
-    assert schedule.slot_run_id(t(2026, 1, 1, 10, 30)) == "20260101103000"
-    assert schedule.slot_run_id(t(2026, 1, 1, 10, 30)) != schedule.slot_run_id(t(2026, 1, 1, 10, 31))
+    assert schedule.slot_run_id(t(2026, 1, 1, 10, 30), "uid-1") == "20260101103000u" + sha256(b"uid-1").hexdigest()[:6]
+    assert schedule.slot_run_id(t(2026, 1, 1, 10, 30), "uid-1") != schedule.slot_run_id(t(2026, 1, 1, 10, 31), "uid-1")
+    # Two resources due at the same slot run two runs: a job takes a record of its run id as its own
+    # earlier attempt's (an unload's manifest, a load's _lading_loads/<runId>.json)
+    assert schedule.slot_run_id(t(2026, 1, 1, 10, 30), "uid-1") != schedule.slot_run_id(t(2026, 1, 1, 10, 30), "uid-2")
+    assert "-" not in schedule.slot_run_id(t(2026, 1, 1, 10, 30), "uid-1")  # names.app_name's segments

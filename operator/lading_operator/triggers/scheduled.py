@@ -103,7 +103,7 @@ class Scheduled:
             if phase in (None, Phase.PENDING, Phase.SUSPENDED):
                 ctx.transition(plan, Trigger.SCHEDULE, "Scheduled", "waiting for the next scheduled run")
                 ctx = ctx.with_status(plan.status)
-            return lifecycle.submit(ctx, plan, schedule.slot_run_id(d.slot), d.slot, 1, Trigger.SUBMIT, "Submitted",
+            return lifecycle.submit(ctx, plan, schedule.slot_run_id(d.slot, _owner(ctx)), d.slot, 1, Trigger.SUBMIT, "Submitted",
                                     extra={"lastScheduleTime": st.timestamp(d.slot),
                                            "nextScheduleTime": st.timestamp(d.next_time)})
         plan.requeue_after = max((d.next_time - ctx.now).total_seconds(), 0.5)
@@ -133,7 +133,7 @@ class Scheduled:
                                        "sparkApplication": status.get("sparkApplication"),
                                        "startTime": status.get("startTime")}.items() if v is not None}
             runs = [entry] + [r for r in status.get("lastRuns") or [] if r.get("runId") != entry.get("runId")]
-            return lifecycle.submit(ctx, plan, schedule.slot_run_id(d.slot), d.slot, 1, Trigger.SUBMIT, "Submitted",
+            return lifecycle.submit(ctx, plan, schedule.slot_run_id(d.slot, _owner(ctx)), d.slot, 1, Trigger.SUBMIT, "Submitted",
                                     extra={"lastScheduleTime": st.timestamp(d.slot),
                                            "nextScheduleTime": st.timestamp(d.next_time), "lastRuns": runs})
         if status.get("sparkApplication") and ctx.obs.foreign_app is None:
@@ -207,3 +207,10 @@ def follow_others(ctx: Ctx) -> tuple[Ctx, bool]:
     if not changed:
         return ctx, False
     return ctx.with_status({"lastRuns": runs}), True
+
+
+def _owner(ctx: Ctx) -> str:
+    """What makes a scheduled run's id this resource's: its uid (its kind, namespace and name
+    where there is none, as in a dry run)."""
+    meta = ctx.meta
+    return str(meta.get("uid") or f"{ctx.kind.name}/{meta.get('namespace') or ''}/{meta.get('name') or ''}")
