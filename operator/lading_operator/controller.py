@@ -276,7 +276,9 @@ def observe(kind: Kind, resource: dict[str, Any], now: dt.datetime | None = None
             pod = _ended_pod(namespace, app) if not continuous else None
             pod = pod if pod is not None else _pod_of(namespace, app)
             checked = True
-        elif app is None and foreign is None and continuous:
+        elif app is None and foreign is None:
+            # Gone: a continuous kind's next run, and any kind's next attempt, waits for its driver pod
+            # to be gone too (lifecycle.follow); one pod GET, only when the application disappeared.
             pod = k8s.get_pod(namespace, names.driver_pod_name(str(app_name)))
             checked = True
     others: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+import time
 from typing import Any
 
 import pyarrow as pa
@@ -211,6 +212,37 @@ def test_deleting_a_running_copyjob_removes_its_sparkapplication(
                lambda app: app is None, timeout=120, what="the SparkApplication to be collected")
     assert kube.client.get_or_none("v1", "pods", kube_namespace, f"{app_name}-driver") is None
     assert standin.runs[(kube_namespace, app_name)].process.poll() is not None  # type: ignore[union-attr]
+
+
+def test_a_retry_waits_for_the_deleted_applications_driver_pod_to_be_gone(
+        kube: Kube, kube_namespace: str, operator_process: OperatorProcess, standin: SparkOperatorStandIn,
+        bucket: str, source: str, s3_secret: str, s3_endpoint: str) -> None:
+    """The SparkApplication is deleted mid-run while its driver pod still stops (spark-operator deletes
+    the pod and lets the application go without waiting; a driver in its commit section publishes
+    first): the next attempt starts only once the pod is gone, so two attempts never overlap."""
+    spec = {**unload_spec(source, bucket, s3_secret, s3_endpoint, query=SLOW_QUERY.format(rows=300),
+                          to="fenced/"), "backoffLimit": 1}
+    kube.client.create({"apiVersion": API, "kind": "CopyJob",
+                        "metadata": {"name": "fenced", "namespace": kube_namespace}, "spec": spec}, "copyjobs")
+    running = wait_phase(kube.client, kube_namespace, "fenced", "Running")
+    app_name = running["status"]["sparkApplication"]
+    pod = f"{app_name}-driver"
+    hold = "lading.io/test-hold"  # keeps the pod Terminating, as a kubelet does during the grace period
+    kube.client.patch("v1", "pods", kube_namespace, pod, {"metadata": {"finalizers": [hold]}})
+    kube.client.delete("sparkoperator.k8s.io/v1beta2", "sparkapplications", kube_namespace, app_name)
+    wait_until(lambda: kube.client.get_or_none("sparkoperator.k8s.io/v1beta2", "sparkapplications",
+                                               kube_namespace, app_name),
+               lambda app: app is None, timeout=120, what="the SparkApplication to go")
+    assert kube.client.get("v1", "pods", kube_namespace, pod)["metadata"].get("deletionTimestamp")
+    # Two follow intervals with the pod still there: no second attempt.
+    time.sleep(2 * 5.0 + 1)
+    held = kube.client.get(API, "copyjobs", kube_namespace, "fenced")
+    assert held["status"]["attempts"] == 1 and held["status"]["sparkApplication"] == app_name, held["status"]
+    assert apps_of(kube.client, kube_namespace) == []
+    kube.client.patch("v1", "pods", kube_namespace, pod, {"metadata": {"finalizers": []}})
+    done = wait_phase(kube.client, kube_namespace, "fenced", {"Succeeded", "Failed"})
+    assert done["status"]["phase"] == "Succeeded" and done["status"]["attempts"] == 2, done["status"]
+    assert done["status"]["response"]["rows"] == 300
 
 
 def test_operator_killed_mid_run_adopts_the_run(

@@ -199,6 +199,23 @@ def test_app_gone_while_running_is_lost() -> None:
     assert plan.phase == "Failed" and cond(plan, "Ready")["reason"] == "DriverLost"
 
 
+def test_a_retry_waits_until_the_deleted_attempts_driver_pod_is_gone() -> None:
+    # The application was deleted while running: its driver pod still stops, and a driver in its
+    # commit section publishes first. The next attempt's recovery would roll that publish back.
+    spec = {**SPEC, "backoffLimit": 2}
+    stopping = {**pod(None), "metadata": {"name": "exp-copyjob-r1-1-driver", "deletionTimestamp": "x"}}
+    waits = rc.plan(rc.Observed(job(spec, running()), None, stopping, True, NOW))
+    assert waits.create is None and not waits.status and waits.requeue_after
+    gone = rc.plan(rc.Observed(job(spec, running()), None, None, True, NOW))
+    assert gone.phase == "Submitted" and gone.create is not None
+    assert gone.create["metadata"]["name"] == "exp-copyjob-r1-2"
+    # the same for an application recorded and deleted before the watch saw it run: made again only after
+    again = rc.plan(rc.Observed(job(spec, running("Submitted")), None, stopping, True, NOW))
+    assert again.create is None and not again.status
+    # and with no retry left, the run ends only once the pod is gone (status says DriverLost then)
+    assert rc.plan(rc.Observed(job(status=running()), None, stopping, True, NOW)).phase is None
+
+
 def test_terminal_is_left_alone_until_ttl() -> None:
     done = {"phase": "Succeeded", "completionTime": "2026-01-01T11:59:30Z"}
     assert rc.plan(rc.Observed(job(status=done), now=NOW)).status == {}
