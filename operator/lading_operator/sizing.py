@@ -37,7 +37,9 @@ LIMIT_KEYS = ("executors", "cores", "memory", "runs")
 ROLES = ("driver", "executor")
 MIB = 1024 * 1024
 MIN_OVERHEAD = 384 * MIB
-DEFAULT_OVERHEAD_FACTOR = 0.1
+# Spark on Kubernetes' overhead factor for a non-JVM (Python) main resource, which every lading
+# application is: BasicDriverFeatureStep's NON_JVM_MEMORY_OVERHEAD_FACTOR, passed on to the executors.
+DEFAULT_OVERHEAD_FACTOR = 0.4
 
 # Spark properties that size the pods: checked against the caps (docs/security.md lists them).
 SIZING_KEYS: tuple[str, ...] = (
@@ -176,6 +178,17 @@ def _cores_check(limits: Limits, spark: dict[str, Any], conf: dict[str, str]) ->
     return None
 
 
+def _factor_key(conf: dict[str, str], role: str) -> str | None:
+    """The property whose overhead factor a ``role`` pod gets, None for the default. The driver's:
+    ``spark.driver.memoryOverheadFactor``, else ``spark.kubernetes.memoryOverheadFactor``, else
+    0.4 (a Python application); the driver passes its factor on to the executors as
+    ``spark.kubernetes.memoryOverheadFactor``, so an executor's is its own key's, else the driver's."""
+    if role == "executor" and "spark.executor.memoryOverheadFactor" in conf:
+        return "spark.executor.memoryOverheadFactor"
+    return next((k for k in ("spark.driver.memoryOverheadFactor", "spark.kubernetes.memoryOverheadFactor")
+                 if k in conf), None)
+
+
 def pod_memory(spark: dict[str, Any], conf: dict[str, str], role: str) -> dict[str, int]:
     """What a ``role`` pod asks for, by the field that sets it (bytes), as Spark on Kubernetes
     computes the pod's memory request; the overhead by its factor is named after the heap."""
@@ -186,8 +199,7 @@ def pod_memory(spark: dict[str, Any], conf: dict[str, str], role: str) -> dict[s
     if overhead_key in conf:
         parts[f"spec.spark.sparkConf.{overhead_key}"] = size_bytes(conf[overhead_key], MIB, overhead_key)
     else:
-        factor_key = next((k for k in (f"spark.{role}.memoryOverheadFactor", "spark.kubernetes.memoryOverheadFactor")
-                           if k in conf), None)
+        factor_key = _factor_key(conf, role)
         factor = DEFAULT_OVERHEAD_FACTOR
         if factor_key is not None:
             try:

@@ -151,6 +151,9 @@ def restricted_violations(pod: dict[str, Any]) -> list[str]:
 
 @pytest.mark.parametrize("spark", [
     {},
+    {"driver": {"memory": "11g"}, "executor": {"memory": "11g"}},  # 15.4g each
+    {"executor": {"memory": "14g"}, "sparkConf": {"spark.executor.memoryOverheadFactor": "0.1",
+                                                  "spark.driver.memoryOverheadFactor": "1.5"}},
     {"podSecurityContext": {"runAsUser": 1000, "fsGroup": 1000}},
     {"podSecurityContext": {"runAsGroup": 0, "supplementalGroups": [0]}},
     {"securityContext": {"readOnlyRootFilesystem": True}},
@@ -194,7 +197,12 @@ CAPPED = STRICT + "limits:\n  default: {executors: 10, cores: 4, memory: 16g}\n 
     ({"sparkConf": {"spark.executor.memoryOverheadFactor": "20"}},
      "spec.spark.sparkConf.spark.executor.memoryOverheadFactor"),
     ({"executor": {"memory": "64g"}}, "spec.spark.executor.memory"),
-    ({"driver": {"memory": "15g"}}, "spec.spark.driver.memory"),  # + 1.5g overhead > 16g
+    # a Python application's pods ask for the heap + 40 % (Spark's NON_JVM_MEMORY_OVERHEAD_FACTOR): 16.8g > 16g
+    ({"driver": {"memory": "12g"}}, "spec.spark.driver.memory"),
+    ({"executor": {"memory": "12g"}}, "spec.spark.executor.memory"),
+    # the driver passes its factor on to the executors (as spark.kubernetes.memoryOverheadFactor)
+    ({"executor": {"memory": "8g"}, "sparkConf": {"spark.driver.memoryOverheadFactor": "1.5"}},
+     "spec.spark.sparkConf.spark.driver.memoryOverheadFactor"),
     ({"sparkConf": {"spark.kubernetes.executor.request.cores": "64"}},
      "spec.spark.sparkConf.spark.kubernetes.executor.request.cores"),
     ({"sparkConf": {"spark.kubernetes.driver.limit.cores": "4500m"}},
@@ -211,6 +219,9 @@ def test_render_policy_refuses_runaway_sizes_by_name(tmp_path: Path, spark: dict
 
 @pytest.mark.parametrize("spark", [
     {},
+    {"driver": {"memory": "11g"}, "executor": {"memory": "11g"}},  # 15.4g each
+    {"executor": {"memory": "14g"}, "sparkConf": {"spark.executor.memoryOverheadFactor": "0.1",
+                                                  "spark.driver.memoryOverheadFactor": "1.5"}},
     {"executor": {"instances": 10, "cores": 4, "memory": "12g"},
      "sparkConf": {"spark.executor.memoryOverhead": "2g", "spark.memory.offHeap.size": "1g",
                    "spark.dynamicAllocation.enabled": "true", "spark.dynamicAllocation.maxExecutors": "10",
