@@ -16,14 +16,20 @@ resource owns and deletes
 
 The current run's application, and the applications of earlier runs still under way
 (``concurrencyPolicy: Allow``), are never strays; neither is one already being deleted.
+
+An application that lost its owner is one too (:func:`orphaned`): a resource deleted with
+``propagationPolicy: Orphan`` (``kubectl delete --cascade=orphan``) leaves its application
+running with no owner, no deadline, and no run slot counted for it; nothing of the
+resource's passes would ever see it again.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from lading_operator import names, render, sparkapp_state
+from lading_operator import kinds, names, render, sparkapp_state
 from lading_operator.observed import Ctx
 from lading_operator.phases import ACTIVE
 from lading_operator.sparkapp_state import Outcome
@@ -55,3 +61,23 @@ def stray_apps(ctx: Ctx) -> list[tuple[str, str]]:
         elif sparkapp_state.classify(app) not in FINISHED:
             out.append((name, f"its run {run} ended but it was still {sparkapp_state.app_state(app) or 'starting'}"))
     return out
+
+
+def orphaned(app: Mapping[str, Any]) -> bool:
+    """Whether ``app`` is a SparkApplication the operator made (its ``lading.io/kind`` label, and
+    a job document naming the resource's uid) that no lading resource owns any more: its owner
+    was deleted with the Orphan propagation policy. The operator never makes one without an
+    owner; one applied by hand from ``lading render`` names no uid, and is left alone."""
+    meta: Mapping[str, Any] = app.get("metadata") or {}
+    if meta.get("deletionTimestamp") or not (meta.get("labels") or {}).get(render.LABEL_KIND):
+        return False
+    if any(ref.get("kind") in kinds.BY_NAME for ref in meta.get("ownerReferences") or [] if isinstance(ref, Mapping)):
+        return False
+    arguments = (app.get("spec") or {}).get("arguments") or []
+    for flag, value in zip(arguments, arguments[1:], strict=False):
+        if flag == "--job" and isinstance(value, str):
+            try:
+                return bool((json.loads(value).get("metadata") or {}).get("uid"))
+            except (ValueError, AttributeError):
+                return False
+    return False

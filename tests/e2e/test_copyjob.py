@@ -214,6 +214,26 @@ def test_deleting_a_running_copyjob_removes_its_sparkapplication(
     assert standin.runs[(kube_namespace, app_name)].process.poll() is not None  # type: ignore[union-attr]
 
 
+def test_a_copyjob_deleted_with_orphan_propagation_does_not_leave_its_run_going(
+        kube: Kube, kube_namespace: str, operator_process: OperatorProcess, standin: SparkOperatorStandIn,
+        bucket: str, source: str, s3_secret: str, s3_endpoint: str) -> None:
+    """`kubectl delete --cascade=orphan`: the garbage collector strips the application's owner, and
+    the run would go on outside every bound (run slots, activeDeadlineSeconds): the operator deletes it."""
+    spec = unload_spec(source, bucket, s3_secret, s3_endpoint, query=SLOW_QUERY.format(rows=100_000),
+                       to="orphaned/")
+    kube.client.create({"apiVersion": API, "kind": "CopyJob",
+                        "metadata": {"name": "orphaner", "namespace": kube_namespace}, "spec": spec}, "copyjobs")
+    running = wait_phase(kube.client, kube_namespace, "orphaner", "Running")
+    app_name = running["status"]["sparkApplication"]
+    kube.client.delete(API, "copyjobs", kube_namespace, "orphaner", propagation="Orphan")
+    kube.client.wait_gone(API, "copyjobs", kube_namespace, "orphaner", timeout=120)
+    wait_until(lambda: kube.client.get_or_none("sparkoperator.k8s.io/v1beta2", "sparkapplications",
+                                               kube_namespace, app_name),
+               lambda app: app is None, timeout=120, what="the orphaned SparkApplication to be deleted")
+    assert standin.runs[(kube_namespace, app_name)].process.poll() is not None  # type: ignore[union-attr]
+    assert "propagationPolicy Orphan" in operator_process.log()
+
+
 def test_a_retry_waits_for_the_deleted_applications_driver_pod_to_be_gone(
         kube: Kube, kube_namespace: str, operator_process: OperatorProcess, standin: SparkOperatorStandIn,
         bucket: str, source: str, s3_secret: str, s3_endpoint: str) -> None:

@@ -22,7 +22,7 @@ from harness.api_proxy import ApiProxy, Fault
 from harness.client import KubeClient
 from harness.fixtures import Kube, restricted_pod
 from harness.identities import Identity
-from lading_operator import controller, k8s, progress, strays
+from lading_operator import controller, k8s, progress, render, strays
 from lading_operator import reconcile as rc
 from lading_operator.kinds import COPYJOB, STREAMCOPY
 
@@ -62,6 +62,25 @@ def test_which_applications_are_strays() -> None:
     # Not listed this pass: nothing is judged.
     resource = {"apiVersion": API, "kind": "CopyJob", "spec": SPEC, "status": failed, "metadata": {"name": "exp"}}
     assert strays.stray_apps(rc.context(rc.Observed(resource, now=NOW))) == []
+
+
+def test_an_application_whose_resource_was_deleted_with_orphan_propagation_is_a_stray() -> None:
+    # kubectl delete lcj --cascade=orphan: the garbage collector strips the ownerReferences and the
+    # run goes on, bounded by nothing (run slots count resources, deadlines are their passes').
+    run = render.RunIdentity(kind="CopyJob", namespace=NS, name="exp", uid="u-1", generation=1, run_id="r1",
+                             run_time=NOW)
+    app = render.build_sparkapplication(SPEC, run)
+    assert not strays.orphaned(app)  # as the operator makes it: owned
+    orphan = {**app, "metadata": {k: v for k, v in app["metadata"].items() if k != "ownerReferences"}}
+    assert strays.orphaned(orphan)
+    assert not strays.orphaned({**orphan, "metadata": {**orphan["metadata"], "deletionTimestamp": "x"}})
+    # applied by hand from `lading render` (no uid in its job document): not lading's to delete
+    by_hand = render.build_sparkapplication(SPEC, render.RunIdentity(
+        kind="CopyJob", namespace=NS, name="exp", uid="", generation=1, run_id="r1", run_time=NOW))
+    assert not strays.orphaned({**by_hand, "metadata": {k: v for k, v in by_hand["metadata"].items()
+                                                        if k != "ownerReferences"}})
+    # not lading's at all (no lading.io/kind label)
+    assert not strays.orphaned({"metadata": {"name": "other", "labels": {}}, "spec": orphan["spec"]})
 
 
 class Crash(BaseException):

@@ -46,6 +46,7 @@ from lading_operator import (
     progress,
     render,
     runslots,
+    strays,
     wakeups,
 )
 from lading_operator.kinds import Kind
@@ -160,6 +161,16 @@ async def sparkapplication_changed(body: kopf.Body, name: str, namespace: str | 
     owners = tuple(str(ref.get("uid")) for ref in body.get("metadata", {}).get("ownerReferences") or []
                    if ref.get("kind") in kinds.BY_NAME and ref.get("uid"))
     controller.app_event(namespace or "", name, None if type == "DELETED" else body, owners)
+    if type != "DELETED" and not owners and strays.orphaned(body):
+        # Its resource was deleted with propagationPolicy Orphan: the run would go on outside every
+        # bound (run slots, activeDeadlineSeconds). Deleted, with its driver and executors.
+        log.warning("deleting SparkApplication %s/%s: its lading resource was deleted with propagationPolicy "
+                    "Orphan, and a run without its resource is bounded by nothing", namespace, name)
+        try:
+            await asyncio.get_running_loop().run_in_executor(executor(), k8s.delete_app, namespace or "", name)
+        except Exception:  # noqa: BLE001 - the next event of it (or the operator's restart) tries again
+            log.exception("deleting the orphaned SparkApplication %s/%s failed", namespace, name)
+        return
     if type == "ADDED" and not body.get("status"):
         return  # our own create (or a listing of one not started yet): nothing new to follow
     for ref in body.get("metadata", {}).get("ownerReferences") or []:
