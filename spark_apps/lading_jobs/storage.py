@@ -343,6 +343,16 @@ class _RangeReader:
         self.closed = True
 
 
+def refuse_link_local(endpoint: str | None) -> None:
+    """Refuse an endpoint whose name resolves to a link-local address, for a library that dials
+    the endpoint itself (deltalake): lading's own S3 client checks and pins it (below), such a
+    library resolves it again when it connects, which only the namespace's NetworkPolicy then
+    bounds (docs/security.md)."""
+    from lading_jobs import pinning
+
+    _refuse_metadata_service(endpoint, pinning.Pins())
+
+
 def _refuse_metadata_service(endpoint: str | None, pins: pinning.Pins) -> None:
     """Refuse an endpoint whose name resolves to a link-local address: the instance metadata
     service (the spec check refuses such addresses written out; a name is only known here).

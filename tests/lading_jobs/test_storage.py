@@ -203,6 +203,12 @@ def test_an_endpoint_name_that_resolves_to_the_metadata_service_is_refused(monke
     with pytest.raises(StorageError, match="link-local address .* check connection.endpoint"):
         S3Storage(S3Settings(endpoint="http://s3.attacker.example:9000"))
     S3Storage(S3Settings(endpoint="http://localhost:9000"))  # loopback (a sidecar, the tests' server) is fine
+    # a Delta input's log is read by deltalake, which dials the endpoint itself: checked before it is handed over
+    from lading_jobs.sources import delta
+    from lading_spec.copyjob import DeltaInput
+    with pytest.raises(StorageError, match="link-local address .* check connection.endpoint"):
+        delta.open_table(DeltaInput("s3://latest/meta-data/"), "from.inputs[0].delta",
+                         S3Settings(endpoint="http://s3.attacker.example:9000"))
 
 
 def run_together(work: Callable[[int], None], count: int) -> None:

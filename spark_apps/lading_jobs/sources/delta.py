@@ -179,6 +179,7 @@ def _storage_options(root: str, settings: st.S3Settings) -> dict[str, str]:
         return {}
     out = {"AWS_REGION": settings.region or "us-east-1"}
     if settings.endpoint:
+        st.refuse_link_local(settings.endpoint)  # deltalake dials it itself: the metadata service never
         out["AWS_ENDPOINT_URL"] = settings.endpoint
         if settings.endpoint.startswith("http://"):
             out["AWS_ALLOW_HTTP"] = "true"
