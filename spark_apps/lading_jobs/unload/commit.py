@@ -220,18 +220,29 @@ def _write_manifest(storage: Storage, us: uploadset.UploadSet, uri: str, body: b
         raise
 
 
-def _is_ours(storage: Storage, upload: PendingUpload, token: str | None) -> bool:
-    return naming.is_part_of_run(upload.uri, token)
+def _is_ours(upload: PendingUpload, destination: str, token: str | None, partition_by: tuple[str, ...]) -> bool:
+    """Whether a pending upload under ``destination`` is one this run's tasks may have begun: a part
+    file with the run's naming, directly under the destination or under one Hive directory per
+    ``partition_by`` column, in order. Another job's destination can sit below this one
+    (``s3://b/exports/eu/`` under ``s3://b/exports/``), and without a token (``ifExists: error``)
+    its parts are named as this run's: its pending uploads are not this run's to abort."""
+    if not naming.is_part_of_run(upload.uri, token) or not upload.uri.startswith(destination):
+        return False
+    directories = upload.uri[len(destination):].split("/")[:-1]
+    return len(directories) == len(partition_by) and all(
+        d.startswith(naming.escape_path_name(c) + "=") for d, c in zip(directories, partition_by, strict=True))
 
 
-def sweep(storage: Storage, destination: str, token: str | None, keep: Iterable[str] = ()) -> int:
-    """Abort pending uploads under ``destination`` with this run's naming, except the upload ids
-    in ``keep``; return how many."""
-    return uploadset.sweep(storage, destination, lambda u: _is_ours(storage, u, token), keep)
+def sweep(storage: Storage, destination: str, token: str | None, partition_by: tuple[str, ...],
+          keep: Iterable[str] = ()) -> int:
+    """Abort pending uploads under ``destination`` with this run's naming and layout, except the
+    upload ids in ``keep``; return how many."""
+    return uploadset.sweep(storage, destination, lambda u: _is_ours(u, destination, token, partition_by), keep)
 
 
-def abort_run(storage: Storage, destination: str, files: list[dict[str, Any]], token: str | None) -> None:
+def abort_run(storage: Storage, destination: str, files: list[dict[str, Any]], token: str | None,
+              partition_by: tuple[str, ...]) -> None:
     """Abort every upload the driver knows of, then sweep the run's naming (call once Spark
     reports the run's tasks ended, so no killed task is still starting one)."""
     uploadset.parallel(lambda f: storage.abort_upload(PendingUpload.from_dict(f["upload"])), files)
-    sweep(storage, destination, token)
+    sweep(storage, destination, token, partition_by)

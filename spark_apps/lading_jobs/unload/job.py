@@ -150,7 +150,7 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
     token = naming.run_token(doc.run_id) if mode != "error" else None
     done = commit.recover(storage, destination, mode, doc.run_id, token)
     if done is not None:  # an earlier attempt of this run committed: report it, write nothing
-        commit.sweep(storage, destination, token, keep=())
+        commit.sweep(storage, destination, token, target.partition_by, keep=())
         return _result(done, destination, naming.manifest_name(token if mode == "append" else None))
     if mode == "error":
         commit.check_destination(storage, destination)
@@ -197,7 +197,8 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
             try:
                 files = arrowpath.run(spark, choice.job, plan, counters)
             except sortedness.NotSorted as e:
-                choice = _unsorted(spark, storage, destination, token, choice, e, counters, path)
+                choice = _unsorted(spark, storage, (destination, token, target.partition_by), choice, e, counters,
+                                   path)
                 assert frame is not None  # only a query's ORDER BY can prove unsorted, and a query has its frame
                 df = _prepare_partitioning(frame, spec)
         if choice.job is None:
@@ -217,7 +218,7 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
             path=choice.marker())
     except BaseException as e:
         wait_for_tasks(sc, doc.run_id)  # killed tasks' workers may still be starting uploads
-        commit.abort_run(storage, destination, files, token)
+        commit.abort_run(storage, destination, files, token, target.partition_by)
         if cancel is not None and cancel.is_set():
             raise Cancelled() from e
         raise
@@ -226,15 +227,18 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
     commit.publish(storage, destination, files, manifest, mode=mode, run_id=doc.run_id, token=token)
     # uploads of lost or duplicate task attempts carry this run's naming but no manifest names them
     with contextlib.suppress(StorageError, OSError):
-        commit.sweep(storage, destination, token, keep={f["upload"]["upload_id"] for f in files})
+        commit.sweep(storage, destination, token, target.partition_by,
+                     keep={f["upload"]["upload_id"] for f in files})
     return _result(manifest, destination, naming.manifest_name(token if mode == "append" else None))
 
 
-def _unsorted(spark: SparkSession, storage: Storage, destination: str, token: str | None, choice: arrowpath.Choice,
+def _unsorted(spark: SparkSession, storage: Storage, run: tuple[str, str | None, tuple[str, ...]],
+              choice: arrowpath.Choice,
               e: sortedness.NotSorted, counters: tuple[Any, Any, Any] | None, path: str | None) -> arrowpath.Choice:
     """The Arrow tasks found the input out of the ORDER BY's order: abort what they wrote
     (and take it off the progress counters); the Spark SQL path sorts instead."""
-    commit.abort_run(storage, destination, e.files, token)
+    destination, token, partition_by = run  # where the run writes, its token, its partition columns
+    commit.abort_run(storage, destination, e.files, token, partition_by)
     if counters is not None:
         counters[0].add(-sum(f["rows"] for f in e.files))
         counters[1].add(-sum(f["bytes"] for f in e.files))

@@ -132,6 +132,29 @@ def test_after_success_pending_uploads_with_the_runs_naming_are_swept(spark: Any
     storage.abort_upload(other)
 
 
+def test_an_error_runs_sweep_leaves_another_jobs_uploads_under_a_nested_prefix(s3_client: Any, bucket: str) -> None:
+    # Without a token (ifExists: error) every job names its parts alike: the run at s3://b/exports/
+    # swept the pending parts of a job writing to s3://b/exports/eu/, which then failed ("its upload
+    # is gone"). Its own strays, directly under it or in its partition directories, still go.
+    dest = f"s3://{bucket}/exports/"
+    storage = S3Storage()
+    other = [storage.begin_upload(dest + "eu/" + naming.file_name(t, 0, "csv")) for t in (0, 1)]
+    mine = [storage.begin_upload(dest + naming.file_name(7, 0, "csv")),
+            storage.begin_upload(dest + "region=eu/" + naming.file_name(8, 0, "csv"))]
+    not_a_partition = storage.begin_upload(dest + "region=eu/x/" + naming.file_name(9, 0, "csv"))
+    others = ["exports/eu/part-00000-00000.csv", "exports/eu/part-00001-00000.csv",
+              "exports/region=eu/x/part-00009-00000.csv"]
+    # partitioned by region: its parts are one region=... directory down
+    assert commit.sweep(storage, dest, None, ("region",)) == 1
+    assert sorted(s3_pending(s3_client, bucket)) == sorted([*others, "exports/part-00007-00000.csv"])
+    # unpartitioned: directly under the destination
+    assert commit.sweep(storage, dest, None, ()) == 1
+    assert sorted(s3_pending(s3_client, bucket)) == sorted(others)
+    for upload in [*other, not_a_partition]:
+        storage.abort_upload(upload)
+    assert len(mine) == 2  # aborted by the sweeps above
+
+
 def test_two_error_runs_that_both_passed_the_check_publish_one(s3_client: Any, bucket: str) -> None:
     """Both runs passed the early check and hold pending files of the same names; the second to
     publish finds the first's intent (a lock) or, once it is gone, a prefix that is no longer
