@@ -281,6 +281,14 @@ class Storage:
     def delete(self, uris: Iterable[str]) -> None:
         raise NotImplementedError
 
+    def delete_if_holds(self, uri: str, data: bytes) -> None:
+        """Delete ``uri``, a key other runs may write (a destination's shared commit intent) and
+        that held ``data`` when this run wrote or read it. A store whose answers can be lost
+        overrides this so that a retry deletes only while the key still holds ``data``: the lost
+        answer's delete may have landed, and another run written its own since. The default:
+        ``delete``."""
+        self.delete([uri])
+
     def begin_upload(self, uri: str) -> PendingUpload:
         raise NotImplementedError
 
@@ -599,6 +607,20 @@ class S3Storage(Storage):
             for i in range(0, len(keys), 1000):
                 self._retried("deleting", f"s3://{bucket}/", functools.partial(self._delete_batch, bucket,
                                                                                keys[i : i + 1000]))
+
+    def delete_if_holds(self, uri: str, data: bytes) -> None:
+        bucket, key = split_s3(uri)
+        tried = False
+
+        def attempt() -> None:
+            nonlocal tried
+            # A retry: the last delete's answer was lost. Gone (it landed) or another run's now: leave it.
+            if tried and self._holds(uri, data, None) is not True:
+                return
+            tried = True
+            self._delete_batch(bucket, [key])
+
+        self._retried("deleting", uri, attempt)
 
     def _delete_batch(self, bucket: str, keys: list[str]) -> None:
         """One DeleteObjects of ``keys`` (at most 1000). Keys the answer lists with a transient error

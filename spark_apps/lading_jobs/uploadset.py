@@ -173,6 +173,7 @@ class UploadSet:
         self.uploads: list[PendingUpload] = []
         self.data: dict[str, Any] = {}
         self.begun = False
+        self._held: bytes | None = None  # the intent's bytes as this run last wrote or read them
 
     # -- recovery ---------------------------------------------------------------------------
     def read_intent(self) -> Intent | None:
@@ -180,7 +181,9 @@ class UploadSet:
         if self.storage.head(self.intent_uri) is None:
             return None
         try:
-            intent = Intent.from_json(self.storage.read(self.intent_uri))
+            raw = self.storage.read(self.intent_uri)
+            intent = Intent.from_json(raw)
+            self._held = raw
         except StorageError:
             if self.storage.head(self.intent_uri) is None:
                 return None  # finished in between
@@ -200,7 +203,7 @@ class UploadSet:
         if failures:
             raise StorageError(f"undoing run {intent.run_id}'s unfinished publish failed for {len(failures)} "
                                f"object(s), first {failures[0]}; its intent {self.intent_uri} is kept")
-        self.storage.delete([self.intent_uri])
+        self._drop_intent()
 
     # -- publishing -------------------------------------------------------------------------
     def begin(self, uploads: Iterable[PendingUpload], data: dict[str, Any] | None = None, *,
@@ -222,13 +225,16 @@ class UploadSet:
                     raise IntentHeld(f"{who} is publishing to the same place ({self.intent_uri})", held)
         else:
             self.storage.put(self.intent_uri, raw)
+        self._held = raw
         self.begun = True
         return intent
 
     def own(self) -> None:
         """Record in the intent that the uploads' keys are this run's (see ``begin``)."""
         self.data = {**self.data, KEYS_OWNED: True}
-        self.storage.put(self.intent_uri, Intent(self.run_id, self.attempt, self.uploads, self.data).to_json())
+        raw = Intent(self.run_id, self.attempt, self.uploads, self.data).to_json()
+        self.storage.put(self.intent_uri, raw)
+        self._held = raw
 
     def complete_all(self, uploads: Iterable[PendingUpload] | None = None) -> None:
         complete_all(self.storage, self.uploads if uploads is None else uploads)
@@ -244,10 +250,19 @@ class UploadSet:
             return
         if self.begun:
             with contextlib.suppress(Exception):
-                self.storage.delete([self.intent_uri])
+                self._drop_intent()
         self.begun = False
 
     def finish(self) -> None:
         """The commit point is behind us (this attempt's, or an earlier one's rolled forward): drop the intent."""
-        self.storage.delete([self.intent_uri])
+        self._drop_intent()
         self.begun = False
+
+    def _drop_intent(self) -> None:
+        """Delete the intent; a retried delete only while it is still the one this run wrote or read (an
+        ``error`` or ``replace`` destination's intent is one key for every run: once the first delete
+        landed, another run may hold it, and deleting that would let a third publish beside it)."""
+        if self._held is None:
+            self.storage.delete([self.intent_uri])
+        else:
+            self.storage.delete_if_holds(self.intent_uri, self._held)

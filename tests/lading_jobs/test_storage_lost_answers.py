@@ -98,3 +98,37 @@ def test_undecided_tells_lost_answers_from_refusals() -> None:
             raise RuntimeError("wrapped") from e
     except RuntimeError as wrapped:
         assert undecided(wrapped)
+
+
+def test_a_retried_delete_of_a_shared_intent_leaves_another_runs(fault_proxy: FaultProxy, bucket: str, s3_endpoint: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delete of an intent (one key for every run of an ``error``/``replace`` destination) lands and its
+    answer is lost; before the retry, another run takes the key. The blind retry deleted that run's intent,
+    and a third run then published beside it (found in review): the retry deletes only our own bytes."""
+    storage = _storage(fault_proxy)
+    direct = S3Storage(S3Settings(endpoint=s3_endpoint, region="us-east-1"))
+    uri = f"s3://{bucket}/out/_lading_intent.json"
+    storage.put(uri, b'{"attempt":"ours"}')
+    backoffs: list[float] = []
+
+    def meanwhile(seconds: float) -> None:  # the retry's wait: the other run begins its publish
+        backoffs.append(seconds)
+        assert direct.put_if_absent(uri, b'{"attempt":"theirs"}') is True  # our delete had landed
+
+    monkeypatch.setitem(retry.call.__kwdefaults__, "sleep", meanwhile)
+    rule = fault_proxy.plan(Kind.DELETE, Fault.RESET_AFTER)
+    storage.delete_if_holds(uri, b'{"attempt":"ours"}')
+    assert rule.fired and len(backoffs) == 1
+    assert direct.read(uri) == b'{"attempt":"theirs"}'
+    # with nobody in between, the retry finds the key gone and is done
+    direct.delete([uri])
+    storage.put(uri, b'{"attempt":"ours"}')
+    monkeypatch.setitem(retry.call.__kwdefaults__, "sleep", lambda seconds: None)
+    fault_proxy.plan(Kind.DELETE, Fault.RESET_AFTER)
+    storage.delete_if_holds(uri, b'{"attempt":"ours"}')
+    assert direct.head(uri) is None
+    # and a delete that never landed is sent again
+    storage.put(uri, b'{"attempt":"ours"}')
+    fault_proxy.plan(Kind.DELETE, Fault.RESET_BEFORE)
+    storage.delete_if_holds(uri, b'{"attempt":"ours"}')
+    assert direct.head(uri) is None
