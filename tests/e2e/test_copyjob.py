@@ -193,9 +193,13 @@ def test_cancel_mid_run_leaves_an_empty_destination(
     assert "cancelled" in standin.driver_log(kube_namespace, app_name)
 
 
+@pytest.mark.parametrize("propagation", ["", "Orphan"])
 def test_deleting_a_running_copyjob_removes_its_sparkapplication(
         kube: Kube, kube_namespace: str, operator_process: OperatorProcess, standin: SparkOperatorStandIn,
-        bucket: str, source: str, s3_secret: str, s3_endpoint: str) -> None:
+        bucket: str, source: str, s3_secret: str, s3_endpoint: str, propagation: str) -> None:
+    """Also with `kubectl delete --cascade=orphan`: the garbage collector strips the application's
+    owner, and the run would go on outside every bound (run slots, activeDeadlineSeconds): the
+    operator deletes it."""
     spec = unload_spec(source, bucket, s3_secret, s3_endpoint, query=SLOW_QUERY.format(rows=100_000),
                        to="deleted/")
     kube.client.create({"apiVersion": API, "kind": "CopyJob",
@@ -203,35 +207,16 @@ def test_deleting_a_running_copyjob_removes_its_sparkapplication(
     running = wait_phase(kube.client, kube_namespace, "to-delete", "Running")
     app_name = running["status"]["sparkApplication"]
     assert not running["metadata"].get("finalizers")  # nothing of ours can hold a deletion up
-    kube.client.delete(API, "copyjobs", kube_namespace, "to-delete")
+    kube.client.delete(API, "copyjobs", kube_namespace, "to-delete", propagation=propagation)
     kube.client.wait_gone(API, "copyjobs", kube_namespace, "to-delete", timeout=120)
-    # The garbage collector deletes its SparkApplication (ownerReference); spark-operator's own
-    # finalizer stops the driver first.
+    # The garbage collector deletes its SparkApplication (ownerReference), or the operator an orphaned
+    # one; spark-operator's own finalizer stops the driver first.
     wait_until(lambda: kube.client.get_or_none("sparkoperator.k8s.io/v1beta2", "sparkapplications",
                                                kube_namespace, app_name),
                lambda app: app is None, timeout=120, what="the SparkApplication to be collected")
     assert kube.client.get_or_none("v1", "pods", kube_namespace, f"{app_name}-driver") is None
     assert standin.runs[(kube_namespace, app_name)].process.poll() is not None  # type: ignore[union-attr]
-
-
-def test_a_copyjob_deleted_with_orphan_propagation_does_not_leave_its_run_going(
-        kube: Kube, kube_namespace: str, operator_process: OperatorProcess, standin: SparkOperatorStandIn,
-        bucket: str, source: str, s3_secret: str, s3_endpoint: str) -> None:
-    """`kubectl delete --cascade=orphan`: the garbage collector strips the application's owner, and
-    the run would go on outside every bound (run slots, activeDeadlineSeconds): the operator deletes it."""
-    spec = unload_spec(source, bucket, s3_secret, s3_endpoint, query=SLOW_QUERY.format(rows=100_000),
-                       to="orphaned/")
-    kube.client.create({"apiVersion": API, "kind": "CopyJob",
-                        "metadata": {"name": "orphaner", "namespace": kube_namespace}, "spec": spec}, "copyjobs")
-    running = wait_phase(kube.client, kube_namespace, "orphaner", "Running")
-    app_name = running["status"]["sparkApplication"]
-    kube.client.delete(API, "copyjobs", kube_namespace, "orphaner", propagation="Orphan")
-    kube.client.wait_gone(API, "copyjobs", kube_namespace, "orphaner", timeout=120)
-    wait_until(lambda: kube.client.get_or_none("sparkoperator.k8s.io/v1beta2", "sparkapplications",
-                                               kube_namespace, app_name),
-               lambda app: app is None, timeout=120, what="the orphaned SparkApplication to be deleted")
-    assert standin.runs[(kube_namespace, app_name)].process.poll() is not None  # type: ignore[union-attr]
-    assert "propagationPolicy Orphan" in operator_process.log()
+    assert ("propagationPolicy Orphan" in operator_process.log()) == (propagation == "Orphan")
 
 
 def test_a_retry_waits_for_the_deleted_applications_driver_pod_to_be_gone(
