@@ -6,7 +6,7 @@ pods or configmaps, a ResourceQuota leaves no room for an executor) does not fai
 reason: Spark's executor allocator logs the refusal, counts a failure, and after
 ``spark.executor.maxNumFailures`` of them exits the JVM with code 11, taking the PySpark app
 with it before it can report anything. The pod ends ``Error`` with no termination message, and
-all a user sees is an exit code. This wrapper passes spark-submit's stderr through unchanged,
+all a user sees is an exit code. This wrapper passes spark-submit's stderr through (secrets scrubbed),
 keeps the first refusal in it (:func:`lading_spec.refusals.refusal`: the API server's own words,
 ``pods is forbidden: User "system:serviceaccount:NS:SA" cannot create resource "pods" …``), and
 when the driver fails, puts it in the termination message the operator reads: as the error when
@@ -35,10 +35,13 @@ SETTLE_SECONDS = 3.0
 
 
 def relay(stream: IO[bytes], out: IO[bytes]) -> str | None:
-    """Copy ``stream`` to ``out`` line by line; the first Kubernetes refusal seen in it."""
+    """Copy ``stream`` to ``out`` line by line, secrets' values scrubbed (:mod:`lading_jobs.scrub`:
+    the JVM's log, and its Python workers', come this way, not through ``main.py``'s own filter);
+    the first Kubernetes refusal seen in it."""
     found: str | None = None
+    scrubber = scrub.current()
     for line in iter(stream.readline, b""):
-        out.write(line)
+        out.write(scrubber.data(line))
         out.flush()
         if found is None and b"Failure executing: " in line:
             found = refusal(line.decode(errors="replace"))

@@ -73,3 +73,16 @@ def test_the_orphaned_apps_late_error_is_merged_not_overwritten(tmp_path: Path) 
                           capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 11
     assert json.loads(termination.read_text()) == {"error": f"Answer from Java side is empty; {WHY}"}
+
+
+def test_the_jvms_log_passes_with_secret_values_scrubbed(tmp_path: Path) -> None:
+    """spark-submit's stderr (the JVM's log, and its Python workers') is not behind main.py's own filter."""
+    termination = tmp_path / "termination-log"
+    termination.write_text("")
+    child = "import os, sys; sys.stderr.write('conf ' + os.environ['AWS_SECRET_ACCESS_KEY'] + ' in a log line\\n')"
+    env = {"PATH": "/usr/bin:/bin", "LADING_TERMINATION_LOG": str(termination), "PYTHONPATH": f"{REPO / 'spark_apps'}",
+           "AWS_SECRET_ACCESS_KEY": "s3cr3t-value-42"}
+    done = subprocess.run([sys.executable, "-m", "lading_jobs.driver_pod", sys.executable, "-c", child],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "s3cr3t-value-42" not in done.stderr and "conf [redacted] in a log line" in done.stderr, done.stderr
