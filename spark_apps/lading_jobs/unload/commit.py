@@ -116,7 +116,7 @@ def recover(storage: Storage, destination: str, mode: str, run_id: str, token: s
             assert manifest is not None
             if mode == "replace":
                 delete_replaced(storage, destination, manifest, us.intent_uri)
-            storage.delete([us.intent_uri])
+            us.finish()  # rolled forward: the intent goes (a retried delete only while it is still this one)
             return manifest
         us.roll_back(intent)
     return None
