@@ -239,8 +239,8 @@ def test_a_retry_waits_for_the_deleted_applications_driver_pod_to_be_gone(
                                                kube_namespace, app_name),
                lambda app: app is None, timeout=120, what="the SparkApplication to go")
     assert kube.client.get("v1", "pods", kube_namespace, pod)["metadata"].get("deletionTimestamp")
-    # Two follow intervals with the pod still there: no second attempt.
-    time.sleep(2 * 5.0 + 1)
+    # The pass the deletion's watch event starts, and the one a follow interval later: no second attempt.
+    time.sleep(5.0 + 1)  # lading_operator.lifecycle.FOLLOW_INTERVAL + 1
     held = kube.client.get(API, "copyjobs", kube_namespace, "fenced")
     assert held["status"]["attempts"] == 1 and held["status"]["sparkApplication"] == app_name, held["status"]
     assert apps_of(kube.client, kube_namespace) == []
