@@ -118,15 +118,8 @@ def queue(ctx: Ctx, plan: Plan, message: str) -> Plan:
 
 def started_job_spec(app: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The job spec a SparkApplication was rendered with (its ``--job`` document), if readable."""
-    arguments = ((app or {}).get("spec") or {}).get("arguments") or []
-    for flag, value in zip(arguments, arguments[1:], strict=False):
-        if flag == "--job" and isinstance(value, str):
-            try:
-                spec = json.loads(value).get("spec")
-            except (ValueError, AttributeError):
-                return None
-            return spec if isinstance(spec, dict) else None
-    return None
+    spec = (render.job_document_of(app) or {}).get("spec")
+    return spec if isinstance(spec, dict) else None
 
 
 def spec_changed_under_way(ctx: Ctx) -> bool:

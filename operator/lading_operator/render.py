@@ -295,6 +295,20 @@ def job_spec(spec: Mapping[str, Any], operator_fields: Collection[str] = OPERATO
     return {k: v for k, v in spec.items() if k not in operator_fields}
 
 
+def job_document_of(app: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The job document a SparkApplication was rendered with (its ``--job`` argument, parsed), if
+    readable."""
+    arguments = ((app or {}).get("spec") or {}).get("arguments") or []
+    for flag, value in zip(arguments, arguments[1:], strict=False):
+        if flag == "--job" and isinstance(value, str):
+            try:
+                document = json.loads(value)
+            except ValueError:
+                return None
+            return document if isinstance(document, dict) else None
+    return None
+
+
 def job_document(spec: Mapping[str, Any], run: RunIdentity,
                  operator_fields: Collection[str] = OPERATOR_FIELDS) -> JobDocument:
     """The job document of one run; ``run.kind`` tells the Spark app which engine runs it."""

@@ -25,7 +25,6 @@ resource's passes would ever see it again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -73,11 +72,5 @@ def orphaned(app: Mapping[str, Any]) -> bool:
         return False
     if any(ref.get("kind") in kinds.BY_NAME for ref in meta.get("ownerReferences") or [] if isinstance(ref, Mapping)):
         return False
-    arguments = (app.get("spec") or {}).get("arguments") or []
-    for flag, value in zip(arguments, arguments[1:], strict=False):
-        if flag == "--job" and isinstance(value, str):
-            try:
-                return bool((json.loads(value).get("metadata") or {}).get("uid"))
-            except (ValueError, AttributeError):
-                return False
-    return False
+    job = (render.job_document_of(app) or {}).get("metadata")
+    return isinstance(job, Mapping) and bool(job.get("uid"))
