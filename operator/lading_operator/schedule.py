@@ -14,9 +14,9 @@ restarted operator derives the same id and adopts the run's SparkApplication.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from dataclasses import dataclass
 
+from lading_operator import names
 from lading_spec.errors import SpecError
 
 MACROS = {
@@ -217,5 +217,4 @@ def slot_run_id(slot: dt.datetime, owner: str) -> str:
     slot (two ``@hourly`` jobs appending to one prefix, or loading one table) would otherwise
     share it, and the second would report the first's result as its own and load nothing.
     No ``-`` (``names.app_name`` needs none)."""
-    digest = hashlib.sha256(owner.encode()).hexdigest()[:6]
-    return f"{slot.astimezone(dt.UTC).strftime('%Y%m%d%H%M%S')}u{digest}"
+    return f"{slot.astimezone(dt.UTC).strftime('%Y%m%d%H%M%S')}u{names.short_hash(owner, 6)}"
