@@ -380,7 +380,7 @@ def follow(ctx: Ctx) -> Plan:
         return p
 
     if outcome == Outcome.GONE:
-        if ctx.obs.driver_pod_checked and ctx.obs.driver_pod is not None:
+        if ctx.obs.driver_pod is not None:
             # The application was deleted, its driver pod still stops: a driver in a commit section
             # finishes it before it exits (lading_jobs.critical). The next attempt (or the application
             # made again) waits until the pod is gone: an attempt's recovery takes the run's commit

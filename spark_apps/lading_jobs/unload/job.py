@@ -197,7 +197,7 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
             try:
                 files = arrowpath.run(spark, choice.job, plan, counters)
             except sortedness.NotSorted as e:
-                choice = _unsorted(spark, storage, (destination, token, target.partition_by), choice, e, counters,
+                choice = _unsorted(spark, storage, destination, token, target.partition_by, choice, e, counters,
                                    path)
                 assert frame is not None  # only a query's ORDER BY can prove unsorted, and a query has its frame
                 df = _prepare_partitioning(frame, spec)
@@ -232,12 +232,11 @@ def run_unload(spark: SparkSession, doc: JobDocument, spec: CopyJobSpec, *,
     return _result(manifest, destination, naming.manifest_name(token if mode == "append" else None))
 
 
-def _unsorted(spark: SparkSession, storage: Storage, run: tuple[str, str | None, tuple[str, ...]],
-              choice: arrowpath.Choice,
+def _unsorted(spark: SparkSession, storage: Storage, destination: str, token: str | None,
+              partition_by: tuple[str, ...], choice: arrowpath.Choice,
               e: sortedness.NotSorted, counters: tuple[Any, Any, Any] | None, path: str | None) -> arrowpath.Choice:
     """The Arrow tasks found the input out of the ORDER BY's order: abort what they wrote
     (and take it off the progress counters); the Spark SQL path sorts instead."""
-    destination, token, partition_by = run  # where the run writes, its token, its partition columns
     commit.abort_run(storage, destination, e.files, token, partition_by)
     if counters is not None:
         counters[0].add(-sum(f["rows"] for f in e.files))
