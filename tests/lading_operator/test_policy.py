@@ -372,3 +372,13 @@ def test_a_delta_input_is_checked_as_its_table_directory() -> None:
     narrow = pol.Policy(namespaces={"analytics": ("s3://lake/d/orders/_delta_log/", "s3://lake/out/")})
     error = pol.check_uris(narrow, "analytics", uris)
     assert error is not None and error.startswith("spec.from.inputs[0].delta.table: ")
+
+
+def test_the_default_memory_cap_counts_a_python_applications_overhead() -> None:
+    """With no policy written (8g per pod): a pod asks for its heap and 40 % more, Spark on Kubernetes'
+    overhead for a Python application (0.1 before: a 7g heap passed and asked for 9.8g)."""
+    p = pol.load_policy(None)
+    for role in ("driver", "executor"):
+        error = pol.check_spark(p, "any", {role: {"memory": "6g"}}, IMAGE, ACCOUNT)  # 8.4g
+        assert error is not None and error.startswith(f"spec.spark.{role}.memory: "), error
+        assert pol.check_spark(p, "any", {role: {"memory": "5g"}}, IMAGE, ACCOUNT) is None  # 7g
