@@ -97,7 +97,7 @@ def render_document(doc: dict[str, Any], namespace: str, run_time: dt.datetime,
     generation = int(meta.get("generation") or 1)
     if spec.get("schedule"):
         slot = schedule.parse_schedule(spec["schedule"], run_time).next_after(run_time - dt.timedelta(seconds=1))
-        run_id, when = schedule.slot_run_id(slot, uid or f"{kind.name}/{ns}/{name}"), slot
+        run_id, when = schedule.slot_run_id(slot, schedule.run_owner(uid, kind.name, ns, name)), slot
     else:
         run_id, when = names.oneshot_run_id(f"{uid or name}/{generation}", name), run_time
     run = render.RunIdentity(kind=kind.name, namespace=ns, name=name, uid=uid, generation=generation,

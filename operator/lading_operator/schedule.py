@@ -207,6 +207,12 @@ def due(cron: Schedule, last_slot: dt.datetime | None, created: dt.datetime, now
     return Due(latest, missed, next_time)
 
 
+def run_owner(uid: str, kind: str, namespace: str, name: str) -> str:
+    """The ``owner`` of ``slot_run_id``: the resource's uid, or its kind, namespace and name where it
+    has none yet (a dry run of a manifest: ``lading render``)."""
+    return uid or f"{kind}/{namespace}/{name}"
+
+
 def slot_run_id(slot: dt.datetime, owner: str) -> str:
     """The run id of a scheduled run: its slot, ``YYYYMMDDhhmmss`` in UTC, then ``u`` and a hash of
     ``owner`` (the resource's uid), e.g. ``20260101020000u4c1f0e``.

@@ -583,9 +583,10 @@ class S3Storage(Storage):
                                  "and a lost attempt may still land. Nothing was undone: rerun the same run to "
                                  "finish or undo it", uri=uri, fault=e.fault) from e
 
-    def _holds(self, uri: str, data: bytes, error: BaseException | None) -> bool | None:
-        """After an ambiguous answer to writing ``data`` at ``uri``: whether the object there is exactly
-        ``data`` (``None``: nothing there). ``WriteUndecided`` when it cannot be read."""
+    def _holds(self, uri: str, data: bytes, error: BaseException | str | None, doing: str = "writing") -> bool | None:
+        """After an ambiguous answer to ``doing`` (writing ``data`` at ``uri``, or deleting it while it
+        holds ``data``): whether the object there is exactly ``data`` (``None``: nothing there).
+        ``WriteUndecided`` when it cannot be read."""
         try:
             info = self.head(uri)
             if info is None:
@@ -595,7 +596,7 @@ class S3Storage(Storage):
             return self.read(uri) == data
         except Exception as e:  # noqa: BLE001 - whatever the read-back's failure, the write is undecided
             raise WriteUndecided(
-                f"writing {uri} got no clear answer ({error}) and reading it back to see whether the write "
+                f"{doing} {uri} got no clear answer ({error}) and reading it back to see whether that "
                 f"landed failed ({e}); nothing was undone: rerun the same run to finish or undo it") from e
 
     def delete(self, uris: Iterable[str]) -> None:
@@ -615,7 +616,7 @@ class S3Storage(Storage):
         def attempt() -> None:
             nonlocal tried
             # A retry: the last delete's answer was lost. Gone (it landed) or another run's now: leave it.
-            if tried and self._holds(uri, data, None) is not True:
+            if tried and self._holds(uri, data, "the previous attempt's answer was lost", "deleting") is not True:
                 return
             tried = True
             self._delete_batch(bucket, [key])

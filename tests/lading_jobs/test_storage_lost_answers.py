@@ -132,3 +132,19 @@ def test_a_retried_delete_of_a_shared_intent_leaves_another_runs(fault_proxy: Fa
     fault_proxy.plan(Kind.DELETE, Fault.RESET_BEFORE)
     storage.delete_if_holds(uri, b'{"attempt":"ours"}')
     assert direct.head(uri) is None
+
+
+def test_delete_if_holds_undecided_when_it_cannot_read_back(fault_proxy: FaultProxy, bucket: str, s3_endpoint: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delete's answer is lost and the read-back fails too: undecided, and the message speaks of the
+    delete (it used to speak of a write), and the key is left as it is."""
+    storage = _storage(fault_proxy)
+    uri = f"s3://{bucket}/out/_lading_intent.json"
+    storage.put(uri, b'{"attempt":"ours"}')
+    monkeypatch.setitem(retry.call.__kwdefaults__, "sleep", lambda seconds: None)
+    fault_proxy.plan(Kind.DELETE, Fault.RESET_BEFORE)
+    for _ in range(6):
+        fault_proxy.plan(Kind.HEAD, Fault.RESET_BEFORE)
+    with pytest.raises(WriteUndecided, match=r"^deleting s3://.*_lading_intent\.json got no clear answer .*reading it back"):
+        storage.delete_if_holds(uri, b'{"attempt":"ours"}')
+    assert S3Storage(S3Settings(endpoint=s3_endpoint, region="us-east-1")).read(uri) == b'{"attempt":"ours"}'

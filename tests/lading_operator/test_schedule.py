@@ -86,3 +86,11 @@ def test_slot_run_ids_are_stable_and_distinct() -> None:
     # earlier attempt's (an unload's manifest, a load's _lading_loads/<runId>.json)
     assert schedule.slot_run_id(t(2026, 1, 1, 10, 30), "uid-1") != schedule.slot_run_id(t(2026, 1, 1, 10, 30), "uid-2")
     assert "-" not in schedule.slot_run_id(t(2026, 1, 1, 10, 30), "uid-1")  # names.app_name's segments
+
+
+def test_a_run_owner_is_the_uid_or_else_the_resources_kind_namespace_and_name() -> None:
+    """The operator (triggers.scheduled) and ``lading render`` (render_cli, with no uid in a manifest)
+    name the owner through this one function."""
+    assert schedule.run_owner("uid-1", "CopyJob", "ns", "nightly") == "uid-1"
+    assert schedule.run_owner("", "CopyJob", "ns", "nightly") == "CopyJob/ns/nightly"
+    assert schedule.run_owner("", "CopyJob", "ns", "nightly") != schedule.run_owner("", "Compaction", "ns", "nightly")

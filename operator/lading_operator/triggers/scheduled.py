@@ -213,4 +213,5 @@ def _owner(ctx: Ctx) -> str:
     """What makes a scheduled run's id this resource's: its uid (its kind, namespace and name
     where there is none, as in a dry run)."""
     meta = ctx.meta
-    return str(meta.get("uid") or f"{ctx.kind.name}/{meta.get('namespace') or ''}/{meta.get('name') or ''}")
+    return schedule.run_owner(str(meta.get("uid") or ""), ctx.kind.name, str(meta.get("namespace") or ""),
+                              str(meta.get("name") or ""))
