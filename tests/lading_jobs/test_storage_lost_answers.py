@@ -143,7 +143,7 @@ def test_delete_if_holds_undecided_when_it_cannot_read_back(fault_proxy: FaultPr
     storage.put(uri, b'{"attempt":"ours"}')
     monkeypatch.setitem(retry.call.__kwdefaults__, "sleep", lambda seconds: None)
     fault_proxy.plan(Kind.DELETE, Fault.RESET_BEFORE)
-    for _ in range(6):
+    for _ in range(retry.DEFAULT.attempts):  # every HEAD of the read-back's retries
         fault_proxy.plan(Kind.HEAD, Fault.RESET_BEFORE)
     with pytest.raises(WriteUndecided, match=r"^deleting s3://.*_lading_intent\.json got no clear answer .*reading it back"):
         storage.delete_if_holds(uri, b'{"attempt":"ours"}')
